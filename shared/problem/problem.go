@@ -1,0 +1,66 @@
+// Package problem writes RFC 9457 problem details (application/problem+json), the one error
+// shape every twice HTTP surface answers with. Handlers decide the status and a short,
+// caller-safe title and detail; internal error text never goes into a problem.
+package problem
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// ContentType is the media type of a problem document.
+const ContentType = "application/problem+json"
+
+// Problem is an RFC 9457 problem document. Extra members are merged at the top level.
+type Problem struct {
+	Type   string         `json:"type,omitempty"`
+	Title  string         `json:"title"`
+	Status int            `json:"status"`
+	Detail string         `json:"detail,omitempty"`
+	Extra  map[string]any `json:"-"`
+}
+
+// MarshalJSON flattens Extra into the document, as RFC 9457 extension members.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(p.Extra)+4)
+	for k, v := range p.Extra {
+		m[k] = v
+	}
+	if p.Type != "" {
+		m["type"] = p.Type
+	} else {
+		m["type"] = "about:blank"
+	}
+	m["title"] = p.Title
+	m["status"] = p.Status
+	if p.Detail != "" {
+		m["detail"] = p.Detail
+	}
+	return json.Marshal(m)
+}
+
+// New returns a problem with the standard title for status.
+func New(status int, detail string) Problem {
+	return Problem{Title: http.StatusText(status), Status: status, Detail: detail}
+}
+
+// Write sends p with its status.
+func Write(w http.ResponseWriter, p Problem) {
+	b, err := json.Marshal(p)
+	if err != nil { // Extra held something unmarshalable: drop it rather than fail.
+		p.Extra = nil
+		b, _ = json.Marshal(p)
+	}
+	h := w.Header()
+	h.Set("Content-Type", ContentType)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(b)
+}
+
+// Error is shorthand for Write(w, New(status, detail)).
+func Error(w http.ResponseWriter, status int, detail string) {
+	Write(w, New(status, detail))
+}
