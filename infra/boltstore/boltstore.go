@@ -1,0 +1,483 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/runtwice/twice/shared/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// maxTransact matches DynamoDB's TransactWriteItems limit, so code that runs locally also runs
+// in AWS.
+const maxTransact = 100
+
+// defaultPage is the page size of a Query without a Limit.
+const defaultPage = 100
+
+// Store is a store.Store on a bbolt file.
+type Store struct {
+	db     *bolt.DB
+	writes chan *writeReq
+	done   chan struct{}
+}
+
+// Open opens (creating if needed) the bbolt file at path and starts its committer. Another
+// process holding the file makes Open fail after a second rather than wait forever.
+func Open(path string) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        time.Second,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	return New(db), nil
+}
+
+// New wraps an open bbolt database, so the local stack can share one file between the store
+// and other embedded components. Close stops the committer and closes db.
+func New(db *bolt.DB) *Store {
+	s := &Store{db: db, writes: make(chan *writeReq, 1024), done: make(chan struct{})}
+	go s.commitLoop()
+	return s
+}
+
+// DB returns the underlying bbolt database.
+func (s *Store) DB() *bolt.DB { return s.db }
+
+// Close waits for queued writes, then closes the file.
+func (s *Store) Close() error {
+	close(s.writes)
+	<-s.done
+	return s.db.Close()
+}
+
+// writeReq is one caller's writes, applied in a shared transaction. apply returns the caller's
+// outcome (nil or a condition error); an error from bbolt itself fails the whole group.
+type writeReq struct {
+	apply  func(tx *bolt.Tx) (outcome error, err error)
+	result chan error
+}
+
+// commitLoop is the group committer: take one request, then everything already queued, run
+// them in one transaction, fsync once, answer all.
+func (s *Store) commitLoop() {
+	defer close(s.done)
+	var group []*writeReq
+	for req := range s.writes {
+		group = append(group[:0], req)
+	drain:
+		for len(group) < 256 {
+			select {
+			case r, ok := <-s.writes:
+				if !ok {
+					break drain
+				}
+				group = append(group, r)
+			default:
+				break drain
+			}
+		}
+		outcomes := make([]error, len(group))
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for i, r := range group {
+				o, err := r.apply(tx)
+				if err != nil {
+					return err
+				}
+				outcomes[i] = o
+			}
+			return nil
+		})
+		for i, r := range group {
+			if err != nil {
+				r.result <- fmt.Errorf("boltstore: commit: %w", err)
+			} else {
+				r.result <- outcomes[i]
+			}
+		}
+	}
+}
+
+func (s *Store) submit(ctx context.Context, apply func(tx *bolt.Tx) (error, error)) (err error) {
+	req := &writeReq{apply: apply, result: make(chan error, 1)}
+	defer func() {
+		// Close raced with this write: report it instead of crashing the caller.
+		if recover() != nil {
+			err = errors.New("boltstore: store closed")
+		}
+	}()
+	select {
+	case s.writes <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued, the write will commit or fail; wait for the answer even if ctx ends, so a
+	// caller never mistakes a committed write for a failed one.
+	return <-req.result
+}
+
+// Get implements store.Store.
+func (s *Store) Get(_ context.Context, table, pk, sk string) (store.Item, error) {
+	if err := checkKey(pk, sk); err != nil {
+		return store.Item{}, err
+	}
+	var it store.Item
+	found := false
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(dataBucket(table))
+		if b == nil {
+			return nil
+		}
+		v := b.Get(itemKey(pk, sk))
+		if v == nil {
+			return nil
+		}
+		found = true
+		var err error
+		it, err = decode(v)
+		return err
+	})
+	if err != nil {
+		return store.Item{}, err
+	}
+	if !found {
+		return store.Item{}, store.ErrNotFound
+	}
+	return it, nil
+}
+
+// Put implements store.Store.
+func (s *Store) Put(ctx context.Context, table string, it store.Item, c store.Cond) error {
+	return s.Transact(ctx, store.Write{Table: table, Put: &it, Cond: c})
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, table, pk, sk string, c store.Cond) error {
+	return s.Transact(ctx, store.Write{Table: table, Delete: &store.Key{PK: pk, SK: sk}, Cond: c})
+}
+
+// Transact implements store.Store.
+func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
+	if err := validate(ws); err != nil {
+		return err
+	}
+	// Copy the items: the caller may reuse them once we return, but the committer runs later.
+	enc := make([][]byte, len(ws))
+	for i, w := range ws {
+		if w.Put != nil {
+			enc[i] = encode(*w.Put)
+		}
+	}
+	return s.submit(ctx, func(tx *bolt.Tx) (error, error) {
+		// Check every condition before the first write: all or nothing.
+		olds := make([]*store.Item, len(ws))
+		for i, w := range ws {
+			pk, sk := writeKey(w)
+			old, err := getItem(tx, w.Table, pk, sk)
+			if err != nil {
+				return nil, err
+			}
+			if !w.Cond.Holds(old) {
+				return &store.ConditionError{Index: i, Old: old}, nil
+			}
+			olds[i] = old
+		}
+		for i, w := range ws {
+			if err := apply(tx, w, enc[i], olds[i]); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+}
+
+func validate(ws []store.Write) error {
+	if len(ws) == 0 || len(ws) > maxTransact {
+		return fmt.Errorf("%w: %d writes in one transaction (1 to %d)", store.ErrInvalid, len(ws), maxTransact)
+	}
+	seen := make(map[string]bool, len(ws))
+	for i, w := range ws {
+		if (w.Put == nil) == (w.Delete == nil) {
+			return fmt.Errorf("%w: write %d must have exactly one of Put and Delete", store.ErrInvalid, i)
+		}
+		if w.Table == "" {
+			return fmt.Errorf("%w: write %d has no table", store.ErrInvalid, i)
+		}
+		pk, sk := writeKey(w)
+		if err := checkKey(pk, sk); err != nil {
+			return err
+		}
+		k := w.Table + "\x00" + pk + "\x00" + sk
+		if seen[k] {
+			return fmt.Errorf("%w: two writes to %s/%q/%q in one transaction", store.ErrInvalid, w.Table, pk, sk)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+func checkKey(pk, sk string) error {
+	if pk == "" {
+		return fmt.Errorf("%w: empty partition key", store.ErrInvalid)
+	}
+	if strings.IndexByte(pk, 0) >= 0 || strings.IndexByte(sk, 0) >= 0 {
+		return fmt.Errorf("%w: key contains a NUL byte", store.ErrInvalid)
+	}
+	return nil
+}
+
+func writeKey(w store.Write) (pk, sk string) {
+	if w.Put != nil {
+		return w.Put.PK, w.Put.SK
+	}
+	return w.Delete.PK, w.Delete.SK
+}
+
+func getItem(tx *bolt.Tx, table, pk, sk string) (*store.Item, error) {
+	b := tx.Bucket(dataBucket(table))
+	if b == nil {
+		return nil, nil
+	}
+	v := b.Get(itemKey(pk, sk))
+	if v == nil {
+		return nil, nil
+	}
+	it, err := decode(v)
+	if err != nil {
+		return nil, err
+	}
+	return &it, nil
+}
+
+func apply(tx *bolt.Tx, w store.Write, enc []byte, old *store.Item) error {
+	data, err := tx.CreateBucketIfNotExists(dataBucket(w.Table))
+	if err != nil {
+		return err
+	}
+	idx, err := tx.CreateBucketIfNotExists(indexBucket(w.Table))
+	if err != nil {
+		return err
+	}
+	if old != nil && old.IndexPK != "" {
+		if err := idx.Delete(indexKey(*old)); err != nil {
+			return err
+		}
+	}
+	pk, sk := writeKey(w)
+	if w.Delete != nil {
+		return data.Delete(itemKey(pk, sk))
+	}
+	if err := data.Put(itemKey(pk, sk), enc); err != nil {
+		return err
+	}
+	if w.Put.IndexPK != "" {
+		return idx.Put(indexKey(*w.Put), itemKey(pk, sk))
+	}
+	return nil
+}
+
+// Query implements store.Store.
+func (s *Store) Query(_ context.Context, q store.Query) (store.Page, error) {
+	if q.PK == "" || strings.IndexByte(q.PK, 0) >= 0 {
+		return store.Page{}, fmt.Errorf("%w: query needs a partition key without NUL", store.ErrInvalid)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultPage
+	}
+	var after []byte
+	if q.Cursor != "" {
+		var err error
+		if after, err = base64.RawURLEncoding.DecodeString(q.Cursor); err != nil {
+			return store.Page{}, fmt.Errorf("%w: bad cursor", store.ErrInvalid)
+		}
+	}
+	prefix := append([]byte(q.PK), 0)
+	lo := append(bytes.Clone(prefix), q.SKFrom...)
+	var hi []byte // inclusive upper bound on the sort-key part
+	if q.SKTo != "" {
+		hi = append(bytes.Clone(prefix), q.SKTo...)
+	}
+	var page store.Page
+	err := s.db.View(func(tx *bolt.Tx) error {
+		name := dataBucket(q.Table)
+		if q.Index {
+			name = indexBucket(q.Table)
+		}
+		b := tx.Bucket(name)
+		if b == nil {
+			return nil
+		}
+		data := tx.Bucket(dataBucket(q.Table))
+		// inRange reports whether k (a full bucket key) has the partition and a sort key within
+		// [SKFrom, SKTo]. Index keys carry the item key after the sort key; compare the sort-key
+		// part only.
+		sortPart := func(k []byte) []byte {
+			rest := k[len(prefix):]
+			if q.Index {
+				if i := bytes.IndexByte(rest, 0); i >= 0 {
+					rest = rest[:i]
+				}
+			}
+			return rest
+		}
+		c := b.Cursor()
+		var k, v []byte
+		switch {
+		case !q.Desc && after != nil:
+			k, v = c.Seek(after)
+			if bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		case !q.Desc:
+			k, v = c.Seek(lo)
+		default:
+			start := after
+			if start == nil {
+				// Position after the last key of the range, then step back.
+				if hi != nil {
+					start = append(bytes.Clone(hi), 0xff)
+				} else {
+					start = append(bytes.Clone(prefix[:len(prefix)-1]), 1)
+				}
+			}
+			k, v = c.Seek(start)
+			if k == nil {
+				k, v = c.Last()
+			}
+			for k != nil && bytes.Compare(k, start) >= 0 {
+				k, v = c.Prev()
+			}
+		}
+		for ; k != nil; k, v = step(c, q.Desc) {
+			if !bytes.HasPrefix(k, prefix) {
+				break
+			}
+			// Descending scans start just above SKTo and may meet longer sort keys that share
+			// its prefix (SKTo "c", key "ca"): skip those; below SKFrom ends the scan.
+			if sp := string(sortPart(k)); q.SKTo != "" && sp > q.SKTo {
+				if q.Desc {
+					continue
+				}
+				break
+			} else if q.SKFrom != "" && sp < q.SKFrom {
+				if q.Desc {
+					break
+				}
+				continue
+			}
+			if len(page.Items) == limit {
+				page.Cursor = base64.RawURLEncoding.EncodeToString(lastKey(page, q, prefix))
+				break
+			}
+			raw := v
+			if q.Index {
+				raw = data.Get(v)
+				if raw == nil {
+					continue
+				}
+			}
+			it, err := decode(raw)
+			if err != nil {
+				return err
+			}
+			page.Items = append(page.Items, it)
+		}
+		return nil
+	})
+	return page, err
+}
+
+func step(c *bolt.Cursor, desc bool) ([]byte, []byte) {
+	if desc {
+		return c.Prev()
+	}
+	return c.Next()
+}
+
+// lastKey is the bucket key of the page's last item: where the next page continues.
+func lastKey(p store.Page, q store.Query, prefix []byte) []byte {
+	last := p.Items[len(p.Items)-1]
+	if q.Index {
+		return indexKey(last)
+	}
+	return itemKey(last.PK, last.SK)
+}
+
+func dataBucket(table string) []byte  { return []byte("t:" + table) }
+func indexBucket(table string) []byte { return []byte("i:" + table) }
+
+func itemKey(pk, sk string) []byte {
+	k := make([]byte, 0, len(pk)+1+len(sk))
+	k = append(k, pk...)
+	k = append(k, 0)
+	return append(k, sk...)
+}
+
+func indexKey(it store.Item) []byte {
+	k := make([]byte, 0, len(it.IndexPK)+len(it.IndexSK)+len(it.PK)+len(it.SK)+3)
+	k = append(k, it.IndexPK...)
+	k = append(k, 0)
+	k = append(k, it.IndexSK...)
+	k = append(k, 0)
+	k = append(k, it.PK...)
+	k = append(k, 0)
+	return append(k, it.SK...)
+}
+
+// encode lays an item out as uvarint-prefixed fields; version 1 of the format.
+func encode(it store.Item) []byte {
+	b := make([]byte, 0, 1+len(it.PK)+len(it.SK)+len(it.Doc)+len(it.IndexPK)+len(it.IndexSK)+40)
+	b = append(b, 1)
+	for _, s := range [][]byte{[]byte(it.PK), []byte(it.SK), it.Doc, []byte(it.IndexPK), []byte(it.IndexSK)} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendVarint(b, it.Version)
+	b = binary.AppendVarint(b, it.LockExpiresAt)
+	return binary.AppendVarint(b, it.ExpiresAt)
+}
+
+var errCorrupt = errors.New("boltstore: corrupt item")
+
+func decode(b []byte) (store.Item, error) {
+	if len(b) == 0 || b[0] != 1 {
+		return store.Item{}, errCorrupt
+	}
+	b = b[1:]
+	var fields [5][]byte
+	for i := range fields {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return store.Item{}, errCorrupt
+		}
+		fields[i] = b[w : w+int(n)]
+		b = b[w+int(n):]
+	}
+	var nums [3]int64
+	for i := range nums {
+		v, w := binary.Varint(b)
+		if w <= 0 {
+			return store.Item{}, errCorrupt
+		}
+		nums[i] = v
+		b = b[w:]
+	}
+	return store.Item{
+		PK: string(fields[0]), SK: string(fields[1]), Doc: bytes.Clone(fields[2]),
+		IndexPK: string(fields[3]), IndexSK: string(fields[4]),
+		Version: nums[0], LockExpiresAt: nums[1], ExpiresAt: nums[2],
+	}, nil
+}
