@@ -173,6 +173,12 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 	if err := validate(ws); err != nil {
 		return err
 	}
+	// A condition that already fails needs no write transaction: a failed conditional write
+	// changes nothing, so reading the latest committed state is a valid point for it to happen.
+	// This keeps duplicates (an idempotency replay) off the single writer.
+	if err := s.precheck(ws); err != nil {
+		return err
+	}
 	// Copy the items: the caller may reuse them once we return, but the committer runs later.
 	enc := make([][]byte, len(ws))
 	for i, w := range ws {
@@ -200,6 +206,32 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 			}
 		}
 		return nil, nil
+	})
+}
+
+func (s *Store) precheck(ws []store.Write) error {
+	conditional := false
+	for _, w := range ws {
+		conditional = conditional || w.Cond.Kind != store.Always
+	}
+	if !conditional {
+		return nil
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		for i, w := range ws {
+			if w.Cond.Kind == store.Always {
+				continue
+			}
+			pk, sk := writeKey(w)
+			old, err := getItem(tx, w.Table, pk, sk)
+			if err != nil {
+				return err
+			}
+			if !w.Cond.Holds(old) {
+				return &store.ConditionError{Index: i, Old: old}
+			}
+		}
+		return nil
 	})
 }
 

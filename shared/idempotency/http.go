@@ -1,0 +1,178 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// Header names of the IETF Idempotency-Key draft and of Stripe's replay marker.
+const (
+	HeaderKey      = "Idempotency-Key"
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// MiddlewareConfig configures Middleware.
+type MiddlewareConfig struct {
+	// Scope names the caller of a request (an authorizer principal); keys never collide
+	// across scopes.
+	Scope func(*http.Request) string
+	// MaxBody caps the request body (default 64 KiB); a larger body gets 413.
+	MaxBody int64
+}
+
+type stagedKey struct{}
+
+type staged struct {
+	effects  []store.Write
+	notFinal bool
+}
+
+// Stage adds writes to commit atomically with the response of the request ctx belongs to. It
+// reports false outside Middleware, where nothing would commit them.
+func Stage(ctx context.Context, ws ...store.Write) bool {
+	s, ok := ctx.Value(stagedKey{}).(*staged)
+	if ok {
+		s.effects = append(s.effects, ws...)
+	}
+	return ok
+}
+
+// NotFinal marks the response of the request ctx belongs to as not to be replayed: the key is
+// released after the staged writes commit, so a retry runs again. Use it for an unknown
+// outcome.
+func NotFinal(ctx context.Context) {
+	if s, ok := ctx.Value(stagedKey{}).(*staged); ok {
+		s.notFinal = true
+	}
+}
+
+// Middleware makes an HTTP handler idempotent by the Idempotency-Key header, with the semantics
+// of the IETF draft and Stripe: missing or malformed key 400, a different body under the same
+// key 422 naming the fields, a concurrent duplicate 409 with Retry-After, a completed duplicate
+// the stored status, headers and body with Idempotent-Replayed: true. Responses with a 5xx
+// status are not stored, and neither are those the handler marks NotFinal.
+func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handler {
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = 64 << 10
+	}
+	if cfg.Scope == nil {
+		cfg.Scope = func(*http.Request) string { return "local" }
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key := r.Header.Get(HeaderKey)
+			if err := ValidateKey(key); err != nil {
+				detail := "The Idempotency-Key header must be 1-255 visible ASCII characters."
+				if errors.Is(err, ErrKeyMissing) {
+					detail = "This request needs an Idempotency-Key header."
+				}
+				problem.Error(w, http.StatusBadRequest, detail)
+				return
+			}
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBody))
+			if err != nil {
+				var tooBig *http.MaxBytesError
+				if errors.As(err, &tooBig) {
+					problem.Error(w, http.StatusRequestEntityTooLarge, "The request body is larger than "+strconv.FormatInt(cfg.MaxBody, 10)+" bytes.")
+					return
+				}
+				problem.Error(w, http.StatusBadRequest, "The request body could not be read.")
+				return
+			}
+			fp, err := FingerprintJSON(body)
+			if err != nil {
+				fp = FingerprintBytes(body)
+			}
+			st := &staged{}
+			out, err := k.Do(r.Context(), cfg.Scope(r), key, fp, func(ctx context.Context) (Result, error) {
+				rec := &recorder{header: http.Header{}, status: http.StatusOK}
+				req := r.WithContext(context.WithValue(ctx, stagedKey{}, st))
+				req.Body = io.NopCloser(bytes.NewReader(body))
+				next.ServeHTTP(rec, req)
+				return Result{
+					Response: rec.response(),
+					Effects:  st.effects,
+					Final:    !st.notFinal && rec.status < 500,
+				}, nil
+			})
+			switch {
+			case errors.Is(err, ErrLeaseLost):
+				w.Header().Set("Retry-After", "1")
+				problem.Error(w, http.StatusConflict, "Another request with this Idempotency-Key took over; retry to get its result.")
+				return
+			case err != nil:
+				k.log.ErrorContext(r.Context(), "idempotency middleware", "error", err)
+				problem.Error(w, http.StatusInternalServerError, "The request could not be recorded; it is safe to retry with the same Idempotency-Key.")
+				return
+			}
+			switch out.Kind {
+			case New:
+				writeResponse(w, *out.Response, false)
+			case Replay:
+				writeResponse(w, *out.Response, true)
+			case InProgress:
+				w.Header().Set("Retry-After", strconv.Itoa(int(out.RetryAfter.Seconds()+0.999)))
+				problem.Error(w, http.StatusConflict, "A request with this Idempotency-Key is still being processed.")
+			case Mismatch:
+				p := problem.New(http.StatusUnprocessableEntity, "This Idempotency-Key was used with a different request body.")
+				p.Extra = map[string]any{"fields": out.Fields}
+				problem.Write(w, p)
+			}
+		})
+	}
+}
+
+func writeResponse(w http.ResponseWriter, resp Response, replayed bool) {
+	h := w.Header()
+	for _, k := range slices.Sorted(maps.Keys(resp.Header)) {
+		h.Set(k, resp.Header[k])
+	}
+	if replayed {
+		h.Set(HeaderReplayed, "true")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// recorder captures a handler's response for storing.
+type recorder struct {
+	header http.Header
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if !r.wrote {
+		r.status, r.wrote = status, true
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
+}
+
+// response keeps the headers that describe the body; Date and Content-Length are set anew.
+func (r *recorder) response() Response {
+	h := make(map[string]string, len(r.header))
+	for k, v := range r.header {
+		if k == "Date" || k == "Content-Length" || len(v) == 0 {
+			continue
+		}
+		h[k] = v[0]
+	}
+	return Response{Status: r.status, Header: h, Body: bytes.Clone(r.body.Bytes())}
+}

@@ -1,0 +1,288 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/runtwice/twice/shared/store"
+)
+
+// Table is the logical table idempotency records live in: one item per scoped key, keyed by PK
+// alone.
+const Table = "idempotency"
+
+// Record states.
+const (
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+)
+
+// Kind says what Acquire found.
+type Kind int
+
+const (
+	// New: the caller holds the key and must run the operation, then Complete or Release.
+	New Kind = iota + 1
+	// Replay: the operation completed before; Outcome.Response is what it answered.
+	Replay
+	// InProgress: another caller holds the key; retry after Outcome.RetryAfter.
+	InProgress
+	// Mismatch: the key was used with a different request; Outcome.Fields names what differs.
+	Mismatch
+)
+
+func (k Kind) String() string {
+	switch k {
+	case New:
+		return "new"
+	case Replay:
+		return "replay"
+	case InProgress:
+		return "in_progress"
+	case Mismatch:
+		return "mismatch"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Response is what a completed operation answered, stored so a replay can answer the same,
+// byte for byte.
+type Response struct {
+	Status int               `json:"status"`
+	Header map[string]string `json:"header,omitempty"`
+	Body   []byte            `json:"body"`
+}
+
+// Outcome is the typed result of Acquire.
+type Outcome struct {
+	Kind       Kind
+	Lease      *Lease        // New
+	Response   *Response     // Replay
+	RetryAfter time.Duration // InProgress
+	Fields     []string      // Mismatch: differing top-level fields, possibly empty
+	TakenOver  bool          // New: an expired lock or record was taken over
+}
+
+// Lease is the right to complete one key. Its version is a fencing token: a holder whose lock
+// expired and was taken over can no longer complete.
+type Lease struct {
+	Key         string // scoped key
+	Version     int64
+	Fingerprint Fingerprint
+	AcquiredAt  time.Time
+}
+
+// record is the stored document.
+type record struct {
+	Status        string      `json:"status"`
+	Fingerprint   Fingerprint `json:"fingerprint"`
+	Response      *Response   `json:"response,omitempty"`
+	CreatedAt     time.Time   `json:"created_at"`
+	CompletedAt   *time.Time  `json:"completed_at,omitempty"`
+	LockExpiresAt *time.Time  `json:"lock_expires_at,omitempty"`
+}
+
+// Sentinel errors of the lifecycle.
+var (
+	// ErrLeaseLost means the lease no longer holds the key: its lock expired and another caller
+	// took the key over, or it already completed. Nothing was committed.
+	ErrLeaseLost = errors.New("idempotency: lease lost to another caller")
+	// ErrRetention means the configured retention does not outlast the retry window.
+	ErrRetention = errors.New("idempotency: retention must be longer than the retry window")
+)
+
+// Config tunes a Keeper. Zero values take the defaults.
+type Config struct {
+	// Retention is how long a completed key is kept (default 7 days). It must be longer than
+	// RetryWindow, or a late retry would find the key gone and run again.
+	Retention time.Duration
+	// RetryWindow is how long callers may retry (default 3 days).
+	RetryWindow time.Duration
+	// LockMargin is added to the context deadline to set the lock expiry (default 5 s).
+	LockMargin time.Duration
+	// DefaultLock is the lock duration when the context has no deadline (default 30 s).
+	DefaultLock time.Duration
+	// MaxRetryAfter caps the Retry-After suggested for an in-progress key (default 2 s).
+	MaxRetryAfter time.Duration
+}
+
+// Metrics receives one count per lifecycle event: "created", "replayed", "conflicted",
+// "mismatched", "taken_over", "completed", "released", "lease_lost".
+type Metrics interface {
+	Count(ctx context.Context, event string)
+}
+
+// Keeper runs the record lifecycle on a store.
+type Keeper struct {
+	store   store.Store
+	cfg     Config
+	now     func() time.Time
+	log     *slog.Logger
+	metrics Metrics
+}
+
+// Option configures a Keeper.
+type Option func(*Keeper)
+
+// WithClock injects the clock.
+func WithClock(now func() time.Time) Option { return func(k *Keeper) { k.now = now } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(k *Keeper) { k.log = l } }
+
+// WithMetrics sets the metrics sink.
+func WithMetrics(m Metrics) Option { return func(k *Keeper) { k.metrics = m } }
+
+// NewKeeper validates cfg and returns a Keeper on s.
+func NewKeeper(s store.Store, cfg Config, opts ...Option) (*Keeper, error) {
+	if cfg.Retention == 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.RetryWindow == 0 {
+		cfg.RetryWindow = 3 * 24 * time.Hour
+	}
+	if cfg.LockMargin == 0 {
+		cfg.LockMargin = 5 * time.Second
+	}
+	if cfg.DefaultLock == 0 {
+		cfg.DefaultLock = 30 * time.Second
+	}
+	if cfg.MaxRetryAfter == 0 {
+		cfg.MaxRetryAfter = 2 * time.Second
+	}
+	if cfg.Retention <= cfg.RetryWindow {
+		return nil, fmt.Errorf("%w: retention %s, retry window %s", ErrRetention, cfg.Retention, cfg.RetryWindow)
+	}
+	k := &Keeper{store: s, cfg: cfg, now: time.Now, log: slog.Default()}
+	for _, o := range opts {
+		o(k)
+	}
+	return k, nil
+}
+
+func (k *Keeper) event(ctx context.Context, name, key string, attrs ...any) {
+	if k.metrics != nil {
+		k.metrics.Count(ctx, name)
+	}
+	k.log.LogAttrs(ctx, slog.LevelInfo, "idempotency "+name, append([]slog.Attr{slog.String("key", key)}, toAttrs(attrs)...)...)
+}
+
+func toAttrs(kv []any) []slog.Attr {
+	var out []slog.Attr
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, slog.Any(kv[i].(string), kv[i+1]))
+	}
+	return out
+}
+
+// Acquire claims the scoped key for a request with fingerprint fp, in one conditional write.
+// If the key is already known, the stored record comes back with the failed condition, so a
+// duplicate costs that one write and no read.
+func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint) (Outcome, error) {
+	if err := ValidateKey(key); err != nil {
+		return Outcome{}, err
+	}
+	pk := Scoped(scope, key)
+	now := k.now()
+	lockUntil := now.Add(k.cfg.DefaultLock)
+	if dl, ok := ctx.Deadline(); ok {
+		lockUntil = dl.Add(k.cfg.LockMargin)
+	}
+	// The fencing token only has to grow across takeovers of one key; a takeover happens after
+	// the previous lock expired, so the acquisition time does.
+	version := now.UnixNano()
+	rec := record{Status: StatusInProgress, Fingerprint: fp, CreatedAt: now.UTC(), LockExpiresAt: ptr(lockUntil.UTC())}
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return Outcome{}, err
+	}
+	it := store.Item{PK: pk, Doc: doc, Version: version,
+		LockExpiresAt: ceilUnix(lockUntil), ExpiresAt: now.Add(k.cfg.Retention).Unix()}
+	err = k.store.Put(ctx, Table, it, store.Cond{Kind: store.NotExistsOrLapsed, Now: now.Unix()})
+	if err == nil {
+		k.event(ctx, "created", pk)
+		return Outcome{Kind: New, Lease: &Lease{Key: pk, Version: version, Fingerprint: fp, AcquiredAt: now}}, nil
+	}
+	var ce *store.ConditionError
+	if !errors.As(err, &ce) || ce.Old == nil {
+		return Outcome{}, fmt.Errorf("idempotency: acquire: %w", err)
+	}
+	var old record
+	if err := json.Unmarshal(ce.Old.Doc, &old); err != nil {
+		return Outcome{}, fmt.Errorf("idempotency: stored record for %s: %w", pk, err)
+	}
+	if fields := old.Fingerprint.Diff(fp); fields != nil {
+		k.event(ctx, "mismatched", pk, "fields", fields)
+		return Outcome{Kind: Mismatch, Fields: fields}, nil
+	}
+	if old.Status == StatusCompleted && old.Response != nil {
+		k.event(ctx, "replayed", pk)
+		return Outcome{Kind: Replay, Response: old.Response}, nil
+	}
+	wait := time.Unix(ce.Old.LockExpiresAt, 0).Sub(now)
+	wait = min(max(wait, time.Second), k.cfg.MaxRetryAfter)
+	k.event(ctx, "conflicted", pk, "retry_after", wait)
+	return Outcome{Kind: InProgress, RetryAfter: wait}, nil
+}
+
+// Complete stores resp for the lease's key and commits effects with it in one transaction:
+// either both are written or neither. If the lease was lost, nothing is written and the error
+// is ErrLeaseLost. If an effect's own condition fails, its *store.ConditionError comes back with
+// Index counting from the first effect.
+func (k *Keeper) Complete(ctx context.Context, l *Lease, resp Response, effects ...store.Write) error {
+	now := k.now()
+	rec := record{Status: StatusCompleted, Fingerprint: l.Fingerprint, Response: &resp,
+		CreatedAt: l.AcquiredAt.UTC(), CompletedAt: ptr(now.UTC())}
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	// The completed record moves past the lease's version, so the lease cannot complete (and
+	// commit its effects) a second time.
+	it := store.Item{PK: l.Key, Doc: doc, Version: l.Version + 1, ExpiresAt: now.Add(k.cfg.Retention).Unix()}
+	ws := append([]store.Write{{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: l.Version}}}, effects...)
+	if err := k.store.Transact(ctx, ws...); err != nil {
+		return k.commitErr(ctx, l, err)
+	}
+	k.event(ctx, "completed", l.Key, "status", resp.Status)
+	return nil
+}
+
+// Release gives the key back after a failure that may be retried, so the next request with it
+// runs again; effects (say, a pending payment) commit with the release. An unknown outcome is
+// released, never completed.
+func (k *Keeper) Release(ctx context.Context, l *Lease, effects ...store.Write) error {
+	ws := append([]store.Write{{Table: Table, Delete: &store.Key{PK: l.Key}, Cond: store.Cond{Kind: store.VersionIs, Version: l.Version}}}, effects...)
+	if err := k.store.Transact(ctx, ws...); err != nil {
+		return k.commitErr(ctx, l, err)
+	}
+	k.event(ctx, "released", l.Key)
+	return nil
+}
+
+func (k *Keeper) commitErr(ctx context.Context, l *Lease, err error) error {
+	var ce *store.ConditionError
+	if errors.As(err, &ce) {
+		if ce.Index == 0 {
+			k.event(ctx, "lease_lost", l.Key)
+			return ErrLeaseLost
+		}
+		return &store.ConditionError{Index: ce.Index - 1, Old: ce.Old}
+	}
+	return fmt.Errorf("idempotency: commit %s: %w", l.Key, err)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// ceilUnix rounds up, so a lock is never considered expired before its time.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}

@@ -1,0 +1,282 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// fakeClock is a settable clock shared by a test's keepers.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// storeMakers lists every store the lifecycle runs on. The DynamoDB store joins it in
+// dynamo_test.go when a DynamoDB-API server is available.
+var storeMakers = map[string]func(t testing.TB) store.Store{
+	"bolt": func(t testing.TB) store.Store {
+		s, err := boltstore.Open(filepath.Join(t.TempDir(), "idem.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	},
+}
+
+func forEachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	for name, mk := range storeMakers {
+		t.Run(name, func(t *testing.T) { fn(t, mk(t)) })
+	}
+}
+
+func newKeeper(t testing.TB, s store.Store, c *fakeClock) *Keeper {
+	k, err := NewKeeper(s, Config{}, WithClock(c.Now), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func fp(t testing.TB, body string) Fingerprint {
+	f, err := FingerprintJSON([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestRetentionMustOutlastRetryWindow(t *testing.T) {
+	cases := map[string]struct {
+		cfg  Config
+		want error
+	}{
+		"defaults":           {Config{}, nil},
+		"equal":              {Config{Retention: 72 * time.Hour, RetryWindow: 72 * time.Hour}, ErrRetention},
+		"shorter":            {Config{Retention: 24 * time.Hour}, ErrRetention},
+		"longer":             {Config{Retention: 4 * 24 * time.Hour}, nil},
+		"custom window long": {Config{Retention: 10 * 24 * time.Hour, RetryWindow: 9 * 24 * time.Hour}, nil},
+	}
+	for name, tc := range cases {
+		_, err := NewKeeper(nil, tc.cfg)
+		if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+			t.Errorf("%s: got %v, want %v", name, err, tc.want)
+		}
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		clock := newClock()
+		k := newKeeper(t, s, clock)
+		req := fp(t, `{"amount":100}`)
+
+		out, err := k.Acquire(ctx, "local", "key-1", req)
+		if err != nil || out.Kind != New {
+			t.Fatalf("first acquire: %v %v", out.Kind, err)
+		}
+		// While in progress: 409-style outcome, and a different body is a mismatch.
+		if dup, _ := k.Acquire(ctx, "local", "key-1", req); dup.Kind != InProgress || dup.RetryAfter < time.Second || dup.RetryAfter > 2*time.Second {
+			t.Fatalf("in progress: %+v", dup)
+		}
+		if mm, _ := k.Acquire(ctx, "local", "key-1", fp(t, `{"amount":200}`)); mm.Kind != Mismatch || fmt.Sprint(mm.Fields) != "[amount]" {
+			t.Fatalf("mismatch: %+v", mm)
+		}
+		// Another scope never collides.
+		if other, _ := k.Acquire(ctx, "tenant-b", "key-1", req); other.Kind != New {
+			t.Fatalf("other scope: %v", other.Kind)
+		}
+		// Complete with an effect: both land.
+		effect := store.Write{Table: "payments", Put: &store.Item{PK: "pay_1", Doc: []byte(`{"amount":100}`)}, Cond: store.Cond{Kind: store.NotExists}}
+		resp := Response{Status: 201, Header: map[string]string{"Content-Type": "application/json"}, Body: []byte(`{"id":"pay_1"}`)}
+		if err := k.Complete(ctx, out.Lease, resp, effect); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "payments", "pay_1", ""); err != nil {
+			t.Fatalf("effect missing: %v", err)
+		}
+		rep, err := k.Acquire(ctx, "local", "key-1", req)
+		if err != nil || rep.Kind != Replay || rep.Response.Status != 201 || string(rep.Response.Body) != `{"id":"pay_1"}` {
+			t.Fatalf("replay: %+v %v", rep, err)
+		}
+		// Completing twice is refused: the lease's effects commit once.
+		if err := k.Complete(ctx, out.Lease, resp, effect); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("second complete of the same lease: %v", err)
+		}
+		// After retention the key may be used afresh.
+		clock.Advance(7*24*time.Hour + time.Second)
+		if again, _ := k.Acquire(ctx, "local", "key-1", req); again.Kind != New {
+			t.Fatalf("after retention: %v", again.Kind)
+		}
+	})
+}
+
+func TestCompleteCommitsWithEffectOrNotAtAll(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		k := newKeeper(t, s, newClock())
+		out, _ := k.Acquire(ctx, "local", "k", fp(t, `{}`))
+		// The effect's condition fails (the payment exists): the key must not complete.
+		if err := s.Put(ctx, "payments", store.Item{PK: "pay_x", Doc: []byte(`{}`)}, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		err := k.Complete(ctx, out.Lease, Response{Status: 201, Body: []byte(`{}`)},
+			store.Write{Table: "payments", Put: &store.Item{PK: "pay_x", Doc: []byte(`{"new":1}`)}, Cond: store.Cond{Kind: store.NotExists}})
+		var ce *store.ConditionError
+		if !errors.As(err, &ce) || ce.Index != 0 {
+			t.Fatalf("got %v, want effect condition error at index 0", err)
+		}
+		if dup, _ := k.Acquire(ctx, "local", "k", fp(t, `{}`)); dup.Kind != InProgress {
+			t.Fatalf("key completed although its effect did not: %v", dup.Kind)
+		}
+	})
+}
+
+func TestReleaseLetsTheNextRequestRun(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		k := newKeeper(t, s, newClock())
+		out, _ := k.Acquire(ctx, "local", "k", fp(t, `{}`))
+		pending := store.Write{Table: "payments", Put: &store.Item{PK: "pay_p", Doc: []byte(`{"status":"pending"}`)}}
+		if err := k.Release(ctx, out.Lease, pending); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "payments", "pay_p", ""); err != nil {
+			t.Fatalf("release did not commit its effect: %v", err)
+		}
+		if again, _ := k.Acquire(ctx, "local", "k", fp(t, `{}`)); again.Kind != New {
+			t.Fatalf("after release: %v", again.Kind)
+		}
+	})
+}
+
+func TestTakeoverFencesTheOldHolder(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		clock := newClock()
+		k := newKeeper(t, s, clock)
+		first, _ := k.Acquire(ctx, "local", "k", fp(t, `{}`))
+		clock.Advance(31 * time.Second) // past the default 30 s lock
+		second, err := k.Acquire(ctx, "local", "k", fp(t, `{}`))
+		if err != nil || second.Kind != New {
+			t.Fatalf("takeover: %v %v", second.Kind, err)
+		}
+		effect := func(id string) store.Write {
+			return store.Write{Table: "payments", Put: &store.Item{PK: id, Doc: []byte(`{}`)}}
+		}
+		if err := k.Complete(ctx, first.Lease, Response{Status: 201, Body: []byte(`"first"`)}, effect("pay_first")); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("old holder completed: %v", err)
+		}
+		if _, err := s.Get(ctx, "payments", "pay_first", ""); !errors.Is(err, store.ErrNotFound) {
+			t.Fatal("the fenced-off holder's effect was committed")
+		}
+		if err := k.Complete(ctx, second.Lease, Response{Status: 201, Body: []byte(`"second"`)}, effect("pay_second")); err != nil {
+			t.Fatal(err)
+		}
+		rep, _ := k.Acquire(ctx, "local", "k", fp(t, `{}`))
+		if rep.Kind != Replay || string(rep.Response.Body) != `"second"` {
+			t.Fatalf("replay %+v", rep)
+		}
+	})
+}
+
+func TestLockFollowsTheContextDeadline(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		clock := newClock()
+		k := newKeeper(t, s, clock)
+		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(2*time.Minute))
+		defer cancel()
+		if out, _ := k.Acquire(ctx, "local", "k", fp(t, `{}`)); out.Kind != New {
+			t.Fatal(out.Kind)
+		}
+		clock.Advance(2*time.Minute + 4*time.Second) // inside deadline + 5 s margin
+		if out, _ := k.Acquire(context.Background(), "local", "k", fp(t, `{}`)); out.Kind != InProgress {
+			t.Fatalf("lock expired before deadline + margin: %v", out.Kind)
+		}
+		clock.Advance(3 * time.Second)
+		if out, _ := k.Acquire(context.Background(), "local", "k", fp(t, `{}`)); out.Kind != New {
+			t.Fatalf("lock outlived deadline + margin: %v", out.Kind)
+		}
+	})
+}
+
+func TestFiftyConcurrentAcquiresOneWinner(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		k := newKeeper(t, s, newClock())
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		kinds := map[Kind]int{}
+		for range 50 {
+			wg.Go(func() {
+				out, err := k.Acquire(context.Background(), "local", "race", fp(t, `{"a":1}`))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				kinds[out.Kind]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if kinds[New] != 1 || kinds[InProgress] != 49 {
+			t.Fatalf("outcomes %v, want 1 new and 49 in progress", kinds)
+		}
+	})
+}
+
+func TestDo(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		k := newKeeper(t, s, newClock())
+		runs := 0
+		op := func(final bool, fail error) func(context.Context) (Result, error) {
+			return func(context.Context) (Result, error) {
+				runs++
+				return Result{Response: Response{Status: 200, Body: []byte(fmt.Sprint(runs))}, Final: final}, fail
+			}
+		}
+		boom := errors.New("boom")
+		if _, err := k.Do(ctx, "s", "k", fp(t, `{}`), op(true, boom)); !errors.Is(err, boom) {
+			t.Fatalf("op error: %v", err)
+		}
+		out, err := k.Do(ctx, "s", "k", fp(t, `{}`), op(false, nil)) // unknown outcome: released
+		if err != nil || out.Kind != New || string(out.Response.Body) != "2" {
+			t.Fatalf("not final: %+v %v", out, err)
+		}
+		out, _ = k.Do(ctx, "s", "k", fp(t, `{}`), op(true, nil))
+		if out.Kind != New || string(out.Response.Body) != "3" {
+			t.Fatalf("final: %+v", out)
+		}
+		out, _ = k.Do(ctx, "s", "k", fp(t, `{}`), op(true, nil))
+		if out.Kind != Replay || string(out.Response.Body) != "3" || runs != 3 {
+			t.Fatalf("replay ran op again: runs=%d %+v", runs, out)
+		}
+	})
+}
