@@ -1,0 +1,210 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/runtwice/twice/shared/provider"
+)
+
+// Policy defaults. Three attempts and a 20 s cap follow the AWS SDK's standard mode; the base is
+// shorter because a payment request has a caller waiting.
+const (
+	DefaultMaxAttempts   = 3
+	DefaultBase          = 100 * time.Millisecond
+	DefaultCap           = 20 * time.Second
+	DefaultMaxRetryAfter = 10 * time.Second
+)
+
+// Sleeper waits for d or until ctx is done, returning ctx.Err() in that case. Tests inject a
+// fake that records the waits instead of sleeping.
+type Sleeper interface {
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// TimerSleeper sleeps on a real timer.
+type TimerSleeper struct{}
+
+// Sleep waits for d or ctx, whichever ends first.
+func (TimerSleeper) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Policy is the outbound retry policy: which results are repeated, how long to wait, and how
+// much repeating a provider can absorb. The zero value is not usable; build one with New.
+type Policy struct {
+	// MaxAttempts counts the first call: 3 means at most two retries.
+	MaxAttempts int
+	// Base and Cap bound full-jitter backoff: wait = rand[0, min(Cap, Base*2^retry)].
+	Base, Cap time.Duration
+	// MaxRetryAfter is the longest Retry-After honoured inline. A longer one fails fast with the
+	// *provider.ThrottledError so that the caller (recovery, the background resolver) schedules
+	// the repeat instead of holding a request open.
+	MaxRetryAfter time.Duration
+	// RetryCost and TimeoutCost are the budget tokens a retry takes; TimeoutCost applies to an
+	// unknown outcome.
+	RetryCost, TimeoutCost int
+	// ShouldRetry, when set, can veto a retry the classification allows (a watermill-style
+	// predicate); it cannot force one.
+	ShouldRetry func(err error) bool
+
+	Budget  *Budget
+	Sleeper Sleeper
+	Logger  *slog.Logger
+
+	mu  sync.Mutex // guards rnd: *rand.Rand is not safe for concurrent use
+	rnd *rand.Rand
+}
+
+// New returns a policy with the defaults, a fresh budget, a real sleeper and the given source of
+// jitter. Change the exported fields before first use.
+func New(rnd *rand.Rand) *Policy {
+	return &Policy{
+		MaxAttempts:   DefaultMaxAttempts,
+		Base:          DefaultBase,
+		Cap:           DefaultCap,
+		MaxRetryAfter: DefaultMaxRetryAfter,
+		RetryCost:     DefaultRetryCost,
+		TimeoutCost:   DefaultTimeoutCost,
+		Budget:        NewBudget(DefaultBudgetCapacity),
+		Sleeper:       TimerSleeper{},
+		Logger:        slog.Default(),
+		rnd:           rnd,
+	}
+}
+
+// Backoff returns the full-jitter wait before retry number retry (0 for the first retry):
+// a uniform draw from [0, min(Cap, Base*2^retry)].
+func (p *Policy) Backoff(retry int) time.Duration {
+	ceil := BackoffCeiling(p.Base, p.Cap, retry)
+	if ceil <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Duration(p.rnd.Int64N(int64(ceil) + 1))
+}
+
+// BackoffCeiling is min(cap, base*2^retry) without overflow.
+func BackoffCeiling(base, cap time.Duration, retry int) time.Duration {
+	if base <= 0 || cap <= 0 {
+		return 0
+	}
+	if retry < 0 {
+		retry = 0
+	}
+	// base<<retry overflows once retry passes the leading zeros of base; cap wins before that.
+	if retry >= 62 || base > cap>>retry {
+		return cap
+	}
+	return min(cap, base<<retry)
+}
+
+// Decision is what the policy would do after a failed attempt.
+type Decision struct {
+	Class Class
+	Retry bool
+	Wait  time.Duration
+	Cost  int    // budget tokens the retry takes
+	Why   string // why not, when Retry is false
+}
+
+// Decide classifies err and decides whether retry number retry (0-based) may follow.
+// idempotent says the repeat is safe for an unknown outcome: a read, or a write carrying a
+// provider idempotency key.
+func (p *Policy) Decide(err error, idempotent bool, retry int) Decision {
+	c := Classify(err)
+	d := Decision{Class: c}
+	switch c {
+	case Throttled:
+		d.Cost = p.RetryCost
+		if ra := retryAfter(err); ra > 0 {
+			if ra > p.MaxRetryAfter {
+				d.Why = "retry-after beyond the inline limit"
+				return d
+			}
+			d.Retry, d.Wait = true, ra
+		} else {
+			d.Retry, d.Wait = true, p.Backoff(retry)
+		}
+	case Transient:
+		d.Retry, d.Wait, d.Cost = true, p.Backoff(retry), p.RetryCost
+	case UnknownOutcome:
+		if !idempotent {
+			d.Why = "unknown outcome of a request without an idempotency key"
+			return d
+		}
+		d.Retry, d.Wait, d.Cost = true, p.Backoff(retry), p.TimeoutCost
+	default:
+		d.Why = "not retryable: " + c.String()
+		return d
+	}
+	if p.ShouldRetry != nil && !p.ShouldRetry(err) {
+		d.Retry, d.Wait, d.Why = false, 0, "vetoed by ShouldRetry"
+	}
+	return d
+}
+
+// Do calls op until it succeeds, fails in a way that is not repeated, runs out of attempts, runs
+// out of budget, or ctx ends. It returns op's last error unchanged, so callers branch on the
+// provider's typed errors; when ctx ends during a wait, ctx's error is joined to it.
+func (p *Policy) Do(ctx context.Context, op string, idempotent bool, fn func(context.Context) error) error {
+	taken := 0
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil {
+			if taken > 0 {
+				p.Budget.Refund(taken)
+			} else {
+				p.Budget.Refund(DefaultSuccessRefund)
+			}
+			return nil
+		}
+		d := p.Decide(err, idempotent, attempt-1)
+		if !d.Retry {
+			return err
+		}
+		if attempt >= p.MaxAttempts {
+			p.Logger.LogAttrs(ctx, slog.LevelWarn, "retry exhausted",
+				slog.String("op", op), slog.Int("attempts", attempt), slog.String("class", d.Class.String()))
+			return err
+		}
+		if ctx.Err() != nil {
+			return errors.Join(err, ctx.Err())
+		}
+		if !p.Budget.Take(d.Cost) {
+			p.Logger.LogAttrs(ctx, slog.LevelWarn, "retry budget exhausted",
+				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()))
+			return err
+		}
+		taken += d.Cost
+		p.Logger.LogAttrs(ctx, slog.LevelInfo, "retry scheduled",
+			slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()),
+			slog.Duration("wait", d.Wait), slog.Int("budget", p.Budget.Tokens()))
+		if serr := p.Sleeper.Sleep(ctx, d.Wait); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+}
+
+func retryAfter(err error) time.Duration {
+	var t *provider.ThrottledError
+	if errors.As(err, &t) {
+		return t.RetryAfter
+	}
+	return 0
+}

@@ -1,0 +1,82 @@
+package retry
+
+import (
+	"context"
+	"iter"
+
+	"github.com/runtwice/twice/shared/provider"
+)
+
+// Provider wraps a provider.Provider with the policy, so the rest of the code calls a provider
+// that already retries. One Provider (and so one Budget) per provider account.
+type Provider struct {
+	Next   provider.Provider
+	Policy *Policy
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// Create repeats an unknown outcome only because the request carries its idempotency key; a
+// create without one is refused, since no retry of it (ours or the caller's) would be safe.
+func (p *Provider) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	if req.IdempotencyKey == "" {
+		return provider.Payment{}, provider.ErrMissingIdempotencyKey
+	}
+	var out provider.Payment
+	err := p.Policy.Do(ctx, "create", true, func(ctx context.Context) error {
+		var err error
+		out, err = p.Next.Create(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// Get is a read: every unknown outcome may be repeated.
+func (p *Provider) Get(ctx context.Context, id string) (provider.Payment, error) {
+	var out provider.Payment
+	err := p.Policy.Do(ctx, "get", true, func(ctx context.Context) error {
+		var err error
+		out, err = p.Next.Get(ctx, id)
+		return err
+	})
+	return out, err
+}
+
+// Confirm, like Create, needs its idempotency key.
+func (p *Provider) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
+	if req.IdempotencyKey == "" {
+		return provider.Payment{}, provider.ErrMissingIdempotencyKey
+	}
+	var out provider.Payment
+	err := p.Policy.Do(ctx, "confirm", true, func(ctx context.Context) error {
+		var err error
+		out, err = p.Next.Confirm(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// List resumes after the last payment it yielded when a page fails in a retryable way, so a
+// retry never yields a payment twice. MaxAttempts counts the pages fetched after failures
+// across the whole listing, not per page.
+func (p *Provider) List(ctx context.Context, params provider.ListParams) iter.Seq2[provider.Payment, error] {
+	return func(yield func(provider.Payment, error) bool) {
+		stopped := false
+		err := p.Policy.Do(ctx, "list", true, func(ctx context.Context) error {
+			for pay, err := range p.Next.List(ctx, params) {
+				if err != nil {
+					return err
+				}
+				params.StartingAfter = pay.ID
+				if !yield(pay, nil) {
+					stopped = true
+					return nil
+				}
+			}
+			return nil
+		})
+		if err != nil && !stopped {
+			yield(provider.Payment{}, err)
+		}
+	}
+}
