@@ -1,0 +1,109 @@
+package payments
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/problem"
+)
+
+// MaxBody is the largest POST /payments body accepted.
+const MaxBody = 64 << 10
+
+// Handler serves POST /payments and GET /payments/{id}. scope names the caller of a request
+// (the API Gateway authorizer's principal; "local" locally): keys and payments never cross
+// scopes.
+func (s *Service) Handler(scope func(*http.Request) string) http.Handler {
+	mux := http.NewServeMux()
+	create := s.Keeper.Middleware(idempotency.MiddlewareConfig{Scope: scope, MaxBody: MaxBody})(s.createHandler(scope))
+	mux.Handle("POST /payments", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		create.ServeHTTP(sw, r)
+		if sw.status == http.StatusPaymentRequired && w.Header().Get(idempotency.HeaderReplayed) == "" {
+			s.afterCommit(r.Context(), PaymentID(scope(r), r.Header.Get(idempotency.HeaderKey)), sw.status)
+		}
+	}))
+	mux.HandleFunc("GET /payments/{id}", func(w http.ResponseWriter, r *http.Request) {
+		p, err := Get(r.Context(), s.Store, r.PathValue("id"))
+		if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope(r)) {
+			problem.Error(w, http.StatusNotFound, "No payment has this id.")
+			return
+		}
+		if err != nil {
+			s.log().ErrorContext(r.Context(), "read payment", "error", err)
+			problem.Error(w, http.StatusInternalServerError, "The payment could not be read; retry.")
+			return
+		}
+		writeJSON(w, http.StatusOK, p.View())
+	})
+	return mux
+}
+
+func (s *Service) createHandler(scope func(*http.Request) string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body) // the middleware has read and capped it already
+		req, err := ParseCreateRequest(body)
+		if err != nil {
+			// Validation failures are not stored: the key stays free for a corrected request.
+			idempotency.NotFinal(r.Context())
+			p := problem.New(http.StatusBadRequest, "The request body is not a valid payment request.")
+			var invalid *InvalidError
+			if errors.As(err, &invalid) {
+				p.Extra = map[string]any{"invalid_fields": invalid.Fields}
+			} else {
+				p.Detail = err.Error() // ErrMalformed's text is written for callers
+			}
+			problem.Write(w, p)
+			return
+		}
+		res, err := s.Create(r.Context(), scope(r), r.Header.Get(idempotency.HeaderKey), req)
+		if err != nil {
+			idempotency.NotFinal(r.Context())
+			s.log().ErrorContext(r.Context(), "create payment", "error", err)
+			problem.Error(w, http.StatusInternalServerError, "The payment could not be processed; it is safe to retry with the same Idempotency-Key.")
+			return
+		}
+		if !res.Final {
+			idempotency.NotFinal(r.Context())
+		}
+		idempotency.Stage(r.Context(), res.Effects...)
+		for k, v := range res.Response.Header {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(res.Response.Status)
+		_, _ = w.Write(res.Response.Body)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		problem.Error(w, http.StatusInternalServerError, "The response could not be encoded.")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}

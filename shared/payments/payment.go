@@ -1,0 +1,162 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// Table holds one item per payment, keyed by payment id, indexed by creation day for
+// reconciliation.
+const Table = "payments"
+
+// Status values of a payment, as the API shows them.
+const (
+	StatusPending    = "pending"
+	StatusProcessing = "processing"
+	StatusSucceeded  = "succeeded"
+	StatusDeclined   = "declined"
+	StatusRefunded   = "refunded"
+	StatusCanceled   = "canceled"
+)
+
+// Payment is the stored record of one payment.
+type Payment struct {
+	ID                string            `json:"id"`
+	Scope             string            `json:"scope"`
+	IdempotencyKey    string            `json:"idempotency_key"`
+	ProviderKey       string            `json:"provider_key"`
+	Status            string            `json:"status"`
+	Amount            int64             `json:"amount"`
+	Currency          string            `json:"currency"`
+	Customer          string            `json:"customer"`
+	PaymentMethod     string            `json:"payment_method"`
+	Invoice           string            `json:"invoice,omitempty"`
+	Description       string            `json:"description,omitempty"`
+	Metadata          map[string]string `json:"metadata,omitempty"`
+	ProviderPaymentID string            `json:"provider_payment_id,omitempty"`
+	Decline           *provider.Decline `json:"decline,omitempty"`
+	DeclineClass      string            `json:"decline_class,omitempty"`
+	CreatedAt         time.Time         `json:"created_at"`
+	UpdatedAt         time.Time         `json:"updated_at"`
+	// Version orders changes: an older webhook never overwrites a newer state.
+	Version int64 `json:"version"`
+}
+
+// View is the API's shape of a payment.
+type View struct {
+	ID                string  `json:"id"`
+	Status            string  `json:"status"`
+	Amount            int64   `json:"amount"`
+	Currency          string  `json:"currency"`
+	Customer          string  `json:"customer"`
+	ProviderPaymentID *string `json:"provider_payment_id"`
+	DeclineCode       *string `json:"decline_code"`
+	DeclineClass      *string `json:"decline_class"`
+	CreatedAt         string  `json:"created_at"`
+}
+
+// View returns the API shape.
+func (p Payment) View() View {
+	v := View{ID: p.ID, Status: p.Status, Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,
+		ProviderPaymentID: nonEmpty(p.ProviderPaymentID), DeclineClass: nonEmpty(p.DeclineClass),
+		CreatedAt: p.CreatedAt.UTC().Format(time.RFC3339)}
+	if p.Decline != nil {
+		v.DeclineCode = nonEmpty(p.Decline.Code)
+	}
+	return v
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// PaymentID derives the payment id for (scope, key): the same request names the same payment
+// on every retry, so a retry after a crash finds the payment the first try recorded.
+func PaymentID(scope, key string) string {
+	return "pay_" + idempotency.Derive("payment", scope, key)[:24]
+}
+
+// indexDay is the index partition of a payment: its UTC creation day. Reconciliation reads the
+// days its window covers.
+func indexDay(t time.Time) string { return "day#" + t.UTC().Format("2006-01-02") }
+
+// Item returns the store item for p.
+func (p Payment) Item() (store.Item, error) {
+	doc, err := json.Marshal(p)
+	if err != nil {
+		return store.Item{}, err
+	}
+	return store.Item{PK: p.ID, Doc: doc, Version: p.Version,
+		IndexPK: indexDay(p.CreatedAt), IndexSK: p.CreatedAt.UTC().Format(time.RFC3339Nano) + "#" + p.ID}, nil
+}
+
+// Put returns the write that stores p if it is newer than what is stored.
+func (p Payment) Put() (store.Write, error) {
+	it, err := p.Item()
+	if err != nil {
+		return store.Write{}, err
+	}
+	return store.Write{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionBelow, Version: p.Version}}, nil
+}
+
+// ErrNotFound means no payment has the id (in the caller's scope).
+var ErrNotFound = errors.New("payments: not found")
+
+// Get reads a payment.
+func Get(ctx context.Context, s store.Store, id string) (Payment, error) {
+	it, err := s.Get(ctx, Table, id, "")
+	if errors.Is(err, store.ErrNotFound) {
+		return Payment{}, ErrNotFound
+	}
+	if err != nil {
+		return Payment{}, err
+	}
+	return Decode(it)
+}
+
+// Decode reads a payment from its item.
+func Decode(it store.Item) (Payment, error) {
+	var p Payment
+	if err := json.Unmarshal(it.Doc, &p); err != nil {
+		return Payment{}, fmt.Errorf("payments: stored payment %s: %w", it.PK, err)
+	}
+	p.Version = it.Version
+	return p, nil
+}
+
+// statusOf maps the provider's status to the API's.
+func statusOf(s provider.Status) string {
+	switch s {
+	case provider.StatusSucceeded:
+		return StatusSucceeded
+	case provider.StatusProcessing:
+		return StatusProcessing
+	case provider.StatusDeclined:
+		return StatusDeclined
+	case provider.StatusRefunded:
+		return StatusRefunded
+	case provider.StatusCanceled:
+		return StatusCanceled
+	}
+	return StatusPending
+}
+
+// rank orders the states a payment moves through within one second of the provider's clock.
+var rank = map[string]int64{StatusPending: 0, StatusProcessing: 1, StatusDeclined: 2, StatusSucceeded: 3, StatusCanceled: 3, StatusRefunded: 4}
+
+// VersionAt is the version of a payment state observed at t: seconds first, then the state's
+// rank, the same scheme the webhook worker derives from an event, so the API's write and the
+// provider's events order against each other.
+func VersionAt(t time.Time, status string) int64 {
+	return t.Unix()*16 + rank[status]
+}
