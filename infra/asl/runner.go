@@ -255,10 +255,11 @@ func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, 
 		return Execution{}, fmt.Errorf("%w: %s", ErrExecutionAlreadyExists, rec.ExecutionArn)
 	}
 	r.log.Info("asl: execution started", "execution", rec.ExecutionArn)
+	view := rec.Execution // rec belongs to the execution's goroutine from here on
 	if rec.Status == StatusRunning {
 		r.launch(rec, def)
 	}
-	return rec.Execution, nil
+	return view, nil
 }
 
 // DescribeExecution returns an execution's current view.
