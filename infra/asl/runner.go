@@ -302,9 +302,10 @@ func (r *Runner) Resume(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, err
 		}
+		arn, state := rec.ExecutionArn, rec.Cursor.State // rec belongs to its goroutine once launched
 		if r.launch(rec, def) {
 			n++
-			r.log.Info("asl: execution resumed", "execution", rec.ExecutionArn, "state", rec.Cursor.State)
+			r.log.Info("asl: execution resumed", "execution", arn, "state", state)
 		}
 	}
 	return n, nil
