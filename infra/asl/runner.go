@@ -555,8 +555,28 @@ func (r *Runner) step(ctx context.Context, rec *Record, def *Definition) error {
 	} else if err := r.flow(rec, def, st, input, ctxObj, &events); err != nil {
 		r.fail(rec, &events, ErrorName(err), errCause(err))
 	}
+	// Pass, Choice, Succeed and Fail touch nothing outside the execution, so they share the
+	// checkpoint of the step before them: what must be durable is every transition before
+	// the next side effect (a Task call) or wait, and a crash here just repeats pure work.
+	for n := 0; n < maxCoalesced && rec.Status == StatusRunning; n++ {
+		next := def.States[rec.Cursor.State]
+		if next.Type == "Task" || next.Type == "Wait" {
+			break
+		}
+		input, err := decode(rec.Cursor.Input)
+		if err != nil {
+			return fmt.Errorf("asl: state input: %w", err)
+		}
+		if err := r.flow(rec, def, next, input, r.contextObject(rec), &events); err != nil {
+			r.fail(rec, &events, ErrorName(err), errCause(err))
+		}
+	}
 	return r.store.Save(context.WithoutCancel(ctx), rec, events)
 }
+
+// maxCoalesced bounds how many pure transitions share one checkpoint, so a loop of Pass
+// and Choice states still makes durable progress.
+const maxCoalesced = 64
 
 // flow runs the states that do no outside work.
 func (r *Runner) flow(rec *Record, def *Definition, st *State, input, ctxObj any, events *[]HistoryEvent) error {
