@@ -10,20 +10,34 @@ import (
 // it, so tests drive time with a FakeClock and the local stack can run faster than real time.
 type Clock interface {
 	Now() time.Time
-	// After delivers once d has passed on this clock; d <= 0 delivers at once.
-	After(d time.Duration) <-chan time.Time
+	// NewTimer fires once d has passed on this clock; d <= 0 fires at once.
+	NewTimer(d time.Duration) Timer
 }
+
+// Timer is a Clock's one-shot timer. Stop releases it (a FakeClock stops counting it as a
+// waiter); the runner stops every timer it no longer needs.
+type Timer interface {
+	C() <-chan time.Time
+	Stop() bool
+}
+
+type wallTimer struct{ t *time.Timer }
+
+func (w wallTimer) C() <-chan time.Time { return w.t.C }
+func (w wallTimer) Stop() bool          { return w.t.Stop() }
 
 var (
 	_ Clock = realClock{}
+	_ Timer = wallTimer{}
+	_ Timer = fakeTimer{}
 	_ Clock = (*AcceleratedClock)(nil)
 	_ Clock = (*FakeClock)(nil)
 )
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (realClock) Now() time.Time                 { return time.Now() }
+func (realClock) NewTimer(d time.Duration) Timer { return wallTimer{time.NewTimer(d)} }
 
 // RealClock returns the wall clock.
 func RealClock() Clock { return realClock{} }
@@ -53,15 +67,10 @@ func (c *AcceleratedClock) Now() time.Time {
 	return c.Epoch.Add(time.Duration(float64(elapsed) * c.Factor))
 }
 
-// After waits d of accelerated time, that is d/Factor of wall time.
-func (c *AcceleratedClock) After(d time.Duration) <-chan time.Time {
-	out := make(chan time.Time, 1)
-	wall := time.Duration(float64(d) / c.Factor)
-	go func() {
-		<-time.After(wall)
-		out <- c.Now()
-	}()
-	return out
+// NewTimer waits d of accelerated time, that is d/Factor of wall time. The value it
+// delivers is wall time.
+func (c *AcceleratedClock) NewTimer(d time.Duration) Timer {
+	return wallTimer{time.NewTimer(time.Duration(float64(d) / c.Factor))}
 }
 
 // FakeClock is a manually advanced clock for tests.
@@ -69,12 +78,32 @@ type FakeClock struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	now     time.Time
-	waiters []fakeWaiter
+	waiters []*fakeWaiter
 }
 
 type fakeWaiter struct {
 	due time.Time
 	ch  chan time.Time
+}
+
+type fakeTimer struct {
+	c *FakeClock
+	w *fakeWaiter
+}
+
+func (t fakeTimer) C() <-chan time.Time { return t.w.ch }
+
+func (t fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	for i, w := range t.c.waiters {
+		if w == t.w {
+			t.c.waiters = append(t.c.waiters[:i], t.c.waiters[i+1:]...)
+			t.c.cond.Broadcast()
+			return true
+		}
+	}
+	return false
 }
 
 // NewFakeClock returns a FakeClock set to now.
@@ -91,18 +120,18 @@ func (c *FakeClock) Now() time.Time {
 	return c.now
 }
 
-// After registers a waiter that fires when the clock is advanced past now+d.
-func (c *FakeClock) After(d time.Duration) <-chan time.Time {
+// NewTimer registers a waiter that fires when the clock is advanced to now+d.
+func (c *FakeClock) NewTimer(d time.Duration) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
+	w := &fakeWaiter{due: c.now.Add(d), ch: make(chan time.Time, 1)}
 	if d <= 0 {
-		ch <- c.now
-		return ch
+		w.ch <- c.now
+		return fakeTimer{c, w}
 	}
-	c.waiters = append(c.waiters, fakeWaiter{due: c.now.Add(d), ch: ch})
+	c.waiters = append(c.waiters, w)
 	c.cond.Broadcast()
-	return ch
+	return fakeTimer{c, w}
 }
 
 // Advance moves the clock forward by d and fires every waiter that is due.
@@ -137,14 +166,14 @@ func (c *FakeClock) AdvanceToNext() (time.Duration, bool) {
 	return d, true
 }
 
-// Waiters returns how many After calls are pending.
+// Waiters returns how many timers are pending.
 func (c *FakeClock) Waiters() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.waiters)
 }
 
-// BlockUntil blocks until at least n After calls are pending, so a test can advance time
+// BlockUntil blocks until at least n timers are pending, so a test can advance time
 // only once the code under test is waiting.
 func (c *FakeClock) BlockUntil(n int) {
 	c.mu.Lock()

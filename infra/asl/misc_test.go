@@ -121,7 +121,11 @@ func TestAcceleratedClock(t *testing.T) {
 
 func TestFakeClockFiresInOrder(t *testing.T) {
 	c := NewFakeClock(t0)
-	late, early := c.After(2*time.Minute), c.After(time.Minute)
+	late, early := c.NewTimer(2*time.Minute).C(), c.NewTimer(time.Minute).C()
+	stopped := c.NewTimer(time.Second)
+	if !stopped.Stop() || c.Waiters() != 2 {
+		t.Fatalf("Stop left %d waiters, want 2", c.Waiters())
+	}
 	if d, _ := c.AdvanceToNext(); d != time.Minute {
 		t.Fatalf("advanced %s, want 1m", d)
 	}
@@ -137,5 +141,16 @@ func TestFakeClockFiresInOrder(t *testing.T) {
 	}
 	if c.Waiters() != 1 {
 		t.Fatalf("%d waiters, want 1", c.Waiters())
+	}
+}
+
+func TestTaskTimeoutTimerReleased(t *testing.T) {
+	h := newHarness(t, TaskRegistry{"t": constTask(`1`)})
+	h.define("sm", `{"StartAt":"T","States":{"T":{"Type":"Task","Resource":"t","TimeoutSeconds":30,"End":true}}}`)
+	if ex := h.await(h.start("sm", "ex", `{}`).ExecutionArn); ex.Status != StatusSucceeded {
+		t.Fatalf("status %s", ex.Status)
+	}
+	if n := h.clock.Waiters(); n != 0 {
+		t.Fatalf("%d timers left pending after the task finished", n)
 	}
 }

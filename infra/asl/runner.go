@@ -517,9 +517,11 @@ func (r *Runner) sleepUntil(ctx context.Context, due time.Time) error {
 		if d <= 0 {
 			return nil
 		}
+		t := r.clock.NewTimer(d)
 		select {
-		case <-r.clock.After(d):
+		case <-t.C():
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
 		}
 	}

@@ -125,7 +125,9 @@ func (r *Runner) invoke(ctx context.Context, st *State, fn TaskFunc, body json.R
 	}()
 	var timeout <-chan time.Time
 	if st.TimeoutSeconds > 0 {
-		timeout = r.clock.After(time.Duration(st.TimeoutSeconds) * time.Second)
+		t := r.clock.NewTimer(time.Duration(st.TimeoutSeconds) * time.Second)
+		defer t.Stop()
+		timeout = t.C()
 	}
 	select {
 	case res := <-done:
