@@ -1,0 +1,299 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/provider"
+)
+
+// scriptedProvider answers Create from a script of outcomes keyed by payment method, and
+// remembers every provider key it saw, like a provider's idempotency store would.
+type scriptedProvider struct {
+	mu      sync.Mutex
+	calls   map[string]int // provider key -> calls
+	outcome func(req provider.CreateRequest, call int) (provider.Payment, error)
+}
+
+func (p *scriptedProvider) Create(_ context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	p.mu.Lock()
+	p.calls[req.IdempotencyKey]++
+	n := p.calls[req.IdempotencyKey]
+	p.mu.Unlock()
+	return p.outcome(req, n)
+}
+func (p *scriptedProvider) Get(context.Context, string) (provider.Payment, error) {
+	return provider.Payment{}, errors.New("not scripted")
+}
+func (p *scriptedProvider) Confirm(context.Context, provider.ConfirmRequest) (provider.Payment, error) {
+	return provider.Payment{}, errors.New("not scripted")
+}
+func (p *scriptedProvider) List(context.Context, provider.ListParams) iter.Seq2[provider.Payment, error] {
+	return func(func(provider.Payment, error) bool) {}
+}
+
+var created = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+func outcomes(req provider.CreateRequest, call int) (provider.Payment, error) {
+	pay := provider.Payment{ID: "pi_" + req.IdempotencyKey[10:20], Amount: req.Amount, Currency: req.Currency,
+		Customer: req.Customer, Created: created, Metadata: req.Metadata}
+	switch req.PaymentMethod {
+	case "pm_card_visa":
+		pay.Status = provider.StatusSucceeded
+		return pay, nil
+	case "pm_decline_funds":
+		pay.Status = provider.StatusDeclined
+		pay.Decline = &provider.Decline{Code: "insufficient_funds", ErrorCode: "card_declined"}
+		return pay, &provider.DeclineError{Payment: pay}
+	case "pm_timeout_once":
+		if call == 1 {
+			return provider.Payment{}, &provider.UnknownOutcomeError{Op: "create", IdempotencyKey: req.IdempotencyKey}
+		}
+		pay.Status = provider.StatusSucceeded
+		return pay, nil
+	case "pm_throttled":
+		return provider.Payment{}, &provider.ThrottledError{Op: "create", RetryAfter: 3 * time.Second}
+	case "pm_missing":
+		return provider.Payment{}, &provider.PermanentError{Op: "create", StatusCode: 400, Code: "resource_missing"}
+	}
+	return provider.Payment{}, errors.New("unscripted payment method")
+}
+
+type jobs struct {
+	mu   sync.Mutex
+	list []ResolveJob
+}
+
+func (j *jobs) EnqueueResolve(_ context.Context, job ResolveJob) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.list = append(j.list, job)
+	return nil
+}
+
+type declines struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (d *declines) Declined(_ context.Context, p Payment) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ids = append(d.ids, p.ID)
+	return nil
+}
+
+type fixture struct {
+	svc      *Service
+	prov     *scriptedProvider
+	jobs     *jobs
+	declines *declines
+	h        http.Handler
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "p.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	quiet := slog.New(slog.DiscardHandler)
+	now := func() time.Time { return created.Add(time.Second) }
+	k, err := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithClock(now), idempotency.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{prov: &scriptedProvider{calls: map[string]int{}, outcome: outcomes}, jobs: &jobs{}, declines: &declines{}}
+	f.svc = &Service{Store: s, Keeper: k, Provider: f.prov, Resolver: f.jobs, OnDecline: f.declines, Now: now, Log: quiet,
+		Classify: func(d provider.Decline) string { return "class-of-" + d.Code }}
+	f.h = f.svc.Handler(func(*http.Request) string { return "local" })
+	return f
+}
+
+func (f *fixture) do(t *testing.T, method, path, key, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	return w
+}
+
+func body(pm string) string {
+	return `{"amount":1500,"currency":"usd","customer":"cus_1","payment_method":"` + pm + `"}`
+}
+
+func TestCreateOutcomes(t *testing.T) {
+	cases := []struct {
+		name        string
+		pm          string
+		status      int
+		wantStatus  string
+		declineCode string
+		stored      bool // replayed with the same bytes
+	}{
+		{"success", "pm_card_visa", 201, "succeeded", "", true},
+		{"decline", "pm_decline_funds", 402, "declined", "insufficient_funds", true},
+		{"unknown outcome", "pm_timeout_once", 202, "pending", "", false},
+		{"throttled", "pm_throttled", 503, "", "", false},
+		{"provider rejects", "pm_missing", 422, "", "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			first := f.do(t, "POST", "/payments", "k-"+strings.ReplaceAll(tc.name, " ", "-"), body(tc.pm))
+			if first.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", first.Code, tc.status, first.Body)
+			}
+			if tc.wantStatus != "" {
+				var v View
+				if err := json.Unmarshal(first.Body.Bytes(), &v); err != nil {
+					t.Fatal(err)
+				}
+				if v.Status != tc.wantStatus || !strings.HasPrefix(v.ID, "pay_") || v.Amount != 1500 {
+					t.Fatalf("view %+v", v)
+				}
+				if got := deref(v.DeclineCode); got != tc.declineCode {
+					t.Fatalf("decline code %q, want %q", got, tc.declineCode)
+				}
+				if tc.declineCode != "" && deref(v.DeclineClass) != "class-of-"+tc.declineCode {
+					t.Fatalf("decline class %v", deref(v.DeclineClass))
+				}
+				get := f.do(t, "GET", "/payments/"+v.ID, "", "")
+				if get.Code != 200 || !strings.Contains(get.Body.String(), `"status":"`+tc.wantStatus+`"`) {
+					t.Fatalf("GET %d %s", get.Code, get.Body)
+				}
+			}
+			again := f.do(t, "POST", "/payments", "k-"+strings.ReplaceAll(tc.name, " ", "-"), body(tc.pm))
+			replayed := again.Header().Get("Idempotent-Replayed") == "true"
+			if replayed != tc.stored {
+				t.Fatalf("replayed=%v, want %v", replayed, tc.stored)
+			}
+			if tc.stored && (again.Code != first.Code || again.Body.String() != first.Body.String()) {
+				t.Fatalf("replay differs: %d %s vs %d %s", again.Code, again.Body, first.Code, first.Body)
+			}
+		})
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func TestDeclineStartsRecoveryOnce(t *testing.T) {
+	f := newFixture(t)
+	for range 3 {
+		f.do(t, "POST", "/payments", "k", body("pm_decline_funds"))
+	}
+	if len(f.declines.ids) != 1 {
+		t.Fatalf("recovery started %d times", len(f.declines.ids))
+	}
+}
+
+func TestUnknownOutcomeResolvesInBackground(t *testing.T) {
+	f := newFixture(t)
+	first := f.do(t, "POST", "/payments", "k", body("pm_timeout_once"))
+	if first.Code != 202 || len(f.jobs.list) != 1 {
+		t.Fatalf("first: %d, %d jobs", first.Code, len(f.jobs.list))
+	}
+	job := f.jobs.list[0]
+	if err := f.svc.Resolve(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	// The resolver stored the outcome: the client's retry replays it, and the provider saw the
+	// same key both times.
+	again := f.do(t, "POST", "/payments", "k", body("pm_timeout_once"))
+	if again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("after resolve: %d %v %s", again.Code, again.Header(), again.Body)
+	}
+	if len(f.prov.calls) != 1 {
+		t.Fatalf("provider saw %d different keys", len(f.prov.calls))
+	}
+	get := f.do(t, "GET", "/payments/"+job.PaymentID, "", "")
+	if !strings.Contains(get.Body.String(), `"status":"succeeded"`) {
+		t.Fatalf("GET after resolve: %s", get.Body)
+	}
+	// Resolving again is harmless.
+	if err := f.svc.Resolve(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.prov.calls[provider.IdempotencyKey("local", "k")]; n != 2 {
+		t.Fatalf("provider called %d times", n)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	f := newFixture(t)
+	cases := map[string]struct {
+		key, body string
+		status    int
+		field     string
+	}{
+		"no key":         {"", body("pm_card_visa"), 400, ""},
+		"not json":       {"k1", `amount=1`, 400, ""},
+		"unknown field":  {"k2", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","tip":1}`, 400, ""},
+		"wrong type":     {"k3", `{"amount":"1","currency":"usd","customer":"c","payment_method":"p"}`, 400, ""},
+		"float amount":   {"k4", `{"amount":1.5,"currency":"usd","customer":"c","payment_method":"p"}`, 400, ""},
+		"zero amount":    {"k5", `{"amount":0,"currency":"usd","customer":"c","payment_method":"p"}`, 400, "amount"},
+		"upper currency": {"k6", `{"amount":1,"currency":"USD","customer":"c","payment_method":"p"}`, 400, "currency"},
+		"bad currency":   {"k7", `{"amount":1,"currency":"abc","customer":"c","payment_method":"p"}`, 400, "currency"},
+		"no customer":    {"k8", `{"amount":1,"currency":"usd","payment_method":"p"}`, 400, "customer"},
+		"reserved meta":  {"k9", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","metadata":{"twice_x":"1"}}`, 400, "metadata"},
+		"array body":     {"k10", `[1]`, 400, ""},
+		"too large":      {"k11", `{"description":"` + strings.Repeat("x", MaxBody) + `"}`, 413, ""},
+	}
+	for name, tc := range cases {
+		w := f.do(t, "POST", "/payments", tc.key, tc.body)
+		if w.Code != tc.status || w.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: %d %s %s", name, w.Code, w.Header().Get("Content-Type"), w.Body)
+			continue
+		}
+		if tc.field != "" && !strings.Contains(w.Body.String(), `"`+tc.field+`"`) {
+			t.Errorf("%s: problem does not name %s: %s", name, tc.field, w.Body)
+		}
+	}
+	// A validation failure leaves the key free for the corrected request.
+	if w := f.do(t, "POST", "/payments", "k5", body("pm_card_visa")); w.Code != 201 {
+		t.Fatalf("corrected request: %d %s", w.Code, w.Body)
+	}
+	if w := f.do(t, "GET", "/payments/pay_nope", "", ""); w.Code != 404 {
+		t.Fatalf("unknown payment: %d", w.Code)
+	}
+}
+
+func FuzzParseCreateRequest(f *testing.F) {
+	for _, s := range []string{body("pm_card_visa"), `{}`, `[]`, `{"amount":1e400}`, `{"metadata":{"a":null}}`, `{"amount":-1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := ParseCreateRequest(b)
+		if err != nil {
+			var invalid *InvalidError
+			if !errors.As(err, &invalid) && !errors.Is(err, ErrMalformed) {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		if req.Amount <= 0 || req.Customer == "" || req.PaymentMethod == "" || !validCurrency(req.Currency) {
+			t.Fatalf("accepted an invalid request: %+v", req)
+		}
+	})
+}
