@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -292,7 +293,7 @@ func stopReason(c declines.Classification) Reason {
 
 func exhausted(plan Plan, c declines.Classification, limit Limit, cause string) Plan {
 	plan.Retry, plan.Reason, plan.Limit = false, ReasonExhausted, limit
-	plan.Explanation = fmt.Sprintf("Not retrying because %s; the last decline: %s, so the customer should update their payment method.", cause, c.Reason)
+	plan.Explanation = fmt.Sprintf("Not retrying because %s; the last decline: %s, so the customer should be asked to pay or update their payment method.", cause, c.Reason)
 	return plan
 }
 
@@ -318,8 +319,8 @@ func clause(s string) string {
 	if s[len(s)-1] == '.' {
 		s = s[:len(s)-1]
 	}
-	if s[0] >= 'A' && s[0] <= 'Z' {
-		s = string(s[0]+'a'-'A') + s[1:]
+	if strings.HasPrefix(s, "The ") {
+		s = "the " + s[len("The "):]
 	}
 	return s
 }

@@ -78,4 +78,3 @@ func ExampleSchedule() {
 	// | MAC 25 (Mastercard) | Mon 30 Nov 08:00:00, Tue 1 Dec 08:00:00, Wed 2 Dec 08:00:00, Thu 3 Dec 08:00:00, Fri 4 Dec 08:00:00, Sat 5 Dec 08:00:00, Sun 6 Dec 08:00:00, Mon 7 Dec 08:00:00 | stop: exhausted (max_attempts) |
 	// | lost_card | none | stop: needs_customer |
 }
-
