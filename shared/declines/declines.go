@@ -22,6 +22,11 @@ const (
 	ClassConfig       Class = "config"       // an integration error: fix the integration, not the card
 )
 
+// MayRetry reports whether a decline of this class may ever be retried automatically.
+func (c Class) MayRetry() bool {
+	return c == ClassLimit || c == ClassTechnical || c == ClassGeneric
+}
+
 // Action says what should happen next, and so how a retry is timed.
 type Action string
 

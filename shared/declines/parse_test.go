@@ -109,7 +109,7 @@ func wellFormed(t *testing.T, c Classification) {
 	if c.Retryable && (c.NeedsCustomer || c.NeedsReview) {
 		t.Fatalf("retryable and needs someone: %+v", c)
 	}
-	if c.Class == ClassHard && c.Retryable {
+	if c.Retryable != c.Class.MayRetry() {
 		t.Fatalf("hard and retryable: %+v", c)
 	}
 	if c.Explanation == "" || c.Reason == "" || c.Source == "" {

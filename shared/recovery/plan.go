@@ -149,9 +149,14 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 	made := len(in.Attempts)
 	plan := Plan{Attempt: made, Class: c.Class, NeedsCustomer: c.NeedsCustomer, NeedsReview: c.NeedsReview}
 
-	if !c.Retryable {
+	// All three must agree: a classification that arrived as JSON is outside input.
+	if !c.Retryable || !c.Action.Retries() || !c.Class.MayRetry() {
 		plan.Reason = stopReason(c)
-		plan.Explanation = fmt.Sprintf("Not retrying because %s; %s.", clause(c.Explanation), actionAdvice[c.Action])
+		advice, ok := actionAdvice[c.Action]
+		if !ok {
+			advice = "a person should look at it"
+		}
+		plan.Explanation = fmt.Sprintf("Not retrying because %s; %s.", clause(c.Explanation), advice)
 		return plan, nil
 	}
 	if made-1 >= p.MaxAttempts {
@@ -206,12 +211,12 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 func baseTime(p Policy, in Input, last Attempt, rng *rand.Rand) (at time.Time, r Reason, why string, ok bool) {
 	c := in.Classification
 	if last.RetryAfterSeconds > 0 {
-		d := time.Duration(last.RetryAfterSeconds) * time.Second
+		d := seconds(last.RetryAfterSeconds)
 		return last.At.Add(d), ReasonRetryAfter, "as the provider's Retry-After of " + human(d) + " asked", true
 	}
 	switch c.Action {
 	case declines.ActionRetryAfter:
-		d := time.Duration(c.DelaySeconds) * time.Second
+		d := seconds(c.DelaySeconds)
 		return last.At.Add(d), ReasonAdvisedDelay, "exactly the " + human(d) + " delay the card network advised", true
 	case declines.ActionRetryWhenFunded, declines.ActionRetryNextCycle:
 		days, what := p.Paydays, "the next payday ("+p.paydayList()+")"
@@ -241,6 +246,13 @@ func baseTime(p Policy, in Input, last Attempt, rng *rand.Rand) (at time.Time, r
 		why := fmt.Sprintf("spaced retry %d of %d, about %s after the last attempt", k+1, len(p.GenericGaps), human(gap))
 		return last.At.Add(gap).Add(spread(rng, p.GenericSpread)), ReasonSpaced, why, true
 	}
+}
+
+// seconds converts a delay from outside input; a delay beyond any window is clamped so that
+// it cannot overflow into the past.
+func seconds(n int64) time.Duration {
+	const max = int64(400 * 24 * 3600)
+	return time.Duration(min(n, max)) * time.Second
 }
 
 // tail counts the attempts at the end of the history with this class; the latest decline
@@ -313,7 +325,7 @@ var actionAdvice = map[declines.Action]string{
 // clause turns a classification's sentence into a clause: "The card issuer declined: x." ->
 // "the card issuer declined: x".
 func clause(s string) string {
-	if s == "" {
+	if s == "" || s == "." {
 		return "the payment was declined"
 	}
 	if s[len(s)-1] == '.' {
