@@ -3,6 +3,7 @@ package recovery
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -101,6 +102,25 @@ type Plan struct {
 	NeedsCustomer bool           `json:"needs_customer"`
 	NeedsReview   bool           `json:"needs_review"`
 }
+
+// LogValue makes a plan one structured log attribute: slog.Any("plan", plan).
+func (p Plan) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.Bool("retry", p.Retry),
+		slog.Int("attempt", p.Attempt),
+		slog.String("reason", string(p.Reason)),
+		slog.String("decline_class", string(p.Class)),
+	}
+	if p.Retry {
+		attrs = append(attrs, slog.Time("at", p.At))
+	}
+	if p.Limit != "" {
+		attrs = append(attrs, slog.String("limit", string(p.Limit)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+var _ slog.LogValuer = Plan{}
 
 // ErrNoAttempts is returned for an input with an empty history: there is nothing to retry.
 var ErrNoAttempts = errors.New("recovery: no attempts in the history")
@@ -231,11 +251,12 @@ func baseTime(p Policy, in Input, last Attempt, rng *rand.Rand) (at time.Time, r
 	case declines.ActionRetryNextDay:
 		return p.nextDay(last.At, nil).Add(spread(rng, p.AnchorSpread)), ReasonNextDay, "the next day, after the daily limit resets", true
 	case declines.ActionRetryBackoff:
-		n := tail(in.Attempts, c.Class) - 1
-		ceiling := p.TechnicalCap
-		if n < 32 && p.TechnicalBase<<n < ceiling && p.TechnicalBase<<n > 0 {
-			ceiling = p.TechnicalBase << n
+		// min(cap, base*2^n), doubling step by step so that it cannot overflow.
+		ceiling := p.TechnicalBase
+		for n := tail(in.Attempts, c.Class) - 1; n > 0 && ceiling < p.TechnicalCap; n-- {
+			ceiling *= 2
 		}
+		ceiling = min(ceiling, p.TechnicalCap)
 		return last.At.Add(spread(rng, ceiling)), ReasonBackoff, "after a short backoff with jitter", true
 	default: // generic, and any retrying action added later: the cautious, spaced rule
 		k := count(in.Attempts, c.Class) - 1

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"math"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -38,6 +39,8 @@ func drawScenario(t *rapid.T) scenario {
 	p.Hour = rapid.IntRange(0, 23).Draw(t, "hour")
 	p.Paydays = rapid.SliceOfN(rapid.IntRange(1, 31), 1, 3).Draw(t, "paydays")
 	p.UseBillingAnchor = rapid.Bool().Draw(t, "useAnchor")
+	p.TechnicalBase = time.Duration(rapid.Int64Range(int64(time.Second), int64(time.Hour)).Draw(t, "base"))
+	p.TechnicalCap = p.TechnicalBase + time.Duration(rapid.Int64Range(0, int64(day)).Draw(t, "capExtra"))
 	if rapid.Bool().Draw(t, "zone") {
 		p.Location = time.FixedZone("X", rapid.IntRange(-12, 14).Draw(t, "offsetHours")*3600)
 	}
@@ -172,7 +175,14 @@ func TestPlanProperties(t *testing.T) {
 				t.Fatalf("advised delay: at %s, want %s", plan.At, want)
 			}
 		case c.Action == declines.ActionRetryBackoff:
-			within(last.At, last.At.Add(s.policy.TechnicalCap))
+			// Full jitter: within [0, min(cap, base*2^n)), n the technical declines in a row
+			// before this one, computed in floating point so that it cannot overflow.
+			n := 0
+			for i := len(s.in.Attempts) - 2; i >= 0 && s.in.Attempts[i].Class == c.Class; i-- {
+				n++
+			}
+			ceiling := time.Duration(math.Min(float64(s.policy.TechnicalCap), math.Ldexp(float64(s.policy.TechnicalBase), n)))
+			within(last.At, last.At.Add(ceiling))
 		case c.Action == declines.ActionRetrySpaced:
 			within(last.At.Add(day), last.At.Add(2*day+s.policy.GenericSpread))
 		case c.Action == declines.ActionRetryNextDay:

@@ -3,6 +3,7 @@ package recovery
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -378,5 +379,21 @@ func TestPlanJSON(t *testing.T) {
 	b, _ = json.Marshal(stop)
 	if strings.Contains(string(b), `"at"`) || !strings.Contains(string(b), `"retry":false`) {
 		t.Errorf("stop JSON %s", b)
+	}
+}
+
+func TestPlanLogValue(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	c := declines.Classify(declines.Decline{NetworkAdviceCode: "24", Network: declines.NetworkMastercard})
+	plan, err := NextAttempt(DefaultPolicy(), Input{Classification: c, Attempts: history(c, 1, now, 0)}, now, seeded())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("retry scheduled", "plan", plan)
+	for _, want := range []string{`"retry":true`, `"attempt":2`, `"reason":"advised_delay"`, `"at":"2026-11-29T09:00:00Z"`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("log line %s lacks %s", buf.String(), want)
+		}
 	}
 }
