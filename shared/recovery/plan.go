@@ -222,7 +222,11 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 	if limit != "" {
 		why += ", moved later to respect " + capText[limit]
 	}
-	plan.Explanation = fmt.Sprintf("Retrying on %s, %s, because %s.", p.format(at), why, clause(c.Explanation))
+	when := p.format(at)
+	if at.Sub(now) < time.Hour {
+		when = at.In(p.Location).Format("2 Jan at 15:04:05 MST") // minutes away: the seconds matter
+	}
+	plan.Explanation = fmt.Sprintf("Retrying on %s, %s, because %s.", when, why, clause(c.Explanation))
 	return plan, nil
 }
 
@@ -237,7 +241,7 @@ func baseTime(p Policy, in Input, last Attempt, rng *rand.Rand) (at time.Time, r
 	switch c.Action {
 	case declines.ActionRetryAfter:
 		d := seconds(c.DelaySeconds)
-		return last.At.Add(d), ReasonAdvisedDelay, "exactly the " + human(d) + " delay the card network advised", true
+		return last.At.Add(d), ReasonAdvisedDelay, "exactly the delay the card network advised (" + human(d) + ")", true
 	case declines.ActionRetryWhenFunded, declines.ActionRetryNextCycle:
 		days, what := p.Paydays, "the next payday ("+p.paydayList()+")"
 		r = ReasonFundedMoment
@@ -326,7 +330,7 @@ func stopReason(c declines.Classification) Reason {
 
 func exhausted(plan Plan, c declines.Classification, limit Limit, cause string) Plan {
 	plan.Retry, plan.Reason, plan.Limit = false, ReasonExhausted, limit
-	plan.Explanation = fmt.Sprintf("Not retrying because %s; the last decline: %s, so the customer should be asked to pay or update their payment method.", cause, c.Reason)
+	plan.Explanation = fmt.Sprintf("Not retrying because %s (last decline: %s); ask the customer to pay or update their payment method.", cause, c.Reason)
 	return plan
 }
 

@@ -35,21 +35,29 @@ func ExampleNextAttempt() {
 // the one in the README.
 func ExampleSchedule() {
 	first := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	thirtyDays := recovery.DefaultPolicy()
+	thirtyDays.Window = 30 * 24 * time.Hour
 	rows := []struct {
-		name string
-		d    declines.Decline
+		name   string
+		d      declines.Decline
+		policy *recovery.Policy
 	}{
-		{"insufficient_funds", declines.Decline{Code: "insufficient_funds", Network: declines.NetworkVisa}},
-		{"card_velocity_exceeded", declines.Decline{Code: "card_velocity_exceeded", Network: declines.NetworkVisa}},
-		{"processing_error", declines.Decline{Code: "processing_error", Network: declines.NetworkVisa}},
-		{"generic_decline", declines.Decline{Code: "generic_decline", Network: declines.NetworkVisa}},
-		{"MAC 25 (Mastercard)", declines.Decline{Code: "do_not_honor", NetworkAdviceCode: "25", Network: declines.NetworkMastercard}},
-		{"lost_card", declines.Decline{Code: "lost_card", Network: declines.NetworkVisa}},
+		{"insufficient_funds", declines.Decline{Code: "insufficient_funds", Network: declines.NetworkVisa}, nil},
+		{"insufficient_funds, 30-day window", declines.Decline{Code: "insufficient_funds", Network: declines.NetworkVisa}, &thirtyDays},
+		{"card_velocity_exceeded", declines.Decline{Code: "card_velocity_exceeded", Network: declines.NetworkVisa}, nil},
+		{"processing_error", declines.Decline{Code: "processing_error", Network: declines.NetworkVisa}, nil},
+		{"generic_decline", declines.Decline{Code: "generic_decline", Network: declines.NetworkVisa}, nil},
+		{"MAC 25 (Mastercard)", declines.Decline{Code: "do_not_honor", NetworkAdviceCode: "25", Network: declines.NetworkMastercard}, nil},
+		{"lost_card", declines.Decline{Code: "lost_card", Network: declines.NetworkVisa}, nil},
 	}
 	fmt.Println("| decline | retries (original charge Sun 29 Nov 08:00 UTC) | then |")
 	fmt.Println("|---|---|---|")
 	for _, r := range rows {
-		plans, err := recovery.Schedule(recovery.DefaultPolicy(), declines.Classify(r.d), first, rand.New(rand.NewPCG(1, 2)))
+		p := recovery.DefaultPolicy()
+		if r.policy != nil {
+			p = *r.policy
+		}
+		plans, err := recovery.Schedule(p, declines.Classify(r.d), first, rand.New(rand.NewPCG(1, 2)))
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -72,6 +80,7 @@ func ExampleSchedule() {
 	// | decline | retries (original charge Sun 29 Nov 08:00 UTC) | then |
 	// |---|---|---|
 	// | insufficient_funds | Tue 1 Dec 09:46:10 | stop: exhausted (window) |
+	// | insufficient_funds, 30-day window | Tue 1 Dec 09:46:10, Tue 15 Dec 09:37:00 | stop: exhausted (window) |
 	// | card_velocity_exceeded | Mon 30 Nov 09:46:10, Tue 1 Dec 09:37:00, Wed 2 Dec 09:47:04, Thu 3 Dec 09:47:48, Fri 4 Dec 09:14:04, Sat 5 Dec 09:02:29, Sun 6 Dec 09:30:00, Mon 7 Dec 09:26:58 | stop: exhausted (max_attempts) |
 	// | processing_error | Sun 29 Nov 08:00:47, Sun 29 Nov 08:02:01, Sun 29 Nov 08:05:10, Sun 29 Nov 08:11:33, Sun 29 Nov 08:15:18, Sun 29 Nov 08:16:38, Sun 29 Nov 08:46:38, Sun 29 Nov 09:13:36 | stop: exhausted (max_attempts) |
 	// | generic_decline | Mon 30 Nov 12:36:59, Wed 2 Dec 16:18:55, Fri 4 Dec 21:01:19, Mon 7 Dec 01:48:06 | stop: exhausted (schedule) |

@@ -138,7 +138,7 @@ func TestNextAttemptRetries(t *testing.T) {
 		"MAC 25: exactly 24 hours, no jitter": {
 			in: Input{Classification: mac25, Attempts: history(mac25, 1, now, 0)},
 			at: now.Add(24 * time.Hour), reason: ReasonAdvisedDelay,
-			says: "exactly the 1 day delay the card network advised, because Mastercard advised: retry after 24 hours.",
+			says: "exactly the delay the card network advised (1 day), because Mastercard advised: retry after 24 hours.",
 		},
 		"MAC 02: 72 hours": {
 			in: Input{Classification: mac02, Attempts: history(mac02, 1, now, 0)},
@@ -307,6 +307,9 @@ func TestNextAttemptCaps(t *testing.T) {
 			}
 			if plan.Retry != tc.retry || plan.Limit != tc.limit || plan.Reason != tc.reason || !plan.At.Equal(tc.at) {
 				t.Fatalf("plan %+v\nwant retry=%v at=%s limit=%s reason=%s", plan, tc.retry, tc.at, tc.limit, tc.reason)
+			}
+			if plan.Reason == ReasonExhausted && !strings.HasSuffix(plan.Explanation, "; ask the customer to pay or update their payment method.") {
+				t.Errorf("exhausted explanation %q", plan.Explanation)
 			}
 			if plan.Limit != "" && plan.Limit != LimitMaxAttempts && plan.Limit != LimitSchedule && plan.Limit != LimitWindow &&
 				!strings.Contains(plan.Explanation, capText[plan.Limit]) {
