@@ -125,6 +125,9 @@ var _ slog.LogValuer = Plan{}
 // ErrNoAttempts is returned for an input with an empty history: there is nothing to retry.
 var ErrNoAttempts = errors.New("recovery: no attempts in the history")
 
+// ErrNoClockOrRand is returned by NewPlanner without a clock or a random source.
+var ErrNoClockOrRand = errors.New("recovery: NewPlanner needs a clock and a random source")
+
 // Planner plans retries with an injected clock and random source. It is safe for concurrent
 // use (the source is guarded).
 type Planner struct {
@@ -141,7 +144,7 @@ func NewPlanner(p Policy, now func() time.Time, rng *rand.Rand) (*Planner, error
 		return nil, err
 	}
 	if now == nil || rng == nil {
-		return nil, errors.New("recovery: NewPlanner needs a clock and a random source")
+		return nil, ErrNoClockOrRand
 	}
 	return &Planner{policy: p, now: now, rng: rng}, nil
 }

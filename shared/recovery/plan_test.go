@@ -346,6 +346,15 @@ func TestNextAttemptErrors(t *testing.T) {
 	}
 }
 
+func TestNewPlannerNeedsClockAndRand(t *testing.T) {
+	if _, err := NewPlanner(DefaultPolicy(), nil, seeded()); !errors.Is(err, ErrNoClockOrRand) {
+		t.Errorf("no clock: %v", err)
+	}
+	if _, err := NewPlanner(DefaultPolicy(), time.Now, nil); !errors.Is(err, ErrNoClockOrRand) {
+		t.Errorf("no rand: %v", err)
+	}
+}
+
 func TestPlannerUsesItsClock(t *testing.T) {
 	c := declines.Classify(declines.Decline{NetworkAdviceCode: "24", Network: declines.NetworkMastercard})
 	later := now.Add(5 * time.Hour)
