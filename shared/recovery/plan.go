@@ -1,0 +1,385 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runtwice/twice/shared/declines"
+)
+
+// Outcome is how one charge attempt ended.
+type Outcome string
+
+// The outcomes an attempt history records.
+const (
+	OutcomeDeclined  Outcome = "declined"  // a card decline (counts towards Mastercard's decline limits)
+	OutcomeFailed    Outcome = "failed"    // no decline from the issuer: a provider or network fault
+	OutcomeSucceeded Outcome = "succeeded" // approved
+)
+
+// Attempt is one charge attempt in a history. It is JSON because histories travel through
+// the recovery state machine.
+type Attempt struct {
+	At      time.Time      `json:"at"`
+	Outcome Outcome        `json:"outcome"`
+	Class   declines.Class `json:"decline_class,omitempty"` // the class of this attempt's decline, if any
+	// RetryAfterSeconds is the provider's Retry-After on this attempt's answer; the next
+	// attempt is planned exactly that long after it.
+	RetryAfterSeconds int64 `json:"retry_after_seconds,omitempty"`
+	// Reattempt marks, in CardAttempts, an attempt that retried an earlier declined one (Visa
+	// counts reattempts). In Input.Attempts every attempt after the first is a reattempt.
+	Reattempt bool `json:"reattempt,omitempty"`
+}
+
+// Input is what the planner decides from.
+type Input struct {
+	// Classification is the verdict on the latest decline (declines.Classify).
+	Classification declines.Classification `json:"classification"`
+	// Attempts is this payment's history, oldest first, ending with the attempt that was just
+	// declined. The first attempt starts the recovery window.
+	Attempts []Attempt `json:"attempts"`
+	// CardAttempts are recent attempts on the same card for other payments; the network caps
+	// are per card. Optional.
+	CardAttempts []Attempt `json:"card_attempts,omitempty"`
+	// AnchorDay is the subscription's billing anchor day of the month (1-31), if any.
+	AnchorDay int `json:"anchor_day,omitempty"`
+}
+
+// Reason names why a plan retries or stops; the console and the state machine branch on it.
+type Reason string
+
+// Retry reasons.
+const (
+	ReasonFundedMoment Reason = "funded_moment" // insufficient funds: the next payday or billing-cycle boundary
+	ReasonNextCycle    Reason = "next_cycle"    // a cycle limit: the next billing-cycle boundary
+	ReasonNextDay      Reason = "next_day"      // a daily limit: the next day
+	ReasonBackoff      Reason = "backoff"       // technical: exponential backoff with full jitter
+	ReasonSpaced       Reason = "spaced"        // generic: days apart
+	ReasonAdvisedDelay Reason = "advised_delay" // the network's advised delay (MAC 02, 24-30), exactly
+	ReasonRetryAfter   Reason = "retry_after"   // the provider's Retry-After, exactly
+)
+
+// Stop reasons.
+const (
+	ReasonHardDecline   Reason = "hard_decline"   // the issuer will never approve
+	ReasonCancelled     Reason = "cancelled"      // the customer revoked the authorization
+	ReasonNeedsCustomer Reason = "needs_customer" // the customer must act first
+	ReasonNeedsReview   Reason = "needs_review"   // an operator or developer must look
+	ReasonExhausted     Reason = "exhausted"      // a cap, the schedule or the window leaves no retry
+)
+
+// Limit names a cap that stopped or deferred a retry.
+type Limit string
+
+// The limits.
+const (
+	LimitMaxAttempts   Limit = "max_attempts"   // Policy.MaxAttempts
+	LimitWindow        Limit = "window"         // Policy.Window
+	LimitSchedule      Limit = "schedule"       // the generic schedule (Policy.GenericGaps) is used up
+	LimitVisa30d       Limit = "visa_30d"       // Visa: 20 reattempts per card in 30 days
+	LimitMastercard24h Limit = "mastercard_24h" // Mastercard: 10 declines per card in 24 hours
+	LimitMastercard30d Limit = "mastercard_30d" // Mastercard: 35 declines per card in 30 days
+)
+
+// Plan is the decision about the next attempt. At is UTC in whole seconds, so it serialises
+// as the RFC 3339 timestamp a Step Functions Wait state's TimestampPath accepts.
+type Plan struct {
+	Retry bool      `json:"retry"`
+	At    time.Time `json:"at,omitzero"`
+	// Attempt is the number of the planned attempt (the original charge is 1), for the charge's
+	// idempotency key; when stopping, the number of attempts made.
+	Attempt     int    `json:"attempt"`
+	Reason      Reason `json:"reason"`
+	Explanation string `json:"explanation"`
+	// Limit names the cap that deferred a retry (Retry true) or ended recovery (exhausted).
+	Limit         Limit          `json:"limit,omitempty"`
+	Class         declines.Class `json:"decline_class"`
+	NeedsCustomer bool           `json:"needs_customer"`
+	NeedsReview   bool           `json:"needs_review"`
+}
+
+// LogValue makes a plan one structured log attribute: slog.Any("plan", plan).
+func (p Plan) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.Bool("retry", p.Retry),
+		slog.Int("attempt", p.Attempt),
+		slog.String("reason", string(p.Reason)),
+		slog.String("decline_class", string(p.Class)),
+	}
+	if p.Retry {
+		attrs = append(attrs, slog.Time("at", p.At))
+	}
+	if p.Limit != "" {
+		attrs = append(attrs, slog.String("limit", string(p.Limit)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+var _ slog.LogValuer = Plan{}
+
+// ErrNoAttempts is returned for an input with an empty history: there is nothing to retry.
+var ErrNoAttempts = errors.New("recovery: no attempts in the history")
+
+// ErrNoClockOrRand is returned by NewPlanner without a clock or a random source.
+var ErrNoClockOrRand = errors.New("recovery: NewPlanner needs a clock and a random source")
+
+// Planner plans retries with an injected clock and random source. It is safe for concurrent
+// use (the source is guarded).
+type Planner struct {
+	policy Policy
+	now    func() time.Time
+	mu     sync.Mutex
+	rng    *rand.Rand
+}
+
+// NewPlanner validates the policy (zero fields take their defaults; see DefaultPolicy).
+func NewPlanner(p Policy, now func() time.Time, rng *rand.Rand) (*Planner, error) {
+	p = p.withDefaults()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if now == nil || rng == nil {
+		return nil, ErrNoClockOrRand
+	}
+	return &Planner{policy: p, now: now, rng: rng}, nil
+}
+
+// Plan decides the next attempt for in at the planner's current time.
+func (pl *Planner) Plan(in Input) (Plan, error) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return NextAttempt(pl.policy, in, pl.now(), pl.rng)
+}
+
+// NextAttempt decides whether and when to retry, as a pure function of its arguments: the same
+// inputs and the same random source state give the same plan. A retry is never planned before
+// now, never beyond the recovery window, and never where a network cap or Policy.MaxAttempts
+// would be broken; a time that would break a cap moves to the first moment the cap allows.
+func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error) {
+	if len(in.Attempts) == 0 {
+		return Plan{}, ErrNoAttempts
+	}
+	p = p.withDefaults()
+	if err := p.Validate(); err != nil {
+		return Plan{}, err
+	}
+	c := in.Classification
+	made := len(in.Attempts)
+	plan := Plan{Attempt: made, Class: c.Class, NeedsCustomer: c.NeedsCustomer, NeedsReview: c.NeedsReview}
+
+	// All three must agree: a classification that arrived as JSON is outside input.
+	if !c.Retryable || !c.Action.Retries() || !c.Class.MayRetry() {
+		plan.Reason = stopReason(c)
+		advice, ok := actionAdvice[c.Action]
+		if !ok {
+			advice = "a person should look at it"
+		}
+		plan.Explanation = fmt.Sprintf("Not retrying because %s; %s.", clause(c.Explanation), advice)
+		return plan, nil
+	}
+	if made-1 >= p.MaxAttempts {
+		return exhausted(plan, c, LimitMaxAttempts, fmt.Sprintf("the configured maximum of %d retries is used up", p.MaxAttempts)), nil
+	}
+
+	last := in.Attempts[made-1]
+	at, reason, why, ok := baseTime(p, in, last, rng)
+	if !ok {
+		return exhausted(plan, c, LimitSchedule, fmt.Sprintf("the %d spaced retries for this decline are used up", len(p.GenericGaps))), nil
+	}
+	if at.Before(now) {
+		at = now
+	}
+	at = ceilSecond(at)
+
+	caps := networkCaps(c.Network)
+	limit := Limit("")
+	for range 2 * len(caps) { // each pass only moves later, so this settles quickly
+		moved := false
+		for _, cp := range caps {
+			if t, ok := cp.earliest(in, at); ok && t.After(at) {
+				at, limit, moved = t, cp.limit, true
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+
+	windowEnd := in.Attempts[0].At.Add(p.Window)
+	if at.After(windowEnd) {
+		cause := fmt.Sprintf("the next retry would fall after the recovery window of %s closes on %s", human(p.Window), p.format(windowEnd))
+		if limit != "" {
+			cause = fmt.Sprintf("%s allows no retry before the recovery window closes on %s", capText[limit], p.format(windowEnd))
+		} else {
+			limit = LimitWindow
+		}
+		return exhausted(plan, c, limit, cause), nil
+	}
+
+	plan.Retry, plan.At, plan.Attempt, plan.Reason, plan.Limit = true, at.UTC(), made+1, reason, limit
+	if limit != "" {
+		why += ", moved later to respect " + capText[limit]
+	}
+	when := p.format(at)
+	if at.Sub(now) < time.Hour {
+		when = at.In(p.Location).Format("2 Jan at 15:04:05 MST") // minutes away: the seconds matter
+	}
+	plan.Explanation = fmt.Sprintf("Retrying on %s, %s, because %s.", when, why, clause(c.Explanation))
+	return plan, nil
+}
+
+// baseTime is the time the decline's own rule asks for, before now and the caps are applied.
+// ok is false when the rule has no retries left.
+func baseTime(p Policy, in Input, last Attempt, rng *rand.Rand) (at time.Time, r Reason, why string, ok bool) {
+	c := in.Classification
+	if last.RetryAfterSeconds > 0 {
+		d := seconds(last.RetryAfterSeconds)
+		return last.At.Add(d), ReasonRetryAfter, "as the provider's Retry-After of " + human(d) + " asked", true
+	}
+	switch c.Action {
+	case declines.ActionRetryAfter:
+		d := seconds(c.DelaySeconds)
+		return last.At.Add(d), ReasonAdvisedDelay, "exactly the delay the card network advised (" + human(d) + ")", true
+	case declines.ActionRetryWhenFunded, declines.ActionRetryNextCycle:
+		days, what := p.Paydays, "the next payday ("+p.paydayList()+")"
+		r = ReasonFundedMoment
+		if c.Action == declines.ActionRetryNextCycle {
+			r, what = ReasonNextCycle, "the next billing-cycle boundary ("+p.paydayList()+")"
+		}
+		if in.AnchorDay >= 1 && in.AnchorDay <= 31 && (p.UseBillingAnchor || c.Action == declines.ActionRetryNextCycle) {
+			days, what = []int{in.AnchorDay}, "the next billing-cycle boundary (the "+ordinal(in.AnchorDay)+")"
+		}
+		return p.nextDay(last.At, days).Add(spread(rng, p.AnchorSpread)), r, what, true
+	case declines.ActionRetryNextDay:
+		return p.nextDay(last.At, nil).Add(spread(rng, p.AnchorSpread)), ReasonNextDay, "the next day, after the daily limit resets", true
+	case declines.ActionRetryBackoff:
+		// min(cap, base*2^n), doubling step by step so that it cannot overflow.
+		ceiling := p.TechnicalBase
+		for n := tail(in.Attempts, c.Class) - 1; n > 0 && ceiling < p.TechnicalCap; n-- {
+			ceiling *= 2
+		}
+		ceiling = min(ceiling, p.TechnicalCap)
+		return last.At.Add(spread(rng, ceiling)), ReasonBackoff, "after a short backoff with jitter", true
+	default: // generic, and any retrying action added later: the cautious, spaced rule
+		k := count(in.Attempts, c.Class) - 1
+		if k >= len(p.GenericGaps) {
+			return time.Time{}, "", "", false
+		}
+		gap := p.GenericGaps[k]
+		why := fmt.Sprintf("spaced retry %d of %d, about %s after the last attempt", k+1, len(p.GenericGaps), human(gap))
+		return last.At.Add(gap).Add(spread(rng, p.GenericSpread)), ReasonSpaced, why, true
+	}
+}
+
+// seconds converts a delay from outside input; a delay beyond any window is clamped so that
+// it cannot overflow into the past.
+func seconds(n int64) time.Duration {
+	const max = int64(400 * 24 * 3600)
+	return time.Duration(min(n, max)) * time.Second
+}
+
+// tail counts the attempts at the end of the history with this class; the latest decline
+// counts even if its class was not recorded.
+func tail(as []Attempt, class declines.Class) int {
+	n := 1
+	for i := len(as) - 2; i >= 0 && as[i].Class == class; i-- {
+		n++
+	}
+	return n
+}
+
+// count counts the attempts with this class, the latest one always included.
+func count(as []Attempt, class declines.Class) int {
+	n := 1
+	for _, a := range as[:len(as)-1] {
+		if a.Class == class {
+			n++
+		}
+	}
+	return n
+}
+
+// spread is a uniform random duration in [0, d): full jitter when d is the backoff ceiling.
+func spread(rng *rand.Rand, d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rng.Int64N(int64(d)))
+}
+
+func ceilSecond(t time.Time) time.Time {
+	if u := t.Truncate(time.Second); u.Before(t) {
+		return u.Add(time.Second)
+	}
+	return t
+}
+
+func stopReason(c declines.Classification) Reason {
+	switch {
+	case c.Class == declines.ClassCancellation:
+		return ReasonCancelled
+	case c.NeedsReview:
+		return ReasonNeedsReview
+	case c.NeedsCustomer:
+		return ReasonNeedsCustomer
+	}
+	return ReasonHardDecline
+}
+
+func exhausted(plan Plan, c declines.Classification, limit Limit, cause string) Plan {
+	plan.Retry, plan.Reason, plan.Limit = false, ReasonExhausted, limit
+	plan.Explanation = fmt.Sprintf("Not retrying because %s (last decline: %s); ask the customer to pay or update their payment method.", cause, c.Reason)
+	return plan
+}
+
+// actionAdvice completes "Not retrying because ...; " for a decline that is never retried.
+var actionAdvice = map[declines.Action]string{
+	declines.ActionStop:             "this card cannot be charged again",
+	declines.ActionNewPaymentMethod: "the customer needs to add a new payment method",
+	declines.ActionAskCustomer:      "the customer needs to contact their card issuer or use another card",
+	declines.ActionUpdateCard:       "the customer needs to correct the card details",
+	declines.ActionAccountUpdater:   "the card details need updating, from the network's account updater or the customer",
+	declines.ActionAuthenticate:     "the customer needs to authenticate the payment through a payment link",
+	declines.ActionTreatAsCancelled: "treat it as the customer cancelling",
+	declines.ActionReview:           "an operator should review it",
+	declines.ActionFixIntegration:   "the integration needs fixing",
+}
+
+// clause turns a classification's sentence into a clause: "The card issuer declined: x." ->
+// "the card issuer declined: x".
+func clause(s string) string {
+	if s == "" || s == "." {
+		return "the payment was declined"
+	}
+	if s[len(s)-1] == '.' {
+		s = s[:len(s)-1]
+	}
+	if strings.HasPrefix(s, "The ") {
+		s = "the " + s[len("The "):]
+	}
+	return s
+}
+
+// human prints a duration the way a console reader counts: "14 days", "1 hour", "90 seconds".
+func human(d time.Duration) string {
+	unit := func(n time.Duration, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %ss", n, one)
+	}
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return unit(d/(24*time.Hour), "day")
+	case d >= time.Hour && d%time.Hour == 0:
+		return unit(d/time.Hour, "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return unit(d/time.Minute, "minute")
+	}
+	return unit(d/time.Second, "second")
+}

@@ -1,0 +1,77 @@
+package recovery
+
+import (
+	"sort"
+	"time"
+
+	"github.com/runtwice/twice/shared/declines"
+)
+
+// windowCap is a network's excessive-attempt rule: fewer than max counted attempts on the card
+// in any window of length per, the planned one included.
+type windowCap struct {
+	limit Limit
+	max   int
+	per   time.Duration
+	// counts says whether an attempt counts; i is its index in Input.Attempts, or -1 for
+	// Input.CardAttempts.
+	counts func(a Attempt, i int) bool
+}
+
+// capText completes "... to respect " and "... allows no retry".
+var capText = map[Limit]string{
+	LimitVisa30d:       "Visa's limit of 20 reattempts per card in 30 days",
+	LimitMastercard24h: "Mastercard's limit of 10 declines per card in 24 hours",
+	LimitMastercard30d: "Mastercard's limit of 35 declines per card in 30 days",
+}
+
+func reattempt(a Attempt, i int) bool { return i > 0 || (i < 0 && a.Reattempt) }
+func declined(a Attempt, _ int) bool  { return a.Outcome == OutcomeDeclined }
+
+// networkCaps returns the caps of a card network. Mastercard's 35-in-30-days rule is per card
+// and amount; counting every amount is the conservative reading. Networks without published
+// rules get only our own caps.
+func networkCaps(n declines.Network) []windowCap {
+	switch n {
+	case declines.NetworkVisa:
+		// A reattempt counts whatever its outcome; the planned one is a reattempt.
+		return []windowCap{{LimitVisa30d, 20, 30 * day, reattempt}}
+	case declines.NetworkMastercard:
+		// Counted declines before the planned attempt must leave room for it to decline too.
+		return []windowCap{
+			{LimitMastercard24h, 10, 24 * time.Hour, declined},
+			{LimitMastercard30d, 35, 30 * day, declined},
+		}
+	}
+	return nil
+}
+
+// earliest returns the first moment at or after t when one more attempt keeps the count in
+// the trailing window below max, and whether the cap applies at all. An attempt at time a
+// is in the window ending at t when a > t-per.
+func (c windowCap) earliest(in Input, t time.Time) (time.Time, bool) {
+	var times []time.Time
+	for i, a := range in.Attempts {
+		if c.counts(a, i) {
+			times = append(times, a.At)
+		}
+	}
+	for _, a := range in.CardAttempts {
+		if c.counts(a, -1) {
+			times = append(times, a.At)
+		}
+	}
+	var inWindow []time.Time
+	for _, a := range times {
+		if a.After(t.Add(-c.per)) {
+			inWindow = append(inWindow, a)
+		}
+	}
+	over := len(inWindow) - (c.max - 1) // how many must leave the window
+	if over <= 0 {
+		return t, true
+	}
+	sort.Slice(inWindow, func(i, j int) bool { return inWindow[i].Before(inWindow[j]) })
+	// The over-th oldest leaves the window once t-per reaches it.
+	return ceilSecond(inWindow[over-1].Add(c.per)), true
+}
