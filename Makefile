@@ -3,7 +3,7 @@
 
 # Installs the pinned test tools, starts the test servers, runs every check (scripts/test.sh).
 test:
-	bash scripts/test.sh
+	@bash scripts/test.sh
 
 # Every function behind one local HTTP server on an embedded store.
 run:

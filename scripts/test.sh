@@ -21,13 +21,12 @@ log "server logs: $TWICE_LOG_DIR"
 timed "install npm tools" ensure_npm_tools
 timed "install go tools" ensure_go_tools
 timed "install chromium" ensure_chromium
-timed "start servers" start_test_servers
-# A test that cannot reach a server fails instead of skipping when this is set.
-export TWICE_TEST_REQUIRE_SERVERS=1
+# The servers start while the static checks run; go test waits for them.
+launch_test_servers
 
 gofmt_check() {
 	local files
-	files=$(git ls-files -co --exclude-standard -- '*.go' | xargs -r gofmt -l)
+	files=$(find . \( -name node_modules -o -name '.?*' \) -prune -o -name '*.go' -print0 | xargs -0 -r gofmt -l) || return 1
 	if [[ -n $files ]]; then
 		printf 'gofmt needed on:\n%s\n' "$files" >&2
 		return 1
@@ -47,6 +46,10 @@ asl_check() {
 	((found)) || log "asl-validator: no statemachines/*.asl.json yet"
 }
 timed "asl-validator" asl_check || die "asl-validator"
+
+timed "servers ready" await_test_servers
+# A test that cannot reach a server fails instead of skipping when this is set.
+export TWICE_TEST_REQUIRE_SERVERS=1
 
 # Last, so the run ends with go test's own summary lines.
 log "go test -race -count=1 -timeout 20m ${GOTESTFLAGS:-} ./..."

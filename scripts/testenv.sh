@@ -132,7 +132,7 @@ stop_servers() {
 # wait_http NAME PID URL [CURL ARGS...]: waits (bounded) until URL answers with any HTTP
 # status, failing early when the server process died.
 wait_http() {
-	local name=$1 pid=$2 url=$3 deadline=$((SECONDS + ${TWICE_SERVER_WAIT:-60}))
+	local name=$1 pid=$2 url=$3 deadline=$((SECONDS + ${TWICE_SERVER_WAIT:-120}))
 	shift 3
 	while ((SECONDS < deadline)); do
 		if ! kill -0 "$pid" 2>/dev/null; then
@@ -143,60 +143,90 @@ wait_http() {
 		fi
 		sleep 0.2
 	done
-	die "$name did not answer on $url within ${TWICE_SERVER_WAIT:-60}s (log: $TWICE_LOG_DIR/$name.log)"
+	die "$name did not answer on $url within ${TWICE_SERVER_WAIT:-120}s (log: $TWICE_LOG_DIR/$name.log)"
 }
 
-# start_server NAME MARKER URL_PATH CMD...: starts CMD in its own process group with PORT
-# (and PORT2) substituted, waits for it, retries on a port race, and prints the base URL.
-start_server() {
-	local name=$1 marker=$2 path=$3 try port port2 pid
-	shift 3
+# Each server is a function server_NAME PORT PORT2 that execs it in a new session (so it
+# leads its own process group), a marker found in its command line, and a path to probe.
+server_dynamodb() {
+	exec setsid java "-Djava.library.path=$DYNAMODB_LOCAL_DIR/DynamoDBLocal_lib" \
+		-jar "$DYNAMODB_LOCAL_DIR/DynamoDBLocal.jar" -inMemory -port "$1" -disableTelemetry
+}
+server_moto() { exec setsid moto_server -H 127.0.0.1 -p "$1"; }
+server_stripe_mock() { exec setsid "$TOOLS_BIN/stripe-mock" -http-addr "127.0.0.1:$1" -https-addr "127.0.0.1:$2"; }
+declare -A SERVER_MARKER=([dynamodb]=DynamoDBLocal.jar [moto]=moto_server [stripe_mock]=stripe-mock)
+declare -A SERVER_PROBE=([dynamodb]=/ [moto]=/ [stripe_mock]=/v1/customers)
+declare -A SERVER_PID SERVER_PORT
+declare -A SERVER_URL
+
+# launch_server NAME starts server_NAME in the background on free loopback ports.
+launch_server() {
+	local name=$1 port port2
+	port=$(free_port)
+	port2=$(free_port)
+	"server_$name" "$port" "$port2" >"$TWICE_LOG_DIR/$name.log" 2>&1 </dev/null &
+	SERVER_PID[$name]=$!
+	SERVER_PORT[$name]=$port
+	SERVER_PIDS+=("$!")
+	echo "$! ${SERVER_MARKER[$name]}" >>"$PIDFILE"
+}
+
+# await_server NAME waits until NAME answers; when it died (a port taken between picking and
+# binding), it starts it again on new ports, at most three times.
+await_server() {
+	local name=$1 try url
 	for try in 1 2 3; do
-		port=$(free_port)
-		port2=$(free_port)
-		local args=("${@//%PORT%/$port}")
-		args=("${args[@]//%PORT2%/$port2}")
-		setsid "${args[@]}" >"$TWICE_LOG_DIR/$name.log" 2>&1 </dev/null &
-		pid=$!
-		SERVER_PIDS+=("$pid")
-		echo "$pid $marker" >>"$PIDFILE"
-		if wait_http "$name" "$pid" "http://127.0.0.1:$port$path"; then
-			log "$name: http://127.0.0.1:$port (pid $pid)"
-			STARTED_URL=http://127.0.0.1:$port
+		url=http://127.0.0.1:${SERVER_PORT[$name]}
+		if wait_http "$name" "${SERVER_PID[$name]}" "$url${SERVER_PROBE[$name]}"; then
+			log "$name: $url (pid ${SERVER_PID[$name]})"
+			SERVER_URL[$name]=$url
 			return 0
 		fi
 		log "$name exited during start (try $try); log tail:"
 		tail -n 5 "$TWICE_LOG_DIR/$name.log" >&2 || true
+		launch_server "$name"
 	done
 	die "$name would not start (log: $TWICE_LOG_DIR/$name.log)"
 }
 
-start_dynamodb() {
-	start_server dynamodb DynamoDBLocal.jar / \
-		java "-Djava.library.path=$DYNAMODB_LOCAL_DIR/DynamoDBLocal_lib" -jar "$DYNAMODB_LOCAL_DIR/DynamoDBLocal.jar" \
-		-inMemory -port %PORT% -disableTelemetry
-	export TWICE_TEST_DYNAMODB_ENDPOINT=$STARTED_URL
+# start_servers NAME... starts the named servers side by side and waits for all of them.
+start_servers() {
+	local name
+	for name in "$@"; do
+		launch_server "$name"
+	done
+	for name in "$@"; do
+		await_server "$name"
+	done
 }
 
-start_moto() {
-	start_server moto moto_server / moto_server -H 127.0.0.1 -p %PORT%
-	export TWICE_TEST_MOTO_ENDPOINT=$STARTED_URL
-}
-
-start_stripe_mock() {
-	start_server stripe-mock stripe-mock /v1/customers \
-		"$TOOLS_BIN/stripe-mock" -http-addr 127.0.0.1:%PORT% -https-addr 127.0.0.1:%PORT2%
-	export TWICE_TEST_STRIPE_MOCK=$STARTED_URL
-}
-
-# start_test_servers stops leftovers, starts all servers, and stops them again on exit.
-start_test_servers() {
+# launch_test_servers stops leftovers of a killed run and starts every test server without
+# waiting, so slow JVM and Python start-ups overlap other work; all are stopped when the
+# shell exits. await_test_servers waits for them and exports where they are.
+launch_test_servers() {
 	mkdir -p "$TOOLS_DIR"
 	stop_leftovers
 	trap stop_servers EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
-	start_dynamodb
-	start_moto
-	start_stripe_mock
+	local name
+	for name in dynamodb moto stripe_mock; do
+		launch_server "$name"
+	done
+}
+
+await_test_servers() {
+	local name
+	for name in dynamodb moto stripe_mock; do
+		await_server "$name"
+	done
+	export TWICE_TEST_DYNAMODB_ENDPOINT=${SERVER_URL[dynamodb]}
+	export TWICE_TEST_MOTO_ENDPOINT=${SERVER_URL[moto]}
+	export TWICE_TEST_STRIPE_MOCK=${SERVER_URL[stripe_mock]}
+}
+
+# start_test_servers starts every test server and waits for them.
+start_test_servers() {
+	launch_test_servers
+	await_test_servers
 }

@@ -188,6 +188,7 @@ func TestASLValidator(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each run starts node, which takes seconds
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".asl.json")
 			if err := os.WriteFile(path, []byte(tc.definition), 0o600); err != nil {
 				t.Fatal(err)
