@@ -16,7 +16,7 @@ cd "$TWICE_ROOT"
 
 TWICE_LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/twice-test.XXXXXX")
 export TWICE_LOG_DIR
-log "server logs: $TWICE_LOG_DIR"
+log "server logs: $TWICE_LOG_DIR (removed when every test passes)"
 
 timed "install npm tools" ensure_npm_tools
 timed "install go tools" ensure_go_tools
@@ -53,5 +53,9 @@ export TWICE_TEST_REQUIRE_SERVERS=1
 
 # Last, so the run ends with go test's own summary lines.
 log "go test -race -count=1 -timeout 20m ${GOTESTFLAGS:-} ./..."
+rc=0
 # shellcheck disable=SC2086 # GOTESTFLAGS is a list of flags
-go test -race -count=1 -timeout 20m ${GOTESTFLAGS:-} ./...
+go test -race -count=1 -timeout 20m ${GOTESTFLAGS:-} ./... || rc=$?
+# Server logs are kept only when something failed.
+((rc != 0)) || rm -rf "$TWICE_LOG_DIR"
+exit "$rc"
