@@ -216,6 +216,17 @@ func TestErrors(t *testing.T) {
 			}
 			return s.Transact(ctx, ws...)
 		}, store.ErrInvalid},
+		"item over 400 KB": {func() error {
+			return s.Put(ctx, storetest.Simple, store.Item{PK: "big", Doc: make([]byte, 410_000)}, store.Cond{Kind: store.NotExists})
+		}, store.ErrInvalid},
+		"transaction with an item over 400 KB": {func() error {
+			return s.Transact(ctx,
+				store.Write{Table: storetest.Simple, Put: &store.Item{PK: "ok"}, Cond: store.Cond{Kind: store.NotExists}},
+				store.Write{Table: storetest.Simple, Put: &store.Item{PK: "big", Doc: make([]byte, 410_000)}})
+		}, store.ErrInvalid},
+		"transaction missing a sort key": {func() error {
+			return s.Transact(ctx, store.Write{Table: storetest.Sorted, Put: &store.Item{PK: "a"}})
+		}, store.ErrInvalid},
 		"foreign cursor": {func() error {
 			_, err := s.Query(ctx, store.Query{Table: storetest.Sorted, PK: "a", Cursor: encodeCursor(key("b", "c"), false)})
 			return err
@@ -227,6 +238,7 @@ func TestErrors(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
+			t.Log(err)
 			for _, leak := range []string{"RequestID", "127.0.0.1", "https response error"} {
 				if msg := err.Error(); strings.Contains(msg, leak) {
 					t.Fatalf("message leaks %q: %s", leak, msg)
@@ -234,4 +246,37 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConcurrentTransactions runs transactions on the same items at once: each must commit or
+// fail with store.ErrConflict (DynamoDB's TransactionConflict), never an unmapped error.
+func TestConcurrentTransactions(t *testing.T) {
+	client := NewClient(testEndpoint(t))
+	s := New(client, newTables(t, client, storetest.Simple, storetest.Sorted))
+	ctx := context.Background()
+	const n = 32
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- s.Transact(ctx,
+				store.Write{Table: storetest.Simple, Put: &store.Item{PK: "hot", Version: int64(i)}},
+				store.Write{Table: storetest.Sorted, Put: &store.Item{PK: "hot", SK: "x", Version: int64(i)}},
+			)
+		}()
+	}
+	committed, conflicts := 0, 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			committed++
+		case errors.Is(err, store.ErrConflict):
+			conflicts++
+		default:
+			t.Errorf("unmapped error: %v", err)
+		}
+	}
+	if committed == 0 {
+		t.Fatal("no transaction committed")
+	}
+	t.Logf("%d committed, %d conflicts", committed, conflicts)
 }

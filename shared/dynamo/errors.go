@@ -56,17 +56,23 @@ func callError(op, table string, err error) error {
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
 		// Reasons line up with the writes; "None" marks the ones that were fine. A failed
-		// condition is a fact about the data and wins over a conflict, which is transient.
-		conflict := false
+		// condition is a fact about the data and wins; a malformed write (item too large, key
+		// of the wrong shape) will fail again, so it wins over a conflict, which is transient.
+		conflict, invalid := false, false
 		for i, r := range tce.CancellationReasons {
-			switch code := stringOf(r.Code); code {
+			switch stringOf(r.Code) {
 			case "ConditionalCheckFailed":
 				return conditionError(i, r.Item)
+			case "ValidationError":
+				invalid = true
 			case "TransactionConflict":
 				conflict = true
 			}
 		}
-		if conflict {
+		switch {
+		case invalid:
+			return newCallError(op, table, store.ErrInvalid, err)
+		case conflict:
 			return newCallError(op, table, store.ErrConflict, err)
 		}
 		return newCallError(op, table, nil, err)

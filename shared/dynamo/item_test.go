@@ -99,6 +99,8 @@ func TestCallErrorMapping(t *testing.T) {
 			{Code: code("TransactionConflict")}, {Code: code("ConditionalCheckFailed")}}}, store.ErrConditionFailed, 1, false},
 		{"cancelled by conflict", &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
 			{Code: code("None")}, {Code: code("TransactionConflict")}}}, store.ErrConflict, 0, false},
+		{"cancelled by an invalid write", &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
+			{Code: code("TransactionConflict")}, {Code: code("ValidationError")}}}, store.ErrInvalid, 0, false},
 		{"conflict with a transaction", &types.TransactionConflictException{Message: code("in progress")}, store.ErrConflict, 0, false},
 		{"validation", &smithy.GenericAPIError{Code: "ValidationException", Message: "One or more parameter values were invalid"}, store.ErrInvalid, 0, false},
 		{"throttled", &types.ProvisionedThroughputExceededException{Message: code("slow down")}, nil, 0, false},
