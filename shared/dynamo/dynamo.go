@@ -32,6 +32,9 @@ const maxTransact = 100
 // defaultPage is the page size of a Query without a Limit, as in the store contract.
 const defaultPage = 100
 
+// maxPage bounds Limit; DynamoDB's 1 MB page holds far fewer items anyway.
+const maxPage = 1 << 20
+
 // IndexName is the secondary index every indexed table carries.
 const IndexName = "gsi1"
 
@@ -233,6 +236,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	if limit <= 0 {
 		limit = defaultPage
 	}
+	limit = min(limit, maxPage)
 	var start map[string]types.AttributeValue
 	if q.Cursor != "" {
 		if start, err = decodeCursor(q.Cursor, q.PK, q.Index); err != nil {
@@ -269,7 +273,7 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 		ScanIndexForward:          aws.Bool(!q.Desc),
-		Limit:                     aws.Int32(int32(min(limit+1, 1<<30))),
+		Limit:                     aws.Int32(int32(limit + 1)),
 		ExclusiveStartKey:         start,
 		ConsistentRead:            aws.Bool(!q.Index),
 	}
