@@ -1,9 +1,12 @@
 package dynamo
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
@@ -103,15 +106,11 @@ func conditionError(index int, old map[string]types.AttributeValue) error {
 func newCallError(op, table string, kind, err error) *CallError {
 	e := &CallError{Op: op, Table: table, kind: kind, cause: err}
 	var api smithy.APIError
-	var oe *smithy.OperationError
-	switch {
-	case errors.As(err, &api):
+	if errors.As(err, &api) {
 		// The API error's own message: the wrapping ResponseError adds the request id.
 		e.Code, e.Msg = api.ErrorCode(), api.ErrorMessage()
-	case errors.As(err, &oe):
-		e.Msg = oe.Err.Error()
-	default:
-		e.Msg = err.Error()
+	} else {
+		e.Msg = transportMessage(err)
 	}
 	if e.Code == "TransactionCanceledException" {
 		var tce *types.TransactionCanceledException
@@ -120,6 +119,26 @@ func newCallError(op, table string, kind, err error) *CallError {
 		}
 	}
 	return e
+}
+
+// transportMessage describes a request that got no answer from DynamoDB. The SDK's own text
+// carries the endpoint URL and an empty request id, so it is rebuilt from the parts.
+func transportMessage(err error) string {
+	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, ctxErr) {
+			return ctxErr.Error()
+		}
+	}
+	msg := "request failed"
+	var ma *retry.MaxAttemptsError
+	if errors.As(err, &ma) {
+		msg += fmt.Sprintf(" after %d attempts", ma.Attempt)
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		msg += ": " + op.Err.Error()
+	}
+	return msg
 }
 
 func reasonCodes(rs []types.CancellationReason) []string {
