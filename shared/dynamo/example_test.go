@@ -38,3 +38,21 @@ func Example() {
 	// Output would be:
 	// replay {"status":"completed"}, map[PutItem:1]
 }
+
+// The counter counts every request sent, retries included. Nothing listens on port 1, so the
+// put fails after the two attempts this client allows.
+func ExampleCallCounter() {
+	var calls dynamo.CallCounter
+	client := dynamo.NewClient("http://127.0.0.1:1", func(o *dynamodb.Options) {
+		o.RetryMaxAttempts = 2
+		o.APIOptions = append(o.APIOptions, calls.Middleware())
+	})
+	s := dynamo.New(client, map[string]string{"idempotency": "twice-local-idempotency"})
+
+	err := s.Put(context.Background(), "idempotency", store.Item{PK: "k"}, store.Cond{Kind: store.NotExists})
+	fmt.Println(err)
+	fmt.Println(calls.Counts(), calls.Total())
+	// Output:
+	// dynamo: PutItem idempotency: request failed after 2 attempts: connect: connection refused
+	// map[PutItem:2] 2
+}
