@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/store/storetest"
 )
@@ -17,18 +19,22 @@ const inFlight = 16
 
 // benchPaths runs op sequentially and with inFlight goroutines, reporting ops/s. op gets a
 // number unique across the benchmark, for fresh keys.
-func benchPaths(b *testing.B, op func(ctx context.Context, n int64) error) {
+// calls counts the requests of each run, so retries inside the SDK show as requests/op.
+func benchPaths(b *testing.B, calls *CallCounter, op func(ctx context.Context, n int64) error) {
 	var seq atomic.Int64
 	ctx := context.Background()
 	b.Run("seq", func(b *testing.B) {
+		calls.Reset()
 		for b.Loop() {
 			if err := op(ctx, seq.Add(1)); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+		b.ReportMetric(float64(calls.Total())/float64(b.N), "requests/op")
 	})
 	b.Run(fmt.Sprintf("par%d", inFlight), func(b *testing.B) {
+		calls.Reset()
 		b.SetParallelism(max(1, inFlight/runtime.GOMAXPROCS(0)))
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -39,20 +45,24 @@ func benchPaths(b *testing.B, op func(ctx context.Context, n int64) error) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+		b.ReportMetric(float64(calls.Total())/float64(b.N), "requests/op")
 	})
 }
 
-func benchStore(b *testing.B) *Store {
-	client := NewClient(testEndpoint(b))
-	return New(client, newTables(b, client, storetest.Simple, storetest.Sorted))
+func benchStore(b *testing.B) (*Store, *CallCounter) {
+	calls := new(CallCounter)
+	client := NewClient(testEndpoint(b), func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, calls.Middleware())
+	})
+	return New(client, newTables(b, client, storetest.Simple, storetest.Sorted)), calls
 }
 
 var benchDoc = []byte(`{"status":"completed","response":{"status":200,"body":"{\"id\":\"pi_123\",\"amount\":1000}"}}`)
 
 // BenchmarkPutNew is the first attempt of a key: one conditional PutItem that succeeds.
 func BenchmarkPutNew(b *testing.B) {
-	s := benchStore(b)
-	benchPaths(b, func(ctx context.Context, n int64) error {
+	s, calls := benchStore(b)
+	benchPaths(b, calls, func(ctx context.Context, n int64) error {
 		return s.Put(ctx, storetest.Simple, store.Item{PK: fmt.Sprintf("new-%d", n), Doc: benchDoc, Version: 1, LockExpiresAt: 2e9},
 			store.Cond{Kind: store.NotExistsOrLapsed, Now: 1e9})
 	})
@@ -61,11 +71,11 @@ func BenchmarkPutNew(b *testing.B) {
 // BenchmarkPutReplay is the duplicate: one conditional PutItem that fails and brings the stored
 // item back in the same call.
 func BenchmarkPutReplay(b *testing.B) {
-	s := benchStore(b)
+	s, calls := benchStore(b)
 	if err := s.Put(context.Background(), storetest.Simple, store.Item{PK: "dup", Doc: benchDoc, Version: 1}, store.Cond{}); err != nil {
 		b.Fatal(err)
 	}
-	benchPaths(b, func(ctx context.Context, _ int64) error {
+	benchPaths(b, calls, func(ctx context.Context, _ int64) error {
 		err := s.Put(ctx, storetest.Simple, store.Item{PK: "dup", Doc: benchDoc, Version: 2, LockExpiresAt: 2e9},
 			store.Cond{Kind: store.NotExistsOrLapsed, Now: 1e9})
 		var ce *store.ConditionError
@@ -79,8 +89,8 @@ func BenchmarkPutReplay(b *testing.B) {
 // BenchmarkTransact2 is the commit of a new key: the record and its effect in one
 // TransactWriteItems of two conditional puts.
 func BenchmarkTransact2(b *testing.B) {
-	s := benchStore(b)
-	benchPaths(b, func(ctx context.Context, n int64) error {
+	s, calls := benchStore(b)
+	benchPaths(b, calls, func(ctx context.Context, n int64) error {
 		return s.Transact(ctx,
 			store.Write{Table: storetest.Simple, Put: &store.Item{PK: fmt.Sprintf("rec-%d", n), Doc: benchDoc, Version: 2},
 				Cond: store.Cond{Kind: store.NotExists}},
