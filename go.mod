@@ -31,8 +31,10 @@ require (
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
 	github.com/stripe/stripe-go/v82 v82.5.1 // indirect
+	github.com/svix/svix-webhooks v1.44.0 // indirect
 	github.com/theory/jsonpath v0.12.3 // indirect
 	go.etcd.io/bbolt v1.4.3 // indirect
 	golang.org/x/sys v0.29.0 // indirect
+	gopkg.in/validator.v2 v2.0.1 // indirect
 	pgregory.net/rapid v1.3.0 // indirect
 )

@@ -1,11 +1,13 @@
 package webhooks_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/stripe/stripe-go/v82/webhook"
 )
@@ -34,4 +36,26 @@ func Example() {
 	// fresh: <nil>
 	// replayed later: true
 	// evt_1 payment_intent.succeeded pi_1 succeeded stripe/pi_1/payment_intent.succeeded/28275609605
+}
+
+// Rotating builds verifiers from a secrets source (secrets.SSM in AWS, secrets.Static or
+// secrets.FromEnv locally) and follows rotations without a redeploy.
+func ExampleRotating() {
+	src := secrets.Static{"/twice/stripe-webhook-secret": {"whsec_new", "whsec_old"}}
+	var _ webhooks.SecretSource = (*secrets.SSM)(nil)
+	vs, err := webhooks.NewRotating(src, map[string]string{webhooks.ProviderStripe: "/twice/stripe-webhook-secret"})
+	if err != nil {
+		panic(err)
+	}
+	_, err = vs.Verifier(context.Background(), "paypal")
+	fmt.Println(errors.Is(err, webhooks.ErrUnknownProvider))
+
+	v, _ := vs.Verifier(context.Background(), webhooks.ProviderStripe)
+	body := []byte(`{"id":"evt_1"}`)
+	h := http.Header{}
+	h.Set(webhooks.StripeSignatureHeader, webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: "whsec_old"}).Header)
+	fmt.Println(v.Verify(h, body))
+	// Output:
+	// true
+	// <nil>
 }
