@@ -30,8 +30,9 @@
 //	ObjectVersion = created*16 + rank(event type)
 //
 // where created is the event's creation second on Stripe's clock and rank orders a PaymentIntent's
-// lifecycle within one second: created 1 < processing 2 < requires_action 3 < payment_failed 4 <
-// succeeded = canceled 5 < charge.refunded 6 (other types 0). A failure may be followed by a retry
+// lifecycle within one second, following Stripe's documented status order: created 1 <
+// requires_action 2 < processing 3 < payment_failed = amount_capturable_updated 4 < succeeded =
+// canceled 5 < charge.refunded 6 (other types 0). A failure may be followed by a retry
 // that succeeds, never the reverse; succeeded and canceled exclude each other; a refund follows a
 // success. charge.refunded is placed on its PaymentIntent (ObjectID = the pi_ id), so the
 // ordering guard sees a refund as newer than the success it reverses.
@@ -41,6 +42,9 @@
 // two events with equal versions are treated as one change (the second is ignored). When in doubt
 // the worker should fetch the PaymentIntent from the provider rather than trust the event's copy;
 // reconciliation is the backstop either way.
+//
+// ChangeKey catches two Event objects for one change only when Stripe stamped both with the same
+// created second; the ordering guard (equal or lower version is ignored) covers the rest.
 //
 // For Standard Webhooks, ObjectID is data.id when it is a string (else the event id) and
 // ObjectVersion is data.version when the sender provides an integer, else the payload timestamp in

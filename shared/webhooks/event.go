@@ -124,15 +124,16 @@ func Decode(d Delivery) (Event, error) {
 }
 
 // Lifecycle ranks of a PaymentIntent event within one second of Stripe's clock. Stripe's
-// `created` has one-second resolution, so two changes in the same second need a tie-break.
-// A failure may be followed by a retry that succeeds; a success is never followed by a failure;
-// succeeded and canceled exclude each other; a refund follows a success.
+// `created` has one-second resolution, so two changes in the same second need a tie-break. The
+// order is Stripe's documented lifecycle (requires_action, processing, requires_capture, then a
+// final state): a failure may be followed by a retry that succeeds, a success is never followed
+// by a failure, succeeded and canceled exclude each other, and a refund follows a success.
 var stripeRank = map[string]int64{
 	"payment_intent.created":                   1,
-	"payment_intent.processing":                2,
-	"payment_intent.requires_action":           3,
-	"payment_intent.partially_funded":          3,
-	"payment_intent.amount_capturable_updated": 3,
+	"payment_intent.requires_action":           2,
+	"payment_intent.partially_funded":          2,
+	"payment_intent.processing":                3,
+	"payment_intent.amount_capturable_updated": 4,
 	"payment_intent.payment_failed":            4,
 	"payment_intent.succeeded":                 5,
 	"payment_intent.canceled":                  5,

@@ -68,6 +68,7 @@ func TestStripeVersionOrdersALifecycle(t *testing.T) {
 		typ     string
 	}{
 		{100, "payment_intent.created"},
+		{100, "payment_intent.requires_action"},
 		{100, "payment_intent.processing"},
 		{100, "payment_intent.payment_failed"},
 		{101, "payment_intent.processing"},
