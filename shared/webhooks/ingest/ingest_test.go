@@ -28,6 +28,7 @@ var (
 	stripeSecret = "whsec_ingest_test_secret"
 	stdSecret    = "whsec_" + base64.StdEncoding.EncodeToString([]byte("ingest-standard-secret-32-bytes!"))
 	stripeBody   = []byte(`{"id":"evt_1","object":"event","type":"payment_intent.succeeded","created":1767225600,"data":{"object":{"id":"pi_1","object":"payment_intent","status":"succeeded"}}}`)
+	atCap        = append(stripeBody[:len(stripeBody):len(stripeBody)], bytes.Repeat([]byte(" "), DefaultMaxBody-len(stripeBody))...)
 	stdBody      = []byte(`{"type":"invoice.paid","timestamp":"2026-01-01T00:00:00Z","data":{"id":"inv_1"}}`)
 )
 
@@ -139,6 +140,7 @@ func TestHandler(t *testing.T) {
 		"standard stale": {path: "/webhooks/standard", header: standardHeader(t, "msg_1", stdBody, now.Add(-time.Hour)), body: stdBody, status: 400, reason: webhooks.ErrTooOld},
 		"unknown provider": {path: "/webhooks/paypal", header: stripeHeader(stripeBody, stripeSecret, now), body: stripeBody,
 			status: 404, reason: webhooks.ErrUnknownProvider},
+		"exactly at the cap": {path: "/webhooks/stripe", header: stripeHeader(atCap, stripeSecret, now), body: atCap, status: 200, enqueued: true},
 		"over the cap": {path: "/webhooks/stripe", header: stripeHeader(stripeBody, stripeSecret, now), body: bytes.Repeat([]byte("x"), DefaultMaxBody+1),
 			status: 413, reason: webhooks.ErrTooLarge},
 		"queue refuses": {queueErr: errors.New("sqs: 500"), path: "/webhooks/stripe", header: stripeHeader(stripeBody, stripeSecret, now), body: stripeBody,
