@@ -1,0 +1,15 @@
+// Package secrets serves named secrets (webhook signing secrets, API keys) to the code that
+// needs them, from SSM Parameter Store in AWS (SSM) and from the environment or config locally
+// (Static, FromEnv). A source has one method:
+//
+//	Secrets(ctx, name) ([]string, error)
+//
+// It returns a list because several secrets are active during a rotation: one parameter holds
+// them separated by commas or newlines ("whsec_new,whsec_old"), newest first by convention;
+// Split is the one reader of that format. Rotate by writing "new,old", waiting one refresh
+// interval plus the provider's retry window, then writing "new".
+//
+// SSM reads a SecureString parameter WithDecryption once, caches it for Refresh on an injected
+// clock, and keeps serving the last good value if a refresh fails. Secret values never appear in
+// a log line or an error; errors name the secret and wrap ErrNotFound, ErrEmpty or ErrUnavailable.
+package secrets

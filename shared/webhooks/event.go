@@ -1,0 +1,316 @@
+package webhooks
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Delivery is what the ingest handler hands to the queue once a request is verified: the raw
+// body byte for byte (the worker decodes it) and only the headers the worker needs. No
+// signature travels: verification is done, and a signature in a queue is one more place to leak.
+type Delivery struct {
+	Provider   string            `json:"provider"`
+	EventID    string            `json:"event_id"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	Body       []byte            `json:"body"`
+	ReceivedAt time.Time         `json:"received_at"`
+}
+
+// KeptHeaders lists the request headers a Delivery carries for provider. Stripe events are
+// self-contained; a Standard Webhooks payload has no id of its own, so webhook-id travels with it.
+func KeptHeaders(provider string) []string {
+	if provider == ProviderStandard {
+		return []string{StandardIDHeader, StandardTimestampHeader}
+	}
+	return nil
+}
+
+// NewDelivery builds the Delivery for a verified request. The event id comes from the body for
+// Stripe and from webhook-id for Standard Webhooks; it is empty when the body does not carry one
+// (the worker then decodes, fails and dead-letters: a verified delivery is never dropped here).
+func NewDelivery(provider string, h http.Header, body []byte, receivedAt time.Time) Delivery {
+	d := Delivery{Provider: provider, Body: body, ReceivedAt: receivedAt}
+	if keep := KeptHeaders(provider); len(keep) > 0 {
+		d.Headers = make(map[string]string, len(keep))
+		for _, k := range keep {
+			if v := h.Get(k); v != "" {
+				d.Headers[k] = v
+			}
+		}
+	}
+	switch provider {
+	case ProviderStandard:
+		d.EventID = h.Get(StandardIDHeader)
+	default:
+		var e struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(body, &e) == nil {
+			d.EventID = e.ID
+		}
+	}
+	return d
+}
+
+// Event is a provider event in one shape the worker applies.
+type Event struct {
+	Provider string
+	// ID is the provider's event id (Stripe evt_..., Standard webhook-id): the first dedupe key.
+	ID   string
+	Type string
+	// ObjectType, ObjectID and ObjectVersion place the event on one object's history: the
+	// ordering guard applies an event only if its version is above the one already applied.
+	// For charge.refunded the object is the charge's PaymentIntent, so a refund orders after
+	// the success it reverses.
+	ObjectType    string
+	ObjectID      string
+	ObjectVersion int64
+	Created       time.Time
+
+	// PaymentIntent is set for payment_intent.* events, and for charge.refunded (with what the
+	// charge tells about its PaymentIntent: ID, amount, currency, customer, metadata).
+	PaymentIntent *PaymentIntent
+	// Charge is set for charge.* events.
+	Charge *Charge
+
+	// Raw is the delivery body as received.
+	Raw json.RawMessage
+}
+
+// PaymentIntent holds the fields of a Stripe PaymentIntent the worker needs.
+type PaymentIntent struct {
+	ID               string            `json:"id"`
+	Status           string            `json:"status"`
+	Amount           int64             `json:"amount"`
+	Currency         string            `json:"currency"`
+	Customer         string            `json:"customer"`
+	Metadata         map[string]string `json:"metadata"`
+	LastPaymentError *PaymentError     `json:"last_payment_error"`
+}
+
+// PaymentError is the decline detail of a failed PaymentIntent, in the order the decline tables
+// read it (advice code, network advice code, decline code).
+type PaymentError struct {
+	Type               string `json:"type"`
+	Code               string `json:"code"`
+	DeclineCode        string `json:"decline_code"`
+	AdviceCode         string `json:"advice_code"`
+	NetworkAdviceCode  string `json:"network_advice_code"`
+	NetworkDeclineCode string `json:"network_decline_code"`
+}
+
+// Charge holds the fields of a Stripe Charge the worker needs.
+type Charge struct {
+	ID              string `json:"id"`
+	PaymentIntentID string `json:"payment_intent"`
+	Amount          int64  `json:"amount"`
+	AmountRefunded  int64  `json:"amount_refunded"`
+	Refunded        bool   `json:"refunded"`
+}
+
+// Decode turns a verified delivery into an Event. The error wraps ErrBadPayload.
+func Decode(d Delivery) (Event, error) {
+	switch d.Provider {
+	case ProviderStripe:
+		return DecodeStripe(d.Body)
+	case ProviderStandard:
+		return DecodeStandard(d.Headers[StandardIDHeader], d.Body)
+	default:
+		return Event{}, ErrUnknownProvider
+	}
+}
+
+// Lifecycle ranks of a PaymentIntent event within one second of Stripe's clock. Stripe's
+// `created` has one-second resolution, so two changes in the same second need a tie-break. The
+// order is Stripe's documented lifecycle (requires_action, processing, requires_capture, then a
+// final state): a failure may be followed by a retry that succeeds, a success is never followed
+// by a failure, succeeded and canceled exclude each other, and a refund follows a success.
+var stripeRank = map[string]int64{
+	"payment_intent.created":                   1,
+	"payment_intent.requires_action":           2,
+	"payment_intent.partially_funded":          2,
+	"payment_intent.processing":                3,
+	"payment_intent.amount_capturable_updated": 4,
+	"payment_intent.payment_failed":            4,
+	"payment_intent.succeeded":                 5,
+	"payment_intent.canceled":                  5,
+	"charge.refunded":                          6,
+}
+
+// rankSlots is how many ranks fit under one second of `created` in an ObjectVersion.
+const rankSlots = 16
+
+// StripeVersion is the ObjectVersion of a Stripe event: created seconds, then lifecycle rank.
+func StripeVersion(created int64, eventType string) int64 {
+	return created*rankSlots + stripeRank[eventType]
+}
+
+type stripeEnvelope struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Type    string `json:"type"`
+	Created int64  `json:"created"`
+	Data    struct {
+		Object json.RawMessage `json:"object"`
+	} `json:"data"`
+}
+
+type stripeObject struct {
+	ID     string `json:"id"`
+	Object string `json:"object"`
+}
+
+// stripePI mirrors a PaymentIntent where customer may be an id or an expanded object.
+type stripePI struct {
+	PaymentIntent
+	Customer expandable `json:"customer"`
+}
+
+type stripeCharge struct {
+	Charge
+	PaymentIntent expandable        `json:"payment_intent"`
+	Currency      string            `json:"currency"`
+	Customer      expandable        `json:"customer"`
+	Metadata      map[string]string `json:"metadata"`
+}
+
+// expandable is a Stripe reference: an id string, or the expanded object carrying "id".
+type expandable string
+
+func (e *expandable) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
+		*e = ""
+		return nil
+	}
+	if b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*e = expandable(s)
+		return nil
+	}
+	var o stripeObject
+	if err := json.Unmarshal(b, &o); err != nil {
+		return err
+	}
+	*e = expandable(o.ID)
+	return nil
+}
+
+// DecodeStripe decodes a Stripe event body (https://docs.stripe.com/api/events/object).
+// Types the worker acts on get their object decoded; any other type still yields a generic
+// Event with its object's id and type.
+func DecodeStripe(body []byte) (Event, error) {
+	var env stripeEnvelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
+	}
+	if env.ID == "" || env.Type == "" || env.Created <= 0 || len(env.Data.Object) == 0 {
+		return Event{}, fmt.Errorf("%w: missing id, type, created or data.object", ErrBadPayload)
+	}
+	if env.Object != "" && env.Object != "event" {
+		return Event{}, fmt.Errorf("%w: object is %q, not event", ErrBadPayload, env.Object)
+	}
+	var obj stripeObject
+	if err := json.Unmarshal(env.Data.Object, &obj); err != nil {
+		return Event{}, fmt.Errorf("%w: data.object: %v", ErrBadPayload, err)
+	}
+	// Guard the multiplication in StripeVersion: no real event is created after year 9999.
+	if env.Created > 253402300799 {
+		return Event{}, fmt.Errorf("%w: created out of range", ErrBadPayload)
+	}
+	ev := Event{
+		Provider:      ProviderStripe,
+		ID:            env.ID,
+		Type:          env.Type,
+		ObjectType:    obj.Object,
+		ObjectID:      obj.ID,
+		ObjectVersion: StripeVersion(env.Created, env.Type),
+		Created:       time.Unix(env.Created, 0).UTC(),
+		Raw:           json.RawMessage(body),
+	}
+	switch obj.Object {
+	case "payment_intent":
+		var pi stripePI
+		if err := json.Unmarshal(env.Data.Object, &pi); err != nil {
+			return Event{}, fmt.Errorf("%w: payment_intent: %v", ErrBadPayload, err)
+		}
+		pi.PaymentIntent.Customer = string(pi.Customer)
+		ev.PaymentIntent = &pi.PaymentIntent
+	case "charge":
+		var ch stripeCharge
+		if err := json.Unmarshal(env.Data.Object, &ch); err != nil {
+			return Event{}, fmt.Errorf("%w: charge: %v", ErrBadPayload, err)
+		}
+		ch.Charge.PaymentIntentID = string(ch.PaymentIntent)
+		ev.Charge = &ch.Charge
+		if ch.Charge.PaymentIntentID != "" {
+			ev.PaymentIntent = &PaymentIntent{
+				ID: ch.Charge.PaymentIntentID, Amount: ch.Amount, Currency: ch.Currency,
+				Customer: string(ch.Customer), Metadata: ch.Metadata,
+			}
+			if env.Type == "charge.refunded" {
+				ev.ObjectType, ev.ObjectID = "payment_intent", ch.Charge.PaymentIntentID
+			}
+		}
+	}
+	if ev.ObjectID == "" {
+		return Event{}, fmt.Errorf("%w: data.object has no id", ErrBadPayload)
+	}
+	return ev, nil
+}
+
+type standardPayload struct {
+	Type      string          `json:"type"`
+	Timestamp time.Time       `json:"timestamp"`
+	Data      json.RawMessage `json:"data"`
+}
+
+type standardData struct {
+	ID      any    `json:"id"`
+	Object  string `json:"object"`
+	Version *int64 `json:"version"`
+}
+
+// DecodeStandard decodes a Standard Webhooks payload {"type","timestamp","data"}; id is the
+// webhook-id header, the spec's idempotency key. The spec defines no object identity or
+// version, so: ObjectID is data.id when it is a string (else the event id, so ordering is per
+// event), and ObjectVersion is data.version when the sender provides an integer one, else the
+// payload timestamp in milliseconds.
+func DecodeStandard(id string, body []byte) (Event, error) {
+	var p standardPayload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
+	}
+	if id == "" || p.Type == "" || p.Timestamp.IsZero() {
+		return Event{}, fmt.Errorf("%w: missing webhook-id, type or timestamp", ErrBadPayload)
+	}
+	ev := Event{
+		Provider:      ProviderStandard,
+		ID:            id,
+		Type:          p.Type,
+		ObjectID:      id,
+		ObjectVersion: p.Timestamp.UnixMilli(),
+		Created:       p.Timestamp.UTC(),
+		Raw:           json.RawMessage(body),
+	}
+	if len(p.Data) > 0 && p.Data[0] == '{' {
+		var d standardData
+		if err := json.Unmarshal(p.Data, &d); err != nil {
+			return Event{}, fmt.Errorf("%w: data: %v", ErrBadPayload, err)
+		}
+		if s, ok := d.ID.(string); ok && s != "" {
+			ev.ObjectID = s
+		}
+		ev.ObjectType = d.Object
+		if d.Version != nil {
+			ev.ObjectVersion = *d.Version
+		}
+	}
+	return ev, nil
+}

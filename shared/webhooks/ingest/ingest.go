@@ -1,0 +1,192 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+// Pattern is the ServeMux pattern the handler expects; it reads the {provider} wildcard.
+const Pattern = "POST /webhooks/{provider}"
+
+// DefaultMaxBody caps a delivery body. A Delivery travels as JSON with the body base64-encoded
+// (4/3 larger): 512 KiB becomes about 683 KiB, inside SQS's 1 MiB message limit with room for the
+// envelope. Stripe and Standard Webhooks events are a few KiB.
+const DefaultMaxBody = 512 << 10
+
+// Queue takes a verified delivery. A nil error means it is durably accepted: the handler then
+// answers 200 and the provider stops retrying.
+type Queue interface {
+	Enqueue(ctx context.Context, d webhooks.Delivery) error
+}
+
+// Observer is told about every delivery, accepted or rejected, for the attempt log. It is called
+// synchronously before the response is written, so it should be quick.
+type Observer interface {
+	Observe(ctx context.Context, a Attempt)
+}
+
+// Attempt is one inbound delivery as the attempt log sees it.
+type Attempt struct {
+	Provider string
+	EventID  string // empty unless verified
+	Status   int
+	// Err is the real reason for a non-200 answer (a webhooks sentinel, or the queue's error):
+	// for operators, never for the caller.
+	Err error
+	// Header is a copy of the request headers with signatures and credentials redacted.
+	Header     http.Header
+	Body       []byte // nil when over the cap
+	ReceivedAt time.Time
+	Duration   time.Duration
+}
+
+// Handler is the fast webhook ingest: verify, enqueue, 200. Nothing slow happens inline.
+type Handler struct {
+	verifiers webhooks.Verifiers
+	queue     Queue
+
+	// Observer, if set, is called for every delivery.
+	Observer Observer
+	// Logger receives one line per delivery (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock for ReceivedAt and durations (default time.Now).
+	Now func() time.Time
+	// MaxBody is the body cap in bytes (default DefaultMaxBody).
+	MaxBody int64
+}
+
+// New returns a handler with defaults; set the exported fields to change them.
+func New(verifiers webhooks.Verifiers, queue Queue) *Handler {
+	return &Handler{verifiers: verifiers, queue: queue, Logger: slog.Default(), Now: time.Now, MaxBody: DefaultMaxBody}
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// Generic details: the same text for every cause of a status, so a response tells a forger
+// nothing about which check failed.
+const (
+	detailRejected    = "The webhook could not be verified."
+	detailUnknown     = "No webhook endpoint here."
+	detailTooLarge    = "The webhook body is too large."
+	detailUnavailable = "The webhook could not be accepted now; retry later."
+)
+
+// ServeHTTP implements POST /webhooks/{provider}.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	start := h.Now()
+	a := Attempt{Provider: r.PathValue("provider"), ReceivedAt: start}
+	defer func() {
+		a.Duration = h.Now().Sub(start)
+		if h.Observer != nil {
+			a.Header = Redact(r.Header)
+			h.Observer.Observe(ctx, a)
+		}
+	}()
+	log := h.Logger.With("provider", a.Provider)
+
+	v, err := h.verifiers.Verifier(ctx, a.Provider)
+	if err != nil {
+		if errors.Is(err, webhooks.ErrUnknownProvider) {
+			a.Status, a.Err = http.StatusNotFound, err
+			log.WarnContext(ctx, "webhook for unknown provider")
+			problem.Error(w, a.Status, detailUnknown)
+			return
+		}
+		// Secrets not loadable: refuse with 503 so the provider retries later.
+		a.Status, a.Err = http.StatusServiceUnavailable, err
+		log.ErrorContext(ctx, "webhook verifier unavailable", "err", err)
+		h.unavailable(w)
+		return
+	}
+
+	max := h.MaxBody
+	if max <= 0 {
+		max = DefaultMaxBody
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			a.Status, a.Err = http.StatusRequestEntityTooLarge, webhooks.ErrTooLarge
+			log.WarnContext(ctx, "webhook rejected", "reason", webhooks.ErrTooLarge.Error(), "limit", max)
+			problem.Error(w, a.Status, detailTooLarge)
+			return
+		}
+		a.Status, a.Err = http.StatusBadRequest, err
+		log.WarnContext(ctx, "webhook body unreadable", "err", err)
+		problem.Error(w, a.Status, detailRejected)
+		return
+	}
+	a.Body = body
+
+	if err := v.Verify(r.Header, body); err != nil {
+		a.Status, a.Err = http.StatusBadRequest, err
+		// The verifier's errors name the failed check, never a secret or a signature.
+		log.WarnContext(ctx, "webhook rejected", "reason", err.Error(), "bytes", len(body))
+		problem.Error(w, a.Status, detailRejected)
+		return
+	}
+
+	d := webhooks.NewDelivery(a.Provider, r.Header, body, start)
+	a.EventID = d.EventID
+	log = log.With("event_id", d.EventID)
+	if err := h.queue.Enqueue(ctx, d); err != nil {
+		a.Status, a.Err = http.StatusServiceUnavailable, err
+		log.ErrorContext(ctx, "webhook verified but not enqueued", "err", err)
+		h.unavailable(w)
+		return
+	}
+	if d.EventID == "" {
+		log.WarnContext(ctx, "webhook verified without an event id; the worker will dead-letter it")
+	}
+	a.Status = http.StatusOK
+	log.InfoContext(ctx, "webhook accepted", "bytes", len(body))
+	hd := w.Header()
+	hd.Set("Content-Type", "application/json")
+	hd.Set("Content-Length", strconv.Itoa(len(okBody)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(okBody)
+}
+
+var okBody = []byte(`{"received":true}`)
+
+func (h *Handler) unavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "5")
+	problem.Error(w, http.StatusServiceUnavailable, detailUnavailable)
+}
+
+// RedactedHeaders are replaced by "[redacted]" before headers leave the handler.
+var RedactedHeaders = []string{
+	webhooks.StripeSignatureHeader,
+	webhooks.StandardSignatureHeader,
+	"Authorization",
+	"Proxy-Authorization",
+	"Cookie",
+	"X-Api-Key",
+}
+
+// Redact returns a copy of h with signatures and credentials replaced.
+func Redact(h http.Header) http.Header {
+	c := h.Clone()
+	if c == nil {
+		c = http.Header{}
+	}
+	for k := range c {
+		for _, r := range RedactedHeaders {
+			if strings.EqualFold(k, r) { // also catches keys set without canonicalisation
+				c[k] = []string{"[redacted]"}
+			}
+		}
+	}
+	return c
+}

@@ -1,0 +1,120 @@
+package webhooks
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// Standard Webhooks headers (https://www.standardwebhooks.com).
+const (
+	StandardIDHeader        = standardwebhooks.HeaderWebhookID
+	StandardTimestampHeader = standardwebhooks.HeaderWebhookTimestamp
+	StandardSignatureHeader = standardwebhooks.HeaderWebhookSignature
+)
+
+// StandardVerifier verifies Standard Webhooks deliveries with the reference Go library
+// (github.com/standard-webhooks/standard-webhooks/libraries/go). The library holds one secret and
+// reads time.Now with a package-level tolerance, so this wraps it: one library verifier per active
+// secret, its signature check only (VerifyIgnoringTimestamp), and our timestamp check on the
+// injected clock.
+type StandardVerifier struct {
+	hooks []*standardwebhooks.Webhook
+	cfg   config
+}
+
+var _ Verifier = (*StandardVerifier)(nil)
+
+// NewStandardVerifier returns a verifier for secrets of the form whsec_<base64> (the prefix is
+// optional). A secret that is not base64 or decodes to nothing is ErrBadSecret; none at all is
+// ErrNoSecret. The error names the secret's position, never its value.
+func NewStandardVerifier(secrets []string, opts ...Option) (*StandardVerifier, error) {
+	v := &StandardVerifier{cfg: newConfig(opts)}
+	for i, sec := range secrets {
+		sec = strings.TrimSpace(sec)
+		if sec == "" {
+			continue
+		}
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(sec, "whsec_"))
+		if err != nil || len(key) == 0 {
+			return nil, fmt.Errorf("%w: secret #%d is not whsec_<base64>", ErrBadSecret, i)
+		}
+		wh, err := standardwebhooks.NewWebhookRaw(key)
+		if err != nil {
+			return nil, fmt.Errorf("%w: secret #%d", ErrBadSecret, i)
+		}
+		v.hooks = append(v.hooks, wh)
+	}
+	if len(v.hooks) == 0 {
+		return nil, ErrNoSecret
+	}
+	return v, nil
+}
+
+// Verify checks headers, then the signature against each secret, then the timestamp.
+func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
+	sh, err := ParseStandardHeaders(h)
+	if err != nil {
+		return err
+	}
+	if sh.Signatures == 0 {
+		return ErrNoValidSignature
+	}
+	for _, wh := range v.hooks {
+		err = wh.VerifyIgnoringTimestamp(body, h)
+		if err == nil {
+			return v.cfg.checkTimestamp(sh.Timestamp)
+		}
+		if !errors.Is(err, standardwebhooks.ErrNoMatchingSignature) {
+			return mapStandardErr(err)
+		}
+	}
+	return ErrNoValidSignature
+}
+
+func mapStandardErr(err error) error {
+	switch {
+	case errors.Is(err, standardwebhooks.ErrRequiredHeaders):
+		return ErrMissingHeader
+	case errors.Is(err, standardwebhooks.ErrNoMatchingSignature):
+		return ErrNoValidSignature
+	default:
+		return ErrBadHeader
+	}
+}
+
+// StandardHeaders is the parsed shape of the three Standard Webhooks headers.
+type StandardHeaders struct {
+	ID         string
+	Timestamp  time.Time
+	Signatures int // count of "v1,<sig>" entries in webhook-signature
+}
+
+// ParseStandardHeaders reads and checks the three headers the way the library will (first value
+// of each, space-separated signature list), so our timestamp check and its HMAC agree on the input.
+func ParseStandardHeaders(h http.Header) (StandardHeaders, error) {
+	var sh StandardHeaders
+	sh.ID = h.Get(StandardIDHeader)
+	ts := h.Get(StandardTimestampHeader)
+	sig := h.Get(StandardSignatureHeader)
+	if sh.ID == "" || ts == "" || sig == "" {
+		return sh, ErrMissingHeader
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return sh, fmt.Errorf("%w: %s is not an integer", ErrBadHeader, StandardTimestampHeader)
+	}
+	sh.Timestamp = time.Unix(sec, 0)
+	for _, s := range strings.Split(sig, " ") {
+		if version, val, ok := strings.Cut(s, ","); ok && version == "v1" && val != "" {
+			sh.Signatures++
+		}
+	}
+	return sh, nil
+}
