@@ -1,0 +1,74 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runtwice/twice/infra/testenv"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// The DynamoDB store runs every lifecycle test against DynamoDB Local, which the test script
+// starts; without it the dynamo subtests skip (and fail under CI).
+func init() {
+	storeMakers["dynamo"] = func(t testing.TB) store.Store { return newDynamoStore(t, nil) }
+}
+
+func newDynamoStore(t testing.TB, calls *dynamo.CallCounter) store.Store {
+	var opts []func(*dynamodb.Options)
+	if calls != nil {
+		opts = append(opts, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.Middleware()) })
+	}
+	client := testenv.DynamoDB(t, opts...)
+	return dynamo.New(client, map[string]string{
+		Table:      testenv.CreateTable(t, client, testenv.Schema{}),
+		"payments": testenv.CreateTable(t, client, testenv.Schema{}),
+		"effects":  testenv.CreateTable(t, client, testenv.Schema{SortKey: true}),
+	})
+}
+
+// TestDynamoDBCallsPerRequest counts the requests the SDK sends, with a middleware: a new key
+// costs one conditional put plus one transaction; a duplicate after completion or while in
+// progress costs exactly one call, and no read.
+func TestDynamoDBCallsPerRequest(t *testing.T) {
+	calls := &dynamo.CallCounter{}
+	s := newDynamoStore(t, calls)
+	ctx := context.Background()
+	k := newKeeper(t, s, newClock())
+	f := fp(t, `{"amount":1}`)
+
+	expect := func(step string, want map[string]int) {
+		t.Helper()
+		if got := calls.Counts(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: calls %v, want %v", step, got, want)
+		}
+		calls.Reset()
+	}
+	calls.Reset()
+	out, err := k.Acquire(ctx, "local", "k", f)
+	if err != nil || out.Kind != New {
+		t.Fatal(out.Kind, err)
+	}
+	expect("acquire new key", map[string]int{"PutItem": 1})
+
+	if dup, _ := k.Acquire(ctx, "local", "k", f); dup.Kind != InProgress {
+		t.Fatal(dup.Kind)
+	}
+	expect("duplicate in progress", map[string]int{"PutItem": 1})
+
+	effect := store.Write{Table: "payments", Put: &store.Item{PK: "pay_1", Doc: []byte(`{}`)}, Cond: store.Cond{Kind: store.NotExists}}
+	if err := k.Complete(ctx, out.Lease, Response{Status: 201, Body: []byte(`{"id":"pay_1"}`)}, effect); err != nil {
+		t.Fatal(err)
+	}
+	expect("complete with effect", map[string]int{"TransactWriteItems": 1})
+
+	rep, err := k.Acquire(ctx, "local", "k", f)
+	if err != nil || rep.Kind != Replay || string(rep.Response.Body) != `{"id":"pay_1"}` {
+		t.Fatal(rep, err)
+	}
+	expect("duplicate after completion", map[string]int{"PutItem": 1})
+}
