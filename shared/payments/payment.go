@@ -10,6 +10,7 @@ import (
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks"
 )
 
 // Table holds one item per payment, keyed by payment id, indexed by creation day for
@@ -151,12 +152,20 @@ func statusOf(s provider.Status) string {
 	return StatusPending
 }
 
-// rank orders the states a payment moves through within one second of the provider's clock.
-var rank = map[string]int64{StatusPending: 0, StatusProcessing: 1, StatusDeclined: 2, StatusSucceeded: 3, StatusCanceled: 3, StatusRefunded: 4}
+// statusEvent names the provider event that reports each status, so the API's own writes and
+// the provider's events share one ordering (webhooks.StripeVersion).
+var statusEvent = map[string]string{
+	StatusPending:    "payment_intent.created",
+	StatusProcessing: "payment_intent.processing",
+	StatusDeclined:   "payment_intent.payment_failed",
+	StatusSucceeded:  "payment_intent.succeeded",
+	StatusCanceled:   "payment_intent.canceled",
+	StatusRefunded:   "charge.refunded",
+}
 
 // VersionAt is the version of a payment state observed at t: seconds first, then the state's
-// rank, the same scheme the webhook worker derives from an event, so the API's write and the
-// provider's events order against each other.
+// place in the PaymentIntent lifecycle, the scheme the webhook worker derives from an event, so
+// the API's write and the provider's events order against each other.
 func VersionAt(t time.Time, status string) int64 {
-	return t.Unix()*16 + rank[status]
+	return webhooks.StripeVersion(t.Unix(), statusEvent[status])
 }
