@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/runtwice/twice/shared/store"
 )
@@ -10,8 +11,13 @@ import (
 // Result is what an operation run under a key produced.
 type Result struct {
 	Response Response
-	// Effects commit in the same transaction as the response (or the release).
+	// Effects commit in the same transaction as the response (or the release); if one's
+	// condition fails, nothing commits.
 	Effects []store.Write
+	// IfNewer are writes guarded by store.VersionBelow that commit with the response unless the
+	// store already holds a newer version of their item (a webhook got there first); then they
+	// are dropped and the rest commits without them.
+	IfNewer []store.Write
 	// Final says the response may be replayed. An operation whose outcome is unknown (a
 	// provider timeout) returns Final false: its effects commit, the key is released, and the
 	// next request with the key runs the operation again.
@@ -35,14 +41,30 @@ func (k *Keeper) Do(ctx context.Context, scope, key string, fp Fingerprint, op f
 		}
 		return out, opErr
 	}
-	if res.Final {
-		err = k.Complete(ctx, out.Lease, res.Response, res.Effects...)
-	} else {
-		err = k.Release(ctx, out.Lease, res.Effects...)
-	}
-	if err != nil {
+	if err := k.commit(ctx, out.Lease, res); err != nil {
 		return out, err
 	}
 	out.Response = &res.Response
 	return out, nil
+}
+
+// commit completes or releases the lease with the result's writes, dropping IfNewer writes that
+// lost to a newer version. Each drop costs one more transaction, and only in that race.
+func (k *Keeper) commit(ctx context.Context, l *Lease, res Result) error {
+	ifNewer := slices.Clone(res.IfNewer)
+	for {
+		ws := append(slices.Clone(res.Effects), ifNewer...)
+		var err error
+		if res.Final {
+			err = k.Complete(ctx, l, res.Response, ws...)
+		} else {
+			err = k.Release(ctx, l, ws...)
+		}
+		var ce *store.ConditionError
+		if !errors.As(err, &ce) || ce.Index < len(res.Effects) {
+			return err
+		}
+		k.log.InfoContext(ctx, "idempotency effect superseded by a newer version", "key", l.Key)
+		ifNewer = slices.Delete(ifNewer, ce.Index-len(res.Effects), ce.Index-len(res.Effects)+1)
+	}
 }

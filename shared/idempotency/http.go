@@ -33,6 +33,7 @@ type stagedKey struct{}
 
 type staged struct {
 	effects  []store.Write
+	ifNewer  []store.Write
 	notFinal bool
 }
 
@@ -42,6 +43,16 @@ func Stage(ctx context.Context, ws ...store.Write) bool {
 	s, ok := ctx.Value(stagedKey{}).(*staged)
 	if ok {
 		s.effects = append(s.effects, ws...)
+	}
+	return ok
+}
+
+// StageIfNewer adds version-guarded writes (store.VersionBelow) to commit with the response
+// unless the store already holds a newer version of their item; see Result.IfNewer.
+func StageIfNewer(ctx context.Context, ws ...store.Write) bool {
+	s, ok := ctx.Value(stagedKey{}).(*staged)
+	if ok {
+		s.ifNewer = append(s.ifNewer, ws...)
 	}
 	return ok
 }
@@ -101,6 +112,7 @@ func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handle
 				return Result{
 					Response: rec.response(),
 					Effects:  st.effects,
+					IfNewer:  st.ifNewer,
 					Final:    !st.notFinal && rec.status < 500,
 				}, nil
 			})

@@ -280,3 +280,34 @@ func TestDo(t *testing.T) {
 		}
 	})
 }
+
+func TestIfNewerEffectsYieldToNewerVersions(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		k := newKeeper(t, s, newClock())
+		// A webhook already stored version 10 of the payment.
+		if err := s.Put(ctx, "payments", store.Item{PK: "pay_w", Doc: []byte(`"refunded"`), Version: 10}, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		write := func(id string, v int64) store.Write {
+			return store.Write{Table: "payments", Put: &store.Item{PK: id, Doc: []byte(`"succeeded"`), Version: v},
+				Cond: store.Cond{Kind: store.VersionBelow, Version: v}}
+		}
+		out, err := k.Do(ctx, "s", "k", fp(t, `{}`), func(context.Context) (Result, error) {
+			return Result{Response: Response{Status: 201, Body: []byte(`{}`)}, Final: true,
+				IfNewer: []store.Write{write("pay_w", 9), write("pay_new", 9)}}, nil
+		})
+		if err != nil || out.Kind != New {
+			t.Fatalf("%v %v", out.Kind, err)
+		}
+		if it, _ := s.Get(ctx, "payments", "pay_w", ""); string(it.Doc) != `"refunded"` || it.Version != 10 {
+			t.Fatalf("older write replaced a newer version: %s v%d", it.Doc, it.Version)
+		}
+		if it, err := s.Get(ctx, "payments", "pay_new", ""); err != nil || it.Version != 9 {
+			t.Fatalf("the other write was dropped too: %v", err)
+		}
+		if rep, _ := k.Acquire(ctx, "s", "k", fp(t, `{}`)); rep.Kind != Replay {
+			t.Fatalf("response not stored: %v", rep.Kind)
+		}
+	})
+}
