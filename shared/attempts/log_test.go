@@ -80,9 +80,9 @@ func TestRecordLookup(t *testing.T) {
 		want  []string
 	}{
 		"payment newest first across pages": {ByPaymentID, "pay_1", []string{"a3", "w1", "a2", "a1"}},
-		"idempotency key":                    {ByIdempotencyKey, "k1", []string{"a3", "a2", "a1"}},
-		"event":                              {ByEventID, "evt_1", []string{"w1"}},
-		"nothing recorded":                   {ByEventID, "evt_404", nil},
+		"idempotency key":                   {ByIdempotencyKey, "k1", []string{"a3", "a2", "a1"}},
+		"event":                             {ByEventID, "evt_1", []string{"w1"}},
+		"nothing recorded":                  {ByEventID, "evt_404", nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
