@@ -269,7 +269,7 @@ func redactPair(pair string) string {
 	}
 	// A value with escapes may hide a card number ("4242%204242..."); one without is left to
 	// the RedactText pass over the whole body.
-	if strings.ContainsAny(rawVal, "%+") {
+	if hasEscapes(rawVal) {
 		v := unescape(rawVal)
 		if r := RedactText(v); r != v {
 			return rawKey + "=" + formEscape.Replace(r)
@@ -290,10 +290,11 @@ func formFieldName(key string) string {
 
 // unescape decodes a form component, or returns it as it is when it is not valid.
 func unescape(s string) string {
-	if !strings.ContainsAny(s, "%+") {
+	if !hasEscapes(s) {
 		return s
 	}
 	var b strings.Builder
+	b.Grow(len(s))
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '+':
@@ -306,6 +307,10 @@ func unescape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+func hasEscapes(s string) bool {
+	return strings.IndexByte(s, '%') >= 0 || strings.IndexByte(s, '+') >= 0
 }
 
 func isHex(c byte) bool {
@@ -419,36 +424,40 @@ func isAlnum(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A
 
 func isBase64(c byte) bool { return isAlnum(c) || c == '+' || c == '/' || c == '=' }
 
-var secretPrefixes = []struct {
-	prefix string
-	class  func(byte) bool
-}{
-	{"sk_live_", isAlnum}, {"sk_test_", isAlnum}, {"rk_live_", isAlnum}, {"rk_test_", isAlnum},
-	{"whsec_", isBase64},
-	{"_secret_", isAlnum},
-}
-
 // secretAt reports a secret starting at s[i]: n bytes in all, of which the first keep (the
-// prefix) stay.
+// prefix) stay. The first byte picks the candidate prefixes, so ordinary text costs one switch.
 func secretAt(s string, i int) (n, keep int) {
+	rest := s[i:]
+	var p string
+	class := isAlnum
 	switch s[i] {
-	case 's', 'r', 'w', '_':
+	case 's', 'r':
+		// sk_live_, sk_test_, rk_live_, rk_test_
+		if len(rest) < 8 || rest[1] != 'k' || rest[2] != '_' || rest[7] != '_' || (rest[3:7] != "live" && rest[3:7] != "test") {
+			return 0, 0
+		}
+		p = rest[:8]
+	case 'w':
+		if !strings.HasPrefix(rest, "whsec_") {
+			return 0, 0
+		}
+		p, class = "whsec_", isBase64
+	case '_':
+		if !strings.HasPrefix(rest, "_secret_") {
+			return 0, 0
+		}
+		p = "_secret_"
 	default:
 		return 0, 0
 	}
-	for _, p := range secretPrefixes {
-		if !strings.HasPrefix(s[i:], p.prefix) {
-			continue
-		}
-		j := i + len(p.prefix)
-		for j < len(s) && p.class(s[j]) {
-			j++
-		}
-		if j > i+len(p.prefix) {
-			return j - i, len(p.prefix)
-		}
+	j := len(p)
+	for j < len(rest) && class(rest[j]) {
+		j++
 	}
-	return 0, 0
+	if j == len(p) {
+		return 0, 0
+	}
+	return j, len(p)
 }
 
 // card looks for a card number starting at the digit group that starts at s[i]. It returns
