@@ -71,7 +71,7 @@ var (
 type Config struct {
 	// Retention is how long an attempt is kept (default 30 days); it sets the items' TTL.
 	Retention time.Duration
-	// BodyCap caps each stored body, after redaction (default 8 KiB).
+	// BodyCap caps each stored body, after redaction (default 8 KiB, at most MaxBodyCap).
 	BodyCap int
 	// PageSize is the number of attempts a Lookup returns at most (default 50).
 	PageSize int
@@ -82,6 +82,8 @@ const (
 	DefaultRetention = 30 * 24 * time.Hour
 	DefaultBodyCap   = 8 << 10
 	DefaultPageSize  = 50
+	// MaxBodyCap keeps an attempt, stored four times, well inside DynamoDB's 400 KB item limit.
+	MaxBodyCap = 64 << 10
 )
 
 // Log is the attempt log on a store.Store.
@@ -115,7 +117,7 @@ func NewLog(s store.Store, cfg Config, opts ...Option) (*Log, error) {
 	switch {
 	case cfg.Retention < time.Hour:
 		return nil, fmt.Errorf("%w: retention %s is under an hour", ErrConfig, cfg.Retention)
-	case cfg.BodyCap < 0:
+	case cfg.BodyCap < 0 || cfg.BodyCap > MaxBodyCap:
 		return nil, fmt.Errorf("%w: body cap %d", ErrConfig, cfg.BodyCap)
 	case cfg.PageSize < 0 || cfg.PageSize > 100:
 		return nil, fmt.Errorf("%w: page size %d (1-100)", ErrConfig, cfg.PageSize)

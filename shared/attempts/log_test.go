@@ -255,6 +255,7 @@ func TestNewLogConfig(t *testing.T) {
 		"defaults":         {Config{}, true},
 		"short retention":  {Config{Retention: time.Minute}, false},
 		"negative cap":     {Config{BodyCap: -1}, false},
+		"cap over max":     {Config{BodyCap: MaxBodyCap + 1}, false},
 		"page over 100":    {Config{PageSize: 101}, false},
 		"custom retention": {Config{Retention: 90 * 24 * time.Hour}, true},
 	}
