@@ -1,0 +1,98 @@
+package attempts
+
+import (
+	"context"
+	"time"
+)
+
+// Direction says who called whom.
+type Direction string
+
+const (
+	// Outbound is a call twice made to a provider.
+	Outbound Direction = "outbound"
+	// Inbound is a delivery a provider (or a caller) made to twice.
+	Inbound Direction = "inbound"
+)
+
+// Outcomes the capture helpers assign. Callers that know better (a Stripe adapter reading a
+// decline code, a webhook verifier) set their own, e.g. OutcomeRejectedSignature.
+const (
+	OutcomeOK                = "ok"
+	OutcomeDeclined          = "declined"     // 402: the provider answered, the card was declined
+	OutcomeRateLimited       = "rate_limited" // 429
+	OutcomeRejected          = "rejected"     // other 4xx
+	OutcomeServerError       = "server_error" // 5xx
+	OutcomeTimeout           = "timeout"      // deadline or network timeout: the outcome is unknown
+	OutcomeError             = "error"        // transport error other than a timeout
+	OutcomeRejectedSignature = "rejected_signature"
+)
+
+// Attempt is one outbound provider call or one inbound delivery, as stored.
+//
+// Bodies, headers, the path and Err are redacted before they are stored (see Attempt.Redacted);
+// RequestTruncated and ResponseTruncated say a body was cut at the cap, and RequestBytes and
+// ResponseBytes give the size seen before the cut.
+type Attempt struct {
+	ID        string    `json:"id"`
+	Direction Direction `json:"direction"`
+	Provider  string    `json:"provider"`
+	// Operation names what was attempted: "payment_intents.create", "webhook stripe".
+	Operation string `json:"operation"`
+
+	Method            string            `json:"method"`
+	Path              string            `json:"path"` // path and query
+	RequestHeader     map[string]string `json:"request_header,omitempty"`
+	RequestBody       string            `json:"request_body,omitempty"`
+	RequestBytes      int               `json:"request_bytes"`
+	RequestTruncated  bool              `json:"request_truncated,omitempty"`
+	Status            int               `json:"status"` // 0 when no response came back
+	ResponseHeader    map[string]string `json:"response_header,omitempty"`
+	ResponseBody      string            `json:"response_body,omitempty"`
+	ResponseBytes     int               `json:"response_bytes"`
+	ResponseTruncated bool              `json:"response_truncated,omitempty"`
+	Err               string            `json:"err,omitempty"`
+
+	StartedAt time.Time     `json:"started_at"`
+	Duration  time.Duration `json:"duration_ns"` // until the response headers (or the error)
+
+	// The lookup keys: an attempt can be found by each one that is set.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	PaymentID      string `json:"payment_id,omitempty"`
+	EventID        string `json:"event_id,omitempty"`
+
+	CorrelationID string `json:"correlation_id,omitempty"`
+	Outcome       string `json:"outcome"`
+}
+
+// Recorder stores attempts. Packages that make or receive provider calls depend on this, not
+// on Log.
+//
+// Recording must never fail the caller's payment: a caller that gets an error logs it and
+// carries on (BestEffort does exactly that).
+type Recorder interface {
+	Record(ctx context.Context, a Attempt) error
+}
+
+var _ Recorder = (*Log)(nil)
+
+// outcomeFor is the default outcome of a call that answered status, or failed with err.
+func outcomeFor(status int, err error, timeout bool) string {
+	switch {
+	case timeout:
+		return OutcomeTimeout
+	case err != nil:
+		return OutcomeError
+	case status >= 200 && status < 300:
+		return OutcomeOK
+	case status == 402:
+		return OutcomeDeclined
+	case status == 429:
+		return OutcomeRateLimited
+	case status >= 400 && status < 500:
+		return OutcomeRejected
+	case status >= 500:
+		return OutcomeServerError
+	}
+	return OutcomeOK
+}

@@ -1,0 +1,37 @@
+// Package attempts is the attempt log: every outbound provider call and every inbound webhook
+// delivery, stored so that "was this delivered?" is one lookup by idempotency key, payment id or
+// event id.
+//
+// An Attempt holds the request and the response (method, path, headers, bodies, status), when
+// it started and how long it took, the lookup keys, a correlation id and an outcome ("ok",
+// "declined", "timeout", "rejected_signature", ...).
+//
+// Nothing sensitive is stored. Log.Record redacts every attempt before it writes it, whoever
+// built it (Attempt.Redacted):
+//
+//   - Authorization, Proxy-Authorization, Cookie, Set-Cookie, Stripe-Signature,
+//     Webhook-Signature and X-Api-Key headers become "[redacted]" ("Bearer [redacted]").
+//   - Body fields named number, cvc, cvv, password, secret, client_secret, api_key, token (and
+//     a few close relatives), at any depth of a JSON body or as the last bracketed segment of a
+//     form key (card[number], payment_method_data[card][cvc]), lose their values; a card
+//     number keeps its last four digits: "[card ****4242]". Expiry month and year are kept.
+//   - Everywhere, in headers, bodies, the path and error text: Stripe secret and restricted
+//     keys, webhook secrets and client secrets keep only their prefix, and Luhn-valid card
+//     numbers of 13 to 19 digits (grouped by spaces or dashes or not) keep their last four.
+//
+// Redaction runs before the cap, so a cut never leaves half a secret; each body is then capped
+// (8 KiB by default) on a UTF-8 boundary and marked truncated, with its original size kept.
+// RedactText, RedactHeader, RedactBody and Cap are usable on their own, for log lines and
+// dead-letter records.
+//
+// Each attempt is written once per way to find it (its id, and each lookup key it has), in one
+// store transaction, with the store's TTL set to StartedAt plus the retention (30 days by
+// default). Lookups return newest first, a page at a time.
+//
+// Recording must never fail a payment. Code that makes or receives provider calls depends on
+// the one-method Recorder, or on a RecordFunc made by BestEffort, which logs a failure to
+// record (without bodies) and carries on. Transport records outbound calls made through any
+// http.Client (stripe-go's included) without holding back the response body; FromRequest
+// builds the attempt for an inbound delivery. WithPaymentID, WithCorrelationID, WithEventID and
+// WithOperation put the ids on the context the capture helpers read.
+package attempts

@@ -1,0 +1,284 @@
+package attempts
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/runtwice/twice/shared/store"
+)
+
+// Table is the logical table attempts live in.
+//
+// Each attempt is written once per way to find it, all in one transaction:
+//
+//	PK "att#<id>"   SK "attempt"                       Get by id
+//	PK "idem#<key>" SK "<started_at>#<id>"             Lookup by idempotency key
+//	PK "pay#<id>"   SK "<started_at>#<id>"             Lookup by payment id
+//	PK "evt#<id>"   SK "<started_at>#<id>"             Lookup by event id
+//
+// Every item carries the whole (redacted, capped) attempt, so a lookup is one query and no
+// further reads. started_at is UTC with a fixed nine-digit fraction, so the sort key orders by
+// time (RFC 3339 with trailing zeros trimmed would not).
+const Table = "attempts"
+
+// By names the key a Lookup searches on.
+type By string
+
+const (
+	ByIdempotencyKey By = "idempotency_key"
+	ByPaymentID      By = "payment_id"
+	ByEventID        By = "event_id"
+)
+
+// prefix is the partition key prefix of each lookup key.
+func (b By) prefix() (string, bool) {
+	switch b {
+	case ByIdempotencyKey:
+		return "idem#", true
+	case ByPaymentID:
+		return "pay#", true
+	case ByEventID:
+		return "evt#", true
+	}
+	return "", false
+}
+
+const (
+	idItemSK = "attempt"
+	skTime   = "2006-01-02T15:04:05.000000000Z"
+)
+
+// Sentinel errors.
+var (
+	ErrNotFound = errors.New("attempts: not found")
+	// ErrInvalid means a lookup was malformed: an unknown By or an empty value.
+	ErrInvalid = errors.New("attempts: invalid lookup")
+	// ErrDuplicateID means an attempt with the same id is already stored; nothing was written.
+	ErrDuplicateID = errors.New("attempts: duplicate attempt id")
+	// ErrConfig means a Config value is out of range.
+	ErrConfig = errors.New("attempts: invalid config")
+)
+
+// Config tunes a Log. Zero values take the defaults.
+type Config struct {
+	// Retention is how long an attempt is kept (default 30 days); it sets the items' TTL.
+	Retention time.Duration
+	// BodyCap caps each stored body, after redaction (default 8 KiB, at most MaxBodyCap).
+	BodyCap int
+	// PageSize is the number of attempts a Lookup returns at most (default 50).
+	PageSize int
+}
+
+// Defaults.
+const (
+	DefaultRetention = 30 * 24 * time.Hour
+	DefaultBodyCap   = 8 << 10
+	DefaultPageSize  = 50
+	// MaxBodyCap keeps an attempt, stored four times, well inside DynamoDB's 400 KB item limit.
+	MaxBodyCap = 64 << 10
+)
+
+// Log is the attempt log on a store.Store.
+type Log struct {
+	store store.Store
+	cfg   Config
+	now   func() time.Time
+	newID func() string
+}
+
+// Option configures a Log.
+type Option func(*Log)
+
+// WithClock injects the clock (default time.Now).
+func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now } }
+
+// WithIDs injects the id source used for attempts that arrive without an ID.
+func WithIDs(next func() string) Option { return func(l *Log) { l.newID = next } }
+
+// NewLog validates cfg and returns a Log on s.
+func NewLog(s store.Store, cfg Config, opts ...Option) (*Log, error) {
+	if cfg.Retention == 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.BodyCap == 0 {
+		cfg.BodyCap = DefaultBodyCap
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = DefaultPageSize
+	}
+	switch {
+	case cfg.Retention < time.Hour:
+		return nil, fmt.Errorf("%w: retention %s is under an hour", ErrConfig, cfg.Retention)
+	case cfg.BodyCap < 0 || cfg.BodyCap > MaxBodyCap:
+		return nil, fmt.Errorf("%w: body cap %d", ErrConfig, cfg.BodyCap)
+	case cfg.PageSize < 0 || cfg.PageSize > 100:
+		return nil, fmt.Errorf("%w: page size %d (1-100)", ErrConfig, cfg.PageSize)
+	}
+	l := &Log{store: s, cfg: cfg, now: time.Now}
+	for _, o := range opts {
+		o(l)
+	}
+	if l.newID == nil {
+		l.newID = NewIDs(l.now)
+	}
+	return l, nil
+}
+
+// NewIDs returns the default id source: "att_" + the clock in hex nanoseconds + a tag drawn
+// once per source + a counter. Ids sort by creation time within one process; the tag keeps
+// two processes (two Lambda instances) from colliding in the same nanosecond.
+func NewIDs(now func() time.Time) func() string {
+	var tag [4]byte
+	_, _ = rand.Read(tag[:]) // crypto/rand: never fails on supported platforms
+	t := hex.EncodeToString(tag[:])
+	var n atomic.Uint64
+	return func() string {
+		return "att_" + strconv.FormatInt(now().UnixNano(), 16) + t + strconv.FormatUint(n.Add(1), 16)
+	}
+}
+
+// Record stores a, redacted and capped, findable by its id and by each lookup key it has. An
+// attempt without an ID gets one; one without StartedAt is stamped now.
+//
+// Callers that make payments must not fail because recording failed: log the error and go on
+// (see BestEffort).
+func (l *Log) Record(ctx context.Context, a Attempt) error {
+	if a.ID == "" {
+		a.ID = l.newID()
+	}
+	if a.StartedAt.IsZero() {
+		a.StartedAt = l.now()
+	}
+	a.StartedAt = a.StartedAt.UTC()
+	a = a.Redacted(l.cfg.BodyCap)
+	doc, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("attempts: encode %s: %w", a.ID, err)
+	}
+	expires := a.StartedAt.Add(l.cfg.Retention).Unix()
+	ws := []store.Write{{
+		Table: Table,
+		Put:   &store.Item{PK: "att#" + a.ID, SK: idItemSK, Doc: doc, ExpiresAt: expires},
+		Cond:  store.Cond{Kind: store.NotExists},
+	}}
+	sk := a.StartedAt.Format(skTime) + "#" + a.ID
+	for _, k := range []struct {
+		by    By
+		value string
+	}{{ByIdempotencyKey, a.IdempotencyKey}, {ByPaymentID, a.PaymentID}, {ByEventID, a.EventID}} {
+		if k.value == "" {
+			continue
+		}
+		p, _ := k.by.prefix()
+		ws = append(ws, store.Write{
+			Table: Table,
+			Put:   &store.Item{PK: p + k.value, SK: sk, Doc: doc, ExpiresAt: expires},
+		})
+	}
+	if err := l.store.Transact(ctx, ws...); err != nil {
+		if errors.Is(err, store.ErrConditionFailed) {
+			return fmt.Errorf("%w: %s", ErrDuplicateID, a.ID)
+		}
+		return fmt.Errorf("attempts: record %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// Page is one page of a Lookup, newest first. Cursor is "" on the last page.
+type Page struct {
+	Attempts []Attempt `json:"attempts"`
+	Cursor   string    `json:"cursor,omitempty"`
+}
+
+// Lookup answers "was this delivered?": every attempt recorded under the idempotency key,
+// payment id or event id, newest first, one page at a time ("" starts; pass Page.Cursor to
+// continue). Attempts past their retention are left out even if the store still holds them.
+func (l *Log) Lookup(ctx context.Context, by By, value, cursor string) (Page, error) {
+	p, ok := by.prefix()
+	if !ok || value == "" {
+		return Page{}, fmt.Errorf("%w: by %q value %q", ErrInvalid, by, value)
+	}
+	res, err := l.store.Query(ctx, store.Query{Table: Table, PK: p + value, Desc: true, Limit: l.cfg.PageSize, Cursor: cursor})
+	if err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return Page{}, fmt.Errorf("attempts: lookup %s: %w", by, err)
+	}
+	now := l.now().Unix()
+	page := Page{Cursor: res.Cursor, Attempts: make([]Attempt, 0, len(res.Items))}
+	for _, it := range res.Items {
+		if lapsed(it, now) {
+			continue
+		}
+		var a Attempt
+		if err := json.Unmarshal(it.Doc, &a); err != nil {
+			return Page{}, fmt.Errorf("attempts: decode %s/%s: %w", it.PK, it.SK, err)
+		}
+		page.Attempts = append(page.Attempts, a)
+	}
+	return page, nil
+}
+
+// Get returns one attempt by id, or ErrNotFound.
+func (l *Log) Get(ctx context.Context, id string) (Attempt, error) {
+	if id == "" {
+		return Attempt{}, fmt.Errorf("%w: empty id", ErrInvalid)
+	}
+	it, err := l.store.Get(ctx, Table, "att#"+id, idItemSK)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Attempt{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case errors.Is(err, store.ErrInvalid):
+		return Attempt{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case err != nil:
+		return Attempt{}, fmt.Errorf("attempts: get %s: %w", id, err)
+	}
+	if lapsed(it, l.now().Unix()) {
+		return Attempt{}, fmt.Errorf("%w: %s (expired)", ErrNotFound, id)
+	}
+	var a Attempt
+	if err := json.Unmarshal(it.Doc, &a); err != nil {
+		return Attempt{}, fmt.Errorf("attempts: decode %s: %w", id, err)
+	}
+	return a, nil
+}
+
+func lapsed(it store.Item, now int64) bool { return it.ExpiresAt != 0 && it.ExpiresAt < now }
+
+// RecordFunc records an attempt and reports nothing: what BestEffort returns, and what the
+// capture helpers call.
+type RecordFunc func(ctx context.Context, a Attempt)
+
+// BestEffort wraps rec so that a failure to record is logged (the attempt's id, direction,
+// provider, operation and lookup keys; never headers or bodies) and otherwise ignored: the
+// payment that was attempted matters more than its log. A nil logger means slog.Default().
+func BestEffort(rec Recorder, log *slog.Logger) RecordFunc {
+	if log == nil {
+		log = slog.Default()
+	}
+	return func(ctx context.Context, a Attempt) {
+		if err := rec.Record(ctx, a); err != nil {
+			log.LogAttrs(ctx, slog.LevelError, "attempt not recorded",
+				slog.String("error", RedactText(err.Error())),
+				slog.String("attempt_id", a.ID),
+				slog.String("direction", string(a.Direction)),
+				slog.String("provider", a.Provider),
+				slog.String("operation", a.Operation),
+				slog.String("idempotency_key", a.IdempotencyKey),
+				slog.String("payment_id", a.PaymentID),
+				slog.String("event_id", a.EventID),
+				slog.String("correlation_id", a.CorrelationID),
+				slog.String("outcome", a.Outcome),
+			)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+package attempts
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/store"
+)
+
+var t0 = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+
+// clock is a fake clock tests move by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func openStore(t testing.TB) *boltstore.Store {
+	t.Helper()
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "twice.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newLog(t testing.TB, cfg Config, c *clock) (*Log, store.Store) {
+	t.Helper()
+	s := openStore(t)
+	l, err := NewLog(s, cfg, WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, s
+}
+
+func TestRecordLookup(t *testing.T) {
+	c := &clock{t: t0}
+	l, _ := newLog(t, Config{PageSize: 2}, c)
+	ctx := context.Background()
+	// Three calls for one payment, a webhook for it, and an unrelated call; recorded out of
+	// order to show the lookup orders by StartedAt, not by arrival.
+	recs := []Attempt{
+		{ID: "a2", StartedAt: t0.Add(2 * time.Second), PaymentID: "pay_1", IdempotencyKey: "k1", Operation: "payment_intents.create", Status: 500},
+		{ID: "a1", StartedAt: t0.Add(1 * time.Second), PaymentID: "pay_1", IdempotencyKey: "k1", Operation: "payment_intents.create"},
+		{ID: "a3", StartedAt: t0.Add(3*time.Second + 500*time.Millisecond), PaymentID: "pay_1", IdempotencyKey: "k1", Operation: "payment_intents.create", Status: 200},
+		{ID: "w1", StartedAt: t0.Add(3 * time.Second), PaymentID: "pay_1", EventID: "evt_1", Direction: Inbound},
+		{ID: "x1", StartedAt: t0.Add(4 * time.Second), PaymentID: "pay_2", IdempotencyKey: "k2"},
+	}
+	for _, a := range recs {
+		if err := l.Record(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := map[string]struct {
+		by    By
+		value string
+		want  []string
+	}{
+		"payment newest first across pages": {ByPaymentID, "pay_1", []string{"a3", "w1", "a2", "a1"}},
+		"idempotency key":                   {ByIdempotencyKey, "k1", []string{"a3", "a2", "a1"}},
+		"event":                             {ByEventID, "evt_1", []string{"w1"}},
+		"nothing recorded":                  {ByEventID, "evt_404", nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			cursor, pages := "", 0
+			for {
+				p, err := l.Lookup(ctx, tc.by, tc.value, cursor)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages++
+				if len(p.Attempts) > 2 {
+					t.Fatalf("page of %d, page size 2", len(p.Attempts))
+				}
+				for _, a := range p.Attempts {
+					got = append(got, a.ID)
+				}
+				if cursor = p.Cursor; cursor == "" || pages > 10 {
+					break
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	a, err := l.Get(ctx, "a2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != 500 || !a.StartedAt.Equal(t0.Add(2*time.Second)) || a.Operation != "payment_intents.create" {
+		t.Errorf("Get a2 = %+v", a)
+	}
+	if _, err := l.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get missing: %v", err)
+	}
+}
+
+func TestRecordStoresRedactedCappedWithTTL(t *testing.T) {
+	c := &clock{t: t0}
+	l, s := newLog(t, Config{BodyCap: 64, Retention: 48 * time.Hour}, c)
+	ctx := context.Background()
+	body := "card[number]=4242424242424242&card[cvc]=123&" + strings.Repeat("metadata[a]=b&", 20)
+	err := l.Record(ctx, Attempt{
+		ID:            "a1",
+		PaymentID:     "pay_1",
+		RequestHeader: map[string]string{"Authorization": "Bearer sk_live_abc", "Content-Type": "application/x-www-form-urlencoded"},
+		RequestBody:   body,
+		StartedAt:     t0.In(time.FixedZone("X", 3600)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []store.Key{{PK: "att#a1", SK: "attempt"}, {PK: "pay#pay_1", SK: "2026-11-29T08:00:00.000000000Z#a1"}} {
+		it, err := s.Get(ctx, Table, key.PK, key.SK)
+		if err != nil {
+			t.Fatalf("%s: %v", key.PK, err)
+		}
+		if want := t0.Add(48 * time.Hour).Unix(); it.ExpiresAt != want {
+			t.Errorf("%s expires %d, want %d", key.PK, it.ExpiresAt, want)
+		}
+		doc := string(it.Doc)
+		for _, secret := range []string{"4242424242424242", "sk_live_abc", "cvc]=123"} {
+			if strings.Contains(doc, secret) {
+				t.Errorf("%s stored %q: %s", key.PK, secret, doc)
+			}
+		}
+	}
+	a, err := l.Get(ctx, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.RequestBody) > 64 || !a.RequestTruncated || a.RequestBytes != len(body) {
+		t.Errorf("body %d bytes truncated %v of %d", len(a.RequestBody), a.RequestTruncated, a.RequestBytes)
+	}
+	if !strings.HasPrefix(a.RequestBody, "card[number]=[card+****4242]&card[cvc]=[redacted]&") {
+		t.Errorf("body %q", a.RequestBody)
+	}
+
+	// Past retention the store may still hold it, but the log no longer answers with it.
+	c.Add(48*time.Hour + time.Second)
+	if _, err := l.Get(ctx, "a1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get after retention: %v", err)
+	}
+	p, err := l.Lookup(ctx, ByPaymentID, "pay_1", "")
+	if err != nil || len(p.Attempts) != 0 {
+		t.Errorf("Lookup after retention: %v %v", p.Attempts, err)
+	}
+}
+
+func TestRecordIDs(t *testing.T) {
+	c := &clock{t: t0}
+	l, s := newLog(t, Config{}, c)
+	ctx := context.Background()
+	// The clock stands still: ids must still differ, from the counter.
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() { errs <- l.Record(ctx, Attempt{PaymentID: "pay_1"}) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := NewLog(s, Config{PageSize: 100}, WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := all.Lookup(ctx, ByPaymentID, "pay_1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, a := range p.Attempts {
+		if !strings.HasPrefix(a.ID, "att_") || seen[a.ID] {
+			t.Errorf("id %q (seen before: %v)", a.ID, seen[a.ID])
+		}
+		seen[a.ID] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct ids, want %d", len(seen), n)
+	}
+
+	if err := l.Record(ctx, Attempt{ID: "dup"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Record(ctx, Attempt{ID: "dup", PaymentID: "pay_9"}); !errors.Is(err, ErrDuplicateID) {
+		t.Errorf("second record of one id: %v", err)
+	}
+	// Nothing of the refused write is visible.
+	if p, _ := l.Lookup(ctx, ByPaymentID, "pay_9", ""); len(p.Attempts) != 0 {
+		t.Errorf("refused write left %v", p.Attempts)
+	}
+
+	ids := NewIDs(c.Now)
+	if a, b := ids(), ids(); a == b {
+		t.Errorf("NewIDs repeated %q", a)
+	}
+}
+
+func TestLookupInvalid(t *testing.T) {
+	l, _ := newLog(t, Config{}, &clock{t: t0})
+	tests := map[string]struct {
+		by    By
+		value string
+	}{
+		"unknown by":  {By("customer"), "cus_1"},
+		"empty value": {ByPaymentID, ""},
+		"nul in key":  {ByPaymentID, "a\x00b"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := l.Lookup(context.Background(), tc.by, tc.value, ""); !errors.Is(err, ErrInvalid) {
+				t.Errorf("got %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestNewLogConfig(t *testing.T) {
+	tests := map[string]struct {
+		cfg Config
+		ok  bool
+	}{
+		"defaults":         {Config{}, true},
+		"short retention":  {Config{Retention: time.Minute}, false},
+		"negative cap":     {Config{BodyCap: -1}, false},
+		"cap over max":     {Config{BodyCap: MaxBodyCap + 1}, false},
+		"page over 100":    {Config{PageSize: 101}, false},
+		"custom retention": {Config{Retention: 90 * 24 * time.Hour}, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := NewLog(nil, tc.cfg)
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrConfig)) {
+				t.Errorf("err = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+type failingRecorder struct{ err error }
+
+func (f failingRecorder) Record(context.Context, Attempt) error { return f.err }
+
+func TestBestEffort(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	rec := BestEffort(failingRecorder{errors.New("store down; key sk_live_leak")}, logger)
+	rec(context.Background(), Attempt{
+		ID: "a1", PaymentID: "pay_1", Provider: "stripe",
+		RequestBody:   "card[number]=4242424242424242",
+		ResponseBody:  `{"secret_body":"x"}`,
+		RequestHeader: map[string]string{"Authorization": "Bearer sk_live_hdr"},
+	})
+	out := buf.String()
+	for _, want := range []string{`"attempt_id":"a1"`, `"payment_id":"pay_1"`, "store down", `"level":"ERROR"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s: %s", want, out)
+		}
+	}
+	for _, never := range []string{"4242", "secret_body", "sk_live_hdr", "sk_live_leak"} {
+		if strings.Contains(out, never) {
+			t.Errorf("log contains %s: %s", never, out)
+		}
+	}
+	buf.Reset()
+	BestEffort(failingRecorder{}, logger)(context.Background(), Attempt{ID: "ok"})
+	if buf.Len() != 0 {
+		t.Errorf("logged a success: %s", buf.String())
+	}
+}

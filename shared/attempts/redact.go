@@ -1,0 +1,590 @@
+package attempts
+
+import (
+	"bytes"
+	"io"
+	"mime"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Redacted is what replaces a sensitive value.
+const Redacted = "[redacted]"
+
+// Caps on the parts of an attempt that are not bodies.
+const (
+	maxHeaderValue = 1024
+	maxErr         = 1024
+	maxPath        = 2048
+)
+
+// sensitiveHeaders are replaced whole, whatever their value looks like.
+var sensitiveHeaders = map[string]bool{
+	"Authorization":       true,
+	"Proxy-Authorization": true,
+	"Cookie":              true,
+	"Set-Cookie":          true,
+	"Stripe-Signature":    true,
+	"Webhook-Signature":   true,
+	"X-Api-Key":           true,
+}
+
+// sensitiveFields are body field names (JSON keys at any depth; the last bracketed segment of
+// a form key, so card[number] is "number") whose values are never stored. Expiry month and
+// year are kept: without the number they identify nothing, and they explain expired-card
+// declines.
+var sensitiveFields = map[string]bool{
+	"number": true, "cvc": true, "cvv": true, "cvc2": true, "cvv2": true,
+	"password": true, "passwd": true, "secret": true, "client_secret": true,
+	"api_key": true, "apikey": true,
+	"token": true, "access_token": true, "refresh_token": true, "id_token": true,
+}
+
+// RedactHeader flattens h (several values joined by ", ") and redacts it: the sensitive headers
+// become "[redacted]" (Authorization keeps its scheme: "Bearer [redacted]"), and every other
+// value goes through RedactText and is capped at 1 KiB.
+func RedactHeader(h http.Header) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for k, vs := range h {
+		addHeader(out, k, strings.Join(vs, ", "))
+	}
+	return out
+}
+
+// redactHeaderMap is RedactHeader for an already flattened map, so a stored attempt is
+// redacted whoever built it.
+func redactHeaderMap(h map[string]string) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		addHeader(out, k, v)
+	}
+	return out
+}
+
+func addHeader(out map[string]string, k, v string) {
+	k = http.CanonicalHeaderKey(k)
+	v = redactHeaderValue(k, v)
+	if prev, ok := out[k]; ok {
+		// Two spellings of one header in a flattened map: keep both values, deterministically.
+		if prev < v {
+			v = prev + ", " + v
+		} else {
+			v = v + ", " + prev
+		}
+	}
+	out[k] = v
+}
+
+func redactHeaderValue(k, v string) string {
+	if sensitiveHeaders[k] {
+		if k == "Authorization" || k == "Proxy-Authorization" {
+			if scheme, _, ok := strings.Cut(v, " "); ok && isWord(scheme) {
+				return scheme + " " + Redacted
+			}
+		}
+		return Redacted
+	}
+	v, _ = Cap(RedactText(v), maxHeaderValue)
+	return v
+}
+
+func isWord(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// RedactBody redacts a request or response body by its content type: JSON bodies field by
+// field at any depth, form-encoded bodies (Stripe's API) pair by pair, anything else as text.
+// An empty or generic content type is sniffed. Whatever the type, the result then goes
+// through RedactText.
+//
+// Invalid or truncated JSON falls back to a pattern over "name": value pairs, so a body cut
+// before redaction still loses its sensitive fields.
+func RedactBody(contentType string, body []byte) string {
+	if len(body) == 0 {
+		return ""
+	}
+	var s string
+	switch bodyKind(contentType, body) {
+	case kindJSON:
+		var err error
+		if s, err = redactJSON(body); err != nil {
+			s = redactJSONText(string(body))
+		}
+	case kindForm:
+		s = redactForm(string(body))
+	default:
+		s = string(body)
+	}
+	return RedactText(s)
+}
+
+type kind int
+
+const (
+	kindText kind = iota
+	kindJSON
+	kindForm
+)
+
+func bodyKind(contentType string, body []byte) kind {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch {
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		return kindJSON
+	case mt == "application/x-www-form-urlencoded":
+		return kindForm
+	case mt != "" && mt != "text/plain" && mt != "application/octet-stream":
+		return kindText
+	}
+	t := bytes.TrimLeft(body, " \t\r\n")
+	if len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		return kindJSON
+	}
+	if bytes.IndexByte(body, '=') > 0 && bytes.IndexAny(body, " \t\r\n") < 0 {
+		return kindForm
+	}
+	return kindText
+}
+
+var jsonOpts = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+// redactJSON rewrites a JSON document with sensitive members replaced, keeping member order.
+func redactJSON(body []byte) (string, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsonOpts...)
+	var buf bytes.Buffer
+	buf.Grow(len(body))
+	enc := jsontext.NewEncoder(&buf, jsonOpts...)
+	for {
+		k, n := dec.StackIndex(dec.StackDepth())
+		atName := k == '{' && n%2 == 0
+		tok, err := dec.ReadToken()
+		if err != nil {
+			if err == io.EOF {
+				// The encoder ends each top-level value with a newline the body did not have.
+				return strings.TrimSuffix(buf.String(), "\n"), nil
+			}
+			return "", err
+		}
+		switch tok.Kind() {
+		case '"', '0':
+			// Redact the decoded text, where escapes cannot hide a card number; a number that
+			// was one becomes a string, so the document stays valid JSON.
+			s := tok.String()
+			if r := RedactText(s); r != s {
+				tok = jsontext.String(r)
+			}
+		}
+		if err := enc.WriteToken(tok); err != nil {
+			return "", err
+		}
+		if !atName || tok.Kind() != '"' {
+			continue
+		}
+		name := strings.ToLower(tok.String())
+		if !sensitiveFields[name] {
+			continue
+		}
+		v, err := dec.ReadValue()
+		if err != nil {
+			return "", err
+		}
+		if err := enc.WriteToken(jsontext.String(mask(name, string(v)))); err != nil {
+			return "", err
+		}
+	}
+}
+
+// jsonPair finds "name": value for the sensitive names in text that is not valid JSON; a value
+// cut at the end of the text still matches.
+var jsonPair = regexp.MustCompile(`(?i)("(?:` + fieldAlternation() + `)"\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s]*)`)
+
+func fieldAlternation() string {
+	var names []string
+	for n := range sensitiveFields {
+		names = append(names, regexp.QuoteMeta(n))
+	}
+	// Longest first, so "cvc2" is not matched as "cvc".
+	slices.SortFunc(names, func(a, b string) int {
+		if d := len(b) - len(a); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return strings.Join(names, "|")
+}
+
+func redactJSONText(s string) string {
+	return jsonPair.ReplaceAllString(s, `${1}"`+Redacted+`"`)
+}
+
+// formEscape escapes what would change the meaning of a form value, and no more, so a redacted
+// value stays readable.
+var formEscape = strings.NewReplacer("%", "%25", "&", "%26", "=", "%3D", "+", "%2B", "#", "%23", " ", "+")
+
+// redactForm redacts an application/x-www-form-urlencoded body, keeping pair order.
+func redactForm(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for first := true; ; first = false {
+		pair, rest, more := strings.Cut(s, "&")
+		if !first {
+			b.WriteByte('&')
+		}
+		b.WriteString(redactPair(pair))
+		if !more {
+			break
+		}
+		s = rest
+	}
+	return b.String()
+}
+
+func redactPair(pair string) string {
+	rawKey, rawVal, hasVal := strings.Cut(pair, "=")
+	if !hasVal {
+		return pair
+	}
+	name := strings.ToLower(formFieldName(unescape(rawKey)))
+	if sensitiveFields[name] {
+		return rawKey + "=" + formEscape.Replace(mask(name, unescape(rawVal)))
+	}
+	// A value with escapes may hide a card number ("4242%204242..."); one without is left to
+	// the RedactText pass over the whole body.
+	if hasEscapes(rawVal) {
+		v := unescape(rawVal)
+		if r := RedactText(v); r != v {
+			return rawKey + "=" + formEscape.Replace(r)
+		}
+	}
+	return pair
+}
+
+// formFieldName is the last bracketed segment of a form key: card[number] -> number,
+// payment_method_data[card][cvc] -> cvc, amount -> amount.
+func formFieldName(key string) string {
+	key = strings.TrimSuffix(key, "]")
+	if i := strings.LastIndexByte(key, '['); i >= 0 {
+		return key[i+1:]
+	}
+	return key
+}
+
+// unescape decodes a form component, or returns it as it is when it is not valid.
+func unescape(s string) string {
+	if !hasEscapes(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '+':
+			b.WriteByte(' ')
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func hasEscapes(s string) bool {
+	return strings.IndexByte(s, '%') >= 0 || strings.IndexByte(s, '+') >= 0
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+// mask is what a sensitive field's value becomes: a card number keeps its last four digits, so
+// an operator can tell which card was used; everything else is gone.
+func mask(name, v string) string {
+	if name != "number" {
+		return Redacted
+	}
+	if u := strings.Trim(v, `"`); u == Redacted || isCardMask(u) {
+		return u // already masked: redacting twice changes nothing
+	}
+	var digits []byte
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case isDigit(c):
+			digits = append(digits, c)
+		case c == ' ' || c == '-' || c == '"':
+		default:
+			return Redacted
+		}
+	}
+	if len(digits) < 12 || len(digits) > 19 {
+		return Redacted
+	}
+	return cardMask(string(digits[len(digits)-4:]))
+}
+
+func cardMask(last4 string) string { return "[card ****" + last4 + "]" }
+
+func isCardMask(s string) bool {
+	d, ok := strings.CutPrefix(s, "[card ****")
+	d, ok2 := strings.CutSuffix(d, "]")
+	if !ok || !ok2 || len(d) != 4 {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if !isDigit(d[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// RedactText removes secrets from any text:
+//
+//   - Stripe secret and restricted keys (sk_live_, sk_test_, rk_live_, rk_test_) and webhook
+//     secrets (whsec_) keep their prefix: "sk_live_[redacted]".
+//   - Client secrets (pi_123_secret_abc) keep the object id: "pi_123_secret_[redacted]".
+//   - Card numbers become "[card ****4242]". A card number is 13 to 19 digits, possibly in
+//     groups joined by single spaces or dashes, that passes the Luhn check; it starts and ends
+//     at the edges of digit groups, so "4242 4242 4242 4242 12/34" loses its card number and
+//     keeps the expiry, while a 20-digit reference is left alone.
+//
+// Text with none of these comes back unchanged and unallocated.
+func RedactText(s string) string {
+	var b []byte
+	changed := false
+	last := 0 // s[last:i] is not yet copied to b
+	for i := 0; i < len(s); {
+		c := s[i]
+		if isDigit(c) {
+			end, last4, ok := card(s, i)
+			if ok {
+				if !changed {
+					b = make([]byte, 0, len(s))
+					changed = true
+				}
+				b = append(b, s[last:i]...)
+				b = append(b, cardMask(last4)...)
+				last = end
+			}
+			i = end
+			continue
+		}
+		if n, keep := secretAt(s, i); n > 0 {
+			if !changed {
+				b = make([]byte, 0, len(s))
+				changed = true
+			}
+			b = append(b, s[last:i+keep]...)
+			b = append(b, Redacted...)
+			i += n
+			last = i
+			continue
+		}
+		i++
+	}
+	if !changed {
+		return s
+	}
+	return string(append(b, s[last:]...))
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func isAlnum(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+func isBase64(c byte) bool { return isAlnum(c) || c == '+' || c == '/' || c == '=' }
+
+// secretAt reports a secret starting at s[i]: n bytes in all, of which the first keep (the
+// prefix) stay. The first byte picks the candidate prefixes, so ordinary text costs one switch.
+func secretAt(s string, i int) (n, keep int) {
+	rest := s[i:]
+	var p string
+	class := isAlnum
+	switch s[i] {
+	case 's', 'r':
+		// sk_live_, sk_test_, rk_live_, rk_test_
+		if len(rest) < 8 || rest[1] != 'k' || rest[2] != '_' || rest[7] != '_' || (rest[3:7] != "live" && rest[3:7] != "test") {
+			return 0, 0
+		}
+		p = rest[:8]
+	case 'w':
+		if !strings.HasPrefix(rest, "whsec_") {
+			return 0, 0
+		}
+		p, class = "whsec_", isBase64
+	case '_':
+		if !strings.HasPrefix(rest, "_secret_") {
+			return 0, 0
+		}
+		p = "_secret_"
+	default:
+		return 0, 0
+	}
+	j := len(p)
+	for j < len(rest) && class(rest[j]) {
+		j++
+	}
+	if j == len(p) {
+		return 0, 0
+	}
+	return j, len(p)
+}
+
+// card looks for a card number starting at the digit group that starts at s[i]. It returns
+// the end of the card number and its last four digits, or, if there is none, the end of that
+// first digit group (where the scan goes on).
+func card(s string, i int) (end int, last4 string, ok bool) {
+	var ends [19]int // ends of the groups that fit in 19 digits
+	groups, digits := 0, 0
+	firstEnd := -1
+	for j := i; ; {
+		k := j
+		for k < len(s) && isDigit(s[k]) {
+			k++
+		}
+		if firstEnd < 0 {
+			firstEnd = k
+		}
+		digits += k - j
+		if digits > 19 {
+			break
+		}
+		ends[groups] = k
+		groups++
+		if k+1 < len(s) && (s[k] == ' ' || s[k] == '-') && isDigit(s[k+1]) {
+			j = k + 1
+			continue
+		}
+		break
+	}
+	// Longest first: "4242 4242 4242 4242" is one card, not a shorter one inside it.
+	for g := groups; g > 0; g-- {
+		span := s[i:ends[g-1]]
+		n, valid := luhn(span)
+		if n < 13 {
+			break
+		}
+		if valid {
+			return ends[g-1], lastDigits(span, 4), true
+		}
+	}
+	return firstEnd, "", false
+}
+
+// luhn counts the digits of span (digits and separators) and checks them.
+func luhn(span string) (n int, valid bool) {
+	sum := 0
+	double := false
+	for i := len(span) - 1; i >= 0; i-- {
+		c := span[i]
+		if !isDigit(c) {
+			continue
+		}
+		d := int(c - '0')
+		if double {
+			d *= 2
+			if d > 9 {
+				d -= 9
+			}
+		}
+		sum += d
+		double = !double
+		n++
+	}
+	return n, sum%10 == 0
+}
+
+func lastDigits(span string, n int) string {
+	out := make([]byte, n)
+	for i := len(span) - 1; i >= 0 && n > 0; i-- {
+		if isDigit(span[i]) {
+			n--
+			out[n] = span[i]
+		}
+	}
+	return string(out[n:])
+}
+
+// Cap cuts s to at most n bytes, on a UTF-8 boundary, and reports whether it cut. A cut never
+// ends inside a digit group: the kept part of a long number could otherwise read as a card
+// number that RedactText, which saw the whole number, rightly left alone.
+func Cap(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	if n <= 0 {
+		return "", true
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	if isDigit(s[cut]) {
+		for cut > 0 && isDigit(s[cut-1]) {
+			cut--
+		}
+	}
+	return s[:cut], true
+}
+
+// redactPath redacts a request path and its query (form-encoded).
+func redactPath(p string) string {
+	path, query, ok := strings.Cut(p, "?")
+	if ok {
+		p = path + "?" + redactForm(query)
+	}
+	p, _ = Cap(RedactText(p), maxPath)
+	return p
+}
+
+// Redacted returns a with every stored field redacted and each body capped at bodyCap bytes
+// (marking RequestTruncated / ResponseTruncated). Redaction runs before the cap, so a cut never
+// leaves half a secret behind. It is idempotent: redacting twice changes nothing more.
+func (a Attempt) Redacted(bodyCap int) Attempt {
+	a.RequestHeader = redactHeaderMap(a.RequestHeader)
+	a.ResponseHeader = redactHeaderMap(a.ResponseHeader)
+	a.Path = redactPath(a.Path)
+	a.Err, _ = Cap(RedactText(a.Err), maxErr)
+	var cut bool
+	if a.RequestBytes == 0 {
+		a.RequestBytes = len(a.RequestBody)
+	}
+	a.RequestBody, cut = Cap(RedactBody(a.RequestHeader["Content-Type"], []byte(a.RequestBody)), bodyCap)
+	a.RequestTruncated = a.RequestTruncated || cut
+	if a.ResponseBytes == 0 {
+		a.ResponseBytes = len(a.ResponseBody)
+	}
+	a.ResponseBody, cut = Cap(RedactBody(a.ResponseHeader["Content-Type"], []byte(a.ResponseBody)), bodyCap)
+	a.ResponseTruncated = a.ResponseTruncated || cut
+	return a
+}
