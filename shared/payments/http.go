@@ -70,6 +70,7 @@ func (s *Service) createHandler(scope func(*http.Request) string) http.Handler {
 			idempotency.NotFinal(r.Context())
 		}
 		idempotency.Stage(r.Context(), res.Effects...)
+		idempotency.StageIfNewer(r.Context(), res.IfNewer...)
 		for k, v := range res.Response.Header {
 			w.Header().Set(k, v)
 		}

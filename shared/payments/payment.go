@@ -110,6 +110,34 @@ func (p Payment) Put() (store.Write, error) {
 	return store.Write{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionBelow, Version: p.Version}}, nil
 }
 
+// aliasPrefix keys the item that maps a provider payment id to ours, for events that carry only
+// the provider's id (charge.refunded).
+const aliasPrefix = "provider#"
+
+// AliasWrite maps a provider payment id to our payment id.
+func AliasWrite(providerID, paymentID string) store.Write {
+	doc, _ := json.Marshal(map[string]string{"payment_id": paymentID})
+	return store.Write{Table: Table, Put: &store.Item{PK: aliasPrefix + providerID, Doc: doc}}
+}
+
+// ByProviderID finds our payment id for a provider payment id.
+func ByProviderID(ctx context.Context, s store.Store, providerID string) (string, error) {
+	it, err := s.Get(ctx, Table, aliasPrefix+providerID, "")
+	if errors.Is(err, store.ErrNotFound) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", err
+	}
+	var a struct {
+		PaymentID string `json:"payment_id"`
+	}
+	if err := json.Unmarshal(it.Doc, &a); err != nil || a.PaymentID == "" {
+		return "", fmt.Errorf("payments: alias for %s: %w", providerID, ErrNotFound)
+	}
+	return a.PaymentID, nil
+}
+
 // ErrNotFound means no payment has the id (in the caller's scope).
 var ErrNotFound = errors.New("payments: not found")
 

@@ -70,7 +70,7 @@ func (s *Service) log() *slog.Logger {
 func (s *Service) Create(ctx context.Context, scope, key string, req CreateRequest) (idempotency.Result, error) {
 	now := s.now().UTC()
 	id := PaymentID(scope, key)
-	meta := map[string]string{"twice_payment_id": id}
+	meta := map[string]string{"twice_payment_id": id, "twice_scope": scope}
 	for k, v := range req.Metadata {
 		meta[k] = v
 	}
@@ -137,6 +137,8 @@ func (s *Service) apply(p *Payment, pp provider.Payment) {
 	p.Version = VersionAt(s.now(), p.Status)
 }
 
+// final returns the stored response and the payment write. The payment is written only if newer
+// than what is stored: a webhook may have moved it on while the provider call returned.
 func (s *Service) final(p Payment, status int) (idempotency.Result, error) {
 	w, err := p.Put()
 	if err != nil {
@@ -146,7 +148,11 @@ func (s *Service) final(p Payment, status int) (idempotency.Result, error) {
 	if err != nil {
 		return idempotency.Result{}, err
 	}
-	return idempotency.Result{Response: jsonResponse(status, body, p.ID), Effects: []store.Write{w}, Final: true}, nil
+	res := idempotency.Result{Response: jsonResponse(status, body, p.ID), IfNewer: []store.Write{w}, Final: true}
+	if p.ProviderPaymentID != "" {
+		res.Effects = append(res.Effects, AliasWrite(p.ProviderPaymentID, p.ID))
+	}
+	return res, nil
 }
 
 func (s *Service) notFinal(ctx context.Context, p Payment) (idempotency.Result, error) {
@@ -155,8 +161,6 @@ func (s *Service) notFinal(ctx context.Context, p Payment) (idempotency.Result, 
 		return res, err
 	}
 	res.Final = false
-	// The pending record must not overwrite a payment a webhook already moved on.
-	res.Effects[0].Cond = store.Cond{Kind: store.VersionBelow, Version: p.Version}
 	if s.Resolver != nil {
 		job := ResolveJob{Scope: p.Scope, Key: p.IdempotencyKey, PaymentID: p.ID}
 		if body, err := json.Marshal(CreateRequest{Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,

@@ -1,0 +1,227 @@
+// Package worker applies verified webhook deliveries exactly once and in order: it dedupes on the
+// provider's event id and on (object, type, version), ignores an event older than the version
+// already applied to its payment, and commits the dedupe records and the payment's new state in
+// one transaction, so a crash between them cannot happen. As a Lambda SQS handler it reports
+// failures per message (ReportBatchItemFailures) and never fails a whole batch.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+// Table holds one dedupe record per event id and per (object, type, version).
+const Table = "webhook_events"
+
+// DefaultRetention outlasts Stripe's retry horizon (3 days automatic, 30 days of manual resends).
+const DefaultRetention = 30 * 24 * time.Hour
+
+// Outcome says what applying a delivery did.
+type Outcome string
+
+const (
+	Applied   Outcome = "applied"   // the payment moved to the event's state
+	Duplicate Outcome = "duplicate" // this event, or another event for the same change, was seen
+	Stale     Outcome = "stale"     // the payment already holds a newer version
+	Recorded  Outcome = "recorded"  // deduped and kept, but it changes no payment of ours
+)
+
+// ErrPaymentNotYet means the event names a payment of ours that is not stored yet (the API's
+// commit may still be in flight); the message is retried.
+var ErrPaymentNotYet = errors.New("worker: payment not stored yet")
+
+// Worker applies deliveries.
+type Worker struct {
+	Store store.Store
+	// Classify names a decline's class for the payment record.
+	Classify func(provider.Decline) string
+	// OnDecline starts recovery for a payment a webhook reports declined; it must be
+	// idempotent.
+	OnDecline payments.DeclineHandler
+	Retention time.Duration
+	Now       func() time.Time
+	Log       *slog.Logger
+}
+
+func (w *Worker) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+func (w *Worker) log() *slog.Logger {
+	if w.Log != nil {
+		return w.Log
+	}
+	return slog.Default()
+}
+
+// Handle is the SQS handler: each record's body is a JSON webhooks.Delivery.
+func (w *Worker) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	for _, m := range ev.Records {
+		var d webhooks.Delivery
+		err := json.Unmarshal([]byte(m.Body), &d)
+		if err == nil {
+			_, err = w.Apply(ctx, d)
+		}
+		if err != nil {
+			w.log().WarnContext(ctx, "webhook delivery not applied; will retry", "message_id", m.MessageId, "error", err)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// Apply applies one delivery.
+func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error) {
+	ev, err := webhooks.Decode(d)
+	if err != nil {
+		return "", err
+	}
+	now := w.now()
+	retention := w.Retention
+	if retention == 0 {
+		retention = DefaultRetention
+	}
+	expires := now.Add(retention).Unix()
+	doc, _ := json.Marshal(map[string]any{"type": ev.Type, "object_id": ev.ObjectID, "version": ev.ObjectVersion, "applied_at": now.UTC()})
+	dedupe := []store.Write{
+		{Table: Table, Put: &store.Item{PK: "event#" + webhooks.EventKey(ev), Doc: doc, ExpiresAt: expires}, Cond: store.Cond{Kind: store.NotExists}},
+		{Table: Table, Put: &store.Item{PK: "change#" + webhooks.ChangeKey(ev), Doc: doc, ExpiresAt: expires}, Cond: store.Cond{Kind: store.NotExists}},
+	}
+	if ev.ID == "" {
+		return "", fmt.Errorf("worker: %s event without an id: %w", ev.Provider, webhooks.ErrBadPayload)
+	}
+
+	pay, err := w.paymentFor(ctx, ev, now)
+	if err != nil {
+		return "", err
+	}
+	ws := dedupe
+	if pay != nil {
+		pw, err := pay.Put()
+		if err != nil {
+			return "", err
+		}
+		ws = append(ws, pw, payments.AliasWrite(pay.ProviderPaymentID, pay.ID))
+	}
+	err = w.Store.Transact(ctx, ws...)
+	var ce *store.ConditionError
+	switch {
+	case err == nil && pay == nil:
+		w.log().InfoContext(ctx, "webhook event recorded", "event_id", ev.ID, "type", ev.Type)
+		return Recorded, nil
+	case err == nil:
+		w.log().InfoContext(ctx, "webhook event applied", "event_id", ev.ID, "type", ev.Type, "payment_id", pay.ID, "status", pay.Status)
+		if pay.Status == payments.StatusDeclined && w.OnDecline != nil {
+			if err := w.OnDecline.Declined(ctx, *pay); err != nil {
+				w.log().ErrorContext(ctx, "could not start recovery", "payment_id", pay.ID, "error", err)
+			}
+		}
+		return Applied, nil
+	case !errors.As(err, &ce):
+		return "", err
+	case ce.Index == 0:
+		w.log().InfoContext(ctx, "webhook event deduped", "event_id", ev.ID, "type", ev.Type)
+		return Duplicate, nil
+	case ce.Index == 1:
+		// Another event described the same change: keep this id too, so its own redeliveries
+		// stop at the first check.
+		if err := w.Store.Transact(ctx, dedupe[0]); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			return "", err
+		}
+		w.log().InfoContext(ctx, "webhook event deduped by change", "event_id", ev.ID, "type", ev.Type)
+		return Duplicate, nil
+	default:
+		if err := w.Store.Transact(ctx, dedupe...); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			return "", err
+		}
+		w.log().InfoContext(ctx, "webhook event older than the applied version; ignored", "event_id", ev.ID,
+			"type", ev.Type, "payment_id", pay.ID, "version", ev.ObjectVersion)
+		return Stale, nil
+	}
+}
+
+// paymentFor builds the payment's state after ev, or nil when ev changes no payment of ours.
+func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Time) (*payments.Payment, error) {
+	status, ok := statusOf(ev)
+	if !ok || ev.PaymentIntent == nil {
+		return nil, nil
+	}
+	pi := ev.PaymentIntent
+	id := pi.Metadata["twice_payment_id"]
+	if id == "" {
+		var err error
+		id, err = payments.ByProviderID(ctx, w.Store, pi.ID)
+		if errors.Is(err, payments.ErrNotFound) {
+			return nil, nil // not created through twice: reconciliation reports it
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	p, err := payments.Get(ctx, w.Store, id)
+	switch {
+	case errors.Is(err, payments.ErrNotFound) && pi.Metadata["twice_scope"] != "":
+		// The API call reached the provider but its commit never happened (a crash): the
+		// provider's event is the first we hear of the payment.
+		p = payments.Payment{ID: id, Scope: pi.Metadata["twice_scope"], Amount: pi.Amount, Currency: pi.Currency,
+			Customer: pi.Customer, Invoice: pi.Metadata["twice_invoice"], CreatedAt: ev.Created.UTC()}
+	case errors.Is(err, payments.ErrNotFound):
+		return nil, fmt.Errorf("%w: %s", ErrPaymentNotYet, id)
+	case err != nil:
+		return nil, err
+	}
+	p.ProviderPaymentID = pi.ID
+	p.Status = status
+	p.UpdatedAt = now.UTC()
+	p.Version = ev.ObjectVersion
+	if status == payments.StatusDeclined && pi.LastPaymentError != nil {
+		e := pi.LastPaymentError
+		code := e.DeclineCode
+		if code == "" {
+			code = e.Code
+		}
+		d := provider.Decline{Code: code, ErrorCode: e.Code, AdviceCode: e.AdviceCode,
+			NetworkAdviceCode: e.NetworkAdviceCode, NetworkDeclineCode: e.NetworkDeclineCode}
+		p.Decline = &d
+		if w.Classify != nil {
+			p.DeclineClass = w.Classify(d)
+		}
+	} else if status == payments.StatusSucceeded {
+		p.Decline, p.DeclineClass = nil, ""
+	}
+	return &p, nil
+}
+
+// statusOf maps an event to the payment status it reports.
+func statusOf(ev webhooks.Event) (string, bool) {
+	switch ev.Type {
+	case "payment_intent.succeeded":
+		return payments.StatusSucceeded, true
+	case "payment_intent.payment_failed":
+		return payments.StatusDeclined, true
+	case "payment_intent.processing":
+		return payments.StatusProcessing, true
+	case "payment_intent.canceled":
+		return payments.StatusCanceled, true
+	case "charge.refunded":
+		if ev.Charge != nil && ev.Charge.Refunded {
+			return payments.StatusRefunded, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,291 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+type recorder struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (r *recorder) Declined(_ context.Context, p payments.Payment) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids = append(r.ids, p.ID)
+	return nil
+}
+
+func newWorker(t *testing.T) (*Worker, store.Store, *recorder) {
+	t.Helper()
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "w.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	rec := &recorder{}
+	return &Worker{Store: s, OnDecline: rec, Now: func() time.Time { return t0 }, Log: slog.New(slog.DiscardHandler),
+		Classify: func(d provider.Decline) string { return "class-" + d.Code }}, s, rec
+}
+
+// seed stores a pending payment as the API would have.
+func seed(t *testing.T, s store.Store, id string) {
+	t.Helper()
+	p := payments.Payment{ID: id, Scope: "local", Status: payments.StatusPending, Amount: 2000, Currency: "usd",
+		Customer: "cus_9", CreatedAt: t0.Add(-time.Hour), Version: payments.VersionAt(t0.Add(-time.Hour), payments.StatusPending)}
+	w, _ := p.Put()
+	if err := s.Transact(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stripeEvent builds a Stripe event body for payment pay (PaymentIntent pi).
+func stripeEvent(id, typ string, created time.Time, pi, pay string, meta map[string]string) webhooks.Delivery {
+	if meta == nil {
+		meta = map[string]string{"twice_payment_id": pay}
+	}
+	obj := map[string]any{"id": pi, "object": "payment_intent", "amount": 2000, "currency": "usd", "customer": "cus_9", "metadata": meta}
+	switch typ {
+	case "payment_intent.payment_failed":
+		obj["status"] = "requires_payment_method"
+		obj["last_payment_error"] = map[string]any{"type": "card_error", "code": "card_declined", "decline_code": "insufficient_funds"}
+	case "payment_intent.succeeded":
+		obj["status"] = "succeeded"
+	case "payment_intent.processing":
+		obj["status"] = "processing"
+	case "charge.refunded":
+		obj = map[string]any{"id": "ch_" + pi, "object": "charge", "payment_intent": pi, "amount": 2000, "amount_refunded": 2000, "refunded": true, "metadata": map[string]string{}}
+	}
+	body, _ := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "created": created.Unix(), "data": map[string]any{"object": obj}})
+	return webhooks.Delivery{Provider: webhooks.ProviderStripe, EventID: id, Body: body, ReceivedAt: created}
+}
+
+func status(t *testing.T, s store.Store, id string) payments.Payment {
+	t.Helper()
+	p, err := payments.Get(context.Background(), s, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestFiveDeliveriesApplyOnce(t *testing.T) {
+	w, s, rec := newWorker(t)
+	seed(t, s, "pay_1")
+	d := stripeEvent("evt_1", "payment_intent.payment_failed", t0, "pi_1", "pay_1", nil)
+	var got []Outcome
+	for range 5 {
+		o, err := w.Apply(context.Background(), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, o)
+	}
+	if fmt.Sprint(got) != "[applied duplicate duplicate duplicate duplicate]" {
+		t.Fatalf("outcomes %v", got)
+	}
+	p := status(t, s, "pay_1")
+	if p.Status != payments.StatusDeclined || p.Decline == nil || p.Decline.Code != "insufficient_funds" || p.DeclineClass != "class-insufficient_funds" {
+		t.Fatalf("payment %+v", p)
+	}
+	if len(rec.ids) != 1 {
+		t.Fatalf("recovery started %d times", len(rec.ids))
+	}
+}
+
+func TestShuffledDeliveriesEndAtTheNewestState(t *testing.T) {
+	// A payment's history: processing, then succeeded a second later, then refunded; each sent
+	// twice, and once more as a second Event object for the same change.
+	history := []webhooks.Delivery{
+		stripeEvent("evt_p", "payment_intent.processing", t0, "pi_2", "pay_2", nil),
+		stripeEvent("evt_s", "payment_intent.succeeded", t0.Add(time.Second), "pi_2", "pay_2", nil),
+		stripeEvent("evt_s2", "payment_intent.succeeded", t0.Add(time.Second), "pi_2", "pay_2", nil),
+		stripeEvent("evt_r", "charge.refunded", t0.Add(2*time.Second), "pi_2", "pay_2", nil),
+	}
+	for seedN := range uint64(20) {
+		t.Run(fmt.Sprint("shuffle", seedN), func(t *testing.T) {
+			w, s, _ := newWorker(t)
+			seed(t, s, "pay_2")
+			// The alias lets charge.refunded (no metadata) find the payment even if it comes first.
+			if err := s.Transact(context.Background(), payments.AliasWrite("pi_2", "pay_2")); err != nil {
+				t.Fatal(err)
+			}
+			deliveries := append(append([]webhooks.Delivery{}, history...), history...)
+			rand.New(rand.NewPCG(seedN, 1)).Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })
+			applied := map[string]int{}
+			for _, d := range deliveries {
+				o, err := w.Apply(context.Background(), d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o == Applied {
+					applied[d.EventID]++
+				}
+			}
+			for id, n := range applied {
+				if n > 1 {
+					t.Fatalf("%s applied %d times", id, n)
+				}
+			}
+			if applied["evt_s"]+applied["evt_s2"] > 1 {
+				t.Fatal("one change applied twice through two event objects")
+			}
+			if p := status(t, s, "pay_2"); p.Status != payments.StatusRefunded {
+				t.Fatalf("final state %s, want refunded (order %v)", p.Status, ids(deliveries))
+			}
+		})
+	}
+}
+
+func ids(ds []webhooks.Delivery) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.EventID)
+	}
+	return out
+}
+
+func TestOlderEventIsIgnored(t *testing.T) {
+	w, s, _ := newWorker(t)
+	seed(t, s, "pay_3")
+	if o, _ := w.Apply(context.Background(), stripeEvent("evt_new", "payment_intent.succeeded", t0.Add(time.Second), "pi_3", "pay_3", nil)); o != Applied {
+		t.Fatal(o)
+	}
+	o, err := w.Apply(context.Background(), stripeEvent("evt_old", "payment_intent.processing", t0, "pi_3", "pay_3", nil))
+	if err != nil || o != Stale {
+		t.Fatalf("%v %v", o, err)
+	}
+	if p := status(t, s, "pay_3"); p.Status != payments.StatusSucceeded {
+		t.Fatalf("status %s", p.Status)
+	}
+	// The stale event is still deduped: its redelivery stops at the first check.
+	if o, _ := w.Apply(context.Background(), stripeEvent("evt_old", "payment_intent.processing", t0, "pi_3", "pay_3", nil)); o != Duplicate {
+		t.Fatal(o)
+	}
+}
+
+// failingStore fails the next n transactions the way a crash before commit would: nothing is
+// written.
+type failingStore struct {
+	store.Store
+	n int
+}
+
+func (f *failingStore) Transact(ctx context.Context, ws ...store.Write) error {
+	if f.n > 0 {
+		f.n--
+		return errors.New("process killed before commit")
+	}
+	return f.Store.Transact(ctx, ws...)
+}
+
+func TestCrashBetweenDedupeAndApplyLosesNothing(t *testing.T) {
+	w, s, _ := newWorker(t)
+	seed(t, s, "pay_4")
+	w.Store = &failingStore{Store: s, n: 1}
+	d := stripeEvent("evt_4", "payment_intent.succeeded", t0, "pi_4", "pay_4", nil)
+	resp, _ := w.Handle(context.Background(), sqsEvent(d))
+	if len(resp.BatchItemFailures) != 1 {
+		t.Fatal("a failed commit was acknowledged")
+	}
+	if _, err := s.Get(context.Background(), Table, "event#"+"stripe/evt_4", ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("dedupe record committed without the state change: %v", err)
+	}
+	// Redelivery applies it once.
+	if o, err := w.Apply(context.Background(), d); err != nil || o != Applied {
+		t.Fatalf("%v %v", o, err)
+	}
+	if o, _ := w.Apply(context.Background(), d); o != Duplicate {
+		t.Fatal(o)
+	}
+	if p := status(t, s, "pay_4"); p.Status != payments.StatusSucceeded {
+		t.Fatal(p.Status)
+	}
+}
+
+func sqsEvent(ds ...webhooks.Delivery) events.SQSEvent {
+	var ev events.SQSEvent
+	for i, d := range ds {
+		b, _ := json.Marshal(d)
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprint("m", i), Body: string(b)})
+	}
+	return ev
+}
+
+func TestBatchReportsFailuresPerMessage(t *testing.T) {
+	w, s, _ := newWorker(t)
+	seed(t, s, "pay_5")
+	ev := sqsEvent(
+		stripeEvent("evt_ok", "payment_intent.succeeded", t0, "pi_5", "pay_5", nil),
+		stripeEvent("evt_missing", "payment_intent.succeeded", t0, "pi_x", "pay_not_stored", nil),
+	)
+	ev.Records = append(ev.Records, events.SQSMessage{MessageId: "poison", Body: "{not json"})
+	resp, err := w.Handle(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	if fmt.Sprint(failed) != "[m1 poison]" {
+		t.Fatalf("failures %v", failed)
+	}
+	if p := status(t, s, "pay_5"); p.Status != payments.StatusSucceeded {
+		t.Fatal("the good message was not applied")
+	}
+}
+
+func TestEventsForPaymentsWeDoNotHaveYet(t *testing.T) {
+	w, s, _ := newWorker(t)
+	// The API's request reached the provider but never committed: the event creates the payment.
+	meta := map[string]string{"twice_payment_id": "pay_6", "twice_scope": "local"}
+	if o, err := w.Apply(context.Background(), stripeEvent("evt_6", "payment_intent.succeeded", t0, "pi_6", "pay_6", meta)); err != nil || o != Applied {
+		t.Fatalf("%v %v", o, err)
+	}
+	if p := status(t, s, "pay_6"); p.Status != payments.StatusSucceeded || p.Scope != "local" || p.Amount != 2000 {
+		t.Fatalf("%+v", p)
+	}
+	// A PaymentIntent not made through twice is recorded, not applied.
+	if o, err := w.Apply(context.Background(), stripeEvent("evt_7", "payment_intent.succeeded", t0, "pi_7", "", map[string]string{})); err != nil || o != Recorded {
+		t.Fatalf("%v %v", o, err)
+	}
+}
+
+// FuzzHandle feeds arbitrary queue message bodies: the worker never panics, and a body it cannot
+// apply is reported as that message's failure, never as a batch error.
+func FuzzHandle(f *testing.F) {
+	good, _ := json.Marshal(stripeEvent("evt_f", "payment_intent.succeeded", t0, "pi_f", "", map[string]string{}))
+	for _, s := range []string{string(good), "", "{}", `{"provider":"stripe","body":"e30="}`, `{"provider":"nope"}`, "[1]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		w, _, _ := newWorker(t)
+		resp, err := w.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: body}}})
+		if err != nil {
+			t.Fatalf("batch error %v", err)
+		}
+		if len(resp.BatchItemFailures) > 1 {
+			t.Fatalf("%d failures for one message", len(resp.BatchItemFailures))
+		}
+	})
+}
