@@ -160,7 +160,7 @@ func TestCreateOutcomes(t *testing.T) {
 				io.Copy(io.Discard, r.Body)
 				<-r.Context().Done()
 			},
-			check:   wantUnknown(key, 0),
+			check: wantUnknown(key, 0),
 		},
 		"connection reset after the request is an unknown outcome": {
 			handler: resetConnection,
@@ -285,7 +285,9 @@ func TestGetOutcomes(t *testing.T) {
 			},
 		},
 		"403 is a credentials error": {
-			handler: func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 403, `{"error": {"type": "invalid_request_error"}}`) },
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, 403, `{"error": {"type": "invalid_request_error"}}`)
+			},
 			check: func(t *testing.T, _ provider.Payment, err error) {
 				var ce *provider.CredentialsError
 				if !errors.As(err, &ce) || ce.StatusCode != 403 {
