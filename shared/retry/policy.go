@@ -65,6 +65,8 @@ type Policy struct {
 	Budget  *Budget
 	Sleeper Sleeper
 	Logger  *slog.Logger
+	// Now is the clock used against ctx deadlines. Default time.Now.
+	Now func() time.Time
 
 	mu  sync.Mutex // guards rnd: *rand.Rand is not safe for concurrent use
 	rnd *rand.Rand
@@ -83,6 +85,7 @@ func New(rnd *rand.Rand) *Policy {
 		Budget:        NewBudget(DefaultBudgetCapacity),
 		Sleeper:       TimerSleeper{},
 		Logger:        slog.Default(),
+		Now:           time.Now,
 		rnd:           rnd,
 	}
 }
@@ -185,6 +188,13 @@ func (p *Policy) Do(ctx context.Context, op string, idempotent bool, fn func(con
 		}
 		if ctx.Err() != nil {
 			return errors.Join(err, ctx.Err())
+		}
+		if dl, ok := ctx.Deadline(); ok && dl.Sub(p.Now()) <= d.Wait {
+			// The caller could not use the answer: fail now rather than sleep into the deadline.
+			p.Logger.LogAttrs(ctx, slog.LevelInfo, "retry skipped: deadline before the wait ends",
+				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()),
+				slog.Duration("wait", d.Wait))
+			return err
 		}
 		if !p.Budget.Take(d.Cost) {
 			p.Logger.LogAttrs(ctx, slog.LevelWarn, "retry budget exhausted",

@@ -324,6 +324,36 @@ func TestDoStopsWhenContextEnds(t *testing.T) {
 	}
 }
 
+func TestDoDoesNotSleepIntoTheDeadline(t *testing.T) {
+	deadline := time.Now().Add(time.Hour)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	tests := map[string]struct {
+		left      time.Duration
+		wantCalls int
+	}{
+		"deadline before the wait ends": {left: 1 * time.Second, wantCalls: 1},
+		"deadline after the wait ends":  {left: 3 * time.Second, wantCalls: 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, s := testPolicy(1)
+			p.Now = func() time.Time { return deadline.Add(-tc.left) }
+			calls := 0
+			err := p.Do(ctx, "create", true, func(context.Context) error {
+				calls++
+				if calls == 1 {
+					return &provider.ThrottledError{RetryAfter: 2 * time.Second}
+				}
+				return nil
+			})
+			if calls != tc.wantCalls || len(s.waits) != tc.wantCalls-1 {
+				t.Fatalf("calls = %d, waits = %v, err = %v; want %d calls", calls, s.waits, err, tc.wantCalls)
+			}
+		})
+	}
+}
+
 func TestTimerSleeperRespectsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -70,7 +70,10 @@ func TestCreateOutcomes(t *testing.T) {
 		check   func(t *testing.T, p provider.Payment, err error)
 	}{
 		"succeeded": {
-			handler: func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, succeededBody) },
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Idempotent-Replayed", "true")
+				writeJSON(w, 200, succeededBody)
+			},
 			check: func(t *testing.T, p provider.Payment, err error) {
 				want := provider.Payment{ID: "pi_ok", Status: provider.StatusSucceeded, Amount: 1999, Currency: "usd",
 					Customer: "cus_1", PaymentMethod: "pm_card_visa", Description: "order 1",
@@ -212,6 +215,9 @@ func TestCreateOutcomes(t *testing.T) {
 			calls := rec.all()
 			if len(calls) != 1 {
 				t.Fatalf("observed %d calls, want exactly 1 (stripe-go retries must be off)", len(calls))
+			}
+			if calls[0].Replayed != (name == "succeeded") {
+				t.Fatalf("Replayed = %v", calls[0].Replayed)
 			}
 			if calls[0].IdempotencyKey != key || calls[0].Method != http.MethodPost || len(calls[0].RequestBody) == 0 {
 				t.Fatalf("observed call = %+v", calls[0])

@@ -20,10 +20,13 @@ type Call struct {
 	StatusCode     int    // 0 when no response arrived
 	RequestID      string // the provider's Request-Id, for support tickets
 	RetryAfter     string // the raw Retry-After header, when sent
-	ResponseBody   []byte
-	Started        time.Time
-	Duration       time.Duration
-	Err            error // the transport error when no (complete) response arrived
+	// Replayed: the provider answered from its idempotency cache (Idempotent-Replayed: true),
+	// so this exchange had no new effect.
+	Replayed     bool
+	ResponseBody []byte
+	Started      time.Time
+	Duration     time.Duration
+	Err          error // the transport error when no (complete) response arrived
 }
 
 // Observer receives every Call the adapter makes, after it ends. Observe runs on the request
@@ -91,6 +94,7 @@ func (c *capture) RoundTrip(req *http.Request) (*http.Response, error) {
 	call.StatusCode = res.StatusCode
 	call.RequestID = res.Header.Get("Request-Id")
 	call.RetryAfter = res.Header.Get("Retry-After")
+	call.Replayed = res.Header.Get("Idempotent-Replayed") == "true"
 	if ex != nil {
 		ex.status, ex.header = res.StatusCode, res.Header
 	}
