@@ -10,7 +10,7 @@
 //
 // Full jitter: the wait before retry n is uniform in [0, min(Cap, Base*2^n)], drawn from an
 // injected *rand.Rand. The Budget is the AWS SDK standard-mode token bucket (500 tokens, a retry
-// costs 5, an unknown outcome 10, a success refunds what its retries took or 1): when it is empty
+// costs 5, a timeout or reset 10, a success refunds what its retries took or 1): when it is empty
 // no retry happens, so an outage cannot multiply the load on the provider.
 //
 // Provider wraps any provider.Provider with a Policy; it is what the rest of the code calls.

@@ -56,7 +56,7 @@ type Policy struct {
 	// the repeat instead of holding a request open.
 	MaxRetryAfter time.Duration
 	// RetryCost and TimeoutCost are the budget tokens a retry takes; TimeoutCost applies to an
-	// unknown outcome.
+	// unknown outcome without a response (a timeout, a reset).
 	RetryCost, TimeoutCost int
 	// ShouldRetry, when set, can veto a retry the classification allows (a watermill-style
 	// predicate); it cannot force one.
@@ -152,6 +152,12 @@ func (p *Policy) Decide(err error, idempotent bool, retry int) Decision {
 			return d
 		}
 		d.Retry, d.Wait, d.Cost = true, p.Backoff(retry), p.TimeoutCost
+		var u *provider.UnknownOutcomeError
+		if errors.As(err, &u) && u.StatusCode != 0 {
+			// An answer came (5xx on a write, 409): priced like any retry, as the AWS SDK
+			// prices only timeouts higher.
+			d.Cost = p.RetryCost
+		}
 	default:
 		d.Why = "not retryable: " + c.String()
 		return d
