@@ -56,7 +56,7 @@ type Policy struct {
 	// the repeat instead of holding a request open.
 	MaxRetryAfter time.Duration
 	// RetryCost and TimeoutCost are the budget tokens a retry takes; TimeoutCost applies to an
-	// unknown outcome.
+	// unknown outcome without a response (a timeout, a reset).
 	RetryCost, TimeoutCost int
 	// ShouldRetry, when set, can veto a retry the classification allows (a watermill-style
 	// predicate); it cannot force one.
@@ -65,6 +65,8 @@ type Policy struct {
 	Budget  *Budget
 	Sleeper Sleeper
 	Logger  *slog.Logger
+	// Now is the clock used against ctx deadlines. Default time.Now.
+	Now func() time.Time
 
 	mu  sync.Mutex // guards rnd: *rand.Rand is not safe for concurrent use
 	rnd *rand.Rand
@@ -83,6 +85,7 @@ func New(rnd *rand.Rand) *Policy {
 		Budget:        NewBudget(DefaultBudgetCapacity),
 		Sleeper:       TimerSleeper{},
 		Logger:        slog.Default(),
+		Now:           time.Now,
 		rnd:           rnd,
 	}
 }
@@ -149,6 +152,12 @@ func (p *Policy) Decide(err error, idempotent bool, retry int) Decision {
 			return d
 		}
 		d.Retry, d.Wait, d.Cost = true, p.Backoff(retry), p.TimeoutCost
+		var u *provider.UnknownOutcomeError
+		if errors.As(err, &u) && u.StatusCode != 0 {
+			// An answer came (5xx on a write, 409): priced like any retry, as the AWS SDK
+			// prices only timeouts higher.
+			d.Cost = p.RetryCost
+		}
 	default:
 		d.Why = "not retryable: " + c.String()
 		return d
@@ -185,6 +194,13 @@ func (p *Policy) Do(ctx context.Context, op string, idempotent bool, fn func(con
 		}
 		if ctx.Err() != nil {
 			return errors.Join(err, ctx.Err())
+		}
+		if dl, ok := ctx.Deadline(); ok && dl.Sub(p.Now()) <= d.Wait {
+			// The caller could not use the answer: fail now rather than sleep into the deadline.
+			p.Logger.LogAttrs(ctx, slog.LevelInfo, "retry skipped: deadline before the wait ends",
+				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()),
+				slog.Duration("wait", d.Wait))
+			return err
 		}
 		if !p.Budget.Take(d.Cost) {
 			p.Logger.LogAttrs(ctx, slog.LevelWarn, "retry budget exhausted",

@@ -169,17 +169,18 @@ func TestDecide(t *testing.T) {
 		wantWait   time.Duration // -1: any full-jitter wait within the ceiling
 		wantCost   int
 	}{
-		"throttled with retry-after waits exactly": {throttled(3 * time.Second), false, Throttled, true, 3 * time.Second, DefaultRetryCost},
-		"throttled without retry-after backs off":  {throttled(0), false, Throttled, true, -1, DefaultRetryCost},
-		"throttled beyond the inline limit":        {throttled(time.Minute), true, Throttled, false, 0, DefaultRetryCost},
-		"transient backs off":                      {&provider.TransientError{Op: "get", StatusCode: 503}, false, Transient, true, -1, DefaultRetryCost},
-		"unknown outcome with a key":               {&provider.UnknownOutcomeError{Op: "create", IdempotencyKey: "k"}, true, UnknownOutcome, true, -1, DefaultTimeoutCost},
-		"unknown outcome without a key":            {&provider.UnknownOutcomeError{Op: "create"}, false, UnknownOutcome, false, 0, 0},
-		"decline is final":                         {&provider.DeclineError{}, true, Decline, false, 0, 0},
-		"permanent":                                {&provider.PermanentError{StatusCode: 400}, true, Permanent, false, 0, 0},
-		"credentials":                              {&provider.CredentialsError{StatusCode: 401}, true, Credentials, false, 0, 0},
-		"foreign error is not repeated":            {errors.New("boom"), true, Permanent, false, 0, 0},
-		"wrapped transient is found":               {fmt.Errorf("ctx: %w", &provider.TransientError{StatusCode: 500}), true, Transient, true, -1, DefaultRetryCost},
+		"throttled with retry-after waits exactly":        {throttled(3 * time.Second), false, Throttled, true, 3 * time.Second, DefaultRetryCost},
+		"throttled without retry-after backs off":         {throttled(0), false, Throttled, true, -1, DefaultRetryCost},
+		"throttled beyond the inline limit":               {throttled(time.Minute), true, Throttled, false, 0, DefaultRetryCost},
+		"transient backs off":                             {&provider.TransientError{Op: "get", StatusCode: 503}, false, Transient, true, -1, DefaultRetryCost},
+		"unknown outcome with a key":                      {&provider.UnknownOutcomeError{Op: "create", IdempotencyKey: "k"}, true, UnknownOutcome, true, -1, DefaultTimeoutCost},
+		"unknown outcome after a 5xx costs a plain retry": {&provider.UnknownOutcomeError{Op: "create", IdempotencyKey: "k", StatusCode: 502}, true, UnknownOutcome, true, -1, DefaultRetryCost},
+		"unknown outcome without a key":                   {&provider.UnknownOutcomeError{Op: "create"}, false, UnknownOutcome, false, 0, 0},
+		"decline is final":                                {&provider.DeclineError{}, true, Decline, false, 0, 0},
+		"permanent":                                       {&provider.PermanentError{StatusCode: 400}, true, Permanent, false, 0, 0},
+		"credentials":                                     {&provider.CredentialsError{StatusCode: 401}, true, Credentials, false, 0, 0},
+		"foreign error is not repeated":                   {errors.New("boom"), true, Permanent, false, 0, 0},
+		"wrapped transient is found":                      {fmt.Errorf("ctx: %w", &provider.TransientError{StatusCode: 500}), true, Transient, true, -1, DefaultRetryCost},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -321,6 +322,36 @@ func TestDoStopsWhenContextEnds(t *testing.T) {
 	err = p2.Do(ctx, "get", true, func(context.Context) error { calls++; return transient })
 	if calls != 1 || len(s2.waits) != 0 || !errors.Is(err, context.Canceled) {
 		t.Fatalf("done ctx: calls=%d waits=%v err=%v", calls, s2.waits, err)
+	}
+}
+
+func TestDoDoesNotSleepIntoTheDeadline(t *testing.T) {
+	deadline := time.Now().Add(time.Hour)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	tests := map[string]struct {
+		left      time.Duration
+		wantCalls int
+	}{
+		"deadline before the wait ends": {left: 1 * time.Second, wantCalls: 1},
+		"deadline after the wait ends":  {left: 3 * time.Second, wantCalls: 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, s := testPolicy(1)
+			p.Now = func() time.Time { return deadline.Add(-tc.left) }
+			calls := 0
+			err := p.Do(ctx, "create", true, func(context.Context) error {
+				calls++
+				if calls == 1 {
+					return &provider.ThrottledError{RetryAfter: 2 * time.Second}
+				}
+				return nil
+			})
+			if calls != tc.wantCalls || len(s.waits) != tc.wantCalls-1 {
+				t.Fatalf("calls = %d, waits = %v, err = %v; want %d calls", calls, s.waits, err, tc.wantCalls)
+			}
+		})
 	}
 }
 

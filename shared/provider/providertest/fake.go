@@ -1,0 +1,237 @@
+package providertest
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/runtwice/twice/shared/provider"
+)
+
+// TestCardDeclines maps Stripe's test payment methods that decline to their decline code, the
+// subset DESIGN.md's local contract names. Any other payment method succeeds.
+var TestCardDeclines = map[string]string{
+	"pm_card_visa_chargeDeclined":                      "generic_decline",
+	"pm_card_visa_chargeDeclinedInsufficientFunds":     "insufficient_funds",
+	"pm_card_visa_chargeDeclinedLostCard":              "lost_card",
+	"pm_card_visa_chargeDeclinedStolenCard":            "stolen_card",
+	"pm_card_visa_chargeDeclinedVelocityLimitExceeded": "card_velocity_exceeded",
+	"pm_card_chargeDeclinedExpiredCard":                "expired_card",
+	"pm_card_chargeDeclinedIncorrectCvc":               "incorrect_cvc",
+	"pm_card_chargeDeclinedProcessingError":            "processing_error",
+}
+
+// Fake is an in-memory provider.Provider with the provider's semantics that callers rely on:
+// idempotency keys (same key and request: the same payment; different request: a mismatch), test
+// cards that decline, and fault injection (a failure before or after the effect). It passes Run,
+// so tests of the payments API, recovery and reconciliation can use it in place of Stripe.
+// Safe for concurrent use.
+type Fake struct {
+	// Now stamps Created. Default time.Now.
+	Now func() time.Time
+
+	mu       sync.Mutex
+	payments map[string]provider.Payment
+	order    []string // creation order
+	keys     map[string]keyed
+	faults   []fault
+	calls    int
+}
+
+type keyed struct {
+	request string
+	id      string
+}
+
+type fault struct {
+	err         error
+	afterEffect bool
+}
+
+var _ provider.Provider = (*Fake)(nil)
+
+// FailNext makes the next n write calls (Create, Confirm) return err. With afterEffect the call
+// applies its effect first, as a provider does when the connection drops after it charged.
+func (f *Fake) FailNext(n int, err error, afterEffect bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range n {
+		f.faults = append(f.faults, fault{err: err, afterEffect: afterEffect})
+	}
+}
+
+// Calls returns how many Create and Confirm calls reached the fake, failed ones included.
+func (f *Fake) Calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// Len returns how many payments exist: a duplicate charge shows up here.
+func (f *Fake) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.payments)
+}
+
+func (f *Fake) init() {
+	if f.payments == nil {
+		f.payments = map[string]provider.Payment{}
+		f.keys = map[string]keyed{}
+	}
+}
+
+func (f *Fake) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// Create implements provider.Provider.
+func (f *Fake) Create(_ context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	if req.IdempotencyKey == "" {
+		return provider.Payment{}, provider.ErrMissingIdempotencyKey
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.init()
+	f.calls++
+	fl, failing := f.popFault()
+	if failing && !fl.afterEffect {
+		return provider.Payment{}, fl.err
+	}
+	p, err := f.idempotent(req.IdempotencyKey, fmt.Sprintf("create %+v", req), func() provider.Payment {
+		p := provider.Payment{
+			ID: fmt.Sprintf("pi_fake_%d", len(f.order)+1), Amount: req.Amount, Currency: req.Currency,
+			Customer: req.Customer, PaymentMethod: req.PaymentMethod, Description: req.Description,
+			Created: f.now().UTC().Truncate(time.Second), Metadata: maps.Clone(req.Metadata),
+		}
+		charge(&p, req.PaymentMethod)
+		f.order = append(f.order, p.ID)
+		return p
+	})
+	if failing {
+		return provider.Payment{}, fl.err
+	}
+	return p, err
+}
+
+// Confirm implements provider.Provider.
+func (f *Fake) Confirm(_ context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
+	if req.IdempotencyKey == "" {
+		return provider.Payment{}, provider.ErrMissingIdempotencyKey
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.init()
+	f.calls++
+	fl, failing := f.popFault()
+	if failing && !fl.afterEffect {
+		return provider.Payment{}, fl.err
+	}
+	if _, ok := f.payments[req.ID]; !ok {
+		return provider.Payment{}, &provider.PermanentError{Op: "confirm", StatusCode: 404, Code: "resource_missing", Err: provider.ErrNotFound}
+	}
+	p, err := f.idempotent(req.IdempotencyKey, fmt.Sprintf("confirm %+v", req), func() provider.Payment {
+		p := f.payments[req.ID]
+		if p.Status == provider.StatusSucceeded {
+			return p
+		}
+		if req.PaymentMethod != "" {
+			p.PaymentMethod = req.PaymentMethod
+		}
+		charge(&p, p.PaymentMethod)
+		return p
+	})
+	if failing {
+		return provider.Payment{}, fl.err
+	}
+	return p, err
+}
+
+// idempotent applies effect once per key and answers a repeat from the stored result.
+func (f *Fake) idempotent(key, request string, effect func() provider.Payment) (provider.Payment, error) {
+	if k, ok := f.keys[key]; ok {
+		if k.request != request {
+			return provider.Payment{}, &provider.PermanentError{Op: "create", StatusCode: 400, Code: "idempotency_error"}
+		}
+		return result(f.payments[k.id])
+	}
+	p := effect()
+	f.payments[p.ID] = p
+	f.keys[key] = keyed{request: request, id: p.ID}
+	return result(p)
+}
+
+func result(p provider.Payment) (provider.Payment, error) {
+	if p.Status == provider.StatusDeclined {
+		return p, &provider.DeclineError{Payment: p}
+	}
+	return p, nil
+}
+
+func charge(p *provider.Payment, pm string) {
+	if code, ok := TestCardDeclines[pm]; ok {
+		p.Status = provider.StatusDeclined
+		errCode := "card_declined"
+		if code == "expired_card" || code == "incorrect_cvc" || code == "processing_error" {
+			errCode = code
+		}
+		p.Decline = &provider.Decline{Code: code, ErrorCode: errCode, Network: "visa"}
+		return
+	}
+	p.Status, p.Decline = provider.StatusSucceeded, nil
+}
+
+func (f *Fake) popFault() (fault, bool) {
+	if len(f.faults) == 0 {
+		return fault{}, false
+	}
+	fl := f.faults[0]
+	f.faults = f.faults[1:]
+	return fl, true
+}
+
+// Get implements provider.Provider.
+func (f *Fake) Get(_ context.Context, id string) (provider.Payment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.payments[id]
+	if !ok {
+		return provider.Payment{}, &provider.PermanentError{Op: "get", StatusCode: 404, Code: "resource_missing", Err: provider.ErrNotFound}
+	}
+	return p, nil
+}
+
+// List implements provider.Provider: newest first, inclusive whole-second bounds.
+func (f *Fake) List(_ context.Context, lp provider.ListParams) iter.Seq2[provider.Payment, error] {
+	return func(yield func(provider.Payment, error) bool) {
+		f.mu.Lock()
+		var out []provider.Payment
+		started := lp.StartingAfter == ""
+		for _, id := range slices.Backward(f.order) {
+			if !started {
+				started = id == lp.StartingAfter
+				continue
+			}
+			p := f.payments[id]
+			if (lp.Customer != "" && p.Customer != lp.Customer) ||
+				(!lp.CreatedFrom.IsZero() && p.Created.Unix() < lp.CreatedFrom.Unix()) ||
+				(!lp.CreatedTo.IsZero() && p.Created.Unix() > lp.CreatedTo.Unix()) {
+				continue
+			}
+			out = append(out, p)
+		}
+		f.mu.Unlock()
+		for _, p := range out {
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package stripeprovider
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"time"
+
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/stripe/stripe-go/v82"
+)
+
+// DefaultTimeout bounds one HTTP exchange with Stripe. A payment request has a caller waiting
+// behind API Gateway's 29 s limit; the retry policy may make up to three exchanges.
+const DefaultTimeout = 8 * time.Second
+
+// ListPageSize is the page size of List, Stripe's maximum.
+const ListPageSize = 100
+
+// ErrNoAPIKey: New was given no API key.
+var ErrNoAPIKey = errors.New("stripeprovider: no API key")
+
+// Config configures the adapter.
+type Config struct {
+	APIKey string
+	// BaseURL is the API origin without /v1: https://api.stripe.com (the default), the local
+	// simulator, or stripe-mock.
+	BaseURL string
+	// HTTPClient is copied, never modified; its Transport (http.DefaultTransport when nil) is
+	// wrapped to observe every exchange. When nil, a client with Timeout is used.
+	HTTPClient *http.Client
+	// Timeout applies when HTTPClient is nil or has no timeout of its own. Default DefaultTimeout.
+	Timeout time.Duration
+	// Observer, when set, receives every HTTP exchange (the attempt log).
+	Observer Observer
+	// Now is the clock for Call timing and Retry-After dates. Default time.Now.
+	Now func() time.Time
+}
+
+// Client is the Stripe implementation of provider.Provider, on stripe-go's PaymentIntents API.
+// It makes exactly one HTTP exchange per call (stripe-go's own retries are off) and maps every
+// failure to the typed errors of package provider; package retry decides about repeats.
+type Client struct {
+	sc  *stripe.Client
+	now func() time.Time
+}
+
+var _ provider.Provider = (*Client)(nil)
+
+// New returns an adapter for cfg. It makes no network call.
+func New(cfg Config) (*Client, error) {
+	if cfg.APIKey == "" {
+		return nil, ErrNoAPIKey
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = stripe.APIURL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	hc := &http.Client{}
+	if cfg.HTTPClient != nil {
+		*hc = *cfg.HTTPClient
+	}
+	if hc.Timeout <= 0 {
+		hc.Timeout = cfg.Timeout
+	}
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc.Transport = &capture{next: next, observer: cfg.Observer, now: cfg.Now}
+
+	backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		HTTPClient:        hc,
+		URL:               stripe.String(cfg.BaseURL),
+		MaxNetworkRetries: stripe.Int64(0), // package retry decides, with a budget
+		EnableTelemetry:   stripe.Bool(false),
+		LeveledLogger:     quietLogger{}, // our own slog lines and the attempt log say what matters
+	})
+	return &Client{sc: stripe.NewClient(cfg.APIKey, stripe.WithBackends(backends)), now: cfg.Now}, nil
+}
+
+// Create creates and confirms a PaymentIntent for a card payment method in one call. A decline
+// returns the declined Payment and a *provider.DeclineError holding it.
+func (c *Client) Create(ctx context.Context, req provider.CreateRequest) (provider.Payment, error) {
+	if req.IdempotencyKey == "" {
+		return provider.Payment{}, provider.ErrMissingIdempotencyKey
+	}
+	params := &stripe.PaymentIntentCreateParams{
+		Amount:   stripe.Int64(req.Amount),
+		Currency: stripe.String(req.Currency),
+		Confirm:  stripe.Bool(true),
+		// A card-only intent needs no return_url when confirmed server-side.
+		PaymentMethodTypes: []*string{stripe.String("card")},
+		Metadata:           req.Metadata,
+	}
+	setString(&params.Customer, req.Customer)
+	setString(&params.PaymentMethod, req.PaymentMethod)
+	setString(&params.Description, req.Description)
+	if req.OffSession {
+		params.OffSession = stripe.Bool(true)
+	}
+	params.IdempotencyKey = stripe.String(req.IdempotencyKey)
+
+	ctx, ex := withExchange(ctx)
+	pi, err := c.sc.V1PaymentIntents.Create(ctx, params)
+	return c.result("create", req.IdempotencyKey, pi, err, ex)
+}
+
+// Get retrieves a PaymentIntent. A declined payment is a Payment with StatusDeclined, not an
+// error; a missing one is a *provider.PermanentError matching provider.ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (provider.Payment, error) {
+	ctx, ex := withExchange(ctx)
+	pi, err := c.sc.V1PaymentIntents.Retrieve(ctx, id, &stripe.PaymentIntentRetrieveParams{})
+	return c.result("get", "", pi, err, ex)
+}
+
+// Confirm confirms an existing PaymentIntent, with a new payment method when given.
+func (c *Client) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
+	if req.IdempotencyKey == "" {
+		return provider.Payment{}, provider.ErrMissingIdempotencyKey
+	}
+	params := &stripe.PaymentIntentConfirmParams{}
+	setString(&params.PaymentMethod, req.PaymentMethod)
+	if req.OffSession {
+		params.OffSession = stripe.Bool(true)
+	}
+	params.IdempotencyKey = stripe.String(req.IdempotencyKey)
+
+	ctx, ex := withExchange(ctx)
+	pi, err := c.sc.V1PaymentIntents.Confirm(ctx, req.ID, params)
+	return c.result("confirm", req.IdempotencyKey, pi, err, ex)
+}
+
+// List pages through PaymentIntents newest first, ListPageSize at a time, with created[gte] and
+// created[lte] (whole seconds, inclusive) and customer. Items carry no advice codes: Stripe's
+// list gives last_payment_error without the raw fields this adapter reads them from.
+func (c *Client) List(ctx context.Context, p provider.ListParams) iter.Seq2[provider.Payment, error] {
+	return func(yield func(provider.Payment, error) bool) {
+		params := &stripe.PaymentIntentListParams{}
+		params.Limit = stripe.Int64(ListPageSize)
+		setString(&params.StartingAfter, p.StartingAfter)
+		setString(&params.Customer, p.Customer)
+		if !p.CreatedFrom.IsZero() || !p.CreatedTo.IsZero() {
+			r := &stripe.RangeQueryParams{}
+			if !p.CreatedFrom.IsZero() {
+				r.GreaterThanOrEqual = p.CreatedFrom.Unix()
+			}
+			if !p.CreatedTo.IsZero() {
+				r.LesserThanOrEqual = p.CreatedTo.Unix()
+			}
+			params.CreatedRange = r
+		}
+		ctx, ex := withExchange(ctx)
+		for pi, err := range c.sc.V1PaymentIntents.List(ctx, params) {
+			if err != nil {
+				yield(provider.Payment{}, c.mapError("list", "", err, ex))
+				return
+			}
+			if !yield(toPayment(pi, nil), nil) {
+				return
+			}
+		}
+	}
+}
+
+func (c *Client) result(op, key string, pi *stripe.PaymentIntent, err error, ex *exchange) (provider.Payment, error) {
+	if err != nil {
+		err = c.mapError(op, key, err, ex)
+		var d *provider.DeclineError
+		if errors.As(err, &d) {
+			return d.Payment, err
+		}
+		return provider.Payment{}, err
+	}
+	var raw []byte
+	if pi.LastResponse != nil {
+		raw = pi.LastResponse.RawJSON
+	}
+	return toPayment(pi, raw), nil
+}
+
+func setString(dst **string, v string) {
+	if v != "" {
+		*dst = stripe.String(v)
+	}
+}
+
+// quietLogger drops stripe-go's own log lines.
+type quietLogger struct{}
+
+func (quietLogger) Debugf(string, ...any) {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Warnf(string, ...any)  {}
