@@ -1,0 +1,154 @@
+package stripesim
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Buckets of providersim.db. Ids are fixed-width base62 of a per-bucket sequence, so a
+// bucket's key order is creation order.
+var (
+	bucketPIs      = []byte("payment_intents")
+	bucketPIByTime = []byte("payment_intents_by_created") // be64(created) + id -> nothing
+	bucketIdem     = []byte("idempotency_keys")
+	bucketCharges  = []byte("charges")
+	bucketRefunds  = []byte("refunds")
+	bucketEvents   = []byte("events")
+	bucketOutbox   = []byte("outbox") // be64(seq) -> delivery
+	bucketCards    = []byte("cards")
+	bucketMeta     = []byte("meta")
+	allBuckets     = [][]byte{bucketPIs, bucketPIByTime, bucketIdem, bucketCharges, bucketRefunds,
+		bucketEvents, bucketOutbox, bucketCards, bucketMeta}
+)
+
+var (
+	metaDropWebhooks = []byte("drop_webhooks")
+	metaPaused       = []byte("webhooks_paused")
+)
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// newID is prefix + the next sequence of b in 16 base62 digits.
+func newID(b *bolt.Bucket, prefix string) (string, error) {
+	n, err := b.NextSequence()
+	if err != nil {
+		return "", fmt.Errorf("stripesim: sequence: %w", err)
+	}
+	var buf [16]byte
+	for i := len(buf) - 1; i >= 0; i-- {
+		buf[i] = base62[n%62]
+		n /= 62
+	}
+	return prefix + string(buf[:]), nil
+}
+
+func be64(n uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	return b[:]
+}
+
+func timeKey(created int64, id string) []byte {
+	// Offset so negative times still sort before positive ones.
+	return append(be64(uint64(created)^(1<<63)), id...)
+}
+
+func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
+	raw := b.Get(key)
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("stripesim: decode %s: %w", key, err)
+	}
+	return true, nil
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("stripesim: encode %s: %w", key, err)
+	}
+	return b.Put(key, raw)
+}
+
+// idemRecord is a saved response for an idempotency key.
+type idemRecord struct {
+	Fingerprint string `json:"fingerprint"`
+	Status      int    `json:"status"`
+	Body        []byte `json:"body"`
+	RequestID   string `json:"request_id"`
+	CreatedAt   int64  `json:"created_at"` // unix nanoseconds
+}
+
+// charge is the minimal Charge record kept for refunds and events.
+type charge struct {
+	ID             string  `json:"id"`
+	Object         string  `json:"object"`
+	Amount         int64   `json:"amount"`
+	AmountCaptured int64   `json:"amount_captured"`
+	AmountRefunded int64   `json:"amount_refunded"`
+	Captured       bool    `json:"captured"`
+	Created        int64   `json:"created"`
+	Currency       string  `json:"currency"`
+	Customer       *string `json:"customer"`
+	Livemode       bool    `json:"livemode"`
+	Paid           bool    `json:"paid"`
+	PaymentIntent  string  `json:"payment_intent"`
+	PaymentMethod  string  `json:"payment_method"`
+	Refunded       bool    `json:"refunded"`
+	Status         string  `json:"status"`
+	FailureCode    *string `json:"failure_code"`
+	FailureMessage *string `json:"failure_message"`
+}
+
+// refund is Stripe's Refund object.
+type refund struct {
+	ID            string            `json:"id"`
+	Object        string            `json:"object"`
+	Amount        int64             `json:"amount"`
+	Charge        string            `json:"charge"`
+	Created       int64             `json:"created"`
+	Currency      string            `json:"currency"`
+	Metadata      map[string]string `json:"metadata"`
+	PaymentIntent string            `json:"payment_intent"`
+	Reason        *string           `json:"reason"`
+	Status        string            `json:"status"`
+}
+
+// Delivery states of an event, as shown by GET /_sim/events.
+const (
+	DeliveryPending    = "pending"    // queued in the outbox, not yet acknowledged
+	DeliveryDelivered  = "delivered"  // acknowledged with a 2xx at least once
+	DeliveryFailed     = "failed"     // retries exhausted (the retry horizon passed)
+	DeliveryDropped    = "dropped"    // dropped on purpose (POST /_sim/webhooks/drop)
+	DeliverySuppressed = "suppressed" // created through a control that sends no webhook
+	DeliveryDisabled   = "disabled"   // the simulator has no webhook URL
+)
+
+// storedEvent is an event and the state of its deliveries.
+type storedEvent struct {
+	Event       json.RawMessage `json:"event"`
+	Type        string          `json:"type"`
+	ObjectID    string          `json:"object_id"`
+	Created     int64           `json:"created"`
+	State       string          `json:"state"`
+	Attempts    int             `json:"attempts"`
+	Deliveries  int             `json:"deliveries"`
+	LastStatus  int             `json:"last_status,omitempty"`
+	LastError   string          `json:"last_error,omitempty"`
+	DeliveredAt int64           `json:"delivered_at,omitempty"`
+}
+
+// delivery is one outbox entry: events sent in order, resuming at Pos after a failure.
+type delivery struct {
+	EventIDs  []string `json:"event_ids"`
+	Pos       int      `json:"pos"`
+	Attempts  int      `json:"attempts"`
+	NextAt    int64    `json:"next_at"`    // unix nanoseconds
+	CreatedAt int64    `json:"created_at"` // unix nanoseconds
+	Replay    bool     `json:"replay,omitempty"`
+}
