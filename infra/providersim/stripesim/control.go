@@ -145,6 +145,9 @@ func parseReplay(body io.Reader) (ReplayRequest, error) {
 	if !strings.HasPrefix(q.EventID, "evt_") {
 		return q, badControl("event_id must be an evt_ id")
 	}
+	if q.Times == 0 { // absent or zero: once
+		q.Times = 1
+	}
 	if q.Times < 1 || q.Times > 100 {
 		return q, badControl("times must be within 1..100")
 	}
