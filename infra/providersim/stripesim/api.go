@@ -78,6 +78,22 @@ func (s *Simulator) idempotent(r *http.Request, form url.Values, effect effectFu
 		replayed bool
 		mismatch bool
 	)
+	// Fast path: a replay needs no write transaction.
+	if key != "" {
+		var rec idemRecord
+		var found bool
+		if err := s.db.View(func(tx *bolt.Tx) error {
+			var err error
+			found, err = getJSON(tx.Bucket(bucketIdem), scoped, &rec)
+			return err
+		}); err != nil {
+			return response{}, false, err
+		}
+		if found && rec.Fingerprint == fp && now.Sub(time.Unix(0, rec.CreatedAt)) < IdempotencyKeyTTL {
+			s.stats.replayed.Add(1)
+			return response{status: rec.Status, body: rec.Body}, true, nil
+		}
+	}
 	err := s.db.Batch(func(tx *bolt.Tx) error {
 		resp, replayed, mismatch = response{}, false, false // Batch may run fn again
 		idem := tx.Bucket(bucketIdem)

@@ -67,6 +67,8 @@ type Config struct {
 	SenderConcurrency int
 	// MaxBatchSize is bbolt's group-commit size (default 64); see DESIGN.md's bbolt notes.
 	MaxBatchSize int
+	// MaxBatchDelay is bbolt's group-commit wait (default 2 ms).
+	MaxBatchDelay time.Duration
 	// NoSync turns fsync off, for benchmarks of the simulator's own cost only.
 	NoSync bool
 }
@@ -139,6 +141,9 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.MaxBatchSize <= 0 {
 		cfg.MaxBatchSize = 64
 	}
+	if cfg.MaxBatchDelay <= 0 {
+		cfg.MaxBatchDelay = 2 * time.Millisecond
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("stripesim: data dir: %w", err)
 	}
@@ -147,7 +152,7 @@ func New(cfg Config) (*Simulator, error) {
 		return nil, fmt.Errorf("stripesim: open %s: %w", DBFile, err)
 	}
 	db.MaxBatchSize = cfg.MaxBatchSize
-	db.MaxBatchDelay = 2 * time.Millisecond
+	db.MaxBatchDelay = cfg.MaxBatchDelay
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {

@@ -137,95 +137,104 @@ func (s *Simulator) Deliver(ctx context.Context) (int, error) {
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
-	var (
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, s.cfg.SenderConcurrency)
-		mu    sync.Mutex
-		total int
-		first error
-	)
+	results := make([]entryResult, len(due))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, s.cfg.SenderConcurrency)
 	for i := range due {
 		wg.Add(1)
 		sem <- struct{}{}
-		go func(e *dueEntry) {
+		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			n, err := s.sendEntry(ctx, e, now)
-			mu.Lock()
-			total += n
-			if err != nil && first == nil {
-				first = err
-			}
-			mu.Unlock()
-		}(&due[i])
+			results[i] = s.sendEntry(ctx, &due[i], now)
+		}()
 	}
 	wg.Wait()
-	return total, first
+	// One transaction records the whole pass, and it joins the creates' group commit.
+	total := 0
+	err = s.db.Batch(func(tx *bolt.Tx) error {
+		total = 0
+		for i := range due {
+			n, err := s.record(tx, &due[i], results[i], now)
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.stats.sent.Add(int64(total))
+	return total, nil
 }
 
-// result of sending one event.
-type sendResult struct {
-	status int
-	err    error
+// entryResult is how far sending one outbox entry got.
+type entryResult struct {
+	sent   int   // events acknowledged, from Pos on
+	failed bool  // the next event was not acknowledged
+	status int   // its HTTP status, 0 for a transport error
+	err    error // its transport error
 }
 
-func (s *Simulator) sendEntry(ctx context.Context, e *dueEntry, now time.Time) (int, error) {
-	sent := 0
-	var failed *sendResult
+// sendEntry posts the entry's events in order from Pos, stopping at the first failure.
+func (s *Simulator) sendEntry(ctx context.Context, e *dueEntry, now time.Time) entryResult {
+	var r entryResult
 	for i := e.d.Pos; i < len(e.events); i++ {
 		status, err := s.post(ctx, e.events[i], now)
 		if err == nil && status/100 == 2 {
-			sent++
+			r.sent++
 			continue
 		}
-		failed = &sendResult{status: status, err: err}
+		r.failed, r.status, r.err = true, status, err
+		s.stats.sendFailures.Add(1)
+		s.log.Warn("webhook delivery failed; will retry", "event_id", e.d.EventIDs[i], "status", status,
+			"attempt", e.d.Attempts+1)
 		break
 	}
+	return r
+}
+
+// record stores the outcome of one entry: delivered events, and either the entry's
+// removal or its next attempt (full-jitter backoff), or giving up after RetryHorizon.
+func (s *Simulator) record(tx *bolt.Tx, e *dueEntry, r entryResult, now time.Time) (int, error) {
+	events := tx.Bucket(bucketEvents)
+	ob := tx.Bucket(bucketOutbox)
 	pos := e.d.Pos
-	err := s.db.Batch(func(tx *bolt.Tx) error {
-		events := tx.Bucket(bucketEvents)
-		ob := tx.Bucket(bucketOutbox)
-		for i := pos; i < pos+sent; i++ {
-			if err := updateEvent(events, e.d.EventIDs[i], func(se *storedEvent) {
-				se.State, se.Attempts, se.Deliveries = DeliveryDelivered, se.Attempts+1, se.Deliveries+1
-				se.LastStatus, se.LastError, se.DeliveredAt = 200, "", now.Unix()
-			}); err != nil {
-				return err
-			}
-		}
-		if failed == nil {
-			return ob.Delete(e.key)
-		}
-		d := e.d
-		d.Pos = pos + sent
-		d.Attempts++
-		giveUp := now.Sub(time.Unix(0, d.CreatedAt)) > s.cfg.RetryHorizon
-		d.NextAt = now.Add(s.backoff(d.Attempts)).UnixNano()
-		msg := ""
-		if failed.err != nil {
-			msg = failed.err.Error()
-		}
-		if err := updateEvent(events, d.EventIDs[d.Pos], func(se *storedEvent) {
-			se.Attempts++
-			se.LastStatus, se.LastError = failed.status, msg
-			if giveUp && se.Deliveries == 0 {
-				se.State = DeliveryFailed
-			}
+	for i := pos; i < pos+r.sent; i++ {
+		if err := updateEvent(events, e.d.EventIDs[i], func(se *storedEvent) {
+			se.State, se.Attempts, se.Deliveries = DeliveryDelivered, se.Attempts+1, se.Deliveries+1
+			se.LastStatus, se.LastError, se.DeliveredAt = 200, "", now.Unix()
 		}); err != nil {
-			return err
+			return 0, err
 		}
-		if giveUp {
-			return ob.Delete(e.key)
-		}
-		return putJSON(ob, e.key, d)
-	})
-	s.stats.sent.Add(int64(sent))
-	if failed != nil {
-		s.stats.sendFailures.Add(1)
-		s.log.Warn("webhook delivery failed; will retry", "event_id", e.d.EventIDs[pos+sent],
-			"status", failed.status, "attempt", e.d.Attempts+1)
 	}
-	return sent, err
+	if !r.failed {
+		return r.sent, ob.Delete(e.key)
+	}
+	d := e.d
+	d.Pos = pos + r.sent
+	d.Attempts++
+	giveUp := now.Sub(time.Unix(0, d.CreatedAt)) > s.cfg.RetryHorizon
+	d.NextAt = now.Add(s.backoff(d.Attempts)).UnixNano()
+	msg := ""
+	if r.err != nil {
+		msg = "transport error" // the error text may carry local addresses; keep the state terse
+	}
+	if err := updateEvent(events, d.EventIDs[d.Pos], func(se *storedEvent) {
+		se.Attempts++
+		se.LastStatus, se.LastError = r.status, msg
+		if giveUp && se.Deliveries == 0 {
+			se.State = DeliveryFailed
+		}
+	}); err != nil {
+		return 0, err
+	}
+	if giveUp {
+		return r.sent, ob.Delete(e.key)
+	}
+	return r.sent, putJSON(ob, e.key, d)
 }
 
 func updateEvent(b *bolt.Bucket, id string, f func(*storedEvent)) error {
