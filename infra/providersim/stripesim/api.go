@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -212,12 +213,16 @@ func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
 		if p.Confirm {
-			return s.confirmPI(tx, &em, pi, p.PaymentMethod, now)
+			return s.confirmPI(tx, &em, pi, p.PaymentMethod, now, p.Expand)
 		}
 		if err := s.savePI(tx, pi); err != nil {
 			return response{}, false, err
 		}
-		return response{status: http.StatusOK, body: jsonBody(pi)}, true, nil
+		body := jsonBody(pi)
+		if slices.Contains(p.Expand, "latest_charge") {
+			body, err = expandStored(tx, body)
+		}
+		return response{status: http.StatusOK, body: body}, true, err
 	})
 	if err != nil {
 		s.log.Error("create payment intent", "err", err)
@@ -330,7 +335,7 @@ func cardOutcome(tx *bolt.Tx, pm string) (outcome, error) {
 }
 
 // confirmPI charges pi's PaymentMethod and records the state change and its event.
-func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm string, now time.Time) (response, bool, error) {
+func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm string, now time.Time, expand []string) (response, bool, error) {
 	o, err := cardOutcome(tx, pm)
 	if err != nil {
 		return response{}, false, err
@@ -341,6 +346,11 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 	}
 	ch := charge{ID: chID, Object: "charge", Amount: pi.Amount, Created: now.Unix(), Currency: pi.Currency,
 		Customer: pi.Customer, PaymentIntent: pi.ID, PaymentMethod: pm}
+	ch.PaymentMethodDetails.Type = "card"
+	ch.PaymentMethodDetails.Card.Brand, ch.PaymentMethodDetails.Card.Last4 = o.brand, o.last4
+	ch.PaymentMethodDetails.Card.Funding, ch.PaymentMethodDetails.Card.Network = o.funding, o.brand
+	ch.Outcome = chargeOutcome{NetworkStatus: "approved_by_network", RiskLevel: "normal", RiskScore: 20,
+		SellerMessage: "Payment complete.", Type: "authorized"}
 	pi.LatestCharge = &chID
 	pi.PaymentMethod = &pm
 	switch {
@@ -348,6 +358,10 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 		d := o.decline
 		ch.Status = "failed"
 		ch.FailureCode, ch.FailureMessage = &d.Code, &d.Message
+		ch.Outcome = chargeOutcome{AdviceCode: strPtr(d.AdviceCode), NetworkAdviceCode: strPtr(d.NetworkAdviceCode),
+			NetworkDeclineCode: strPtr(d.NetworkDeclineCode), NetworkStatus: "declined_by_network",
+			Reason: strPtr(d.DeclineCode), RiskLevel: "normal", RiskScore: 20,
+			SellerMessage: "The bank did not return any further details with this decline.", Type: "issuer_declined"}
 		pi.Status = StatusRequiresPaymentMethod
 		pi.PaymentMethod = nil // Stripe detaches a declined PaymentMethod from the intent
 		pi.LastPaymentError = &CardError{
@@ -390,14 +404,44 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 			return response{}, false, err
 		}
 	}
+	respJSON := piJSON
+	if slices.Contains(expand, "latest_charge") {
+		respJSON = withCharge(piJSON, ch)
+	}
 	if pi.Status == StatusRequiresPaymentMethod {
 		s.stats.declined.Add(1)
 		e := *pi.LastPaymentError
-		e.PaymentIntent = piJSON
+		e.PaymentIntent = respJSON
 		e.RequestLogURL = "https://dashboard.stripe.com/test/logs/" + em.requestID
 		return errorResponse(http.StatusPaymentRequired, e), true, nil
 	}
-	return response{status: http.StatusOK, body: piJSON}, true, nil
+	return response{status: http.StatusOK, body: respJSON}, true, nil
+}
+
+// withCharge expands latest_charge in a PaymentIntent's JSON into the Charge object.
+func withCharge(piJSON []byte, ch charge) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(piJSON, &m); err != nil {
+		return piJSON
+	}
+	m["latest_charge"] = jsonBody(ch)
+	return jsonBody(m)
+}
+
+// expandStored expands latest_charge of a stored PaymentIntent from the charges bucket.
+func expandStored(tx *bolt.Tx, raw []byte) ([]byte, error) {
+	var ref struct {
+		LatestCharge *string `json:"latest_charge"`
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil || ref.LatestCharge == nil {
+		return raw, err
+	}
+	var ch charge
+	found, err := getJSON(tx.Bucket(bucketCharges), []byte(*ref.LatestCharge), &ch)
+	if err != nil || !found {
+		return raw, err
+	}
+	return withCharge(raw, ch), nil
 }
 
 func (s *Simulator) handleConfirm(w http.ResponseWriter, r *http.Request) {
@@ -434,7 +478,7 @@ func (s *Simulator) handleConfirm(w http.ResponseWriter, r *http.Request) {
 				Message: fmt.Sprintf("This PaymentIntent's status is %s, but it must be requires_payment_method or requires_confirmation to be confirmed.", pi.Status)}), true, nil
 		}
 		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
-		return s.confirmPI(tx, &em, pi, pm, now)
+		return s.confirmPI(tx, &em, pi, pm, now, p.Expand)
 	})
 	if err != nil {
 		s.log.Error("confirm payment intent", "err", err)
@@ -449,8 +493,17 @@ func (s *Simulator) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	for k := range form {
-		if base, _, _ := splitParam(k); base != "expand" && base != "client_secret" {
+	var c common
+	for k, vs := range form {
+		base, segs, _ := splitParam(k)
+		switch base {
+		case "client_secret":
+		case "expand":
+			if perr := parseExpand(segs, vs, &c); perr != nil {
+				writeParamError(w, perr)
+				return
+			}
+		default:
 			writeParamError(w, unknownParam(k))
 			return
 		}
@@ -459,6 +512,11 @@ func (s *Simulator) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 	var body []byte
 	err := s.db.View(func(tx *bolt.Tx) error {
 		body = bytes.Clone(tx.Bucket(bucketPIs).Get([]byte(id)))
+		if body != nil && slices.Contains(c.Expand, "latest_charge") {
+			var err error
+			body, err = expandStored(tx, body)
+			return err
+		}
 		return nil
 	})
 	if err != nil {
@@ -536,6 +594,10 @@ func listPIs(tx *bolt.Tx, p listParams) (data []json.RawMessage, hasMore bool, m
 		}
 		if p.Customer != "" && (pi.Customer == nil || *pi.Customer != p.Customer) {
 			return nil, false, nil
+		}
+		if slices.Contains(p.Expand, "data.latest_charge") {
+			out, err := expandStored(tx, raw)
+			return bytes.Clone(out), true, err
 		}
 		return bytes.Clone(raw), true, nil
 	}

@@ -511,7 +511,7 @@ func (s *Simulator) handleSimCreate(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		em := emitter{s: s, tx: tx, now: now, silent: !q.Webhook}
-		resp, _, err = s.confirmPI(tx, &em, pi, q.PaymentMethod, now)
+		resp, _, err = s.confirmPI(tx, &em, pi, q.PaymentMethod, now, nil)
 		return err
 	})
 	if err != nil {

@@ -221,6 +221,9 @@ func TestTestCardsThroughStripeGo(t *testing.T) {
 					pi.PaymentMethod.ID != tc.pm || pi.Livemode || pi.ClientSecret == "" {
 					t.Fatalf("unexpected intent %+v", pi)
 				}
+				if pi.LatestCharge.Outcome == nil || pi.LatestCharge.Outcome.Type != "authorized" || pi.LatestCharge.PaymentMethodDetails.Card.Brand == "" {
+					t.Fatalf("expanded charge: %+v", pi.LatestCharge)
+				}
 				return
 			}
 			var se *stripe.Error
@@ -235,6 +238,10 @@ func TestTestCardsThroughStripeGo(t *testing.T) {
 				se.PaymentIntent.LastPaymentError == nil || string(se.PaymentIntent.LastPaymentError.DeclineCode) != tc.wantDecline ||
 				se.PaymentMethod == nil || se.PaymentMethod.ID != tc.pm || se.ChargeID == "" {
 				t.Fatalf("decline lacks its intent or payment method: %+v", se)
+			}
+			if ch := se.PaymentIntent.LatestCharge; ch == nil || ch.Outcome == nil || ch.Outcome.Reason != tc.wantDecline ||
+				ch.Outcome.Type != "issuer_declined" || ch.Status != stripe.ChargeStatusFailed {
+				t.Fatalf("expanded failed charge: %+v", ch)
 			}
 			got, err := h.client.V1PaymentIntents.Retrieve(ctx, se.PaymentIntent.ID, nil)
 			if err != nil || got.Status != stripe.PaymentIntentStatusRequiresPaymentMethod || got.PaymentMethod != nil {
@@ -287,6 +294,9 @@ func TestProgrammedCardDeclinesThenSucceeds(t *testing.T) {
 			var se *stripe.Error
 			if !errors.As(err, &se) || se.DeclineCode != stripe.DeclineCodeInsufficientFunds {
 				t.Fatalf("attempt %d: %v", i, err)
+			}
+			if o := se.PaymentIntent.LatestCharge.Outcome; o.NetworkAdviceCode != "24" || o.AdviceCode != "try_again_later" {
+				t.Fatalf("charge outcome: %+v", o)
 			}
 			raw := string(se.LastResponse.RawJSON)
 			if !strings.Contains(raw, `"network_advice_code":"24"`) || !strings.Contains(raw, `"advice_code":"try_again_later"`) ||
@@ -419,6 +429,15 @@ func TestListPaginationAndFilters(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	lp := &stripe.PaymentIntentListParams{ListParams: stripe.ListParams{Limit: stripe.Int64(2)}}
+	lp.AddExpand("data.latest_charge")
+	for pi, err := range h.client.V1PaymentIntents.List(ctx, lp) {
+		if err != nil || pi.LatestCharge == nil || pi.LatestCharge.Amount != 2000 {
+			t.Fatalf("expanded list item: %+v %v", pi, err)
+		}
+		break
 	}
 
 	// One raw page: has_more, url, and ending_before back from the second page.

@@ -86,6 +86,7 @@ type Simulator struct {
 	rnd    *rand.Rand
 
 	kick      chan struct{}
+	quit      chan struct{} // closed by Close: releases held connections
 	deliverMu sync.Mutex
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -170,6 +171,7 @@ func New(cfg Config) (*Simulator, error) {
 		log:     cfg.Logger,
 		rnd:     cfg.Rand,
 		kick:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
 		bootTag: encode62(uint64(cfg.Now().UnixNano()), 10),
 	}
 	s.routes()
@@ -214,6 +216,7 @@ func (s *Simulator) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	close(s.quit)
 	if s.stop != nil {
 		s.stop()
 		<-s.done
@@ -347,6 +350,7 @@ func (s *Simulator) hold(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	case <-s.quit:
 	}
 }
 

@@ -86,23 +86,47 @@ type idemRecord struct {
 
 // charge is the minimal Charge record kept for refunds and events.
 type charge struct {
-	ID             string  `json:"id"`
-	Object         string  `json:"object"`
-	Amount         int64   `json:"amount"`
-	AmountCaptured int64   `json:"amount_captured"`
-	AmountRefunded int64   `json:"amount_refunded"`
-	Captured       bool    `json:"captured"`
-	Created        int64   `json:"created"`
-	Currency       string  `json:"currency"`
-	Customer       *string `json:"customer"`
-	Livemode       bool    `json:"livemode"`
-	Paid           bool    `json:"paid"`
-	PaymentIntent  string  `json:"payment_intent"`
-	PaymentMethod  string  `json:"payment_method"`
-	Refunded       bool    `json:"refunded"`
-	Status         string  `json:"status"`
-	FailureCode    *string `json:"failure_code"`
-	FailureMessage *string `json:"failure_message"`
+	ID                   string        `json:"id"`
+	Object               string        `json:"object"`
+	Amount               int64         `json:"amount"`
+	AmountCaptured       int64         `json:"amount_captured"`
+	AmountRefunded       int64         `json:"amount_refunded"`
+	Captured             bool          `json:"captured"`
+	Created              int64         `json:"created"`
+	Currency             string        `json:"currency"`
+	Customer             *string       `json:"customer"`
+	Livemode             bool          `json:"livemode"`
+	Paid                 bool          `json:"paid"`
+	PaymentIntent        string        `json:"payment_intent"`
+	PaymentMethod        string        `json:"payment_method"`
+	Refunded             bool          `json:"refunded"`
+	Status               string        `json:"status"`
+	FailureCode          *string       `json:"failure_code"`
+	FailureMessage       *string       `json:"failure_message"`
+	Outcome              chargeOutcome `json:"outcome"`
+	PaymentMethodDetails struct {
+		Type string `json:"type"`
+		Card struct {
+			Brand   string `json:"brand"`
+			Last4   string `json:"last4"`
+			Funding string `json:"funding"`
+			Network string `json:"network"`
+		} `json:"card"`
+	} `json:"payment_method_details"`
+}
+
+// chargeOutcome is Stripe's charge.outcome, where the advice codes of a decline live
+// in stripe-go's types (its Error type has no advice_code fields).
+type chargeOutcome struct {
+	AdviceCode         *string `json:"advice_code"`
+	NetworkAdviceCode  *string `json:"network_advice_code"`
+	NetworkDeclineCode *string `json:"network_decline_code"`
+	NetworkStatus      string  `json:"network_status"`
+	Reason             *string `json:"reason"`
+	RiskLevel          string  `json:"risk_level"`
+	RiskScore          int64   `json:"risk_score"`
+	SellerMessage      string  `json:"seller_message"`
+	Type               string  `json:"type"`
 }
 
 // refund is Stripe's Refund object.
