@@ -85,7 +85,7 @@ func (s *Simulator) idempotent(r *http.Request, form url.Values, effect effectFu
 		var found bool
 		if err := s.db.View(func(tx *bolt.Tx) error {
 			var err error
-			found, err = getJSON(tx.Bucket(bucketIdem), scoped, &rec)
+			rec, found, err = getIdem(tx, scoped)
 			return err
 		}); err != nil {
 			return response{}, false, err
@@ -97,10 +97,9 @@ func (s *Simulator) idempotent(r *http.Request, form url.Values, effect effectFu
 	}
 	err := s.db.Batch(func(tx *bolt.Tx) error {
 		resp, replayed, mismatch = response{}, false, false // Batch may run fn again
-		idem := tx.Bucket(bucketIdem)
+		idem := bucket(tx, bucketIdem)
 		if key != "" {
-			var rec idemRecord
-			found, err := getJSON(idem, scoped, &rec)
+			rec, found, err := getIdem(tx, scoped)
 			if err != nil {
 				return err
 			}
@@ -124,8 +123,8 @@ func (s *Simulator) idempotent(r *http.Request, form url.Values, effect effectFu
 			return err
 		}
 		if key != "" && save {
-			return putJSON(idem, scoped, idemRecord{Fingerprint: fp, Status: resp.status, Body: resp.body,
-				RequestID: req.requestID, CreatedAt: now.UnixNano()})
+			return idem.Put(scoped, idemRecord{Fingerprint: fp, Status: resp.status, Body: resp.body,
+				RequestID: req.requestID, CreatedAt: now.UnixNano()}.marshal())
 		}
 		return nil
 	})
@@ -144,9 +143,8 @@ func (s *Simulator) idempotent(r *http.Request, form url.Values, effect effectFu
 	return resp, replayed, nil
 }
 
-func fingerprint(method, path string, form url.Values) string {
-	h := sha256.Sum256([]byte(method + " " + path + "?" + form.Encode()))
-	return hex.EncodeToString(h[:])
+func fingerprint(method, path string, form url.Values) [32]byte {
+	return sha256.Sum256([]byte(method + " " + path + "?" + form.Encode()))
 }
 
 // scopeKey scopes an idempotency key by API key without storing the API key itself.
@@ -248,7 +246,7 @@ func paymentMethodExists(tx *bolt.Tx, pm string) (bool, error) {
 	if _, ok := testCards[pm]; ok {
 		return true, nil
 	}
-	return tx.Bucket(bucketCards).Get([]byte(pm)) != nil, nil
+	return bucket(tx, bucketCards).Get([]byte(pm)) != nil, nil
 }
 
 func strPtr(s string) *string {
@@ -259,7 +257,7 @@ func strPtr(s string) *string {
 }
 
 func (s *Simulator) insertPI(tx *bolt.Tx, p createParams, now time.Time) (*PaymentIntent, error) {
-	id, err := newID(tx.Bucket(bucketPIs), "pi_")
+	id, err := newID(bucket(tx, bucketPIs), "pi_")
 	if err != nil {
 		return nil, err
 	}
@@ -278,19 +276,19 @@ func (s *Simulator) insertPI(tx *bolt.Tx, p createParams, now time.Time) (*Payme
 	if pi.PaymentMethod != nil {
 		pi.Status = StatusRequiresConfirmation
 	}
-	if err := tx.Bucket(bucketPIByTime).Put(timeKey(pi.Created, id), nil); err != nil {
+	if err := bucket(tx, bucketPIByTime).Put(timeKey(pi.Created, id), nil); err != nil {
 		return nil, err
 	}
 	return pi, nil
 }
 
 func (s *Simulator) savePI(tx *bolt.Tx, pi *PaymentIntent) error {
-	return putJSON(tx.Bucket(bucketPIs), []byte(pi.ID), pi)
+	return putJSON(bucket(tx, bucketPIs), []byte(pi.ID), pi)
 }
 
 func loadPI(tx *bolt.Tx, id string) (*PaymentIntent, error) {
 	var pi PaymentIntent
-	found, err := getJSON(tx.Bucket(bucketPIs), []byte(id), &pi)
+	found, err := getJSON(bucket(tx, bucketPIs), []byte(id), &pi)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -315,7 +313,7 @@ func cardOutcome(tx *bolt.Tx, pm string) (outcome, error) {
 	base, known := testCards[pm]
 	o := outcome{brand: base.brand, last4: base.last4, funding: base.funding, decline: base.decline}
 	var rule cardRule
-	found, err := getJSON(tx.Bucket(bucketCards), []byte(pm), &rule)
+	found, err := getJSON(bucket(tx, bucketCards), []byte(pm), &rule)
 	if err != nil || !found {
 		return o, err
 	}
@@ -327,7 +325,7 @@ func cardOutcome(tx *bolt.Tx, pm string) (outcome, error) {
 		o.decline = rule.Decline
 		o.processing = false
 		rule.Times--
-		if err := putJSON(tx.Bucket(bucketCards), []byte(pm), rule); err != nil {
+		if err := putJSON(bucket(tx, bucketCards), []byte(pm), rule); err != nil {
 			return o, err
 		}
 	}
@@ -340,7 +338,7 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 	if err != nil {
 		return response{}, false, err
 	}
-	chID, err := newID(tx.Bucket(bucketCharges), "ch_")
+	chID, err := newID(bucket(tx, bucketCharges), "ch_")
 	if err != nil {
 		return response{}, false, err
 	}
@@ -390,7 +388,7 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 		pi.AmountReceived = pi.Amount
 		pi.LastPaymentError = nil
 	}
-	if err := putJSON(tx.Bucket(bucketCharges), []byte(chID), ch); err != nil {
+	if err := putJSON(bucket(tx, bucketCharges), []byte(chID), ch); err != nil {
 		return response{}, false, err
 	}
 	if err := s.savePI(tx, pi); err != nil {
@@ -437,7 +435,7 @@ func expandStored(tx *bolt.Tx, raw []byte) ([]byte, error) {
 		return raw, err
 	}
 	var ch charge
-	found, err := getJSON(tx.Bucket(bucketCharges), []byte(*ref.LatestCharge), &ch)
+	found, err := getJSON(bucket(tx, bucketCharges), []byte(*ref.LatestCharge), &ch)
 	if err != nil || !found {
 		return raw, err
 	}
@@ -511,7 +509,7 @@ func (s *Simulator) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var body []byte
 	err := s.db.View(func(tx *bolt.Tx) error {
-		body = bytes.Clone(tx.Bucket(bucketPIs).Get([]byte(id)))
+		body = bytes.Clone(bucket(tx, bucketPIs).Get([]byte(id)))
 		if body != nil && slices.Contains(c.Expand, "latest_charge") {
 			var err error
 			body, err = expandStored(tx, body)
@@ -568,8 +566,8 @@ func (s *Simulator) handleList(w http.ResponseWriter, r *http.Request) {
 // listPIs walks the created index newest first, as Stripe lists. With ending_before it
 // walks oldest first from the cursor and reverses the page.
 func listPIs(tx *bolt.Tx, p listParams) (data []json.RawMessage, hasMore bool, missing string, err error) {
-	pis := tx.Bucket(bucketPIs)
-	c := tx.Bucket(bucketPIByTime).Cursor()
+	pis := bucket(tx, bucketPIs)
+	c := bucket(tx, bucketPIByTime).Cursor()
 	cursorKey := func(id string) []byte {
 		var pi PaymentIntent
 		found, gerr := getJSON(pis, []byte(id), &pi)

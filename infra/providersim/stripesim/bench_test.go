@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -65,6 +66,9 @@ func BenchmarkCreateDistinctKeys(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+	if fi, err := os.Stat(filepath.Join(sim.cfg.DataDir, DBFile)); err == nil {
+		b.ReportMetric(float64(fi.Size())/float64(b.N), "db-bytes/create")
+	}
 }
 
 // BenchmarkCreateReplay: the same key again and again, 32 in flight.

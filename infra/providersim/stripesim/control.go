@@ -1,6 +1,7 @@
 package stripesim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -180,7 +181,7 @@ func (s *Simulator) handleReplay(w http.ResponseWriter, r *http.Request) {
 	notFound := false
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		order, notFound = nil, false
-		events := tx.Bucket(bucketEvents)
+		events := bucket(tx, bucketEvState)
 		var se storedEvent
 		found, err := getJSON(events, []byte(q.EventID), &se)
 		if err != nil {
@@ -240,9 +241,9 @@ func (s *Simulator) handlePause(pause bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			if pause {
-				return tx.Bucket(bucketMeta).Put(metaPaused, []byte{1})
+				return bucket(tx, bucketMeta).Put(metaPaused, []byte{1})
 			}
-			return tx.Bucket(bucketMeta).Delete(metaPaused)
+			return bucket(tx, bucketMeta).Delete(metaPaused)
 		})
 		if err != nil {
 			s.writeControlError(w, err)
@@ -269,7 +270,7 @@ func (s *Simulator) handleDrop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaDropWebhooks, be64(uint64(q.Count)))
+		return bucket(tx, bucketMeta).Put(metaDropWebhooks, be64(uint64(q.Count)))
 	})
 	if err != nil {
 		s.writeControlError(w, err)
@@ -317,8 +318,9 @@ func (s *Simulator) handleEvents(w http.ResponseWriter, r *http.Request) {
 	out := []EventState{}
 	pending := 0
 	err := s.db.View(func(tx *bolt.Tx) error {
-		pending = tx.Bucket(bucketOutbox).Stats().KeyN
-		c := tx.Bucket(bucketEvents).Cursor()
+		pending = bucket(tx, bucketOutbox).Stats().KeyN
+		bodies := bucket(tx, bucketEvents)
+		c := bucket(tx, bucketEvState).Cursor()
 		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
 			var se storedEvent
 			if err := json.Unmarshal(v, &se); err != nil {
@@ -331,7 +333,7 @@ func (s *Simulator) handleEvents(w http.ResponseWriter, r *http.Request) {
 				Attempts: se.Attempts, Deliveries: se.Deliveries, LastStatus: se.LastStatus, LastError: se.LastError,
 				DeliveredAt: se.DeliveredAt}
 			if withBody {
-				row.Event = se.Event
+				row.Event = bytes.Clone(bodies.Get(k))
 			}
 			out = append(out, row)
 		}
@@ -374,10 +376,10 @@ func (s *Simulator) Stats() (Stats, error) {
 		DeliveriesSent: s.stats.sent.Load(), DeliveryFailures: s.stats.sendFailures.Load(),
 	}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		st.PaymentIntents = tx.Bucket(bucketPIs).Stats().KeyN
-		st.Events = tx.Bucket(bucketEvents).Stats().KeyN
-		st.OutboxEntries = tx.Bucket(bucketOutbox).Stats().KeyN
-		meta := tx.Bucket(bucketMeta)
+		st.PaymentIntents = bucket(tx, bucketPIs).Stats().KeyN
+		st.Events = bucket(tx, bucketEvents).Stats().KeyN
+		st.OutboxEntries = bucket(tx, bucketOutbox).Stats().KeyN
+		meta := bucket(tx, bucketMeta)
 		st.WebhooksPaused = len(meta.Get(metaPaused)) > 0
 		if raw := meta.Get(metaDropWebhooks); len(raw) == 8 {
 			st.WebhookDropsArmed = int64(be64u(raw))
@@ -458,7 +460,7 @@ func (s *Simulator) handleCards(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.db.Update(func(tx *bolt.Tx) error {
-		return putJSON(tx.Bucket(bucketCards), []byte(rule.PaymentMethod), rule)
+		return putJSON(bucket(tx, bucketCards), []byte(rule.PaymentMethod), rule)
 	}); err != nil {
 		s.writeControlError(w, err)
 		return

@@ -101,7 +101,7 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 			}
 			chID = *pi.LatestCharge
 		}
-		charges := tx.Bucket(bucketCharges)
+		charges := bucket(tx, bucketCharges)
 		var ch charge
 		found, err := getJSON(charges, []byte(chID), &ch)
 		if err != nil || !found {
@@ -121,7 +121,7 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "amount_too_large", Param: "amount",
 				Message: fmt.Sprintf("Refund amount (%d) is greater than unrefunded amount on charge (%d)", amount, remaining)}), true, nil
 		}
-		id, err := newID(tx.Bucket(bucketRefunds), "re_")
+		id, err := newID(bucket(tx, bucketRefunds), "re_")
 		if err != nil {
 			return response{}, false, err
 		}
@@ -131,7 +131,7 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 		}
 		re := refund{ID: id, Object: "refund", Amount: amount, Charge: chID, Created: now.Unix(), Currency: ch.Currency,
 			Metadata: md, PaymentIntent: ch.PaymentIntent, Reason: strPtr(p.Reason), Status: "succeeded"}
-		if err := putJSON(tx.Bucket(bucketRefunds), []byte(id), re); err != nil {
+		if err := putJSON(bucket(tx, bucketRefunds), []byte(id), re); err != nil {
 			return response{}, false, err
 		}
 		ch.AmountRefunded += amount

@@ -148,7 +148,9 @@ func New(cfg Config) (*Simulator, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("stripesim: data dir: %w", err)
 	}
-	db, err := bolt.Open(filepath.Join(cfg.DataDir, DBFile), 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: cfg.NoSync})
+	db, err := bolt.Open(filepath.Join(cfg.DataDir, DBFile), 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: cfg.NoSync,
+		// As etcd does: the freelist is rebuilt on open instead of written on every commit.
+		NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return nil, fmt.Errorf("stripesim: open %s: %w", DBFile, err)
 	}

@@ -1,8 +1,10 @@
 package stripesim
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -16,18 +18,33 @@ var (
 	bucketIdem     = []byte("idempotency_keys")
 	bucketCharges  = []byte("charges")
 	bucketRefunds  = []byte("refunds")
-	bucketEvents   = []byte("events")
-	bucketOutbox   = []byte("outbox") // be64(seq) -> delivery
+	bucketEvents   = []byte("events")       // id -> the event JSON as sent, never rewritten
+	bucketEvState  = []byte("event_states") // id -> storedEvent: delivery state
+	bucketOutbox   = []byte("outbox")       // be64(seq) -> delivery
 	bucketCards    = []byte("cards")
 	bucketMeta     = []byte("meta")
 	allBuckets     = [][]byte{bucketPIs, bucketPIByTime, bucketIdem, bucketCharges, bucketRefunds,
-		bucketEvents, bucketOutbox, bucketCards, bucketMeta}
+		bucketEvents, bucketEvState, bucketOutbox, bucketCards, bucketMeta}
 )
 
 var (
 	metaDropWebhooks = []byte("drop_webhooks")
 	metaPaused       = []byte("webhooks_paused")
 )
+
+// appendOnly buckets get keys in increasing order, so their pages are packed full
+// instead of bbolt's default half (the file is about half the size).
+var appendOnly = map[string]bool{string(bucketPIs): true, string(bucketPIByTime): true, string(bucketCharges): true,
+	string(bucketRefunds): true, string(bucketEvents): true, string(bucketEvState): true, string(bucketOutbox): true}
+
+// bucket opens one of allBuckets (created by New) with its fill percent.
+func bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
+	b := tx.Bucket(name)
+	if appendOnly[string(name)] {
+		b.FillPercent = 0.95
+	}
+	return b
+}
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -77,11 +94,53 @@ func putJSON(b *bolt.Bucket, key []byte, v any) error {
 
 // idemRecord is a saved response for an idempotency key.
 type idemRecord struct {
-	Fingerprint string `json:"fingerprint"`
-	Status      int    `json:"status"`
-	Body        []byte `json:"body"`
-	RequestID   string `json:"request_id"`
-	CreatedAt   int64  `json:"created_at"` // unix nanoseconds
+	Fingerprint [32]byte
+	Status      int
+	Body        []byte
+	RequestID   string
+	CreatedAt   int64 // unix nanoseconds
+}
+
+// errCorrupt reports a stored record that does not decode.
+var errCorrupt = errors.New("stripesim: corrupt record")
+
+// idemRecord encoding: status u16, created i64, fingerprint [32], len(request id) u8,
+// request id, body. Binary because the body is most of it and JSON would base64 it.
+func (r idemRecord) marshal() []byte {
+	id := r.RequestID[:min(len(r.RequestID), 255)]
+	b := make([]byte, 0, 2+8+32+1+len(id)+len(r.Body))
+	b = binary.BigEndian.AppendUint16(b, uint16(r.Status))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.CreatedAt))
+	b = append(b, r.Fingerprint[:]...)
+	b = append(b, byte(len(id)))
+	b = append(b, id...)
+	return append(b, r.Body...)
+}
+
+func (r *idemRecord) unmarshal(b []byte) error {
+	if len(b) < 43 {
+		return errCorrupt
+	}
+	r.Status = int(binary.BigEndian.Uint16(b))
+	r.CreatedAt = int64(binary.BigEndian.Uint64(b[2:]))
+	copy(r.Fingerprint[:], b[10:42])
+	n := int(b[42])
+	if len(b) < 43+n {
+		return errCorrupt
+	}
+	r.RequestID = string(b[43 : 43+n])
+	r.Body = bytes.Clone(b[43+n:])
+	return nil
+}
+
+// getIdem reads the record for a scoped key.
+func getIdem(tx *bolt.Tx, key []byte) (idemRecord, bool, error) {
+	var r idemRecord
+	raw := bucket(tx, bucketIdem).Get(key)
+	if raw == nil {
+		return r, false, nil
+	}
+	return r, true, r.unmarshal(raw)
 }
 
 // charge is the minimal Charge record kept for refunds and events.
@@ -153,18 +212,18 @@ const (
 	DeliveryDisabled   = "disabled"   // the simulator has no webhook URL
 )
 
-// storedEvent is an event and the state of its deliveries.
+// storedEvent is what is known about an event's deliveries; the event itself is in
+// bucketEvents, so a delivery rewrites only this small record.
 type storedEvent struct {
-	Event       json.RawMessage `json:"event"`
-	Type        string          `json:"type"`
-	ObjectID    string          `json:"object_id"`
-	Created     int64           `json:"created"`
-	State       string          `json:"state"`
-	Attempts    int             `json:"attempts"`
-	Deliveries  int             `json:"deliveries"`
-	LastStatus  int             `json:"last_status,omitempty"`
-	LastError   string          `json:"last_error,omitempty"`
-	DeliveredAt int64           `json:"delivered_at,omitempty"`
+	Type        string `json:"type"`
+	ObjectID    string `json:"object_id"`
+	Created     int64  `json:"created"`
+	State       string `json:"state"`
+	Attempts    int    `json:"attempts"`
+	Deliveries  int    `json:"deliveries"`
+	LastStatus  int    `json:"last_status,omitempty"`
+	LastError   string `json:"last_error,omitempty"`
+	DeliveredAt int64  `json:"delivered_at,omitempty"`
 }
 
 // delivery is one outbox entry: events sent in order, resuming at Pos after a failure.

@@ -26,7 +26,7 @@ type emitter struct {
 }
 
 func (em *emitter) emit(typ, objectID string, object []byte) error {
-	events := em.tx.Bucket(bucketEvents)
+	events := bucket(em.tx, bucketEvents)
 	id, err := newID(events, "evt_")
 	if err != nil {
 		return err
@@ -34,7 +34,7 @@ func (em *emitter) emit(typ, objectID string, object []byte) error {
 	ev := Event{ID: id, Object: "event", APIVersion: apiVersion, Created: em.now.Unix(),
 		Data: EventData{Object: object}, PendingWebhooks: 1, Type: typ,
 		Request: EventRequest{ID: strPtr(em.requestID), IdempotencyKey: strPtr(em.idemKey)}}
-	se := storedEvent{Event: jsonBody(ev), Type: typ, ObjectID: objectID, Created: ev.Created, State: DeliveryPending}
+	se := storedEvent{Type: typ, ObjectID: objectID, Created: ev.Created, State: DeliveryPending}
 	switch {
 	case em.silent:
 		se.State = DeliverySuppressed
@@ -52,12 +52,15 @@ func (em *emitter) emit(typ, objectID string, object []byte) error {
 			return err
 		}
 	}
-	return putJSON(events, []byte(id), se)
+	if err := events.Put([]byte(id), jsonBody(ev)); err != nil {
+		return err
+	}
+	return putJSON(bucket(em.tx, bucketEvState), []byte(id), se)
 }
 
 // takeDrop consumes one armed webhook drop, if any.
 func takeDrop(tx *bolt.Tx) (bool, error) {
-	meta := tx.Bucket(bucketMeta)
+	meta := bucket(tx, bucketMeta)
 	raw := meta.Get(metaDropWebhooks)
 	if len(raw) != 8 {
 		return false, nil
@@ -70,7 +73,7 @@ func takeDrop(tx *bolt.Tx) (bool, error) {
 }
 
 func enqueue(tx *bolt.Tx, d delivery) error {
-	ob := tx.Bucket(bucketOutbox)
+	ob := bucket(tx, bucketOutbox)
 	seq, err := ob.NextSequence()
 	if err != nil {
 		return err
@@ -81,7 +84,7 @@ func enqueue(tx *bolt.Tx, d delivery) error {
 func (s *Simulator) paused() bool {
 	var p bool
 	_ = s.db.View(func(tx *bolt.Tx) error {
-		p = len(tx.Bucket(bucketMeta).Get(metaPaused)) > 0
+		p = len(bucket(tx, bucketMeta).Get(metaPaused)) > 0
 		return nil
 	})
 	return p
@@ -112,8 +115,8 @@ func (s *Simulator) Deliver(ctx context.Context) (int, error) {
 	now := s.now()
 	var due []dueEntry
 	err := s.db.View(func(tx *bolt.Tx) error {
-		events := tx.Bucket(bucketEvents)
-		c := tx.Bucket(bucketOutbox).Cursor()
+		events := bucket(tx, bucketEvents)
+		c := bucket(tx, bucketOutbox).Cursor()
 		for k, v := c.First(); k != nil && len(due) < maxPass; k, v = c.Next() {
 			var d delivery
 			if err := json.Unmarshal(v, &d); err != nil {
@@ -124,11 +127,11 @@ func (s *Simulator) Deliver(ctx context.Context) (int, error) {
 			}
 			e := dueEntry{key: bytes.Clone(k), d: d}
 			for _, id := range d.EventIDs {
-				var se storedEvent
-				if _, err := getJSON(events, []byte(id), &se); err != nil {
-					return err
+				raw := events.Get([]byte(id))
+				if raw == nil {
+					return fmt.Errorf("%w: outbox names missing event %s", errCorrupt, id)
 				}
-				e.events = append(e.events, se.Event)
+				e.events = append(e.events, bytes.Clone(raw))
 			}
 			due = append(due, e)
 		}
@@ -199,8 +202,8 @@ func (s *Simulator) sendEntry(ctx context.Context, e *dueEntry, now time.Time) e
 // record stores the outcome of one entry: delivered events, and either the entry's
 // removal or its next attempt (full-jitter backoff), or giving up after RetryHorizon.
 func (s *Simulator) record(tx *bolt.Tx, e *dueEntry, r entryResult, now time.Time) (int, error) {
-	events := tx.Bucket(bucketEvents)
-	ob := tx.Bucket(bucketOutbox)
+	events := bucket(tx, bucketEvState)
+	ob := bucket(tx, bucketOutbox)
 	pos := e.d.Pos
 	for i := pos; i < pos+r.sent; i++ {
 		if err := updateEvent(events, e.d.EventIDs[i], func(se *storedEvent) {
