@@ -280,7 +280,7 @@ func (s *Simulator) handleDrop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Simulator) handleFlush(w http.ResponseWriter, r *http.Request) {
-	n, err := s.Deliver(r.Context())
+	n, err := s.deliver(r.Context(), true)
 	if err != nil {
 		s.writeControlError(w, err)
 		return

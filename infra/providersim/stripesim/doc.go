@@ -36,7 +36,9 @@
 //	POST   /_sim/faults  {"path_prefix","fault","count","retry_after_s","latency_ms","method"}
 //	GET    /_sim/faults ; DELETE /_sim/faults
 //	POST   /_sim/webhooks/replay {"event_id","times","shuffle","reverse","delay_ms"}
-//	POST   /_sim/webhooks/pause ; POST /_sim/webhooks/resume ; POST /_sim/webhooks/flush
+//	POST   /_sim/webhooks/pause ; POST /_sim/webhooks/resume
+//	POST   /_sim/webhooks/flush  (send every queued entry now, retry waits included;
+//	                               nothing while paused)
 //	POST   /_sim/webhooks/drop {"count"}
 //	GET    /_sim/events?object_id=&type=&state=&limit=&include=event
 //	GET    /_sim/stats

@@ -667,6 +667,21 @@ func TestWebhooks(t *testing.T) {
 	if st, _ := h.control(t, "POST", "/_sim/webhooks/replay", ReplayRequest{EventID: "evt_nope"}); st != 404 {
 		t.Fatalf("unknown event: %d", st)
 	}
+
+	// flush sends an entry that is waiting for its retry time, without the clock moving.
+	h.hooks.mu.Lock()
+	h.hooks.failNext = 1
+	h.hooks.mu.Unlock()
+	_, _ = h.client.V1PaymentIntents.Create(ctx, stripeCreate("pm_card_visa", "wh4"))
+	if n, _ := h.sim.Deliver(ctx); n != 0 {
+		t.Fatal("first attempt should fail")
+	}
+	if n, _ := h.sim.Deliver(ctx); n != 0 {
+		t.Fatal("retried before its time")
+	}
+	if st, b := h.control(t, "POST", "/_sim/webhooks/flush", nil); st != 200 || !strings.Contains(string(b), `"sent":1`) {
+		t.Fatalf("flush: %d %s", st, b)
+	}
 }
 
 func TestReplayShuffleAndDelay(t *testing.T) {

@@ -59,7 +59,8 @@ type Config struct {
 	// HoldTimeout bounds how long timeout_after_effect holds a connection (default 60 s).
 	HoldTimeout time.Duration
 	// RetryBase and RetryMax bound the webhook backoff: attempt n waits a uniformly random
-	// time in [0, min(RetryMax, RetryBase*2^n)] (full jitter). Defaults 1 s and 1 h.
+	// time in [0, min(RetryMax, RetryBase*2^n)] (full jitter). Defaults 1 s and 1 min
+	// (Stripe waits up to hours; locally a stack that restarts should hear soon).
 	RetryBase, RetryMax time.Duration
 	// RetryHorizon is how long an undelivered event is retried, like Stripe's 3 days.
 	RetryHorizon time.Duration
@@ -131,7 +132,7 @@ func New(cfg Config) (*Simulator, error) {
 		cfg.RetryBase = time.Second
 	}
 	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = time.Hour
+		cfg.RetryMax = time.Minute
 	}
 	if cfg.RetryHorizon <= 0 {
 		cfg.RetryHorizon = 72 * time.Hour

@@ -103,7 +103,10 @@ type dueEntry struct {
 // the events of one entry in order) and records the results. It returns the number of
 // events acknowledged with a 2xx. Start calls it in a loop; tests may call it directly
 // with a fake clock instead.
-func (s *Simulator) Deliver(ctx context.Context) (int, error) {
+func (s *Simulator) Deliver(ctx context.Context) (int, error) { return s.deliver(ctx, false) }
+
+// deliver is Deliver; force also sends entries still waiting for their retry time.
+func (s *Simulator) deliver(ctx context.Context, force bool) (int, error) {
 	s.deliverMu.Lock()
 	defer s.deliverMu.Unlock()
 	if s.closed.Load() {
@@ -122,7 +125,7 @@ func (s *Simulator) Deliver(ctx context.Context) (int, error) {
 			if err := json.Unmarshal(v, &d); err != nil {
 				return fmt.Errorf("stripesim: outbox entry: %w", err)
 			}
-			if d.NextAt > now.UnixNano() {
+			if d.NextAt > now.UnixNano() && !force {
 				continue
 			}
 			e := dueEntry{key: bytes.Clone(k), d: d}
