@@ -3,6 +3,7 @@ package stripesim
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -87,4 +88,36 @@ func BenchmarkCreateReplay(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "replays/s")
+}
+
+// BenchmarkCreateLoopback: create+confirm with fresh keys over loopback HTTP, 32 clients,
+// as the local stack's Stripe adapter calls it.
+func BenchmarkCreateLoopback(b *testing.B) {
+	sim := benchSim(b)
+	srv := httptest.NewServer(sim)
+	b.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var n atomic.Int64
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/payment_intents",
+				strings.NewReader("amount=2000&currency=usd&customer=cus_A&payment_method=pm_card_visa&confirm=true"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Authorization", "Bearer "+DefaultAPIKey)
+			req.Header.Set("Idempotency-Key", fmt.Sprint("loop", n.Add(1)))
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Errorf("status %d", resp.StatusCode)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 }
