@@ -645,3 +645,30 @@ func (s *Simulator) handleSettle(w http.ResponseWriter, r *http.Request) {
 		return em.emit(typ, pi.ID, jsonBody(pi))
 	})
 }
+
+// handleForget deletes a PaymentIntent silently, so that a local record has no
+// counterpart at the provider (reconciliation's "missing at provider").
+func (s *Simulator) handleForget(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	found := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		pi, err := loadPI(tx, id)
+		if err != nil || pi == nil {
+			return err
+		}
+		found = true
+		if err := bucket(tx, bucketPIByTime).Delete(timeKey(pi.Created, id)); err != nil {
+			return err
+		}
+		return bucket(tx, bucketPIs).Delete([]byte(id))
+	})
+	if err != nil {
+		s.writeControlError(w, err)
+		return
+	}
+	if !found {
+		problem.Write(w, problem.New(http.StatusNotFound, "no such payment_intent"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+}

@@ -48,6 +48,7 @@
 //	                              "metadata","created","webhook"}
 //	POST   /_sim/payment_intents/{id}/mutate {"amount","amount_received","currency","status","customer"}
 //	POST   /_sim/payment_intents/{id}/settle {"outcome":"succeeded|failed","decline_code"}
+//	DELETE /_sim/payment_intents/{id}  (forget it silently: "missing at provider")
 //
 // Faults arm the next count /v1 requests whose path starts with path_prefix:
 // timeout_after_effect performs the request (and saves its idempotent response), then

@@ -766,6 +766,18 @@ func TestDivergenceControls(t *testing.T) {
 	if !strings.Contains(string(b), `"state":"dropped"`) || !strings.Contains(string(b), `"state":"suppressed"`) {
 		t.Fatalf("events %s", b)
 	}
+	// A PaymentIntent forgotten by the provider.
+	if st, _ := h.control(t, "DELETE", "/_sim/payment_intents/"+silent.ID, nil); st != 200 {
+		t.Fatalf("forget: %d", st)
+	}
+	if _, err := h.client.V1PaymentIntents.Retrieve(ctx, silent.ID, nil); err == nil {
+		t.Fatal("forgotten intent still retrievable")
+	}
+	for pi, err := range h.client.V1PaymentIntents.List(ctx, &stripe.PaymentIntentListParams{}) {
+		if err != nil || pi.ID == silent.ID {
+			t.Fatalf("list after forget: %v %v", pi, err)
+		}
+	}
 	// Paused webhooks wait, then flow on resume.
 	h.control(t, "POST", "/_sim/webhooks/pause", nil)
 	_, _ = h.client.V1PaymentIntents.Create(ctx, stripeCreate("pm_card_visa", "paused"))

@@ -279,6 +279,7 @@ func (s *Simulator) routes() {
 	m.HandleFunc("POST /_sim/payment_intents", s.handleSimCreate)
 	m.HandleFunc("POST /_sim/payment_intents/{id}/mutate", s.handleMutate)
 	m.HandleFunc("POST /_sim/payment_intents/{id}/settle", s.handleSettle)
+	m.HandleFunc("DELETE /_sim/payment_intents/{id}", s.handleForget)
 	s.mux = m
 }
 
