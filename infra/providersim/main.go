@@ -4,7 +4,8 @@
 //
 // TWICE_STRIPE_API_KEY (default sk_test_twice_local) is the accepted API key and
 // TWICE_STRIPE_WEBHOOK_SECRET (default whsec_twice_local_dev_secret_do_not_use) signs
-// events. State lives in DATA/providersim.db and survives kill -9.
+// events. State lives in DATA/providersim.db (DATA: -data, else TWICE_DATA_DIR, else
+// ./.twice) and survives kill -9.
 package main
 
 import (
@@ -32,7 +33,7 @@ func main() {
 
 func run() error {
 	addr := flag.String("addr", stripesim.DefaultAddr, "listen address (keep it on 127.0.0.1)")
-	data := flag.String("data", "./.twice", "data directory; state lives in "+stripesim.DBFile)
+	data := flag.String("data", envOr("TWICE_DATA_DIR", "./.twice"), "data directory (default TWICE_DATA_DIR or ./.twice); state lives in "+stripesim.DBFile)
 	hook := flag.String("webhook-url", stripesim.DefaultWebhookURL, "where signed events are sent; empty sends none")
 	flag.Parse()
 

@@ -860,3 +860,27 @@ func TestStartSendsInBackground(t *testing.T) {
 		}
 	}
 }
+
+func TestSweepIdempotencyKeys(t *testing.T) {
+	h := newHarness(t)
+	for i := range 5 {
+		if st, _, b := h.post(t, "/v1/payment_intents", fmt.Sprint("old-", i), url.Values{"amount": {"1"}, "currency": {"usd"}}); st != 200 {
+			t.Fatalf("%d %s", st, b)
+		}
+	}
+	h.clock.Advance(IdempotencyKeyTTL - time.Minute)
+	for i := range 3 {
+		h.post(t, "/v1/payment_intents", fmt.Sprint("young-", i), url.Values{"amount": {"1"}, "currency": {"usd"}})
+	}
+	h.clock.Advance(2 * time.Minute)
+	n, err := h.sim.SweepIdempotencyKeys()
+	if err != nil || n != 5 {
+		t.Fatalf("swept %d %v, want 5", n, err)
+	}
+	if _, hd, _ := h.post(t, "/v1/payment_intents", "young-1", url.Values{"amount": {"1"}, "currency": {"usd"}}); hd.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("a young key was swept")
+	}
+	if n, _ := h.sim.SweepIdempotencyKeys(); n != 0 {
+		t.Fatalf("second sweep removed %d", n)
+	}
+}

@@ -1,6 +1,7 @@
 package stripesim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,6 +148,12 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.MaxBatchDelay <= 0 {
 		cfg.MaxBatchDelay = 2 * time.Millisecond
 	}
+	if cfg.WebhookURL != "" {
+		u, err := url.Parse(cfg.WebhookURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("stripesim: Config.WebhookURL %q is not an http(s) URL", cfg.WebhookURL)
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("stripesim: data dir: %w", err)
 	}
@@ -200,9 +208,18 @@ func (s *Simulator) Start(ctx context.Context) {
 		defer close(s.done)
 		t := time.NewTicker(s.cfg.PollInterval)
 		defer t.Stop()
+		var lastSweep time.Time
 		for {
 			if _, err := s.Deliver(ctx); err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
 				s.log.Error("webhook delivery pass failed", "err", err)
+			}
+			if now := s.now(); now.Sub(lastSweep) >= sweepEvery {
+				lastSweep = now
+				if n, err := s.SweepIdempotencyKeys(); err != nil {
+					s.log.Error("idempotency key sweep failed", "err", err)
+				} else if n > 0 {
+					s.log.Info("expired idempotency keys removed", "count", n)
+				}
 			}
 			select {
 			case <-ctx.Done():
@@ -212,6 +229,36 @@ func (s *Simulator) Start(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// sweepEvery is how often (on the injected clock) Start removes expired keys.
+const sweepEvery = time.Hour
+
+// SweepIdempotencyKeys deletes idempotency records older than IdempotencyKeyTTL and
+// returns how many it removed. Start runs it hourly; an expired key is also simply
+// overwritten when it is used again.
+func (s *Simulator) SweepIdempotencyKeys() (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		n = 0
+		now := s.now()
+		c := bucket(tx, bucketIdem).Cursor()
+		for k, v := c.First(); k != nil; {
+			var rec idemRecord
+			if err := rec.unmarshal(v); err != nil || now.Sub(time.Unix(0, rec.CreatedAt)) < IdempotencyKeyTTL {
+				k, v = c.Next()
+				continue
+			}
+			key := bytes.Clone(k)
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			n++
+			k, v = c.Seek(key) // Delete unsettles the cursor; seek to the key after the deleted one
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Close stops the sender and closes the database. Undelivered events stay in the outbox.
