@@ -28,7 +28,7 @@ func FuzzParams(f *testing.F) {
 			return
 		}
 		if p, perr := parseCreate(v); perr == nil {
-			if p.Amount < 1 || !validCurrency(p.Currency) || len(p.Metadata) > maxMetadataKeys {
+			if p.Amount < 1 || p.Amount > maxAmount || !validCurrency(p.Currency) || len(p.Metadata) > maxMetadataKeys {
 				t.Fatalf("accepted invalid create %q: %+v", raw, p)
 			}
 			if p.Confirm && p.PaymentMethod == "" {

@@ -180,6 +180,7 @@ const (
 	maxMetadataKeyLen   = 40
 	maxMetadataValueLen = 500
 	maxStringParam      = 5000
+	maxAmount           = 99999999 // Stripe's eight-digit limit (999,999.99 in a two-decimal currency)
 )
 
 func parseCreate(v url.Values) (createParams, *ParamError) {
@@ -230,9 +231,14 @@ func parseCreate(v url.Values) (createParams, *ParamError) {
 		switch base {
 		case "amount":
 			p.Amount, err = parseInt("amount", val)
-			if err == nil && p.Amount < 1 {
+			switch {
+			case err != nil:
+			case p.Amount < 1:
 				err = &ParamError{Code: "parameter_invalid_integer", Param: "amount",
 					Message: "This value must be greater than or equal to 1."}
+			case p.Amount > maxAmount:
+				err = &ParamError{Code: "amount_too_large", Param: "amount",
+					Message: "Amount must be no more than 99999999 in the smallest currency unit."}
 			}
 		case "currency":
 			p.Currency = strings.ToLower(val)

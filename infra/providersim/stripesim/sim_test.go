@@ -474,6 +474,7 @@ func TestBadInput(t *testing.T) {
 		"wrong api key":      {path: "/v1/payment_intents", body: "amount=1&currency=usd", auth: "Bearer sk_test_nope", status: 401, want: "invalid_request_error"},
 		"unknown param":      {path: "/v1/payment_intents", body: "amount=1&currency=usd&colour=red", status: 400, want: "Received unknown parameter: colour"},
 		"missing amount":     {path: "/v1/payment_intents", body: "currency=usd", status: 400, want: "parameter_missing"},
+		"amount too large":   {path: "/v1/payment_intents", body: "amount=100000000&currency=usd", status: 400, want: "amount_too_large"},
 		"bad integer":        {path: "/v1/payment_intents", body: "amount=ten&currency=usd", status: 400, want: "Invalid integer: ten"},
 		"bad escape":         {path: "/v1/payment_intents", body: "amount=%zz", status: 400, want: "invalid_request_error"},
 		"bad boolean":        {path: "/v1/payment_intents", body: "amount=1&currency=usd&confirm=yes&payment_method=pm_card_visa", status: 400, want: "Invalid boolean"},
