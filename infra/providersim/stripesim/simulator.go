@@ -200,7 +200,11 @@ func encode62(n uint64, width int) string {
 
 // Start runs the webhook sender in the background until ctx ends or Close is called.
 // Undelivered events from an earlier run are sent first.
+// A second call does nothing.
 func (s *Simulator) Start(ctx context.Context) {
+	if s.stop != nil || s.closed.Load() {
+		return
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	s.stop = cancel
 	s.done = make(chan struct{})
