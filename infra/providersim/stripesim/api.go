@@ -1,0 +1,677 @@
+package stripesim
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stripe/stripe-go/v82"
+	bolt "go.etcd.io/bbolt"
+)
+
+// maxIdempotencyKey is Stripe's limit on an Idempotency-Key.
+const maxIdempotencyKey = 255
+
+// response is a finished API answer, as saved for an idempotency key.
+type response struct {
+	status int
+	body   []byte
+}
+
+func jsonBody(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil { // only our own types are marshalled; this is a programming error
+		panic(fmt.Sprintf("stripesim: marshal %T: %v", v, err))
+	}
+	return b
+}
+
+func errorResponse(status int, e any) response {
+	return response{status: status, body: jsonBody(map[string]any{"error": e})}
+}
+
+func writeResponse(w http.ResponseWriter, resp response) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(resp.body)))
+	w.WriteHeader(resp.status)
+	_, _ = w.Write(resp.body)
+}
+
+func writeAPIError(w http.ResponseWriter, status int, e apiError) {
+	writeResponse(w, errorResponse(status, e))
+}
+
+func writeParamError(w http.ResponseWriter, e *ParamError) {
+	writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: e.Code, Param: e.Param,
+		Message: e.Message, DocURL: "https://stripe.com/docs/error-codes/" + strings.ReplaceAll(e.Code, "_", "-")})
+}
+
+func writeInternal(w http.ResponseWriter) {
+	writeAPIError(w, http.StatusInternalServerError, apiError{Type: errTypeAPI,
+		Message: "An unknown error occurred in the simulator."})
+}
+
+// effectFunc performs a state change inside the write transaction. save reports whether
+// the response belongs to the idempotency key (Stripe does not save requests that
+// failed before the endpoint started executing).
+type effectFunc func(tx *bolt.Tx, now time.Time) (resp response, save bool, err error)
+
+// idempotent runs effect in one bbolt transaction together with the idempotency record,
+// so a key and its effect are never stored apart. Concurrent requests with one key are
+// serialised by the transaction: the first executes, the rest replay.
+func (s *Simulator) idempotent(r *http.Request, form url.Values, effect effectFunc) (response, bool, error) {
+	req := requestOf(r)
+	key := r.Header.Get("Idempotency-Key")
+	fp := fingerprint(r.Method, r.URL.Path, form)
+	scoped := scopeKey(req.apiKey, key)
+	now := s.now()
+	var (
+		resp     response
+		replayed bool
+		mismatch bool
+	)
+	// Fast path: a replay needs no write transaction.
+	if key != "" {
+		var rec idemRecord
+		var found bool
+		if err := s.db.View(func(tx *bolt.Tx) error {
+			var err error
+			rec, found, err = getIdem(tx, scoped)
+			return err
+		}); err != nil {
+			return response{}, false, err
+		}
+		if found && rec.Fingerprint == fp && now.Sub(time.Unix(0, rec.CreatedAt)) < IdempotencyKeyTTL {
+			s.stats.replayed.Add(1)
+			return response{status: rec.Status, body: rec.Body}, true, nil
+		}
+	}
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		resp, replayed, mismatch = response{}, false, false // Batch may run fn again
+		idem := bucket(tx, bucketIdem)
+		if key != "" {
+			rec, found, err := getIdem(tx, scoped)
+			if err != nil {
+				return err
+			}
+			if found && now.Sub(time.Unix(0, rec.CreatedAt)) < IdempotencyKeyTTL {
+				if rec.Fingerprint != fp {
+					mismatch = true
+					resp = errorResponse(http.StatusBadRequest, apiError{Type: errTypeIdempotency,
+						Message: fmt.Sprintf("Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '%s' if you meant to execute a different request.", key)})
+					return nil
+				}
+				resp, replayed = response{status: rec.Status, body: rec.Body}, true
+				return nil
+			}
+		}
+		var (
+			save bool
+			err  error
+		)
+		resp, save, err = effect(tx, now)
+		if err != nil {
+			return err
+		}
+		if key != "" && save {
+			return idem.Put(scoped, idemRecord{Fingerprint: fp, Status: resp.status, Body: resp.body,
+				RequestID: req.requestID, CreatedAt: now.UnixNano()}.marshal())
+		}
+		return nil
+	})
+	if err != nil {
+		return response{}, false, err
+	}
+	switch {
+	case mismatch:
+		s.stats.idemErrors.Add(1)
+		s.log.Info("idempotency key reused with different parameters", "idempotency_key", key)
+	case replayed:
+		s.stats.replayed.Add(1)
+	default:
+		s.wake()
+	}
+	return resp, replayed, nil
+}
+
+func fingerprint(method, path string, form url.Values) [32]byte {
+	return sha256.Sum256([]byte(method + " " + path + "?" + form.Encode()))
+}
+
+// scopeKey scopes an idempotency key by API key without storing the API key itself.
+func scopeKey(apiKey, key string) []byte {
+	h := sha256.Sum256([]byte(apiKey))
+	return []byte(hex.EncodeToString(h[:8]) + ":" + key)
+}
+
+func (s *Simulator) finish(w http.ResponseWriter, resp response, replayed bool) {
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeResponse(w, resp)
+}
+
+// parseRequest reads the form and checks the Idempotency-Key; it writes the error itself.
+func parseRequest(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	raw, err := readForm(r)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeAPIError(w, http.StatusRequestEntityTooLarge, apiError{Type: errTypeInvalidRequest,
+				Message: "Request body too large."})
+			return nil, false
+		}
+		writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Message: "Could not read the request body."})
+		return nil, false
+	}
+	form, err := url.ParseQuery(raw)
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest,
+			Message: "Invalid request: the body is not valid application/x-www-form-urlencoded."})
+		return nil, false
+	}
+	if len(r.Header.Get("Idempotency-Key")) > maxIdempotencyKey {
+		writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest,
+			Message: "Keys for idempotent requests can only be 255 characters long."})
+		return nil, false
+	}
+	return form, true
+}
+
+func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
+	form, ok := parseRequest(w, r)
+	if !ok {
+		return
+	}
+	p, perr := parseCreate(form)
+	if perr != nil {
+		writeParamError(w, perr)
+		return
+	}
+	req := requestOf(r)
+	idemKey := r.Header.Get("Idempotency-Key")
+	resp, replayed, err := s.idempotent(r, form, func(tx *bolt.Tx, now time.Time) (response, bool, error) {
+		if p.PaymentMethod != "" {
+			if known, err := paymentMethodExists(tx, p.PaymentMethod); err != nil || !known {
+				return noSuchPaymentMethod(p.PaymentMethod), false, err
+			}
+		}
+		pi, err := s.insertPI(tx, p, now)
+		if err != nil {
+			return response{}, false, err
+		}
+		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
+		if p.Confirm {
+			return s.confirmPI(tx, &em, pi, p.PaymentMethod, now, p.Expand)
+		}
+		if err := s.savePI(tx, pi); err != nil {
+			return response{}, false, err
+		}
+		body := jsonBody(pi)
+		if slices.Contains(p.Expand, "latest_charge") {
+			body, err = expandStored(tx, body)
+		}
+		return response{status: http.StatusOK, body: body}, true, err
+	})
+	if err != nil {
+		s.log.Error("create payment intent", "err", err)
+		writeInternal(w)
+		return
+	}
+	switch {
+	case replayed:
+		s.stats.createReplays.Add(1)
+	case resp.status == http.StatusOK || resp.status == http.StatusPaymentRequired:
+		s.stats.created.Add(1)
+	}
+	s.finish(w, resp, replayed)
+}
+
+func noSuchPaymentMethod(pm string) response {
+	return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
+		Param: "payment_method", Message: fmt.Sprintf("No such PaymentMethod: '%s'", pm),
+		DocURL: "https://stripe.com/docs/error-codes/resource-missing"})
+}
+
+func paymentMethodExists(tx *bolt.Tx, pm string) (bool, error) {
+	if _, ok := testCards[pm]; ok {
+		return true, nil
+	}
+	return bucket(tx, bucketCards).Get([]byte(pm)) != nil, nil
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (s *Simulator) insertPI(tx *bolt.Tx, p createParams, now time.Time) (*PaymentIntent, error) {
+	id, err := newID(bucket(tx, bucketPIs), "pi_")
+	if err != nil {
+		return nil, err
+	}
+	md := p.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	pi := &PaymentIntent{
+		ID: id, Object: "payment_intent", Amount: p.Amount, CaptureMethod: p.CaptureMethod,
+		ClientSecret: id + "_secret_" + id[len(id)-8:], ConfirmationMethod: "automatic",
+		Created: now.Unix(), Currency: p.Currency, Customer: strPtr(p.Customer),
+		Description: strPtr(p.Description), Metadata: md, PaymentMethod: strPtr(p.PaymentMethod),
+		PaymentMethodTypes: []string{"card"}, ReceiptEmail: strPtr(p.ReceiptEmail),
+		Status: StatusRequiresPaymentMethod,
+	}
+	if pi.PaymentMethod != nil {
+		pi.Status = StatusRequiresConfirmation
+	}
+	if err := bucket(tx, bucketPIByTime).Put(timeKey(pi.Created, id), nil); err != nil {
+		return nil, err
+	}
+	return pi, nil
+}
+
+func (s *Simulator) savePI(tx *bolt.Tx, pi *PaymentIntent) error {
+	return putJSON(bucket(tx, bucketPIs), []byte(pi.ID), pi)
+}
+
+func loadPI(tx *bolt.Tx, id string) (*PaymentIntent, error) {
+	var pi PaymentIntent
+	found, err := getJSON(bucket(tx, bucketPIs), []byte(id), &pi)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &pi, nil
+}
+
+func noSuchPI(id string) response {
+	return errorResponse(http.StatusNotFound, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
+		Param: "intent", Message: fmt.Sprintf("No such payment_intent: '%s'", id),
+		DocURL: "https://stripe.com/docs/error-codes/resource-missing"})
+}
+
+// outcome is what a confirm does with a PaymentMethod.
+type outcome struct {
+	brand, last4, funding string
+	decline               *decline
+	processing            bool
+}
+
+// cardOutcome decides a confirm's outcome, consuming one programmed decline if armed.
+func cardOutcome(tx *bolt.Tx, pm string) (outcome, error) {
+	base, known := testCards[pm]
+	o := outcome{brand: base.brand, last4: base.last4, funding: base.funding, decline: base.decline}
+	var rule cardRule
+	found, err := getJSON(bucket(tx, bucketCards), []byte(pm), &rule)
+	if err != nil || !found {
+		return o, err
+	}
+	if !known {
+		o = outcome{brand: rule.Brand, last4: lastFour(rule.Brand), funding: "credit"}
+	}
+	o.processing = rule.Processing
+	if rule.Times > 0 && rule.Decline != nil {
+		o.decline = rule.Decline
+		o.processing = false
+		rule.Times--
+		if err := putJSON(bucket(tx, bucketCards), []byte(pm), rule); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// confirmPI charges pi's PaymentMethod and records the state change and its event.
+func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm string, now time.Time, expand []string) (response, bool, error) {
+	o, err := cardOutcome(tx, pm)
+	if err != nil {
+		return response{}, false, err
+	}
+	chID, err := newID(bucket(tx, bucketCharges), "ch_")
+	if err != nil {
+		return response{}, false, err
+	}
+	ch := charge{ID: chID, Object: "charge", Amount: pi.Amount, Created: now.Unix(), Currency: pi.Currency,
+		Customer: pi.Customer, PaymentIntent: pi.ID, PaymentMethod: pm}
+	ch.PaymentMethodDetails.Type = "card"
+	ch.PaymentMethodDetails.Card.Brand, ch.PaymentMethodDetails.Card.Last4 = o.brand, o.last4
+	ch.PaymentMethodDetails.Card.Funding, ch.PaymentMethodDetails.Card.Network = o.funding, o.brand
+	ch.Outcome = chargeOutcome{NetworkStatus: "approved_by_network", RiskLevel: "normal", RiskScore: 20,
+		SellerMessage: "Payment complete.", Type: "authorized"}
+	pi.LatestCharge = &chID
+	pi.PaymentMethod = &pm
+	switch {
+	case o.decline != nil:
+		d := o.decline
+		ch.Status = "failed"
+		ch.FailureCode, ch.FailureMessage = &d.Code, &d.Message
+		ch.Outcome = chargeOutcome{AdviceCode: strPtr(d.AdviceCode), NetworkAdviceCode: strPtr(d.NetworkAdviceCode),
+			NetworkDeclineCode: strPtr(d.NetworkDeclineCode), NetworkStatus: "declined_by_network",
+			Reason: strPtr(d.DeclineCode), RiskLevel: "normal", RiskScore: 20,
+			SellerMessage: "The bank did not return any further details with this decline.", Type: "issuer_declined"}
+		pi.Status = StatusRequiresPaymentMethod
+		pi.PaymentMethod = nil // Stripe detaches a declined PaymentMethod from the intent
+		pi.LastPaymentError = &CardError{
+			Type: errTypeCard, Code: d.Code, DeclineCode: d.DeclineCode, Message: d.Message, Param: d.Param,
+			AdviceCode: d.AdviceCode, NetworkAdviceCode: d.NetworkAdviceCode, NetworkDeclineCode: d.NetworkDeclineCode,
+			DocURL: "https://stripe.com/docs/error-codes/" + strings.ReplaceAll(d.Code, "_", "-"),
+			Charge: chID,
+			PaymentMethod: &PaymentMethod{ID: pm, Object: "payment_method", Type: "card", Created: now.Unix(),
+				Customer: pi.Customer, Metadata: map[string]string{},
+				Card: PaymentMethodCard{Brand: o.brand, Country: "US", ExpMonth: 12, ExpYear: now.Year() + 3,
+					Funding: o.funding, Last4: o.last4}},
+		}
+	case o.processing:
+		ch.Status = "pending"
+		pi.Status = StatusProcessing
+		pi.LastPaymentError = nil
+	case pi.CaptureMethod == "manual":
+		ch.Status = "succeeded"
+		ch.Paid = true
+		pi.Status = StatusRequiresCapture
+		pi.AmountCapturable = pi.Amount
+		pi.LastPaymentError = nil
+	default:
+		ch.Status, ch.Paid, ch.Captured, ch.AmountCaptured = "succeeded", true, true, pi.Amount
+		pi.Status = StatusSucceeded
+		pi.AmountReceived = pi.Amount
+		pi.LastPaymentError = nil
+	}
+	if err := putJSON(bucket(tx, bucketCharges), []byte(chID), ch); err != nil {
+		return response{}, false, err
+	}
+	if err := s.savePI(tx, pi); err != nil {
+		return response{}, false, err
+	}
+	piJSON := jsonBody(pi)
+	evType := map[string]string{StatusSucceeded: EventPaymentIntentSucceeded,
+		StatusRequiresPaymentMethod: EventPaymentIntentPaymentFailed, StatusProcessing: EventPaymentIntentProcessing}[pi.Status]
+	if evType != "" {
+		if err := em.emit(evType, pi.ID, piJSON); err != nil {
+			return response{}, false, err
+		}
+	}
+	respJSON := piJSON
+	if slices.Contains(expand, "latest_charge") {
+		respJSON = withCharge(piJSON, ch)
+	}
+	if pi.Status == StatusRequiresPaymentMethod {
+		s.stats.declined.Add(1)
+		e := *pi.LastPaymentError
+		e.PaymentIntent = respJSON
+		e.RequestLogURL = "https://dashboard.stripe.com/test/logs/" + em.requestID
+		return errorResponse(http.StatusPaymentRequired, e), true, nil
+	}
+	return response{status: http.StatusOK, body: respJSON}, true, nil
+}
+
+// withCharge expands latest_charge in a PaymentIntent's JSON into the Charge object.
+func withCharge(piJSON []byte, ch charge) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(piJSON, &m); err != nil {
+		return piJSON
+	}
+	m["latest_charge"] = jsonBody(ch)
+	return jsonBody(m)
+}
+
+// expandStored expands latest_charge of a stored PaymentIntent from the charges bucket.
+func expandStored(tx *bolt.Tx, raw []byte) ([]byte, error) {
+	var ref struct {
+		LatestCharge *string `json:"latest_charge"`
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil || ref.LatestCharge == nil {
+		return raw, err
+	}
+	var ch charge
+	found, err := getJSON(bucket(tx, bucketCharges), []byte(*ref.LatestCharge), &ch)
+	if err != nil || !found {
+		return raw, err
+	}
+	return withCharge(raw, ch), nil
+}
+
+func (s *Simulator) handleConfirm(w http.ResponseWriter, r *http.Request) {
+	form, ok := parseRequest(w, r)
+	if !ok {
+		return
+	}
+	p, perr := parseConfirm(form)
+	if perr != nil {
+		writeParamError(w, perr)
+		return
+	}
+	id := r.PathValue("id")
+	req := requestOf(r)
+	idemKey := r.Header.Get("Idempotency-Key")
+	resp, replayed, err := s.idempotent(r, form, func(tx *bolt.Tx, now time.Time) (response, bool, error) {
+		pi, err := loadPI(tx, id)
+		if err != nil || pi == nil {
+			return noSuchPI(id), false, err
+		}
+		pm := p.PaymentMethod
+		if pm == "" && pi.PaymentMethod != nil {
+			pm = *pi.PaymentMethod
+		}
+		if pm == "" {
+			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "payment_intent_unexpected_state",
+				Message: "You cannot confirm this PaymentIntent because it's missing a payment method. You can either update the PaymentIntent with a payment method and then confirm it again, or confirm it again directly with a payment method."}), true, nil
+		}
+		if known, err := paymentMethodExists(tx, pm); err != nil || !known {
+			return noSuchPaymentMethod(pm), false, err
+		}
+		if pi.Status != StatusRequiresPaymentMethod && pi.Status != StatusRequiresConfirmation {
+			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "payment_intent_unexpected_state",
+				Message: fmt.Sprintf("This PaymentIntent's status is %s, but it must be requires_payment_method or requires_confirmation to be confirmed.", pi.Status)}), true, nil
+		}
+		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
+		return s.confirmPI(tx, &em, pi, pm, now, p.Expand)
+	})
+	if err != nil {
+		s.log.Error("confirm payment intent", "err", err)
+		writeInternal(w)
+		return
+	}
+	s.finish(w, resp, replayed)
+}
+
+func (s *Simulator) handleRetrieve(w http.ResponseWriter, r *http.Request) {
+	form, ok := parseRequest(w, r)
+	if !ok {
+		return
+	}
+	var c common
+	for k, vs := range form {
+		base, segs, _ := splitParam(k)
+		switch base {
+		case "client_secret":
+		case "expand":
+			if perr := parseExpand(segs, vs, &c); perr != nil {
+				writeParamError(w, perr)
+				return
+			}
+		default:
+			writeParamError(w, unknownParam(k))
+			return
+		}
+	}
+	id := r.PathValue("id")
+	var body []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		body = bytes.Clone(bucket(tx, bucketPIs).Get([]byte(id)))
+		if body != nil && slices.Contains(c.Expand, "latest_charge") {
+			var err error
+			body, err = expandStored(tx, body)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		writeInternal(w)
+		return
+	}
+	if body == nil {
+		writeResponse(w, noSuchPI(id))
+		return
+	}
+	writeResponse(w, response{status: http.StatusOK, body: body})
+}
+
+func (s *Simulator) handleList(w http.ResponseWriter, r *http.Request) {
+	form, ok := parseRequest(w, r)
+	if !ok {
+		return
+	}
+	p, perr := parseList(form)
+	if perr != nil {
+		writeParamError(w, perr)
+		return
+	}
+	var (
+		list    = listResponse{Object: "list", URL: "/v1/payment_intents", Data: []json.RawMessage{}}
+		missing string
+	)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		list.Data, list.HasMore, missing, err = listPIs(tx, p)
+		return err
+	})
+	if err != nil {
+		s.log.Error("list payment intents", "err", err)
+		writeInternal(w)
+		return
+	}
+	if missing != "" {
+		writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
+			Param: "starting_after", Message: fmt.Sprintf("No such payment_intent: '%s'", missing)})
+		return
+	}
+	if list.Data == nil {
+		list.Data = []json.RawMessage{}
+	}
+	writeResponse(w, response{status: http.StatusOK, body: jsonBody(list)})
+}
+
+// listPIs walks the created index newest first, as Stripe lists. With ending_before it
+// walks oldest first from the cursor and reverses the page.
+func listPIs(tx *bolt.Tx, p listParams) (data []json.RawMessage, hasMore bool, missing string, err error) {
+	pis := bucket(tx, bucketPIs)
+	c := bucket(tx, bucketPIByTime).Cursor()
+	cursorKey := func(id string) []byte {
+		var pi PaymentIntent
+		found, gerr := getJSON(pis, []byte(id), &pi)
+		if gerr != nil {
+			err = gerr
+		}
+		if !found {
+			missing = id
+			return nil
+		}
+		return timeKey(pi.Created, id)
+	}
+	match := func(k []byte) (json.RawMessage, bool, error) {
+		id := k[8:]
+		raw := pis.Get(id)
+		var pi PaymentIntent
+		if err := json.Unmarshal(raw, &pi); err != nil {
+			return nil, false, err
+		}
+		if !p.Created.contains(pi.Created) {
+			return nil, false, nil
+		}
+		if p.Customer != "" && (pi.Customer == nil || *pi.Customer != p.Customer) {
+			return nil, false, nil
+		}
+		if slices.Contains(p.Expand, "data.latest_charge") {
+			out, err := expandStored(tx, raw)
+			return bytes.Clone(out), true, err
+		}
+		return bytes.Clone(raw), true, nil
+	}
+	var k []byte
+	forward := p.EndingBefore != ""
+	switch {
+	case p.StartingAfter != "":
+		ck := cursorKey(p.StartingAfter)
+		if ck == nil {
+			return nil, false, missing, err
+		}
+		c.Seek(ck)
+		k, _ = c.Prev()
+	case forward:
+		ck := cursorKey(p.EndingBefore)
+		if ck == nil {
+			return nil, false, missing, err
+		}
+		c.Seek(ck)
+		k, _ = c.Next()
+	case p.Created.set && p.Created.LTE != maxInt64:
+		// Start at the newest entry created at or before created[lte].
+		if sk, _ := c.Seek(timeKey(p.Created.LTE+1, "")); sk == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+	default:
+		k, _ = c.Last()
+	}
+	for ; k != nil; k = step(c, forward) {
+		created := int64(be64u(k[:8]) ^ (1 << 63))
+		if p.Created.set && !forward && created < p.Created.GTE {
+			break // the index is ordered by created: nothing older can match
+		}
+		if p.Created.set && forward && created > p.Created.LTE {
+			break
+		}
+		raw, ok, err := match(k)
+		if err != nil {
+			return nil, false, "", err
+		}
+		if !ok {
+			continue
+		}
+		if len(data) == p.Limit {
+			hasMore = true
+			break
+		}
+		data = append(data, raw)
+	}
+	if forward {
+		for i, j := 0, len(data)-1; i < j; i, j = i+1, j-1 {
+			data[i], data[j] = data[j], data[i]
+		}
+	}
+	return data, hasMore, "", nil
+}
+
+func step(c *bolt.Cursor, forward bool) []byte {
+	if forward {
+		k, _ := c.Next()
+		return k
+	}
+	k, _ := c.Prev()
+	return k
+}
+
+func be64u(b []byte) uint64 {
+	var n uint64
+	for _, x := range b {
+		n = n<<8 | uint64(x)
+	}
+	return n
+}
+
+// apiVersion is the version stamped on events: the one stripe-go v82 expects, so that
+// webhook.ConstructEvent accepts them without IgnoreAPIVersionMismatch.
+var apiVersion = stripe.APIVersion

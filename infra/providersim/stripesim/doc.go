@@ -1,0 +1,75 @@
+// Package stripesim is a durable simulator of the part of Stripe's API that twice uses:
+// PaymentIntents (create with confirm, confirm, retrieve, list), refunds, Stripe's
+// Idempotency-Key semantics, Stripe's test PaymentMethods, and Stripe-signed webhooks
+// delivered from a durable outbox. The production stripe-go adapter talks to it
+// unchanged: point a stripe-go backend's URL at it.
+//
+// # Stripe API (form-encoded requests, JSON answers, Stripe's error envelope)
+//
+//	POST /v1/payment_intents              create; confirm=true confirms at once
+//	POST /v1/payment_intents/{id}/confirm confirm with payment_method (or the stored one)
+//	GET  /v1/payment_intents/{id}         retrieve (expand[]=latest_charge)
+//	GET  /v1/payment_intents              list: limit 1..100 (10), starting_after, ending_before,
+//	                                      created / created[gt|gte|lt|lte], customer; newest first
+//	POST /v1/refunds                      payment_intent or charge, amount (default: the rest)
+//
+// Authentication is HTTP basic (the API key as user) or "Authorization: Bearer <key>";
+// anything else is 401. An Idempotency-Key (1..255 bytes) is scoped per API key and kept
+// 24 h of the injected clock: the same key and parameters replay the saved status and
+// body with Idempotent-Replayed: true (declines, 402, included); different parameters
+// (or another route) answer 400 idempotency_error. Parameter validation errors and
+// unknown resources are not saved, as at Stripe. Concurrent requests with one key run
+// one after the other in bbolt's write transaction: the first executes, the rest replay.
+//
+// Outcomes follow Stripe's test PaymentMethods: pm_card_visa, pm_card_visa_debit,
+// pm_card_mastercard and pm_card_amex succeed; pm_card_visa_chargeDeclined (generic_decline),
+// ...InsufficientFunds, ...LostCard, ...StolenCard, ...VelocityLimitExceeded
+// (card_velocity_exceeded), pm_card_chargeDeclinedExpiredCard, ...IncorrectCvc and
+// ...ProcessingError decline with 402 card_error, Stripe's code, decline_code and message,
+// the PaymentIntent in the error, and the intent left in requires_payment_method with
+// last_payment_error set and payment_method detached. The Charge (expand latest_charge)
+// carries outcome.{advice_code, network_advice_code, network_decline_code, reason} and
+// payment_method_details.card.brand, which stripe-go's Error type does not expose.
+//
+// # Controls (JSON; errors are application/problem+json)
+//
+//	POST   /_sim/faults  {"path_prefix","fault","count","retry_after_s","latency_ms","method"}
+//	GET    /_sim/faults ; DELETE /_sim/faults
+//	POST   /_sim/webhooks/replay {"event_id","times","shuffle","reverse","delay_ms"}
+//	POST   /_sim/webhooks/pause ; POST /_sim/webhooks/resume
+//	POST   /_sim/webhooks/flush  (send every queued entry now, retry waits included;
+//	                               nothing while paused)
+//	POST   /_sim/webhooks/drop {"count"}
+//	GET    /_sim/events?object_id=&type=&state=&limit=&include=event
+//	GET    /_sim/stats
+//	POST   /_sim/cards {"payment_method","brand","decline_code","code","message","times",
+//	                    "advice_code","network_advice_code","network_decline_code","processing"}
+//	POST   /_sim/payment_intents {"amount","currency","customer","payment_method","description",
+//	                              "metadata","created","webhook"}
+//	POST   /_sim/payment_intents/{id}/mutate {"amount","amount_received","currency","status","customer"}
+//	POST   /_sim/payment_intents/{id}/settle {"outcome":"succeeded|failed","decline_code"}
+//	DELETE /_sim/payment_intents/{id}  (forget it silently: "missing at provider")
+//
+// Faults arm the next count /v1 requests whose path starts with path_prefix:
+// timeout_after_effect performs the request (and saves its idempotent response), then
+// holds the connection until the client gives up (or HoldTimeout) and closes it without
+// an answer; http_500 answers 500 api_error without any effect; http_429 answers 429
+// rate_limit with Retry-After; latency delays the answer by latency_ms of real time.
+// Faults are kept in memory only.
+//
+// # Webhooks
+//
+// Every state change writes, in the transaction of the change, a Stripe event
+// (payment_intent.succeeded, .payment_failed, .processing, charge.refunded) and an
+// outbox entry. The sender (Start, or Deliver for one pass) posts due entries signed
+// like Stripe (Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256>) with the event's
+// api_version set to stripe-go's, so webhook.ConstructEvent accepts them. A non-2xx or
+// transport error is retried after a full-jitter exponential backoff on the injected
+// clock, for RetryHorizon. Entries from different outbox rows go out in parallel, so
+// arrival order is not creation order, as at Stripe; the events of one replay go out in
+// the order the replay answer lists.
+//
+// Everything except armed faults lives in providersim.db (bbolt, fsync'd) under DataDir,
+// so a restart, even after kill -9, keeps PaymentIntents, idempotency keys, events,
+// programmed cards, pause and drop state, and sends what was not yet delivered.
+package stripesim
