@@ -1,30 +1,28 @@
 package stripeprovider
 
 import (
-	"os"
-	"strconv"
+	"net/http/httptest"
 	"testing"
-	"time"
 
+	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/provider/providertest"
 )
 
-// The adapter's behaviour against a stateful Stripe: the local provider simulator (or Stripe's
-// test mode). stripe-mock cannot serve here: it is stateless and never declines.
+// The adapter's behaviour against a stateful Stripe: the provider simulator, served on a real
+// loopback HTTP server. stripe-mock cannot serve here: it is stateless and never declines.
 func TestAdapterPassesTheProviderSuite(t *testing.T) {
-	base := os.Getenv("TWICE_TEST_PROVIDER_SIM")
-	if base == "" {
-		t.Skip("TWICE_TEST_PROVIDER_SIM unset: point it at a running provider simulator")
+	sim, err := stripesim.New(stripesim.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	apiKey := os.Getenv("TWICE_STRIPE_API_KEY")
-	if apiKey == "" {
-		apiKey = "sk_test_twice_local"
-	}
-	// The simulator keeps its idempotency keys across runs: a scope per run keeps runs apart.
-	scope := "suite-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	providertest.Run(t, scope, func(t *testing.T) provider.Provider {
-		c, err := New(Config{APIKey: apiKey, BaseURL: base})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(func() {
+		srv.Close()
+		sim.Close()
+	})
+	providertest.Run(t, "suite", func(t *testing.T) provider.Provider {
+		c, err := New(Config{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL})
 		if err != nil {
 			t.Fatal(err)
 		}
