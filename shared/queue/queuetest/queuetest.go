@@ -385,14 +385,20 @@ func testConsumerBatchFailures(t *testing.T, s Suite, f Fixture) {
 func testInvalid(t *testing.T, s Suite, f Fixture) {
 	ctx := context.Background()
 	cases := map[string]func() error{
-		"max 0":        func() error { _, err := f.Queue.Receive(ctx, 0, s.Tick, 0); return err },
-		"max 11":       func() error { _, err := f.Queue.Receive(ctx, 11, s.Tick, 0); return err },
-		"wait 21s":     func() error { _, err := f.Queue.Receive(ctx, 1, s.Tick, 21*time.Second); return err },
-		"visibility":   func() error { _, err := f.Queue.Receive(ctx, 1, 13*time.Hour, 0); return err },
-		"empty body":   func() error { _, err := f.Queue.Send(ctx, nil, queue.SendOptions{}); return err },
-		"binary body":  func() error { _, err := f.Queue.Send(ctx, []byte{0, 1, 2}, queue.SendOptions{}); return err },
-		"delay 16m":    func() error { _, err := f.Queue.Send(ctx, []byte("x"), queue.SendOptions{Delay: 16 * time.Minute}); return err },
-		"empty attr":   func() error { _, err := f.Queue.Send(ctx, []byte("x"), queue.SendOptions{Attributes: map[string]string{"a": ""}}); return err },
+		"max 0":       func() error { _, err := f.Queue.Receive(ctx, 0, s.Tick, 0); return err },
+		"max 11":      func() error { _, err := f.Queue.Receive(ctx, 11, s.Tick, 0); return err },
+		"wait 21s":    func() error { _, err := f.Queue.Receive(ctx, 1, s.Tick, 21*time.Second); return err },
+		"visibility":  func() error { _, err := f.Queue.Receive(ctx, 1, 13*time.Hour, 0); return err },
+		"empty body":  func() error { _, err := f.Queue.Send(ctx, nil, queue.SendOptions{}); return err },
+		"binary body": func() error { _, err := f.Queue.Send(ctx, []byte{0, 1, 2}, queue.SendOptions{}); return err },
+		"delay 16m": func() error {
+			_, err := f.Queue.Send(ctx, []byte("x"), queue.SendOptions{Delay: 16 * time.Minute})
+			return err
+		},
+		"empty attr": func() error {
+			_, err := f.Queue.Send(ctx, []byte("x"), queue.SendOptions{Attributes: map[string]string{"a": ""}})
+			return err
+		},
 		"change neg":   func() error { return f.Queue.ChangeVisibility(ctx, "x", -time.Second) },
 		"receipt junk": func() error { return invalidAsInvalid(f.Queue.Delete(ctx, "%%%")) },
 	}
