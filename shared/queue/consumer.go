@@ -26,6 +26,15 @@ type Receiver interface {
 
 var _ Receiver = Queue(nil)
 
+// BatchDeleter is implemented by queues that delete many messages in one request (SQS
+// DeleteMessageBatch; one commit in the local queue). The Consumer uses it when it is there, as
+// Lambda deletes a batch's successes together.
+type BatchDeleter interface {
+	// DeleteBatch deletes up to MaxBatch messages and returns one error per receipt (nil for
+	// each deleted one), or a single error when the request failed as a whole.
+	DeleteBatch(ctx context.Context, receipts []string) ([]error, error)
+}
+
 // Consumer runs a Handler over a queue the way Lambda's SQS event source mapping does: it
 // receives a batch, calls the handler, deletes the messages the handler did not report as
 // failed, and leaves the failed ones to reappear after the visibility timeout (and, past the
@@ -124,21 +133,55 @@ func (c *Consumer) Poll(ctx context.Context) (BatchResult, error) {
 	}
 	res := BatchResult{Received: len(msgs)}
 	failed := c.handle(ctx, msgs)
+	var done []Message
 	for _, m := range msgs {
 		if failed[m.ID] {
 			res.Failed++
 			continue
 		}
+		done = append(done, m)
+	}
+	// Deletes outlive a cancelled ctx: the work is done, and a lost delete means a redelivery.
+	errs := c.delete(context.WithoutCancel(ctx), done)
+	for i, m := range done {
 		// A message whose delete fails comes back after its visibility timeout: at-least-once,
 		// which the handlers are written for.
-		if err := c.Queue.Delete(context.WithoutCancel(ctx), m.ReceiptHandle); err != nil {
-			c.logger().Warn("queue delete failed", "queue", c.SourceARN, "message_id", m.ID, "err", err)
+		if errs[i] != nil {
+			c.logger().Warn("queue delete failed", "queue", c.SourceARN, "message_id", m.ID, "err", errs[i])
 			res.Failed++
 			continue
 		}
 		res.Deleted++
 	}
 	return res, nil
+}
+
+func (c *Consumer) delete(ctx context.Context, msgs []Message) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	if bd, ok := c.Queue.(BatchDeleter); ok && len(msgs) > 1 {
+		receipts := make([]string, len(msgs))
+		for i, m := range msgs {
+			receipts[i] = m.ReceiptHandle
+		}
+		got, err := bd.DeleteBatch(ctx, receipts)
+		if err == nil && len(got) == len(msgs) {
+			return got
+		}
+		if err == nil {
+			err = fmt.Errorf("queue: DeleteBatch returned %d results for %d receipts", len(got), len(msgs))
+		}
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	for i, m := range msgs {
+		errs[i] = c.Queue.Delete(ctx, m.ReceiptHandle)
+	}
+	return errs
 }
 
 // handle runs the handler and returns the ids of the messages that failed.
