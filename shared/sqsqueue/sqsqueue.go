@@ -22,11 +22,13 @@ type Client interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 }
 
 var (
 	_ Client      = (*sqs.Client)(nil)
-	_ queue.Queue = (*Queue)(nil)
+	_ queue.Queue        = (*Queue)(nil)
+	_ queue.BatchDeleter = (*Queue)(nil)
 )
 
 // Queue is a queue.Queue on one SQS standard queue. Its redrive policy is the queue's
@@ -102,6 +104,42 @@ func (q *Queue) Delete(ctx context.Context, receipt string) error {
 	}
 	_, err := q.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &q.url, ReceiptHandle: &receipt})
 	return mapError("delete", err)
+}
+
+// DeleteBatch implements queue.BatchDeleter with DeleteMessageBatch.
+func (q *Queue) DeleteBatch(ctx context.Context, receipts []string) ([]error, error) {
+	if len(receipts) == 0 || len(receipts) > queue.MaxBatch {
+		return nil, fmt.Errorf("%w: %d receipts (1 to %d)", queue.ErrInvalid, len(receipts), queue.MaxBatch)
+	}
+	in := &sqs.DeleteMessageBatchInput{QueueUrl: &q.url, Entries: make([]types.DeleteMessageBatchRequestEntry, len(receipts))}
+	for i, r := range receipts {
+		in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(r)}
+	}
+	out, err := q.client.DeleteMessageBatch(ctx, in)
+	if err != nil {
+		return nil, mapError("delete batch", err)
+	}
+	errs := make([]error, len(receipts))
+	answered := make([]bool, len(receipts))
+	for _, ok := range out.Successful {
+		if i, err := strconv.Atoi(aws.ToString(ok.Id)); err == nil && i >= 0 && i < len(receipts) {
+			answered[i] = true
+		}
+	}
+	for _, f := range out.Failed {
+		i, err := strconv.Atoi(aws.ToString(f.Id))
+		if err != nil || i < 0 || i >= len(receipts) {
+			continue
+		}
+		answered[i] = true
+		errs[i] = mapError("delete batch", &smithy.GenericAPIError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message)})
+	}
+	for i, ok := range answered {
+		if !ok {
+			errs[i] = fmt.Errorf("%w: no result for entry %d", ErrBadResponse, i)
+		}
+	}
+	return errs, nil
 }
 
 // ChangeVisibility implements queue.Queue. d is rounded up to whole seconds.

@@ -60,6 +60,7 @@ func Run(t *testing.T, s Suite) {
 		{"ConcurrentReceiversNeverShare", testConcurrentReceivers},
 		{"LongPollWakesOnSend", testLongPollWakesOnSend},
 		{"ConsumerBatchFailures", testConsumerBatchFailures},
+		{"DeleteBatch", testDeleteBatch},
 		{"Invalid", testInvalid},
 	}
 	for _, tc := range tests {
@@ -380,6 +381,39 @@ func testConsumerBatchFailures(t *testing.T, s Suite, f Fixture) {
 	}
 	f.Advance(s.past(1))
 	receiveNone(t, f.Queue, "after every message succeeded")
+}
+
+func testDeleteBatch(t *testing.T, s Suite, f Fixture) {
+	bd, ok := f.Queue.(queue.BatchDeleter)
+	if !ok {
+		t.Skip("not a queue.BatchDeleter")
+	}
+	ctx := context.Background()
+	for _, b := range []string{"a", "b", "c"} {
+		send(t, f.Queue, b, nil)
+	}
+	msgs := receive(t, f.Queue, 10, 30*s.Tick)
+	if len(msgs) != 3 {
+		t.Fatalf("received %d, want 3", len(msgs))
+	}
+	errs, err := bd.DeleteBatch(ctx, []string{msgs[0].ReceiptHandle, "not-a-receipt", msgs[1].ReceiptHandle})
+	if err != nil || len(errs) != 3 {
+		t.Fatalf("DeleteBatch: %v, %v", errs, err)
+	}
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], queue.ErrReceiptInvalid) {
+		t.Fatalf("DeleteBatch results %v, want nil, ErrReceiptInvalid, nil", errs)
+	}
+	// Only the third message is left: make it visible and find it alone.
+	if err := f.Queue.ChangeVisibility(ctx, msgs[2].ReceiptHandle, 0); err != nil {
+		t.Fatal(err)
+	}
+	left := receive(t, f.Queue, 10, s.Tick)
+	if len(left) != 1 || left[0].ID != msgs[2].ID {
+		t.Fatalf("after DeleteBatch left %d messages, want only %s", len(left), msgs[2].ID)
+	}
+	if _, err := bd.DeleteBatch(ctx, nil); !errors.Is(err, queue.ErrInvalid) {
+		t.Fatalf("empty DeleteBatch: %v, want ErrInvalid", err)
+	}
 }
 
 func testInvalid(t *testing.T, s Suite, f Fixture) {
