@@ -26,7 +26,7 @@ type Client interface {
 }
 
 var (
-	_ Client      = (*sqs.Client)(nil)
+	_ Client             = (*sqs.Client)(nil)
 	_ queue.Queue        = (*Queue)(nil)
 	_ queue.BatchDeleter = (*Queue)(nil)
 )
