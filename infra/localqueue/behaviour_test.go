@@ -72,6 +72,31 @@ func TestLongPollWakesWhenDelayEnds(t *testing.T) {
 	}
 }
 
+func TestDelayedSendRearmsWaiters(t *testing.T) {
+	clock := NewFakeClock(epoch)
+	q := mustQueue(t, newBroker(t, clock), "q", Config{})
+	ctx := context.Background()
+	done := make(chan []queue.Message, 1)
+	go func() {
+		msgs, _ := q.Receive(ctx, 1, time.Minute, 20*time.Second)
+		done <- msgs
+	}()
+	clock.BlockUntil(1) // waiting on its 20 s timer
+	id, err := q.Send(ctx, []byte("soon"), queue.SendOptions{Delay: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Second)
+	select {
+	case msgs := <-done:
+		if len(msgs) != 1 || msgs[0].ID != id {
+			t.Fatalf("got %v, want the delayed message", msgs)
+		}
+	case <-time.After(10 * time.Second): // a guard against a hang, not a wait the test needs
+		t.Fatal("waiter kept its 20 s timer and missed the delayed message's due time")
+	}
+}
+
 func TestReceiveEndsOnCancelAndClose(t *testing.T) {
 	clock := NewFakeClock(epoch)
 	b := newBroker(t, clock)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ type Options struct {
 	Clock Clock
 	// NewID makes message ids; defaults to crypto/rand.Text.
 	NewID func() string
+	// Logger records dead-lettering; defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // Broker owns the queues that live in one bbolt file and the committer that writes them.
@@ -39,6 +42,7 @@ type Broker struct {
 	db     *bolt.DB
 	clock  Clock
 	newID  func() string
+	log    *slog.Logger
 	writes chan *writeReq
 	done   chan struct{}
 	closed chan struct{}
@@ -61,6 +65,10 @@ func New(db *bolt.DB, opts Options) *Broker {
 	}
 	if b.newID == nil {
 		b.newID = rand.Text
+	}
+	b.log = opts.Logger
+	if b.log == nil {
+		b.log = slog.Default()
 	}
 	go b.commitLoop()
 	return b
@@ -121,10 +129,13 @@ func (b *Broker) Queue(name string, cfg Config) (*Queue, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q := b.queueLocked(name)
-	q.cfg = cfg
+	var dlq *Queue
 	if cfg.DeadLetter != "" {
-		q.dlq = b.queueLocked(cfg.DeadLetter)
+		dlq = b.queueLocked(cfg.DeadLetter)
 	}
+	q.mu.Lock()
+	q.cfg, q.dlq = cfg, dlq
+	q.mu.Unlock()
 	return q, nil
 }
 
@@ -145,8 +156,14 @@ type Queue struct {
 	cfg  Config
 	dlq  *Queue
 
-	mu   sync.Mutex
+	mu   sync.Mutex    // guards cfg, dlq and wake
 	wake chan struct{} // closed and replaced when messages may have become available
+}
+
+func (q *Queue) redrive() (Config, *Queue) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.cfg, q.dlq
 }
 
 // Name returns the queue's name.
@@ -186,9 +203,8 @@ func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (
 	if err != nil {
 		return "", err
 	}
-	if opts.Delay == 0 {
-		q.notify()
-	}
+	// Wake waiters even for a delayed message: they re-arm their timers for its due time.
+	q.notify()
 	return rec.id, nil
 }
 
@@ -239,9 +255,10 @@ func (q *Queue) tryReceive(ctx context.Context, max int, visibility time.Duratio
 		}
 		return nil, next, err
 	}
-	movedToDLQ := false
+	cfg, dlq := q.redrive()
+	var dead []deadLetter
 	err = q.b.submit(ctx, func(tx *bolt.Tx) (error, error) {
-		msgs, next, movedToDLQ = nil, time.Time{}, false
+		msgs, next, dead = nil, time.Time{}, nil
 		qb, err := q.buckets(tx)
 		if err != nil {
 			return nil, err
@@ -266,12 +283,12 @@ func (q *Queue) tryReceive(ctx context.Context, max int, visibility time.Duratio
 				if err != nil {
 					return nil, err
 				}
-				if q.dlq != nil && rec.receiveCount >= uint64(q.cfg.MaxReceiveCount) {
+				if dlq != nil && rec.receiveCount >= uint64(cfg.MaxReceiveCount) {
 					// SQS moves the message on the receive that would exceed maxReceiveCount.
 					if err := qb.remove(seq, vk); err != nil {
 						return nil, err
 					}
-					dq, err := q.dlq.buckets(tx)
+					dq, err := dlq.buckets(tx)
 					if err != nil {
 						return nil, err
 					}
@@ -279,7 +296,7 @@ func (q *Queue) tryReceive(ctx context.Context, max int, visibility time.Duratio
 					if err := dq.put(rec.encode(), rec.visibleAt); err != nil {
 						return nil, err
 					}
-					movedToDLQ = true
+					dead = append(dead, deadLetter{rec.id, rec.receiveCount})
 					continue
 				}
 				rec.receiveCount++
@@ -296,10 +313,19 @@ func (q *Queue) tryReceive(ctx context.Context, max int, visibility time.Duratio
 		}
 		return nil, nil
 	})
-	if movedToDLQ && err == nil {
-		q.dlq.notify()
+	if len(dead) > 0 && err == nil {
+		for _, d := range dead {
+			q.b.log.Info("message dead-lettered", "queue", q.name, "dead_letter_queue", dlq.name,
+				"message_id", d.id, "receive_count", d.receiveCount)
+		}
+		dlq.notify()
 	}
 	return msgs, next, err
+}
+
+type deadLetter struct {
+	id           string
+	receiveCount uint64
 }
 
 // due reports whether a message is visible now, and if not when the next one will be.
@@ -412,8 +438,8 @@ func (q *Queue) ChangeVisibility(ctx context.Context, receiptHandle string, d ti
 		rec.visibleAt = q.b.clock.Now().Add(d).UnixNano()
 		return nil, qb.update(seq, vk, *rec)
 	})
-	if err == nil && d == 0 {
-		q.notify()
+	if err == nil {
+		q.notify() // the message may now be due sooner than any waiter's timer
 	}
 	return err
 }
