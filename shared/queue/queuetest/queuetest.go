@@ -1,0 +1,453 @@
+// Package queuetest is the one contract suite every queue.Queue implementation must pass, the
+// way watermill's pubsub/tests is run by each of its Pub/Subs.
+//
+// Time is a parameter: the local queue runs on a fake clock that the suite advances, SQS (moto)
+// runs in real time and the suite waits it out, in whole seconds because SQS counts seconds.
+package queuetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/queue"
+)
+
+// MaxReceiveCount is the redrive policy every fixture's queue must have.
+const MaxReceiveCount = 3
+
+// Fixture is one fresh, empty queue and its dead-letter queue.
+type Fixture struct {
+	// Queue redrives to DLQ after MaxReceiveCount receives.
+	Queue queue.Queue
+	DLQ   queue.Queue
+	// Now reads the queues' clock.
+	Now func() time.Time
+	// Advance lets d pass on the queues' clock: a fake clock moves, a real one is waited out.
+	Advance func(d time.Duration)
+}
+
+// Suite describes an implementation to the suite.
+type Suite struct {
+	New func(t *testing.T) Fixture
+	// Tick is the unit of every visibility timeout and delay in the suite (1 s for SQS).
+	Tick time.Duration
+	// StaleReceiptDeletes says what Delete does with a receipt from an earlier receive of a
+	// message that was received again: true if it deletes (moto), false if it refuses with
+	// queue.ErrStaleReceipt and keeps the message (the local queue).
+	StaleReceiptDeletes bool
+}
+
+// Run runs the contract suite; every case gets its own fixture and runs in parallel.
+func Run(t *testing.T, s Suite) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s Suite, f Fixture)
+	}{
+		{"SendReceiveDelete", testSendReceiveDelete},
+		{"AtLeastOnce", testAtLeastOnce},
+		{"StaleReceipt", testStaleReceipt},
+		{"ChangeVisibility", testChangeVisibility},
+		{"Delay", testDelay},
+		{"RedriveToDLQ", testRedrive},
+		{"ConcurrentReceiversNeverShare", testConcurrentReceivers},
+		{"LongPollWakesOnSend", testLongPollWakesOnSend},
+		{"ConsumerBatchFailures", testConsumerBatchFailures},
+		{"DeleteBatch", testDeleteBatch},
+		{"Invalid", testInvalid},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, s, s.New(t))
+		})
+	}
+}
+
+// half is the margin the suite waits past a deadline, so a real-time server is surely past it.
+func (s Suite) past(ticks int) time.Duration { return time.Duration(ticks)*s.Tick + s.Tick/2 }
+
+func send(t *testing.T, q queue.Queue, body string, attrs map[string]string) string {
+	t.Helper()
+	id, err := q.Send(context.Background(), []byte(body), queue.SendOptions{Attributes: attrs})
+	if err != nil {
+		t.Fatalf("send %q: %v", body, err)
+	}
+	if id == "" {
+		t.Fatalf("send %q: empty message id", body)
+	}
+	return id
+}
+
+func receive(t *testing.T, q queue.Queue, max int, vis time.Duration) []queue.Message {
+	t.Helper()
+	msgs, err := q.Receive(context.Background(), max, vis, 0)
+	if err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	return msgs
+}
+
+func receiveOne(t *testing.T, q queue.Queue, vis time.Duration) queue.Message {
+	t.Helper()
+	msgs := receive(t, q, 1, vis)
+	if len(msgs) != 1 {
+		t.Fatalf("receive: got %d messages, want 1", len(msgs))
+	}
+	return msgs[0]
+}
+
+func receiveNone(t *testing.T, q queue.Queue, why string) {
+	t.Helper()
+	if msgs := receive(t, q, 10, time.Minute); len(msgs) != 0 {
+		t.Fatalf("%s: received %d messages (first %q), want none", why, len(msgs), msgs[0].Body)
+	}
+}
+
+func testSendReceiveDelete(t *testing.T, s Suite, f Fixture) {
+	ctx := context.Background()
+	before := f.Now()
+	attrs := map[string]string{"provider": "stripe", "Stripe-Signature": "t=1,v1=ab ü"}
+	body := `{"id":"evt_1","type":"payment_intent.succeeded","ü":"✓"}`
+	id := send(t, f.Queue, body, attrs)
+	plain := send(t, f.Queue, "second", nil)
+	after := f.Now()
+
+	msgs := receive(t, f.Queue, 10, s.Tick)
+	if len(msgs) != 2 {
+		t.Fatalf("got %d messages, want 2", len(msgs))
+	}
+	byID := map[string]queue.Message{msgs[0].ID: msgs[0], msgs[1].ID: msgs[1]}
+	m, ok := byID[id]
+	if !ok {
+		t.Fatalf("message %s not received; got %v", id, maps.Keys(byID))
+	}
+	if string(m.Body) != body || !maps.Equal(m.Attributes, attrs) {
+		t.Fatalf("got body %q attrs %v, want %q %v", m.Body, m.Attributes, body, attrs)
+	}
+	if m.ReceiveCount != 1 || m.ReceiptHandle == "" {
+		t.Fatalf("first receive: count %d, receipt %q", m.ReceiveCount, m.ReceiptHandle)
+	}
+	// SQS reports SentTimestamp in milliseconds.
+	if m.SentAt.Before(before.Add(-time.Second)) || m.SentAt.After(after.Add(time.Second)) {
+		t.Fatalf("SentAt %v outside [%v, %v]", m.SentAt, before, after)
+	}
+	if p := byID[plain]; len(p.Attributes) != 0 || string(p.Body) != "second" {
+		t.Fatalf("plain message: %+v", p)
+	}
+	for _, m := range msgs {
+		if err := f.Queue.Delete(ctx, m.ReceiptHandle); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+	}
+	if err := f.Queue.Delete(ctx, m.ReceiptHandle); err != nil {
+		t.Fatalf("second delete of a deleted message: %v, want nil", err)
+	}
+	f.Advance(s.past(1))
+	receiveNone(t, f.Queue, "after delete and visibility timeout")
+}
+
+func testAtLeastOnce(t *testing.T, s Suite, f Fixture) {
+	id := send(t, f.Queue, "retry me", nil)
+	first := receiveOne(t, f.Queue, s.Tick)
+	receiveNone(t, f.Queue, "while in flight")
+	f.Advance(s.past(1))
+	again := receiveOne(t, f.Queue, s.Tick)
+	if again.ID != id || first.ID != id || string(again.Body) != "retry me" {
+		t.Fatalf("redelivered %s %q, want %s", again.ID, again.Body, id)
+	}
+	if again.ReceiveCount != 2 {
+		t.Fatalf("ReceiveCount %d after redelivery, want 2", again.ReceiveCount)
+	}
+	if again.ReceiptHandle == first.ReceiptHandle {
+		t.Fatal("redelivery reused the receipt handle")
+	}
+}
+
+func testStaleReceipt(t *testing.T, s Suite, f Fixture) {
+	ctx := context.Background()
+	send(t, f.Queue, "contested", nil)
+	first := receiveOne(t, f.Queue, s.Tick)
+	f.Advance(s.past(1))
+	second := receiveOne(t, f.Queue, s.Tick)
+
+	err := f.Queue.Delete(ctx, first.ReceiptHandle)
+	if s.StaleReceiptDeletes {
+		if err != nil {
+			t.Fatalf("delete with stale receipt: %v", err)
+		}
+		if err := f.Queue.ChangeVisibility(ctx, second.ReceiptHandle, 0); !errors.Is(err, queue.ErrReceiptInvalid) {
+			t.Fatalf("change visibility of a deleted message: %v, want ErrReceiptInvalid", err)
+		}
+		receiveNone(t, f.Queue, "after delete with stale receipt")
+		return
+	}
+	if !errors.Is(err, queue.ErrStaleReceipt) || !errors.Is(err, queue.ErrReceiptInvalid) {
+		t.Fatalf("delete with stale receipt: %v, want ErrStaleReceipt", err)
+	}
+	// The current holder still owns it.
+	if err := f.Queue.ChangeVisibility(ctx, second.ReceiptHandle, 0); err != nil {
+		t.Fatalf("change visibility with current receipt: %v", err)
+	}
+	if m := receiveOne(t, f.Queue, s.Tick); m.ID != first.ID || m.ReceiveCount != 3 {
+		t.Fatalf("after refused stale delete got %s count %d, want %s count 3", m.ID, m.ReceiveCount, first.ID)
+	}
+}
+
+func testChangeVisibility(t *testing.T, s Suite, f Fixture) {
+	ctx := context.Background()
+	id := send(t, f.Queue, "backoff", nil)
+	m := receiveOne(t, f.Queue, 30*s.Tick)
+	// Zero makes it visible at once: a consumer giving a message back.
+	if err := f.Queue.ChangeVisibility(ctx, m.ReceiptHandle, 0); err != nil {
+		t.Fatalf("change visibility to 0: %v", err)
+	}
+	m = receiveOne(t, f.Queue, s.Tick)
+	if m.ID != id || m.ReceiveCount != 2 {
+		t.Fatalf("got %s count %d, want %s count 2", m.ID, m.ReceiveCount, id)
+	}
+	// Pushing it later (a consumer's backoff) outlasts the visibility it was received with.
+	if err := f.Queue.ChangeVisibility(ctx, m.ReceiptHandle, 3*s.Tick); err != nil {
+		t.Fatalf("extend visibility: %v", err)
+	}
+	f.Advance(s.past(1))
+	receiveNone(t, f.Queue, "after the original visibility, before the extended one")
+	f.Advance(2 * s.Tick)
+	if m := receiveOne(t, f.Queue, s.Tick); m.ID != id || m.ReceiveCount != 3 {
+		t.Fatalf("after extended visibility got %s count %d, want %s count 3", m.ID, m.ReceiveCount, id)
+	}
+	for name, receipt := range map[string]string{"empty": "", "garbage": "not-a-receipt"} {
+		if err := f.Queue.ChangeVisibility(ctx, receipt, s.Tick); !errors.Is(err, queue.ErrReceiptInvalid) {
+			t.Errorf("%s receipt: %v, want ErrReceiptInvalid", name, err)
+		}
+	}
+}
+
+func testDelay(t *testing.T, s Suite, f Fixture) {
+	id, err := f.Queue.Send(context.Background(), []byte("later"), queue.SendOptions{Delay: s.Tick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiveNone(t, f.Queue, "before the delay")
+	f.Advance(s.past(1))
+	if m := receiveOne(t, f.Queue, s.Tick); m.ID != id || m.ReceiveCount != 1 {
+		t.Fatalf("after delay got %s count %d, want %s count 1", m.ID, m.ReceiveCount, id)
+	}
+}
+
+func testRedrive(t *testing.T, s Suite, f Fixture) {
+	attrs := map[string]string{"event-id": "evt_poison", "provider": "stripe"}
+	id := send(t, f.Queue, `{"poison":true}`, attrs)
+	for i := 1; i <= MaxReceiveCount; i++ {
+		if m := receiveOne(t, f.Queue, s.Tick); m.ReceiveCount != i {
+			t.Fatalf("receive %d: ReceiveCount %d", i, m.ReceiveCount)
+		}
+		f.Advance(s.past(1))
+	}
+	// The receive that would exceed maxReceiveCount moves it instead.
+	receiveNone(t, f.Queue, "after maxReceiveCount receives")
+	d := receiveOne(t, f.DLQ, s.Tick)
+	if d.ID != id || string(d.Body) != `{"poison":true}` || !maps.Equal(d.Attributes, attrs) {
+		t.Fatalf("dead letter %s %q %v, want %s with body and attributes intact", d.ID, d.Body, d.Attributes, id)
+	}
+	if d.ReceiveCount <= MaxReceiveCount {
+		t.Fatalf("dead letter ReceiveCount %d, want above %d", d.ReceiveCount, MaxReceiveCount)
+	}
+}
+
+func testConcurrentReceivers(t *testing.T, s Suite, f Fixture) {
+	const n, receivers = 40, 5
+	sent := make(map[string]bool, n)
+	for i := range n {
+		sent[send(t, f.Queue, fmt.Sprintf("m%d", i), nil)] = true
+	}
+	var mu sync.Mutex
+	got := make(map[string]int, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, receivers)
+	for range receivers {
+		wg.Go(func() {
+			for {
+				msgs, err := f.Queue.Receive(context.Background(), 3, 60*s.Tick, 0)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(msgs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, m := range msgs {
+					got[m.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("receive: %v", err)
+	}
+	for id, c := range got {
+		if c != 1 || !sent[id] {
+			t.Fatalf("message %s received %d times (sent here: %v)", id, c, sent[id])
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("received %d distinct messages, want %d", len(got), n)
+	}
+}
+
+func testLongPollWakesOnSend(t *testing.T, s Suite, f Fixture) {
+	type result struct {
+		msgs []queue.Message
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		msgs, err := f.Queue.Receive(context.Background(), 1, s.Tick, queue.MaxWait)
+		done <- result{msgs, err}
+	}()
+	id := send(t, f.Queue, "wake up", nil)
+	// No clock advance: only the send can end this wait before MaxWait.
+	r := <-done
+	if r.err != nil || len(r.msgs) != 1 || r.msgs[0].ID != id {
+		t.Fatalf("long poll got %v, %v; want message %s", r.msgs, r.err, id)
+	}
+}
+
+func testConsumerBatchFailures(t *testing.T, s Suite, f Fixture) {
+	ctx := context.Background()
+	for _, b := range []string{"ok-1", "fail-2", "ok-3", "fail-4"} {
+		send(t, f.Queue, b, map[string]string{"n": b})
+	}
+	var mu sync.Mutex
+	seen := map[string][]string{} // body -> ApproximateReceiveCount of each delivery
+	c := &queue.Consumer{
+		Queue: f.Queue, Visibility: s.Tick, Wait: time.Second, SourceARN: "arn:aws:sqs:us-east-1:000000000000:test",
+		Handler: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			var resp events.SQSEventResponse
+			for _, r := range ev.Records {
+				seen[r.Body] = append(seen[r.Body], r.Attributes["ApproximateReceiveCount"])
+				if a := r.MessageAttributes["n"]; a.StringValue == nil || *a.StringValue != r.Body {
+					return resp, fmt.Errorf("message attribute n of %q: %+v", r.Body, a)
+				}
+				// First deliveries of "fail" messages fail; their redeliveries succeed.
+				if strings.HasPrefix(r.Body, "fail") && len(seen[r.Body]) == 1 {
+					resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+				}
+			}
+			return resp, nil
+		},
+	}
+	total := queue.BatchResult{}
+	for total.Received < 4 {
+		r, err := c.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Received == 0 {
+			t.Fatalf("poll found no messages after %d", total.Received)
+		}
+		total = queue.BatchResult{Received: total.Received + r.Received, Deleted: total.Deleted + r.Deleted, Failed: total.Failed + r.Failed}
+	}
+	if total != (queue.BatchResult{Received: 4, Deleted: 2, Failed: 2}) {
+		t.Fatalf("first pass: %+v, want 4 received, 2 deleted, 2 failed", total)
+	}
+	receiveNone(t, f.Queue, "failures before their visibility timeout")
+	f.Advance(s.past(1))
+	r, err := c.Poll(ctx)
+	if err != nil || r != (queue.BatchResult{Received: 2, Deleted: 2}) {
+		t.Fatalf("redelivery pass: %+v, %v; want the 2 failures received and deleted", r, err)
+	}
+	for body, counts := range seen {
+		want := []string{"1"}
+		if strings.HasPrefix(body, "fail") {
+			want = []string{"1", "2"}
+		}
+		if strings.Join(counts, ",") != strings.Join(want, ",") {
+			t.Errorf("%s delivered with receive counts %v, want %v", body, counts, want)
+		}
+	}
+	f.Advance(s.past(1))
+	receiveNone(t, f.Queue, "after every message succeeded")
+}
+
+func testDeleteBatch(t *testing.T, s Suite, f Fixture) {
+	bd, ok := f.Queue.(queue.BatchDeleter)
+	if !ok {
+		t.Skip("not a queue.BatchDeleter")
+	}
+	ctx := context.Background()
+	for _, b := range []string{"a", "b", "c"} {
+		send(t, f.Queue, b, nil)
+	}
+	msgs := receive(t, f.Queue, 10, 30*s.Tick)
+	if len(msgs) != 3 {
+		t.Fatalf("received %d, want 3", len(msgs))
+	}
+	errs, err := bd.DeleteBatch(ctx, []string{msgs[0].ReceiptHandle, "not-a-receipt", msgs[1].ReceiptHandle})
+	if err != nil || len(errs) != 3 {
+		t.Fatalf("DeleteBatch: %v, %v", errs, err)
+	}
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], queue.ErrReceiptInvalid) {
+		t.Fatalf("DeleteBatch results %v, want nil, ErrReceiptInvalid, nil", errs)
+	}
+	// Only the third message is left: make it visible and find it alone.
+	if err := f.Queue.ChangeVisibility(ctx, msgs[2].ReceiptHandle, 0); err != nil {
+		t.Fatal(err)
+	}
+	left := receive(t, f.Queue, 10, s.Tick)
+	if len(left) != 1 || left[0].ID != msgs[2].ID {
+		t.Fatalf("after DeleteBatch left %d messages, want only %s", len(left), msgs[2].ID)
+	}
+	if _, err := bd.DeleteBatch(ctx, nil); !errors.Is(err, queue.ErrInvalid) {
+		t.Fatalf("empty DeleteBatch: %v, want ErrInvalid", err)
+	}
+}
+
+func testInvalid(t *testing.T, s Suite, f Fixture) {
+	ctx := context.Background()
+	cases := map[string]func() error{
+		"max 0":       func() error { _, err := f.Queue.Receive(ctx, 0, s.Tick, 0); return err },
+		"max 11":      func() error { _, err := f.Queue.Receive(ctx, 11, s.Tick, 0); return err },
+		"wait 21s":    func() error { _, err := f.Queue.Receive(ctx, 1, s.Tick, 21*time.Second); return err },
+		"visibility":  func() error { _, err := f.Queue.Receive(ctx, 1, 13*time.Hour, 0); return err },
+		"empty body":  func() error { _, err := f.Queue.Send(ctx, nil, queue.SendOptions{}); return err },
+		"binary body": func() error { _, err := f.Queue.Send(ctx, []byte{0, 1, 2}, queue.SendOptions{}); return err },
+		"delay 16m": func() error {
+			_, err := f.Queue.Send(ctx, []byte("x"), queue.SendOptions{Delay: 16 * time.Minute})
+			return err
+		},
+		"empty attr": func() error {
+			_, err := f.Queue.Send(ctx, []byte("x"), queue.SendOptions{Attributes: map[string]string{"a": ""}})
+			return err
+		},
+		"change neg":   func() error { return f.Queue.ChangeVisibility(ctx, "x", -time.Second) },
+		"receipt junk": func() error { return invalidAsInvalid(f.Queue.Delete(ctx, "%%%")) },
+	}
+	for name, fn := range cases {
+		if err := fn(); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// invalidAsInvalid lets one table hold the receipt case: a malformed receipt is
+// ErrReceiptInvalid, which the table reads as invalid.
+func invalidAsInvalid(err error) error {
+	if errors.Is(err, queue.ErrReceiptInvalid) {
+		return queue.ErrInvalid
+	}
+	return fmt.Errorf("%v (not ErrReceiptInvalid)", err)
+}
