@@ -191,9 +191,15 @@ var statusEvent = map[string]string{
 	StatusRefunded:   "charge.refunded",
 }
 
-// VersionAt is the version of a payment state observed at t: seconds first, then the state's
-// place in the PaymentIntent lifecycle, the scheme the webhook worker derives from an event, so
-// the API's write and the provider's events order against each other.
+// VersionAt is the version of a payment state our own code observed at t: seconds first, then
+// the state's place in the PaymentIntent lifecycle (the scheme the webhook worker derives from
+// an event, so the two order against each other), then one more step, so that our write of a
+// state beats the provider's event for the same state in the same second: ours carries the
+// request's details (payment method, invoice, key) that an event lacks.
 func VersionAt(t time.Time, status string) int64 {
-	return webhooks.StripeVersion(t.Unix(), statusEvent[status])
+	return webhooks.StripeVersion(t.Unix(), statusEvent[status])*2 + 1
 }
+
+// EventVersion is the version of a payment state a provider event reports, from the event's
+// object version (webhooks.Event.ObjectVersion).
+func EventVersion(objectVersion int64) int64 { return objectVersion * 2 }

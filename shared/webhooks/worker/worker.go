@@ -188,7 +188,7 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 	p.ProviderPaymentID = pi.ID
 	p.Status = status
 	p.UpdatedAt = now.UTC()
-	p.Version = ev.ObjectVersion
+	p.Version = payments.EventVersion(ev.ObjectVersion)
 	if status == payments.StatusDeclined && pi.LastPaymentError != nil {
 		e := pi.LastPaymentError
 		code := e.DeclineCode

@@ -1,0 +1,347 @@
+package localstack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/infra/localqueue"
+	"github.com/runtwice/twice/infra/providersim/stripesim"
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/declines"
+	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/retry"
+	"github.com/runtwice/twice/shared/secrets"
+	"github.com/runtwice/twice/shared/stripeprovider"
+	"github.com/runtwice/twice/shared/webhooks"
+	"github.com/runtwice/twice/shared/webhooks/ingest"
+	"github.com/runtwice/twice/shared/webhooks/worker"
+)
+
+// Defaults of the local contract (DESIGN.md "Local contract").
+const (
+	DefaultAddr                  = "127.0.0.1:3000"
+	DefaultSimAddr               = stripesim.DefaultAddr
+	DefaultDataDir               = ".twice"
+	DefaultStripeWebhookSecret   = stripesim.DefaultWebhookSecret
+	DefaultStandardWebhookSecret = "whsec_dHdpY2UtbG9jYWwtc3RhbmRhcmQtc2VjcmV0" // base64("twice-local-standard-secret")
+	DefaultOperatorToken         = "twice-local-operator-token"
+	DefaultStripeAPIKey          = stripesim.DefaultAPIKey
+)
+
+// Queue names, as the template names the SQS queues.
+const (
+	webhookQueue    = "webhooks"
+	webhookDLQ      = "webhooks-dlq"
+	resolveQueue    = "resolve"
+	resolveDLQ      = "resolve-dlq"
+	maxReceiveCount = 5
+)
+
+// ingestMaxBody keeps a webhook delivery, base64 inside its JSON queue message, under SQS's
+// 256 KiB message limit.
+const ingestMaxBody = 180 << 10
+
+// Config configures a Stack. Zero values take the defaults above.
+type Config struct {
+	Addr    string // the API; ":0"-style addresses pick a free port
+	SimAddr string // the provider simulator
+	DataDir string
+
+	StripeWebhookSecret   string
+	StandardWebhookSecret string
+	OperatorToken         string
+	StripeAPIKey          string
+
+	// ProviderTimeout bounds one provider call (default 3 s); past it the outcome is unknown and
+	// the payment is resolved in the background.
+	ProviderTimeout time.Duration
+	// TimeFactor runs the stack's domain clock this many times faster than the wall clock
+	// (default 1), so a recovery planned days ahead happens in seconds. The mapping is kept
+	// in the data directory, so a restart keeps its timeline.
+	TimeFactor float64
+	// ResolveDelay is the wait before a background resolve of an unknown outcome (default 2 s).
+	ResolveDelay time.Duration
+
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&c.Addr, DefaultAddr)
+	def(&c.SimAddr, DefaultSimAddr)
+	def(&c.DataDir, DefaultDataDir)
+	def(&c.StripeWebhookSecret, DefaultStripeWebhookSecret)
+	def(&c.StandardWebhookSecret, DefaultStandardWebhookSecret)
+	def(&c.OperatorToken, DefaultOperatorToken)
+	def(&c.StripeAPIKey, DefaultStripeAPIKey)
+	if c.ProviderTimeout <= 0 {
+		c.ProviderTimeout = 3 * time.Second
+	}
+	if c.TimeFactor <= 0 {
+		c.TimeFactor = 1
+	}
+	if c.ResolveDelay <= 0 {
+		c.ResolveDelay = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+}
+
+// Stack is the local stack: every function behind one server.
+type Stack struct {
+	cfg   Config
+	log   *slog.Logger
+	clock *clock
+
+	store    *boltstore.Store
+	broker   *localqueue.Broker
+	queues   map[string]*localqueue.Queue
+	sim      *stripesim.Simulator
+	attempts *attempts.Log
+	payments *payments.Service
+	worker   *worker.Worker
+
+	apiLn, simLn   net.Listener
+	apiSrv, simSrv *http.Server
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New opens the data directory and builds the stack; Start serves it.
+func New(cfg Config) (*Stack, error) {
+	cfg.defaults()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &Stack{cfg: cfg, log: cfg.Logger, queues: map[string]*localqueue.Queue{}}
+	var err error
+	if s.clock, err = newClock(cfg.DataDir, cfg.TimeFactor); err != nil {
+		return nil, err
+	}
+	// Listen first, so the simulator knows where to send webhooks even on a ":0" address.
+	if s.apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("localstack: listen %s: %w", cfg.Addr, err)
+	}
+	if s.simLn, err = net.Listen("tcp", cfg.SimAddr); err != nil {
+		s.apiLn.Close()
+		return nil, fmt.Errorf("localstack: listen %s: %w", cfg.SimAddr, err)
+	}
+	if err := s.build(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) build() error {
+	var err error
+	if s.store, err = boltstore.Open(filepath.Join(s.cfg.DataDir, "twice.db")); err != nil {
+		return err
+	}
+	s.broker = localqueue.New(s.store.DB(), localqueue.Options{})
+	for name, dlq := range map[string]string{webhookQueue: webhookDLQ, resolveQueue: resolveDLQ} {
+		q, err := s.broker.Queue(name, localqueue.Config{DeadLetter: dlq, MaxReceiveCount: maxReceiveCount})
+		if err != nil {
+			return err
+		}
+		s.queues[name] = q
+		if s.queues[dlq], err = s.broker.Queue(dlq, localqueue.Config{}); err != nil {
+			return err
+		}
+	}
+
+	s.sim, err = stripesim.New(stripesim.Config{
+		DataDir:       s.cfg.DataDir,
+		APIKeys:       []string{s.cfg.StripeAPIKey},
+		WebhookURL:    "http://" + s.apiLn.Addr().String() + "/webhooks/stripe",
+		WebhookSecret: s.cfg.StripeWebhookSecret,
+		Now:           s.clock.Now,
+		Logger:        s.log.With("component", "providersim"),
+	})
+	if err != nil {
+		return err
+	}
+
+	if s.attempts, err = attempts.NewLog(s.store, attempts.Config{}, attempts.WithClock(s.clock.Now)); err != nil {
+		return err
+	}
+	record := attempts.BestEffort(s.attempts, s.log)
+
+	client, err := stripeprovider.New(stripeprovider.Config{
+		APIKey:   s.cfg.StripeAPIKey,
+		BaseURL:  "http://" + s.simLn.Addr().String(),
+		Timeout:  s.cfg.ProviderTimeout,
+		Observer: callRecorder{record},
+		Now:      s.clock.Now,
+	})
+	if err != nil {
+		return err
+	}
+	seed := uint64(time.Now().UnixNano())
+	policy := retry.New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+	policy.Logger = s.log
+	// An unknown outcome on the API path is resolved in the background, not retried while the
+	// caller waits: the timeout already used the caller's patience.
+	policy.ShouldRetry = func(err error) bool {
+		var unknown *provider.UnknownOutcomeError
+		return !errors.As(err, &unknown)
+	}
+	prov := &retry.Provider{Next: client, Policy: policy}
+
+	keeper, err := idempotency.NewKeeper(s.store, idempotency.Config{}, idempotency.WithClock(s.clock.Now),
+		idempotency.WithLogger(s.log))
+	if err != nil {
+		return err
+	}
+	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
+		Resolver: resolver{q: s.queues[resolveQueue], delay: s.cfg.ResolveDelay},
+		Classify: classify, Now: s.clock.Now, Log: s.log}
+	s.worker = &worker.Worker{Store: s.store, Classify: classify, Now: s.clock.Now, Log: s.log}
+	return nil
+}
+
+// classify is the decline_class the API and the worker store.
+func classify(d provider.Decline) string {
+	return string(declines.Classify(declines.Decline{Code: d.Code, AdviceCode: d.AdviceCode,
+		NetworkAdviceCode: d.NetworkAdviceCode, NetworkDeclineCode: d.NetworkDeclineCode,
+		Network: declines.Network(d.Network)}).Class)
+}
+
+// Handler is every route of template.yaml.
+func (s *Stack) Handler() http.Handler {
+	mux := http.NewServeMux()
+	local := func(*http.Request) string { return "local" }
+	pay := s.payments.Handler(local)
+	mux.Handle("POST /payments", pay)
+	mux.Handle("GET /payments/{id}", pay)
+
+	verifiers := webhooks.Static{}
+	if v, err := webhooks.NewStripeVerifier(secrets.Split(s.cfg.StripeWebhookSecret), webhooks.WithClock(s.clock.Now)); err == nil {
+		verifiers[webhooks.ProviderStripe] = v
+	} else {
+		s.log.Error("stripe webhook secret rejected; /webhooks/stripe will answer 503", "error", err)
+	}
+	if v, err := webhooks.NewStandardVerifier(secrets.Split(s.cfg.StandardWebhookSecret), webhooks.WithClock(s.clock.Now)); err == nil {
+		verifiers[webhooks.ProviderStandard] = v
+	} else {
+		s.log.Error("standard webhook secret rejected; /webhooks/standard will answer 503", "error", err)
+	}
+	in := ingest.New(verifiers, deliveries{s.queues[webhookQueue]})
+	in.MaxBody = ingestMaxBody
+	in.Now = s.clock.Now
+	in.Logger = s.log
+	in.Observer = inboundRecorder{record: attempts.BestEffort(s.attempts, s.log)}
+	mux.Handle(ingest.Pattern, in)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	return mux
+}
+
+// Start serves the API and the simulator and starts the background work: webhook delivery
+// from the simulator, the queue consumers and the runner.
+func (s *Stack) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.apiSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.simSrv = &http.Server{Handler: s.sim, ReadHeaderTimeout: 10 * time.Second}
+	s.goRun(func() { s.apiSrv.Serve(s.apiLn) })
+	s.goRun(func() { s.simSrv.Serve(s.simLn) })
+	s.sim.Start(ctx)
+
+	consumers := []*queue.Consumer{
+		{Queue: s.queues[webhookQueue], Handler: s.worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
+			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Logger: s.log},
+		{Queue: s.queues[resolveQueue], Handler: s.resolve, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
+	}
+	for _, c := range consumers {
+		s.goRun(func() { _ = c.Run(ctx) })
+	}
+}
+
+func arn(q string) string { return "arn:aws:sqs:local:000000000000:" + q }
+
+func (s *Stack) goRun(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// resolve is the resolve queue's handler.
+func (s *Stack) resolve(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	for _, m := range ev.Records {
+		var job payments.ResolveJob
+		err := json.Unmarshal([]byte(m.Body), &job)
+		if err == nil {
+			err = s.payments.Resolve(ctx, job)
+		}
+		if err != nil {
+			s.log.InfoContext(ctx, "resolve job will run again", "message_id", m.MessageId, "error", err)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// APIURL and SimURL are where the stack listens.
+func (s *Stack) APIURL() string { return "http://" + s.apiLn.Addr().String() }
+func (s *Stack) SimURL() string { return "http://" + s.simLn.Addr().String() }
+
+// Config returns the effective configuration.
+func (s *Stack) Config() Config { return s.cfg }
+
+// Close stops serving, lets in-flight work finish, and closes the data files.
+func (s *Stack) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s.apiSrv != nil {
+		s.apiSrv.Shutdown(ctx)
+		s.simSrv.Shutdown(ctx)
+	} else {
+		if s.apiLn != nil {
+			s.apiLn.Close()
+		}
+		if s.simLn != nil {
+			s.simLn.Close()
+		}
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	var errs []error
+	if s.sim != nil {
+		errs = append(errs, s.sim.Close())
+	}
+	if s.broker != nil {
+		errs = append(errs, s.broker.Close())
+	}
+	s.wg.Wait()
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	return errors.Join(errs...)
+}
