@@ -53,10 +53,10 @@ func (c callRecorder) Observe(ctx context.Context, call stripeprovider.Call) {
 	a := attempts.Attempt{
 		Direction: attempts.Outbound, Provider: "stripe", Operation: operation(call.Method, call.Path),
 		Method: call.Method, Path: call.Path, RequestBody: string(call.RequestBody),
-		RequestHeader:  map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
-		Status:         call.StatusCode, ResponseBody: string(call.ResponseBody),
-		StartedAt:      call.Started, Duration: call.Duration, IdempotencyKey: call.IdempotencyKey,
-		PaymentID:      attempts.PaymentIDFrom(ctx), CorrelationID: call.RequestID,
+		RequestHeader: map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
+		Status:        call.StatusCode, ResponseBody: string(call.ResponseBody),
+		StartedAt: call.Started, Duration: call.Duration, IdempotencyKey: call.IdempotencyKey,
+		PaymentID: attempts.PaymentIDFrom(ctx), CorrelationID: call.RequestID,
 		ResponseHeader: map[string]string{"Content-Type": "application/json"},
 	}
 	if call.Query != "" {

@@ -65,4 +65,3 @@ type wallTimer struct{ t *time.Timer }
 
 func (w wallTimer) C() <-chan time.Time { return w.t.C }
 func (w wallTimer) Stop() bool          { return w.t.Stop() }
-
