@@ -46,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.DataDir, "data", dataDefault, "data directory (or TWICE_DATA_DIR)")
 	fs.Float64Var(&cfg.TimeFactor, "time-factor", 1, "run the domain clock this many times faster (recovery demos)")
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", 3*time.Second, "timeout of one provider call")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 29*time.Second, "deadline of one API request (API Gateway's is 29 s)")
+	fs.DurationVar(&cfg.ResolveDelay, "resolve-delay", 2*time.Second, "wait before resolving an unknown outcome in the background")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -77,6 +77,12 @@ type Config struct {
 	TimeFactor float64
 	// ResolveDelay is the wait before a background resolve of an unknown outcome (default 2 s).
 	ResolveDelay time.Duration
+	// RequestTimeout is each API request's deadline (default 29 s, API Gateway's limit). An
+	// idempotency lock lasts until the deadline plus a margin, so after a crash a retry waits
+	// at most that long for the orphaned lock.
+	RequestTimeout time.Duration
+	// LockMargin is added to the request deadline for the lock's expiry (default 5 s).
+	LockMargin time.Duration
 
 	Logger *slog.Logger
 }
@@ -102,6 +108,12 @@ func (c *Config) defaults() {
 	}
 	if c.ResolveDelay <= 0 {
 		c.ResolveDelay = 2 * time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 29 * time.Second
+	}
+	if c.LockMargin <= 0 {
+		c.LockMargin = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -210,7 +222,7 @@ func (s *Stack) build() error {
 	}
 	prov := &retry.Provider{Next: client, Policy: policy}
 
-	keeper, err := idempotency.NewKeeper(s.store, idempotency.Config{}, idempotency.WithClock(s.clock.Now),
+	keeper, err := idempotency.NewKeeper(s.store, idempotency.Config{LockMargin: s.cfg.LockMargin}, idempotency.WithClock(s.clock.Now),
 		idempotency.WithLogger(s.log))
 	if err != nil {
 		return err
@@ -263,7 +275,7 @@ func (s *Stack) Handler() http.Handler {
 func (s *Stack) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.apiSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.apiSrv = &http.Server{Handler: withDeadline(s.Handler(), s.cfg.RequestTimeout), ReadHeaderTimeout: 10 * time.Second}
 	s.simSrv = &http.Server{Handler: s.sim, ReadHeaderTimeout: 10 * time.Second}
 	s.goRun(func() { s.apiSrv.Serve(s.apiLn) })
 	s.goRun(func() { s.simSrv.Serve(s.simLn) })
@@ -278,6 +290,15 @@ func (s *Stack) Start() {
 	for _, c := range consumers {
 		s.goRun(func() { _ = c.Run(ctx) })
 	}
+}
+
+// withDeadline gives every request the deadline API Gateway would.
+func withDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 func arn(q string) string { return "arn:aws:sqs:local:000000000000:" + q }

@@ -1,0 +1,201 @@
+package localstack
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/shared/payments"
+)
+
+// process is the real infra/local binary, so kill -9 is a real kill.
+type process struct {
+	t       *testing.T
+	bin     string
+	data    string
+	api     string
+	sim     string
+	cmd     *exec.Cmd
+	logPath string
+}
+
+var localBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "twice-local")
+	if err != nil {
+		panic(err)
+	}
+	localBinary = filepath.Join(dir, "twice-local")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func buildLocal(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(localBinary); err != nil {
+		out, err := exec.Command("go", "build", "-o", localBinary, "github.com/runtwice/twice/infra/local").CombinedOutput()
+		if err != nil {
+			t.Fatalf("build infra/local: %v\n%s", err, out)
+		}
+	}
+	return localBinary
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startProcess(t *testing.T, data string) *process {
+	p := &process{t: t, bin: buildLocal(t), data: data, api: freeAddr(t), sim: freeAddr(t)}
+	p.start()
+	return p
+}
+
+func (p *process) start() {
+	p.t.Helper()
+	p.logPath = filepath.Join(p.data, fmt.Sprintf("stderr-%d.log", time.Now().UnixNano()))
+	logf, err := os.Create(p.logPath)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd = exec.Command(p.bin, "-addr", p.api, "-sim-addr", p.sim, "-data", p.data,
+		"-provider-timeout", "2s", "-request-timeout", "2s", "-resolve-delay", "100ms")
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { p.kill() })
+	eventually(p.t, 30*time.Second, "the local stack answers /healthz", func() bool {
+		resp, err := http.Get("http://" + p.api + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+func (p *process) kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		p.cmd.Wait()
+		p.cmd = nil
+	}
+}
+
+// retryPOST retries as a well-behaved client: on 409 it waits Retry-After, and on a dropped
+// connection it tries again, bounded.
+func retryPOST(t *testing.T, url, key, body string) answer {
+	t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			a := answer{resp.StatusCode, resp.Header, string(b)}
+			if a.status != http.StatusConflict {
+				return a
+			}
+			wait, _ := strconv.Atoi(a.header.Get("Retry-After"))
+			time.Sleep(time.Duration(max(wait, 1)) * time.Second)
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer but 409 within 40 s")
+		}
+	}
+}
+
+func simCount(t *testing.T, sim string) float64 {
+	t.Helper()
+	a := call(t, "GET", "http://"+sim+"/_sim/stats", "", "")
+	var m map[string]any
+	json.Unmarshal([]byte(a.body), &m)
+	n, _ := m["payment_intents"].(float64)
+	return n
+}
+
+// TestKillDuringProviderCall kills the stack with -9 while the provider holds a request whose
+// charge it already made, restarts it on the same data, and retries as a client would: the
+// payment resolves to succeeded with exactly one PaymentIntent at the provider.
+func TestKillDuringProviderCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	p := startProcess(t, t.TempDir())
+	armFault(t, "http://"+p.sim, "timeout_after_effect", 1)
+	body := paymentBody("pm_card_visa")
+	go func() {
+		req, _ := http.NewRequest("POST", "http://"+p.api+"/payments", strings.NewReader(body))
+		req.Header.Set("Idempotency-Key", "killed-1")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	eventually(t, 20*time.Second, "the provider made the charge", func() bool { return simCount(t, p.sim) == 1 })
+	p.kill()
+	p.start()
+
+	a := retryPOST(t, "http://"+p.api+"/payments", "killed-1", body)
+	var v payments.View
+	if err := json.Unmarshal([]byte(a.body), &v); err != nil || (a.status != http.StatusCreated && a.status != http.StatusAccepted) {
+		t.Fatalf("retry after restart: %d %s", a.status, a.body)
+	}
+	eventually(t, 30*time.Second, "the payment resolves", func() bool {
+		return strings.Contains(call(t, "GET", "http://"+p.api+"/payments/"+v.ID, "", "").body, `"status":"succeeded"`)
+	})
+	if n := simCount(t, p.sim); n != 1 {
+		t.Fatalf("the simulator holds %v PaymentIntents, want 1", n)
+	}
+}
+
+// TestKillAndRestartKeepsEverything kills the stack after a run of payments and checks every one
+// is still there and replays byte for byte after the restart.
+func TestKillAndRestartKeepsEverything(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	p := startProcess(t, t.TempDir())
+	bodies := map[string]string{}
+	for i := range 20 {
+		key := fmt.Sprint("keep-", i)
+		a := call(t, "POST", "http://"+p.api+"/payments", key, paymentBody("pm_card_visa"))
+		if a.status != http.StatusCreated {
+			t.Fatalf("%s: %d %s", key, a.status, a.body)
+		}
+		bodies[key] = a.body
+	}
+	p.kill()
+	p.start()
+	for key, want := range bodies {
+		a := call(t, "POST", "http://"+p.api+"/payments", key, paymentBody("pm_card_visa"))
+		if a.status != http.StatusCreated || a.body != want || a.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("%s after restart: %d %s", key, a.status, a.body)
+		}
+	}
+	if n := simCount(t, p.sim); n != 20 {
+		t.Fatalf("the simulator holds %v PaymentIntents, want 20", n)
+	}
+}
