@@ -96,3 +96,10 @@ func outcomeFor(status int, err error, timeout bool) string {
 	}
 	return OutcomeOK
 }
+
+// Summary is the attempt without headers and bodies, as Lookup returns it.
+func (a Attempt) Summary() Attempt {
+	a.RequestHeader, a.ResponseHeader = nil, nil
+	a.RequestBody, a.ResponseBody = "", ""
+	return a
+}

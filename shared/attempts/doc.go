@@ -24,9 +24,10 @@
 // RedactText, RedactHeader, RedactBody and Cap are usable on their own, for log lines and
 // dead-letter records.
 //
-// Each attempt is written once per way to find it (its id, and each lookup key it has), in one
-// store transaction, with the store's TTL set to StartedAt plus the retention (30 days by
-// default). Lookups return newest first, a page at a time.
+// Each attempt is written whole once (under its id) and as a summary without headers and
+// bodies once per lookup key it has, in one store transaction, with the store's TTL set to
+// StartedAt plus the retention (30 days by default). Lookups return summaries, newest first, a
+// page at a time; Get returns the whole attempt.
 //
 // Recording must never fail a payment. Code that makes or receives provider calls depends on
 // the one-method Recorder, or on a RecordFunc made by BestEffort, which logs a failure to

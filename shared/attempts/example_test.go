@@ -51,7 +51,11 @@ func Example() {
 	for _, a := range page.Attempts {
 		fmt.Println(a.StartedAt.Format(time.TimeOnly), a.Direction, a.Operation, a.Status, a.Outcome)
 	}
-	first := page.Attempts[1]
+	// Lookup returns summaries; Get has the redacted headers and bodies.
+	first, err := log.Get(ctx, page.Attempts[1].ID)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(first.RequestHeader["Authorization"])
 	fmt.Println(first.RequestBody)
 	// Output:

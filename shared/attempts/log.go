@@ -169,6 +169,13 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 		Put:   &store.Item{PK: "att#" + a.ID, SK: idItemSK, Doc: doc, ExpiresAt: expires},
 		Cond:  store.Cond{Kind: store.NotExists},
 	}}
+	// The lookup items carry the attempt without headers and bodies: enough to answer "was
+	// this delivered?" from one query, while the full attempt is stored once (Get).
+	sum := a.Summary()
+	sumDoc, err := json.Marshal(sum)
+	if err != nil {
+		return fmt.Errorf("attempts: encode %s: %w", a.ID, err)
+	}
 	sk := a.StartedAt.Format(skTime) + "#" + a.ID
 	for _, k := range []struct {
 		by    By
@@ -180,7 +187,7 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 		p, _ := k.by.prefix()
 		ws = append(ws, store.Write{
 			Table: Table,
-			Put:   &store.Item{PK: p + k.value, SK: sk, Doc: doc, ExpiresAt: expires},
+			Put:   &store.Item{PK: p + k.value, SK: sk, Doc: sumDoc, ExpiresAt: expires},
 		})
 	}
 	if err := l.store.Transact(ctx, ws...); err != nil {
@@ -200,7 +207,8 @@ type Page struct {
 
 // Lookup answers "was this delivered?": every attempt recorded under the idempotency key,
 // payment id or event id, newest first, one page at a time ("" starts; pass Page.Cursor to
-// continue). Attempts past their retention are left out even if the store still holds them.
+// continue), as summaries without headers and bodies (Get has those). Attempts past their
+// retention are left out even if the store still holds them.
 func (l *Log) Lookup(ctx context.Context, by By, value, cursor string) (Page, error) {
 	p, ok := by.prefix()
 	if !ok || value == "" {

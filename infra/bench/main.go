@@ -1,0 +1,312 @@
+// Command bench measures the local stack over loopback: payments per second (fresh keys and
+// replays) and webhook deliveries per second, with p50/p99 latency and the stack's resident
+// memory. It builds and starts infra/local as a child process on free ports and a fresh data
+// directory, so the memory figure is the stack's alone, and stops it at the end.
+//
+//	go run ./infra/bench [-clients 32] [-duration 10s] [-json results.json]
+//
+// Every phase is bounded by -duration and by -max-requests; traffic goes to 127.0.0.1 only.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/runtwice/twice/infra/providersim/stripesim"
+)
+
+type phase struct {
+	Name     string  `json:"name"`
+	Requests int     `json:"requests"`
+	Errors   int     `json:"errors"`
+	Seconds  float64 `json:"seconds"`
+	PerSec   float64 `json:"per_second"`
+	P50ms    float64 `json:"p50_ms"`
+	P99ms    float64 `json:"p99_ms"`
+	MaxMs    float64 `json:"max_ms"`
+}
+
+type result struct {
+	Clients  int     `json:"clients"`
+	Phases   []phase `json:"phases"`
+	PeakRSS  float64 `json:"peak_rss_mb"`
+	FinalRSS float64 `json:"final_rss_mb"`
+	AnonRSS  float64 `json:"anon_rss_mb"`
+	FileRSS  float64 `json:"file_rss_mb"`
+	Checked  string  `json:"checked"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	clients := flag.Int("clients", 32, "concurrent clients")
+	duration := flag.Duration("duration", 10*time.Second, "length of each phase")
+	maxReq := flag.Int("max-requests", 200_000, "cap on requests per phase")
+	jsonOut := flag.String("json", "", "write the results to this file as JSON")
+	flag.Parse()
+
+	dir, err := os.MkdirTemp("", "twice-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "twice-local")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/runtwice/twice/infra/local").CombinedOutput(); err != nil {
+		return fmt.Errorf("build: %v\n%s", err, out)
+	}
+	api, sim := freeAddr(), freeAddr()
+	cmd := exec.Command(bin, "-addr", api, "-sim-addr", sim, "-data", filepath.Join(dir, "data"), "-log", "warn")
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	if err := waitUp("http://" + api + "/healthz"); err != nil {
+		return err
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *clients * 2}, Timeout: 30 * time.Second}
+	base := "http://" + api
+	res := result{Clients: *clients}
+	fmt.Printf("bench: %d clients, %s per phase, stack pid %d\n", *clients, *duration, cmd.Process.Pid)
+
+	// Phase 1: new payments, each with a fresh key.
+	var seq atomic.Int64
+	var ids sync.Map
+	newPay := load("new payments", *clients, *duration, *maxReq, func() (int, error) {
+		n := seq.Add(1)
+		status, body, err := post(client, base+"/payments", "bench-"+strconv.FormatInt(n, 10),
+			fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_bench","payment_method":"pm_card_visa"}`, 1000+n%500))
+		if status == http.StatusCreated {
+			var v struct {
+				ID  string `json:"id"`
+				PID string `json:"provider_payment_id"`
+			}
+			json.Unmarshal(body, &v)
+			ids.Store(v.PID, v.ID)
+		}
+		return status, err
+	}, http.StatusCreated)
+	res.Phases = append(res.Phases, newPay)
+	created := seq.Load()
+
+	// Phase 2: replays of those keys.
+	var rseq atomic.Int64
+	replays := load("replays", *clients, *duration, *maxReq, func() (int, error) {
+		n := rseq.Add(1)%created + 1
+		status, _, err := post(client, base+"/payments", "bench-"+strconv.FormatInt(n, 10),
+			fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_bench","payment_method":"pm_card_visa"}`, 1000+n%500))
+		return status, err
+	}, http.StatusCreated)
+	res.Phases = append(res.Phases, replays)
+
+	// Phase 3: signed webhook deliveries, each event sent twice: a refund per payment.
+	var pis []string
+	ids.Range(func(k, _ any) bool {
+		pis = append(pis, k.(string))
+		return true
+	})
+	slices.Sort(pis)
+	var dseq atomic.Int64
+	secret := stripesim.DefaultWebhookSecret
+	now := time.Now().Add(time.Hour) // newer than the payments' own versions
+	hooks := load("webhook deliveries", *clients, *duration, min(*maxReq, 2*len(pis)), func() (int, error) {
+		n := dseq.Add(1) - 1
+		if int(n/2) >= len(pis) {
+			return 0, errDone
+		}
+		pi := pis[n/2]
+		body := fmt.Sprintf(`{"id":"evt_bench_%s","object":"event","type":"charge.refunded","created":%d,"data":{"object":{"id":"ch_%s","object":"charge","payment_intent":%q,"amount":1000,"amount_refunded":1000,"refunded":true,"metadata":{}}}}`,
+			pi, now.Unix(), pi, pi)
+		req, _ := http.NewRequest("POST", base+"/webhooks/stripe", strings.NewReader(body))
+		req.Header.Set("Stripe-Signature", stripesim.SignatureHeader([]byte(body), secret, time.Now()))
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}, http.StatusOK)
+	res.Phases = append(res.Phases, hooks)
+
+	// Exactly once: every refunded payment shows refunded once the queue drains.
+	sent := int(min(dseq.Load(), int64(2*len(pis)))) / 2
+	deadline := time.Now().Add(2 * time.Minute)
+	refunded := 0
+	for i := 0; i < sent && time.Now().Before(deadline); {
+		id, _ := ids.Load(pis[i])
+		_, body, err := get(client, base+"/payments/"+id.(string))
+		if err == nil && bytes.Contains(body, []byte(`"status":"refunded"`)) {
+			refunded++
+			i++
+			continue
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	res.Checked = fmt.Sprintf("%d of %d payments refunded by %d deliveries (each event twice)", refunded, sent, 2*sent)
+	res.PeakRSS, res.FinalRSS, res.AnonRSS, res.FileRSS = rss(cmd.Process.Pid)
+
+	fmt.Printf("\n%-20s %9s %7s %10s %9s %9s %9s\n", "phase", "requests", "errors", "per second", "p50 ms", "p99 ms", "max ms")
+	for _, p := range res.Phases {
+		fmt.Printf("%-20s %9d %7d %10.0f %9.2f %9.2f %9.2f\n", p.Name, p.Requests, p.Errors, p.PerSec, p.P50ms, p.P99ms, p.MaxMs)
+	}
+	fmt.Printf("\nstack RSS: peak %.1f MB, at end %.1f MB (%.1f MB heap and stacks, %.1f MB mapped data file)\nexactly once: %s\n",
+		res.PeakRSS, res.FinalRSS, res.AnonRSS, res.FileRSS, res.Checked)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if refunded != sent {
+		return fmt.Errorf("exactly-once check failed: %s", res.Checked)
+	}
+	return nil
+}
+
+var errDone = errors.New("done")
+
+// load runs fn from n clients until the duration or the request cap is reached.
+func load(name string, n int, d time.Duration, maxReq int, fn func() (int, error), want int) phase {
+	var mu sync.Mutex
+	var lat []time.Duration
+	errs := 0
+	var count atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			var mine []time.Duration
+			bad := 0
+			for ctx.Err() == nil && count.Add(1) <= int64(maxReq) {
+				t0 := time.Now()
+				status, err := fn()
+				if errors.Is(err, errDone) {
+					break
+				}
+				mine = append(mine, time.Since(t0))
+				if err != nil || status != want {
+					bad++
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			errs += bad
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	ph := phase{Name: name, Requests: len(lat), Errors: errs, Seconds: elapsed, PerSec: float64(len(lat)) / elapsed,
+		P50ms: pct(0.50), P99ms: pct(0.99)}
+	if len(lat) > 0 {
+		ph.MaxMs = float64(lat[len(lat)-1].Microseconds()) / 1000
+	}
+	fmt.Printf("bench: %s: %d requests in %.1fs\n", name, ph.Requests, elapsed)
+	return ph
+}
+
+func post(c *http.Client, url, key, body string) (int, []byte, error) {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func get(c *http.Client, url string) (int, []byte, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitUp(url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("the local stack did not start within 30 s")
+}
+
+// rss reads the child's peak and current resident set from /proc, in MB, and the current one
+// split into anonymous memory (heap, stacks) and file pages (the mapped bbolt files).
+func rss(pid int) (peak, now, anon, file float64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmHWM:":
+			peak = v / 1024
+		case "VmRSS:":
+			now = v / 1024
+		case "RssAnon:":
+			anon = v / 1024
+		case "RssFile:":
+			file = v / 1024
+		}
+	}
+	return peak, now, anon, file
+}
