@@ -389,16 +389,22 @@ func DeadLetterKey(st State) string {
 // suggestedAction says what a person should do about a stopped plan.
 func suggestedAction(p Plan) string {
 	switch {
-	case p.Reason == ReasonCancelled:
-		return "Treat the payment as cancelled by the customer; do not charge this card again."
-	case p.NeedsReview || p.Reason == ReasonNeedsReview:
-		return "Review the payment before doing anything else: it may be a duplicate or an integration error."
-	case p.NeedsCustomer || p.Reason == ReasonNeedsCustomer:
-		return "Ask the customer to update their payment method or authenticate the payment, then retry."
 	case p.Reason == ReasonExhausted:
 		return "Ask the customer to pay another way or update their payment method; automatic retries are used up."
-	case p.Reason == ReasonHardDecline:
+	case p.Class == declines.ClassCancellation || p.Reason == ReasonCancelled:
+		return "Treat the payment as cancelled by the customer; do not charge this card again."
+	case p.Class == declines.ClassConfig:
+		return "Fix the integration error, then retry the recovery."
+	case p.Class == declines.ClassReview || p.NeedsReview:
+		return "Review the payment before doing anything else: it may be a duplicate."
+	case p.Class == declines.ClassHard:
 		return "Do not retry this card; ask the customer for another payment method."
+	case p.Class == declines.ClassAuth:
+		return "Send the customer a payment link to authenticate the payment."
+	case p.Class == declines.ClassData:
+		return "Ask the customer to correct or update their card details, then retry the recovery."
+	case p.NeedsCustomer:
+		return "Ask the customer to update their payment method, then retry the recovery."
 	}
 	return "Review the payment and decide whether to retry it."
 }
