@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"iter"
 	"log/slog"
 	"math/rand/v2"
@@ -171,7 +172,6 @@ func (s *sink) all() map[string]recovery.DeadLetter {
 type harness struct {
 	t      *testing.T
 	clock  *asl.FakeClock
-	prov   *scriptedProvider
 	sink   *sink
 	store  *boltstore.Store
 	runner *asl.Runner
@@ -196,7 +196,7 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newHarness(t *testing.T, file string, clock *asl.FakeClock, prov *scriptedProvider, dl *sink, policy recovery.Policy) *harness {
+func newHarness(t *testing.T, file string, clock *asl.FakeClock, prov provider.Provider, dl *sink, policy recovery.Policy) *harness {
 	t.Helper()
 	st, err := boltstore.Open(file)
 	if err != nil {
@@ -218,7 +218,7 @@ func newHarness(t *testing.T, file string, clock *asl.FakeClock, prov *scriptedP
 	if err := runner.Define(machineName, definition(t)); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, clock: clock, prov: prov, sink: dl, store: st, runner: runner, logs: logs,
+	h := &harness{t: t, clock: clock, sink: dl, store: st, runner: runner, logs: logs,
 		rec: &recovery.Recoverer{Starter: &recovery.LocalStarter{Runner: runner, StateMachine: machineName}, Log: log}}
 	t.Cleanup(h.close)
 	return h
@@ -334,6 +334,8 @@ func (h *harness) autoAdvance() (stop func()) {
 		}
 	}
 }
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func output(t *testing.T, ex asl.Execution) recovery.State {
 	t.Helper()
