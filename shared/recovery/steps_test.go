@@ -44,7 +44,7 @@ func (f *failingProvider) Confirm(ctx context.Context, req provider.ConfirmReque
 	return f.scriptedProvider.Confirm(ctx, req)
 }
 
-func newSteps(t *testing.T, prov provider.Provider, clock *asl.FakeClock) (*recovery.Steps, *boltstore.Store, *sink) {
+func newSteps(t testing.TB, prov provider.Provider, clock *asl.FakeClock) (*recovery.Steps, *boltstore.Store, *sink) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "twice.db"))
 	if err != nil {
@@ -60,7 +60,7 @@ func newSteps(t *testing.T, prov provider.Provider, clock *asl.FakeClock) (*reco
 	return steps, st, dl
 }
 
-func putPayment(t *testing.T, st *boltstore.Store, p payments.Payment) {
+func putPayment(t testing.TB, st *boltstore.Store, p payments.Payment) {
 	t.Helper()
 	w, err := p.Put()
 	if err != nil {
