@@ -608,3 +608,34 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 		t.Errorf("transitions %d, want %d (the interrupted Charge is not entered again)", ex.StateTransitions, want)
 	}
 }
+
+// TestAlreadyPaidEndsWithoutACharge: a payment settled before the first plan (the customer
+// paid through a link) ends the recovery at once.
+func TestAlreadyPaidEndsWithoutACharge(t *testing.T) {
+	clock := asl.NewFakeClock(t0)
+	prov := newScriptedProvider(clock.Now)
+	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &sink{records: map[string]recovery.DeadLetter{}}, recovery.Policy{})
+	p := h.declined("pay_paid", "inv_paid", "pm", "insufficient_funds")
+	paid := p
+	paid.Status, paid.Version = payments.StatusSucceeded, payments.VersionAt(t0.Add(time.Minute), payments.StatusSucceeded)
+	w, err := paid.Put()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Put(context.Background(), w.Table, *w.Put, w.Cond); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rec.Start(context.Background(), p, 1); err != nil {
+		t.Fatal(err)
+	}
+	ex := h.await(h.arn("inv_paid"))
+	if ex.Status != asl.StatusSucceeded || output(t, ex).Outcome != recovery.OutcomeSettled {
+		t.Fatalf("status %s output %s (%s %s)", ex.Status, ex.Output, ex.Error, ex.Cause)
+	}
+	if calls, _, _ := prov.snapshot(); len(calls) != 0 {
+		t.Errorf("provider called %v", calls)
+	}
+	if ex.StateTransitions != 3 {
+		t.Errorf("transitions %d, want 3 (Plan, Decide, Recovered)", ex.StateTransitions)
+	}
+}

@@ -126,7 +126,7 @@ func nameSafe(s string) bool {
 // StartInput is the execution input of a recovery round for payment p: its ids and the round,
 // nothing else (the plan step reads the payment).
 func StartInput(p payments.Payment, round int) ([]byte, error) {
-	return json.Marshal(State{PaymentID: p.ID, Invoice: p.Invoice, Round: max(round, 1)})
+	return json.Marshal(State{PaymentID: p.ID, Invoice: p.Invoice, Round: max(round, 1), Attempts: []Attempt{}})
 }
 
 // Recoverer starts recoveries for declined payments: it is the payments API's DeclineHandler

@@ -145,11 +145,11 @@ func TestRecovererStartsDeclinedPaymentsOnly(t *testing.T) {
 		wantIn   string
 	}{
 		"declined with invoice": {p: payments.Payment{ID: "pay_1", Invoice: "inv_1", Status: payments.StatusDeclined},
-			wantName: "inv_1-r1", wantIn: `{"payment_id":"pay_1","invoice":"inv_1","round":1}`},
+			wantName: "inv_1-r1", wantIn: `{"payment_id":"pay_1","invoice":"inv_1","round":1,"attempts":[]}`},
 		"declined without invoice": {p: payments.Payment{ID: "pay_2", Status: payments.StatusDeclined},
-			wantName: "pay_2-r1", wantIn: `{"payment_id":"pay_2","invoice":"","round":1}`},
+			wantName: "pay_2-r1", wantIn: `{"payment_id":"pay_2","invoice":"","round":1,"attempts":[]}`},
 		"hard declines start too": {p: payments.Payment{ID: "pay_3", Status: payments.StatusDeclined, DeclineClass: "hard"},
-			wantName: "pay_3-r1", wantIn: `{"payment_id":"pay_3","invoice":"","round":1}`},
+			wantName: "pay_3-r1", wantIn: `{"payment_id":"pay_3","invoice":"","round":1,"attempts":[]}`},
 		"succeeded":  {p: payments.Payment{ID: "pay_4", Status: payments.StatusSucceeded}},
 		"pending":    {p: payments.Payment{ID: "pay_5", Status: payments.StatusPending}},
 		"processing": {p: payments.Payment{ID: "pay_6", Status: payments.StatusProcessing}},

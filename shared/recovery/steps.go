@@ -36,7 +36,7 @@ type State struct {
 	PaymentID string    `json:"payment_id"`
 	Invoice   string    `json:"invoice"`
 	Round     int       `json:"round"`
-	Attempts  []Attempt `json:"attempts,omitempty"`
+	Attempts  []Attempt `json:"attempts"` // never omitted: the Task ResultSelectors read it
 	Plan      *Plan     `json:"plan,omitempty"`
 	Outcome   Outcome   `json:"outcome,omitempty"`
 	Error     *Failure  `json:"error,omitempty"`
@@ -260,6 +260,9 @@ func (s *Steps) planNext(ctx context.Context, st State, c declines.Classificatio
 
 func (s *Steps) settle(ctx context.Context, st State, p payments.Payment) State {
 	st.Outcome = OutcomeSettled
+	if st.Attempts == nil {
+		st.Attempts = []Attempt{}
+	}
 	plan := Plan{Attempt: len(st.Attempts)}
 	if st.Plan != nil {
 		plan = *st.Plan
