@@ -214,7 +214,7 @@ func (c *classifier) compareStatus(p *payments.Payment, r provider.Payment) {
 	}
 	c.add(Difference{Key: diffKey(StatusMismatch, p.ID, r.ID, string(ls), string(rs)), Class: StatusMismatch,
 		PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
-		Explanation: fmt.Sprintf("Payment %s is %s in our records but %s at the provider (%s).", p.ID, ls, rs, r.ID),
+		Explanation:     fmt.Sprintf("Payment %s is %s in our records but %s at the provider (%s).", p.ID, ls, rs, r.ID),
 		SuggestedAction: action}, p.CreatedAt, r.Created)
 }
 
