@@ -28,8 +28,9 @@ type Snapshot struct {
 // Classify compares a snapshot and returns its differences in a stable order. It is pure: the
 // reconciler gathers the snapshot, Classify decides.
 //
-// A difference is reported only if its oldest evidence was created inside the window (the
-// neighbouring windows report the rest), and only once settled: a local payment that is
+// A difference is reported only if its newest evidence was created inside the window: windows
+// move forward, so every difference lands in some window, and the margin's extras belong to the
+// next one. And only once settled: a local payment that is
 // pending or processing, or was changed less than grace ago, and a provider payment younger
 // than grace with no local record, are still in flight (a webhook on its way, an unknown outcome
 // being resolved), not differences.
@@ -93,8 +94,8 @@ func (c *classifier) add(d Difference, created ...time.Time) {
 	if c.seen[d.Key] {
 		return
 	}
-	oldest := slices.MinFunc(created, func(a, b time.Time) int { return a.Compare(b) })
-	if !c.s.Window.Contains(oldest) {
+	newest := slices.MaxFunc(created, func(a, b time.Time) int { return a.Compare(b) })
+	if !c.s.Window.Contains(newest) {
 		return
 	}
 	c.seen[d.Key] = true

@@ -219,3 +219,25 @@ func TestWindowContainsAndRunID(t *testing.T) {
 		})
 	}
 }
+
+// A pair whose sides straddle the window start belongs to the window holding the newer side.
+func TestClassifyStraddlingPairBelongsToTheNewerSide(t *testing.T) {
+	before, inside := window.From.Add(-3*time.Hour), window.From.Add(time.Hour)
+	for name, tc := range map[string]struct {
+		local, remote time.Time
+		want          int
+	}{
+		"local inside, provider before": {inside, before, 1},
+		"provider inside, local before": {before, inside, 1},
+		"both before":                   {before, before.Add(time.Minute), 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			snap := Snapshot{Window: window, Now: t0,
+				Local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, tc.local)},
+				Remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 999, tc.remote, payID("pay_1"))}}
+			if got := Classify(snap, DefaultGrace); len(got) != tc.want {
+				t.Fatalf("%d differences, want %d", len(got), tc.want)
+			}
+		})
+	}
+}

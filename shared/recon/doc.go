@@ -28,8 +28,11 @@
 // one payment of ours, or for one customer, invoice and amount). In-flight states are not
 // differences while younger than the grace period (10 min): a payment pending or processing
 // locally, an unknown outcome being resolved, a provider payment whose record is being written.
-// Only differences whose oldest evidence lies inside the window are reported; the margin is for
-// matching, the neighbouring windows report the rest.
+// Only differences whose newest evidence was created inside the window are reported; the margin
+// is for matching, the next window reports the rest. Windows are over creation times (the
+// provider lists by created), so a change to a payment created before the window, such as a
+// refund a week later, is outside every later run: an on-demand run over an older window finds
+// it.
 //
 // # Each difference once
 //

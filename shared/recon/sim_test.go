@@ -295,6 +295,12 @@ func TestWindowEdgeFetchesByID(t *testing.T) {
 	if total(rep.Found) != 0 || rep.ComparedProvider != 1 {
 		t.Fatalf("found %v, compared %d provider payments; want nothing and 1", rep.Found, rep.ComparedProvider)
 	}
+	// What was fetched is compared: a changed amount on it is found by the next run.
+	e.sim("POST", "/_sim/payment_intents/"+p.ProviderPaymentID+"/mutate", map[string]any{"amount": 701}, nil)
+	e.clock.Advance(time.Hour)
+	if rep := e.run(); rep.Found[recon.AmountMismatch] != 1 || total(rep.Found) != 1 {
+		t.Fatalf("after the change: found %v", rep.Found)
+	}
 }
 
 // The metrics are EMF lines CloudWatch can read: one per class and one for the run.
