@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -14,7 +15,10 @@ var ErrBadEvent = errors.New("recon: bad event")
 
 // Event is the input of a run: the fixed JSON the EventBridge Scheduler target sends,
 //
-//	{"window_hours":25,"end_offset_minutes":5}
+//	{"window_hours":25,"end_offset_minutes":5,"scheduled_time":"<aws.scheduler.scheduled-time>"}
+//
+// (the Scheduler substitutes the time the run was scheduled for, so its own retries, minutes
+// later, compute the same window and run id; without it the window ends relative to now),
 //
 // or an explicit window for an on-demand run,
 //
@@ -24,6 +28,7 @@ var ErrBadEvent = errors.New("recon: bad event")
 type Event struct {
 	WindowHours      *int   `json:"window_hours,omitempty"`
 	EndOffsetMinutes *int   `json:"end_offset_minutes,omitempty"`
+	ScheduledTime    string `json:"scheduled_time,omitempty"`
 	From             string `json:"from,omitempty"`
 	To               string `json:"to,omitempty"`
 }
@@ -54,9 +59,12 @@ func ParseEvent(raw []byte) (Event, error) {
 	if dec.More() {
 		return Event{}, fmt.Errorf("%w: trailing data", ErrBadEvent)
 	}
+	if strings.HasPrefix(e.ScheduledTime, "<aws.scheduler.") {
+		e.ScheduledTime = "" // invoked outside the Scheduler (sam local invoke): no substitution
+	}
 	explicit := e.From != "" || e.To != ""
 	switch {
-	case explicit && (e.WindowHours != nil || e.EndOffsetMinutes != nil):
+	case explicit && (e.WindowHours != nil || e.EndOffsetMinutes != nil || e.ScheduledTime != ""):
 		return Event{}, fmt.Errorf("%w: give either from/to or window_hours/end_offset_minutes", ErrBadEvent)
 	case explicit && (e.From == "" || e.To == ""):
 		return Event{}, fmt.Errorf("%w: from and to go together", ErrBadEvent)
@@ -68,6 +76,11 @@ func ParseEvent(raw []byte) (Event, error) {
 	if explicit {
 		if _, err := e.parseExplicit(); err != nil {
 			return Event{}, err
+		}
+	}
+	if e.ScheduledTime != "" {
+		if _, err := time.Parse(time.RFC3339, e.ScheduledTime); err != nil {
+			return Event{}, fmt.Errorf("%w: scheduled_time is not an RFC 3339 time", ErrBadEvent)
 		}
 	}
 	return e, nil
@@ -85,8 +98,8 @@ func (e Event) parseExplicit() (Window, error) {
 	return Window{From: from, To: to}.normalized(), nil
 }
 
-// Window resolves e at now with the given defaults. An explicit window is validated against
-// now (ErrBadWindow).
+// Window resolves e at now with the given defaults: relative to the scheduled time when given,
+// else to now. The window is validated against now (ErrBadWindow).
 func (e Event) Window(now time.Time, defaultHours int, defaultOffset time.Duration) (Window, error) {
 	if e.From != "" {
 		w, err := e.parseExplicit()
@@ -95,6 +108,14 @@ func (e Event) Window(now time.Time, defaultHours int, defaultOffset time.Durati
 		}
 		return w, w.Validate(now)
 	}
+	base := now
+	if e.ScheduledTime != "" {
+		t, err := time.Parse(time.RFC3339, e.ScheduledTime)
+		if err != nil {
+			return Window{}, fmt.Errorf("%w: scheduled_time is not an RFC 3339 time", ErrBadEvent)
+		}
+		base = t
+	}
 	hours, offset := defaultHours, defaultOffset
 	if e.WindowHours != nil {
 		hours = *e.WindowHours
@@ -102,7 +123,8 @@ func (e Event) Window(now time.Time, defaultHours int, defaultOffset time.Durati
 	if e.EndOffsetMinutes != nil {
 		offset = time.Duration(*e.EndOffsetMinutes) * time.Minute
 	}
-	return DefaultWindow(now, hours, offset), nil
+	w := DefaultWindow(base, hours, offset)
+	return w, w.Validate(now)
 }
 
 // Handle is the reconciler Lambda's handler (EventBridge Scheduler delivers the schedule's

@@ -92,8 +92,20 @@ func TestHandle(t *testing.T) {
 	if _, err := e.rec.Handle(ctx, json.RawMessage(`{"window_hours":"x"}`)); !errors.Is(err, recon.ErrBadEvent) {
 		t.Fatalf("bad event: %v", err)
 	}
+	// The Scheduler's retry, minutes later, names the same scheduled time: the same run.
+	input := json.RawMessage(`{"window_hours":25,"end_offset_minutes":5,"scheduled_time":"` +
+		e.clock.Now().Add(-time.Hour).Truncate(time.Hour).Format(time.RFC3339) + `"}`)
+	first, err := e.rec.Handle(ctx, input)
+	if err != nil || first.Replayed {
+		t.Fatalf("scheduled run: %+v, %v", first, err)
+	}
+	e.clock.Advance(7 * time.Minute)
+	retry, err := e.rec.Handle(ctx, input)
+	if err != nil || !retry.Replayed || retry.RunID != first.RunID {
+		t.Fatalf("retry of the scheduled run: %+v, %v; want a replay of %s", retry, err, first.RunID)
+	}
 	reports, _, err := recon.ListReports(ctx, e.store, 10, "")
-	if err != nil || len(reports) != 2 || !reports[0].Window.To.After(reports[1].Window.To) {
+	if err != nil || len(reports) != 3 || !reports[0].Window.To.After(reports[1].Window.To) {
 		t.Fatalf("ListReports: %d reports, %v", len(reports), err)
 	}
 }
