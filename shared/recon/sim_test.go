@@ -54,8 +54,44 @@ func (s *recordingSink) all() []recon.Difference {
 	return append([]recon.Difference(nil), s.opened...)
 }
 
+// listCalls counts the provider's list pages.
+type listCalls struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (l *listCalls) Observe(_ context.Context, c stripeprovider.Call) {
+	if c.Method == http.MethodGet && c.Path == "/v1/payment_intents" {
+		l.mu.Lock()
+		l.n++
+		l.mu.Unlock()
+	}
+}
+
+func (l *listCalls) count() int { l.mu.Lock(); defer l.mu.Unlock(); return l.n }
+
+// countingStore counts index queries of the payments table (pages read on our side).
+type countingStore struct {
+	store.Store
+	mu    sync.Mutex
+	pages int
+}
+
+func (c *countingStore) Query(ctx context.Context, q store.Query) (store.Page, error) {
+	if q.Table == payments.Table && q.Index {
+		c.mu.Lock()
+		c.pages++
+		c.mu.Unlock()
+	}
+	return c.Store.Query(ctx, q)
+}
+
+func (c *countingStore) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.pages }
+
 type env struct {
+	counted *countingStore
 	t       *testing.T
+	lists   *listCalls
 	clock   *fakeClock
 	simURL  string
 	prov    *stripeprovider.Client
@@ -75,7 +111,8 @@ func newEnv(t *testing.T) *env {
 	}
 	srv := httptest.NewServer(sim) // 127.0.0.1
 	t.Cleanup(func() { srv.Close(); sim.Close() })
-	prov, err := stripeprovider.New(stripeprovider.Config{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Now: clock.Now})
+	lists := &listCalls{}
+	prov, err := stripeprovider.New(stripeprovider.Config{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Now: clock.Now, Observer: lists})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +121,9 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, clock: clock, simURL: srv.URL, prov: prov, store: st, sink: &recordingSink{}, metrics: &bytes.Buffer{}}
-	e.rec, err = recon.New(recon.Config{Store: st, Provider: prov, Sink: e.sink, Now: clock.Now,
+	counted := &countingStore{Store: st}
+	e := &env{t: t, counted: counted, lists: lists, clock: clock, simURL: srv.URL, prov: prov, store: counted, sink: &recordingSink{}, metrics: &bytes.Buffer{}}
+	e.rec, err = recon.New(recon.Config{Store: counted, Provider: prov, Sink: e.sink, Now: clock.Now,
 		Metrics: &recon.Metrics{W: e.metrics}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +295,15 @@ func TestPaginationAndCleanState(t *testing.T) {
 		}
 	}
 	e.clock.Advance(time.Hour)
+	before, localBefore := e.lists.count(), e.counted.count()
 	rep := e.run()
+	if pages := e.lists.count() - before; pages != 3 {
+		t.Errorf("%d provider list pages for %d payments, want 3", pages, n)
+	}
+	// Two day partitions: yesterday's is empty, today's holds 230 items in pages of 100.
+	if pages := e.counted.count() - localBefore; pages != 4 {
+		t.Errorf("%d local index pages, want 4", pages)
+	}
 	if rep.ComparedLocal != n || rep.ComparedProvider != n || total(rep.Found) != 0 || len(e.sink.all()) != 0 {
 		t.Fatalf("clean state: compared %d/%d, found %v", rep.ComparedLocal, rep.ComparedProvider, rep.Found)
 	}
