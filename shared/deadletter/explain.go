@@ -257,8 +257,8 @@ func exhaustedRecovery(f Facts) (string, string) {
 
 func processing(f Facts) (string, string) {
 	what := "A message"
-	if f.EventID != "" {
-		what = "Webhook event " + f.EventID + fromProvider(f)
+	if safeID(f.EventID) {
+		what = "Webhook event " + name(f.EventID, "(no id)") + fromProvider(f)
 	}
 	return what + " was received and verified, but applying it failed" + times(f.Deliveries) + ".",
 		"Look at the attempts for the cause; once it is fixed, retry."

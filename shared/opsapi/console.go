@@ -454,4 +454,3 @@ func drawChart(hs []deadletter.HourCount) chart {
 	c.Now = hs[len(hs)-1].Open
 	return c
 }
-
