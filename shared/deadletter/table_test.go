@@ -149,7 +149,9 @@ func TestActions(t *testing.T) {
 		wantAudit  string
 	}{
 		"override without a note is refused": {
-			act:     func(tb *deadletter.Table, id string) (deadletter.Record, error) { return tb.Override(context.Background(), id, "dan", "paid", "  ") },
+			act: func(tb *deadletter.Table, id string) (deadletter.Record, error) {
+				return tb.Override(context.Background(), id, "dan", "paid", "  ")
+			},
 			wantErr: deadletter.ErrNoteRequired, wantStatus: deadletter.StatusOpen,
 		},
 		"override without an outcome is refused": {
@@ -165,15 +167,21 @@ func TestActions(t *testing.T) {
 			wantStatus: deadletter.StatusOverridden, wantAudit: deadletter.ActionOverride,
 		},
 		"resolve": {
-			act:        func(tb *deadletter.Table, id string) (deadletter.Record, error) { return tb.Resolve(context.Background(), id, "erin", "") },
+			act: func(tb *deadletter.Table, id string) (deadletter.Record, error) {
+				return tb.Resolve(context.Background(), id, "erin", "")
+			},
 			wantStatus: deadletter.StatusResolved, wantAudit: deadletter.ActionResolve,
 		},
 		"ignore": {
-			act:        func(tb *deadletter.Table, id string) (deadletter.Record, error) { return tb.Ignore(context.Background(), id, "erin", "test noise") },
+			act: func(tb *deadletter.Table, id string) (deadletter.Record, error) {
+				return tb.Ignore(context.Background(), id, "erin", "test noise")
+			},
 			wantStatus: deadletter.StatusIgnored, wantAudit: deadletter.ActionIgnore,
 		},
 		"unknown id": {
-			act:     func(tb *deadletter.Table, _ string) (deadletter.Record, error) { return tb.Resolve(context.Background(), "dl_nope", "erin", "") },
+			act: func(tb *deadletter.Table, _ string) (deadletter.Record, error) {
+				return tb.Resolve(context.Background(), "dl_nope", "erin", "")
+			},
 			wantErr: deadletter.ErrNotFound, wantStatus: deadletter.StatusOpen,
 		},
 	}
