@@ -552,6 +552,9 @@ func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool
 	if err := checkNote(note); err != nil {
 		return Record{}, false, err
 	}
+	if t.requeue == nil {
+		return Record{}, false, fmt.Errorf("%w: no requeuer configured", ErrRequeue)
+	}
 	var from Status
 	r, retried, err := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
 		switch r.Status {
