@@ -46,6 +46,9 @@ func (r resolver) EnqueueResolve(ctx context.Context, job payments.ResolveJob) e
 	return err
 }
 
+// recordTimeout bounds the attempt-log write of a provider call.
+const recordTimeout = 2 * time.Second
+
 // callRecorder puts every provider call into the attempt log.
 type callRecorder struct{ record attempts.RecordFunc }
 
@@ -72,6 +75,10 @@ func (c callRecorder) Observe(ctx context.Context, call stripeprovider.Call) {
 	if a.PaymentID == "" {
 		a.PaymentID = paymentIDIn(call.ResponseBody)
 	}
+	// A timed-out call is the one an operator most needs in the log, and its context has
+	// expired by now: record it under a fresh bound that keeps the call's values.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	c.record(ctx, a)
 }
 
