@@ -139,25 +139,6 @@ func FuzzParseIntentPage(f *testing.F) {
 	})
 }
 
-func TestCountReasons(t *testing.T) {
-	tests := map[string]struct {
-		body any
-		want map[string]int
-	}{
-		"array":      {[]any{map[string]any{"reason": "max_receives"}, map[string]any{"reason": "max_receives"}}, map[string]int{"max_receives": 2}},
-		"data":       {map[string]any{"data": []any{map[string]any{"reason": "poison"}, map[string]any{}}}, map[string]int{"poison": 1, "unknown": 1}},
-		"empty":      {map[string]any{"items": []any{}}, map[string]int{}},
-		"not a list": {"text", map[string]int{}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := countReasons(tc.body); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 // The check finds a second succeeded PaymentIntent for one logical payment.
 func ExampleCheck() {
 	ok := Answer{Status: 201, Body: `{"id":"pay_1","status":"succeeded"}`}

@@ -66,6 +66,7 @@ type client struct {
 	http     *http.Client
 	base     func() string
 	requests *atomic.Int64
+	answers  *counts
 	attempts int           // retries of 5xx and transport errors
 	budget   time.Duration // time bound of one send, 409 waits included
 }
@@ -114,13 +115,16 @@ func (c *client) post(ctx context.Context, p Payment) (Answer, time.Duration, er
 	c.requests.Add(1)
 	resp, err := c.http.Do(req)
 	if err != nil {
+		c.answers.add("conn")
 		return Answer{}, 0, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
+		c.answers.add("conn")
 		return Answer{}, 0, err
 	}
+	c.answers.add(strconv.Itoa(resp.StatusCode))
 	var wait time.Duration
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
 		wait = min(time.Duration(s)*time.Second, 10*time.Second)
@@ -154,3 +158,28 @@ func (c *client) get(ctx context.Context, id string) (status string, found bool,
 type httpError struct{ status int }
 
 func (e *httpError) Error() string { return "chaos: HTTP " + strconv.Itoa(e.status) }
+
+// counts is a counter per name, safe for concurrent use.
+type counts struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (c *counts) add(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]int{}
+	}
+	c.m[name]++
+}
+
+func (c *counts) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.m))
+	for k, v := range c.m {
+		out[k] = v
+	}
+	return out
+}

@@ -11,7 +11,7 @@ import (
 
 // WriteTable prints the report as the table the command shows.
 func (r Report) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
 	row("seed", r.Seed)
 	row("logical payments", r.Payments)
@@ -29,13 +29,19 @@ func (r Report) WriteTable(w io.Writer) error {
 	} else {
 		row("dead-letter records", joinCounts(r.DeadLetters))
 	}
-	if r.Recoveries == nil {
-		row("recoveries started/succeeded", "n/a")
+	if r.Reconciliation == nil {
+		row("reconciliation differences", "n/a")
 	} else {
-		row("recoveries started/succeeded", fmt.Sprintf("%d/%d", r.Recoveries.Started, r.Recoveries.Succeeded))
+		row("reconciliation differences", joinCounts(r.Reconciliation))
 	}
+	if r.Recoveries == nil {
+		row("recoveries", "n/a")
+	} else {
+		row("recoveries", r.Recoveries.String())
+	}
+	row("answers by status", joinCounts(r.Answers))
 	row("kills (-9) and restarts", r.Kills)
-	row("faults armed", r.Faults)
+	row("faults armed / injected", fmt.Sprintf("%d / %d", r.Faults, r.FaultsInjected))
 	row("webhook replays", r.Replays)
 	row("time", fmt.Sprintf("%.1fs", r.Seconds))
 	if r.Incomplete != "" {

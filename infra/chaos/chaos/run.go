@@ -31,6 +31,9 @@ type Config struct {
 	ProviderTimeout time.Duration
 	RequestTimeout  time.Duration
 	ResolveDelay    time.Duration
+	// TimeFactor runs recovery's clock faster, so declined payments go through their retries,
+	// and their dead letters, within the run (and under its kills).
+	TimeFactor float64
 
 	FaultEvery  time.Duration // mean interval between armed simulator faults
 	ReplayEvery time.Duration // mean interval between webhook replays
@@ -46,6 +49,7 @@ func NewConfig(seed uint64) Config {
 	return Config{Payments: 1000, Seed: seed, Kills: 3, Concurrency: 32, Duration: 10 * time.Minute,
 		Settle: 90 * time.Second, MaxDelay: 3 * time.Second,
 		ProviderTimeout: time.Second, RequestTimeout: 3 * time.Second, ResolveDelay: 200 * time.Millisecond,
+		TimeFactor: 200_000,
 		FaultEvery: 300 * time.Millisecond, ReplayEvery: 200 * time.Millisecond}
 }
 
@@ -66,24 +70,33 @@ type Report struct {
 	WebhookDeliveries int64  `json:"webhook_deliveries"`
 	ProviderIntents   int    `json:"provider_payment_intents"`
 	Findings
-	// DeadLetters counts dead-letter records by reason; nil when the stack has no operator
-	// route for them.
+	// DeadLetters counts dead-letter records by source/class; nil when the stack has no
+	// operator route for them.
 	DeadLetters map[string]int `json:"dead_letters_by_reason"`
-	// Recoveries is nil when recoveries are not observable from outside the stack.
-	Recoveries *Recoveries    `json:"recoveries"`
-	Kills      int            `json:"kills"`
-	Faults     int            `json:"faults_armed"`
-	Replays    int            `json:"webhook_replays"`
-	Statuses   map[string]int `json:"final_statuses"`
-	Seconds    float64        `json:"seconds"`
+	// Reconciliation counts the differences a reconciliation over the run's window found, by
+	// class; nil when the stack has no such route.
+	Reconciliation map[string]int `json:"reconciliation_differences"`
+	// Recoveries is nil when the recovery executions could not be read.
+	Recoveries *Recoveries `json:"recoveries"`
+	// Answers counts the answers the clients got, by status ("conn" for a dropped connection).
+	Answers        map[string]int `json:"answers"`
+	FaultsInjected int64          `json:"faults_injected"`
+	Kills          int            `json:"kills"`
+	Faults         int            `json:"faults_armed"`
+	Replays        int            `json:"webhook_replays"`
+	Statuses       map[string]int `json:"final_statuses"`
+	Seconds        float64        `json:"seconds"`
 	// Incomplete says why the run ended before every payment settled ("" when it did not).
 	Incomplete string `json:"incomplete,omitempty"`
 }
 
-// Recoveries are the recovery workflows started and succeeded.
+// Recoveries are the recovery executions: started, and how they stand.
 type Recoveries struct {
 	Started   int `json:"started"`
-	Succeeded int `json:"succeeded"`
+	Succeeded int `json:"succeeded"` // ended with a charge
+	Stopped   int `json:"stopped"`   // ended without one, in a dead letter
+	Running   int `json:"running"`
+	Failed    int `json:"failed"`
 }
 
 // run holds the state of one run.
@@ -105,6 +118,7 @@ type run struct {
 
 	mu         sync.Mutex // one kill and restart at a time; guards deliveries
 	deliveries int64      // deliveries_sent of the processes killed so far
+	injected   int64      // faults_injected of the processes killed so far
 	restartErr error
 }
 
@@ -133,7 +147,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		data = filepath.Join(tmp, "data")
 	}
 	proc, err := newProcess(cfg.Bin, data, []string{"-provider-timeout", cfg.ProviderTimeout.String(),
-		"-request-timeout", cfg.RequestTimeout.String(), "-resolve-delay", cfg.ResolveDelay.String()})
+		"-request-timeout", cfg.RequestTimeout.String(), "-resolve-delay", cfg.ResolveDelay.String(),
+		"-time-factor", fmt.Sprint(cfg.TimeFactor)})
 	if err != nil {
 		return Report{}, err
 	}
@@ -148,7 +163,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		sim: &simClient{http: &http.Client{Transport: transport, Timeout: 10 * time.Second}, base: "http://" + proc.sim,
 			apiKey: localstack.DefaultStripeAPIKey}}
 	r.client = &client{http: &http.Client{Transport: transport, Timeout: cfg.RequestTimeout + 2*time.Second},
-		base: func() string { return "http://" + proc.api }, requests: &r.requests, attempts: 8, budget: 60 * time.Second}
+		base: func() string { return "http://" + proc.api }, requests: &r.requests, answers: &counts{}, attempts: 8, budget: 60 * time.Second}
 	r.ledgers = make([]*ledger, cfg.Payments)
 	for i := range r.ledgers {
 		r.ledgers[i] = &ledger{}
@@ -182,9 +197,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if st, err := r.sim.stats(checkCtx); err == nil {
 		r.mu.Lock()
 		rep.WebhookDeliveries = r.deliveries + st.DeliveriesSent
+		rep.FaultsInjected = r.injected + st.FaultsInjected
 		r.mu.Unlock()
 	}
-	rep.DeadLetters = r.deadLetters(checkCtx)
+	ops := opsClient{&simClient{http: r.sim.http, base: "http://" + proc.api, apiKey: localstack.DefaultOperatorToken}}
+	// The window ends now: a reconciliation refuses one that ends in the future.
+	rep.Reconciliation = ops.reconcile(checkCtx, begin.Add(-time.Minute), time.Now().Add(-time.Second))
+	rep.DeadLetters = ops.deadLetters(checkCtx)
+	rep.Answers = r.client.answers.snapshot()
 	rep.Requests, rep.Kills = r.requests.Load(), int(r.kills.Load())
 	rep.Faults, rep.Replays = int(r.faults.Load()), int(r.replays.Load())
 	rep.Statuses = map[string]int{}
@@ -197,6 +217,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	if rep.Incomplete == "" && ctx.Err() != nil {
 		rep.Incomplete = "the duration bound ended the run before every payment settled"
+	}
+	proc.stop()
+	if rec, err := readRecoveries(checkCtx, data); err == nil {
+		rep.Recoveries = rec
+	} else {
+		log.Warn("recovery executions unreadable", "error", err)
 	}
 	rep.Seconds = time.Since(begin).Seconds()
 	return rep, nil
@@ -275,6 +301,7 @@ func (r *run) killAndRestart(ctx context.Context) {
 	statsCtx, cancel := context.WithTimeout(ctx, time.Second)
 	if st, err := r.sim.stats(statsCtx); err == nil {
 		r.deliveries += st.DeliveriesSent // the counters restart with the process
+		r.injected += st.FaultsInjected
 	}
 	cancel()
 	r.proc.kill()
@@ -402,45 +429,6 @@ func (r *run) parallel(ctx context.Context, f func(i int)) {
 	}
 	close(idx)
 	wg.Wait()
-}
-
-// deadLetters counts the stack's dead-letter records by reason through the operator API, or
-// returns nil when the stack has no such route.
-func (r *run) deadLetters(ctx context.Context) map[string]int {
-	var body any
-	c := &simClient{http: r.sim.http, base: "http://" + r.proc.api, apiKey: localstack.DefaultOperatorToken}
-	if err := c.do(ctx, http.MethodGet, "/ops/deadletters", nil, &body); err != nil {
-		return nil
-	}
-	return countReasons(body)
-}
-
-// countReasons counts the "reason" of every record in a list answer: a JSON array, or an object
-// holding one under "data", "items" or "records".
-func countReasons(body any) map[string]int {
-	var list []any
-	switch v := body.(type) {
-	case []any:
-		list = v
-	case map[string]any:
-		for _, k := range []string{"data", "items", "records", "deadletters"} {
-			if l, ok := v[k].([]any); ok {
-				list = l
-				break
-			}
-		}
-	}
-	out := map[string]int{}
-	for _, item := range list {
-		reason := "unknown"
-		if m, ok := item.(map[string]any); ok {
-			if s, ok := m["reason"].(string); ok && s != "" {
-				reason = s
-			}
-		}
-		out[reason]++
-	}
-	return out
 }
 
 // progress draws the one-line bar until the returned stop is called.
