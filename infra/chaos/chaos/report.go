@@ -43,7 +43,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("kills (-9) and restarts", r.Kills)
 	row("faults armed / injected", fmt.Sprintf("%d / %d", r.Faults, r.FaultsInjected))
 	row("webhook replays", r.Replays)
-	row("time", fmt.Sprintf("%.1fs", r.Seconds))
+	row("time", fmt.Sprintf("%.1fs (build and start %.1fs, drive %.1fs, settle %.1fs)", r.Seconds, r.StartSeconds, r.DriveSeconds, r.SettleSeconds))
 	if r.Incomplete != "" {
 		row("incomplete", r.Incomplete)
 	}

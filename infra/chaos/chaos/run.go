@@ -57,7 +57,8 @@ func NewConfig(seed uint64) Config {
 // most.
 func ShortConfig(seed uint64) Config {
 	c := NewConfig(seed)
-	c.Payments, c.Kills, c.Concurrency = 60, 1, 16
+	c.Payments, c.Kills, c.Concurrency = 60, 1, 30
+	c.FaultEvery, c.ReplayEvery = 500*time.Millisecond, 300*time.Millisecond // fewer requests per second than the long run
 	c.Duration, c.Settle, c.MaxDelay = 75*time.Second, 30*time.Second, 1500*time.Millisecond
 	return c
 }
@@ -86,6 +87,12 @@ type Report struct {
 	Replays        int            `json:"webhook_replays"`
 	Statuses       map[string]int `json:"final_statuses"`
 	Seconds        float64        `json:"seconds"`
+	// StartSeconds, DriveSeconds and SettleSeconds split the time: the build and first start,
+	// the payments with chaos, then the late retry of every key and the wait for every payment
+	// to settle. The rest is the check and the final stop.
+	StartSeconds  float64 `json:"start_seconds"`
+	DriveSeconds  float64 `json:"drive_seconds"`
+	SettleSeconds float64 `json:"settle_seconds"`
 	// Incomplete says why the run ended before every payment settled ("" when it did not).
 	Incomplete string `json:"incomplete,omitempty"`
 }
@@ -164,13 +171,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			apiKey: localstack.DefaultStripeAPIKey}}
 	r.client = &client{http: &http.Client{Transport: transport, Timeout: cfg.RequestTimeout + 2*time.Second},
 		base: func() string { return "http://" + proc.api }, requests: &r.requests, answers: &counts{}, attempts: 8, budget: 60 * time.Second}
+	rep := Report{Seed: cfg.Seed, Payments: cfg.Payments}
 	r.ledgers = make([]*ledger, cfg.Payments)
 	for i := range r.ledgers {
 		r.ledgers[i] = &ledger{}
 	}
 
-	stopBar := r.progress(begin)
-	rep := Report{Seed: cfg.Seed, Payments: cfg.Payments}
+	driving := time.Now() // after the build and the first start
+	rep.StartSeconds = driving.Sub(begin).Seconds()
+	stopBar := r.progress(driving)
 	settleBy := begin.Add(cfg.Duration - min(cfg.Settle, cfg.Duration/3)) // keep time to settle and check
 	driveCtx, stopDrive := context.WithDeadline(ctx, settleBy)
 	err = r.drive(driveCtx)
@@ -182,8 +191,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if driveCtx.Err() != nil && ctx.Err() == nil && r.started.Load() < int64(cfg.Payments) {
 		rep.Incomplete = fmt.Sprintf("the duration bound stopped the drive after %d of %d payments", r.started.Load(), cfg.Payments)
 	}
+	rep.DriveSeconds = time.Since(driving).Seconds()
 	_ = r.sim.clearFaults(ctx)
 	obs := r.settle(ctx)
+	rep.SettleSeconds = time.Since(driving).Seconds() - rep.DriveSeconds
 	stopBar()
 
 	checkCtx, cancelCheck := context.WithTimeout(context.Background(), 30*time.Second) // the check runs even past the bound
