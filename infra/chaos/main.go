@@ -35,6 +35,7 @@ func run() int {
 	short := flag.Bool("short", false, "a quick run: 60 payments, one kill, about a minute")
 	jsonOut := flag.String("json", "", "write the report to this file as JSON")
 	data := flag.String("data", "", "keep the stack's data (and stack.log) in this directory")
+	bin := flag.String("bin", "", "a built infra/local to run instead of building one")
 	flag.Parse()
 
 	cfg := chaos.NewConfig(*seed)
@@ -54,7 +55,7 @@ func run() int {
 			cfg.Duration = *duration
 		}
 	})
-	cfg.DataDir, cfg.Progress = *data, os.Stderr
+	cfg.DataDir, cfg.Bin, cfg.Progress = *data, *bin, os.Stderr
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

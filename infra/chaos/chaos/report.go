@@ -12,7 +12,7 @@ import (
 // WriteTable prints the report as the table the command shows.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
+	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\n", name, v) }
 	row("seed", r.Seed)
 	row("logical payments", r.Payments)
 	row("requests sent", r.Requests)
