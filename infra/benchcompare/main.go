@@ -21,6 +21,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 )
 
@@ -47,6 +49,7 @@ type stackResult struct {
 // report is the JSON this command writes.
 type report struct {
 	Spec        loadSpec     `json:"spec"`
+	Machine     machine      `json:"machine"`
 	DynamoLocal string       `json:"dynamodb_local"`
 	Sides       []sideRun    `json:"sides"`
 	Stack       *stackResult `json:"stack,omitempty"`
@@ -67,6 +70,7 @@ func run(args []string, stdout io.Writer) error {
 	out := fs.String("out", "infra/benchcompare/results", "directory for results.json and the SVG plots")
 	root := fs.String("root", ".", "repository root")
 	template := fs.String("template", "template.yaml", "SAM template to read Lambda MemorySize from")
+	from := fs.String("from", "", "instead of measuring, read an earlier results.json and reprice and redraw it with these flags")
 	prices := DefaultPrices
 	bindPrices(fs, &prices)
 	assume := DefaultAssumptions
@@ -88,15 +92,42 @@ func run(args []string, stdout io.Writer) error {
 		}
 	}
 
-	rep := report{Spec: spec, Prices: prices, PriceDate: PriceDate}
-	if *stackJSON != "" {
-		b, err := os.ReadFile(*stackJSON)
+	var rep report
+	if *from != "" {
+		b, err := os.ReadFile(*from)
 		if err != nil {
 			return err
 		}
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return fmt.Errorf("benchcompare: %s: %w", *from, err)
+		}
+		if len(rep.Sides) != 2 {
+			return fmt.Errorf("benchcompare: %s holds %d sides, want 2", *from, len(rep.Sides))
+		}
+		rep.Prices, rep.PriceDate = prices, PriceDate
+	} else {
+		var err error
+		if rep, err = measure(spec, *root, *stackJSON, *warmup, prices); err != nil {
+			return err
+		}
+	}
+	rep.Assumptions = assume
+	rep.Cost = Model(twiceUsage(measured(rep), assume), prices)
+	writeTables(stdout, rep, memNote)
+	return writeOutputs(*out, rep)
+}
+
+// measure runs both sides on one DynamoDB Local and reads the local stack's results.
+func measure(spec loadSpec, root, stackJSON string, warmup bool, prices Prices) (report, error) {
+	rep := report{Spec: spec, Prices: prices, PriceDate: PriceDate, Machine: describeMachine()}
+	if stackJSON != "" {
+		b, err := os.ReadFile(stackJSON)
+		if err != nil {
+			return report{}, err
+		}
 		var st stackResult
 		if err := json.Unmarshal(b, &st); err != nil {
-			return fmt.Errorf("benchcompare: %s: %w", *stackJSON, err)
+			return report{}, fmt.Errorf("benchcompare: %s: %w", stackJSON, err)
 		}
 		rep.Stack = &st
 	}
@@ -104,9 +135,9 @@ func run(args []string, stdout io.Writer) error {
 	endpoint := os.Getenv("TWICE_TEST_DYNAMODB_ENDPOINT")
 	rep.DynamoLocal = "external: " + endpoint
 	if endpoint == "" {
-		d, err := startDynamoLocal(*root)
+		d, err := startDynamoLocal(root)
 		if err != nil {
-			return err
+			return report{}, err
 		}
 		defer d.Stop()
 		endpoint, rep.DynamoLocal = d.Endpoint, d.Version
@@ -114,29 +145,36 @@ func run(args []string, stdout io.Writer) error {
 	fmt.Fprintf(os.Stderr, "benchcompare: DynamoDB Local %s at %s; %d requests of each kind, %d in flight\n",
 		rep.DynamoLocal, endpoint, spec.Requests, spec.Concurrency)
 
-	if *warmup {
+	if warmup {
 		fmt.Fprintln(os.Stderr, "benchcompare: warm-up round (not measured)")
 		if _, err := runTwice(endpoint, spec); err != nil {
-			return err
+			return report{}, err
 		}
-		if _, err := runPowertools(*root, endpoint, spec); err != nil {
-			return err
+		if _, err := runPowertools(root, endpoint, spec); err != nil {
+			return report{}, err
 		}
 	}
 	tw, err := runTwice(endpoint, spec)
 	if err != nil {
-		return err
+		return report{}, err
 	}
 	fmt.Fprintln(os.Stderr, "benchcompare: twice done; running Powertools")
-	pt, err := runPowertools(*root, endpoint, spec)
+	pt, err := runPowertools(root, endpoint, spec)
 	if err != nil {
-		return err
+		return report{}, err
 	}
 	rep.Sides = []sideRun{tw, pt}
+	rep.Machine.LoadAfter = loadAvg()
 
+	return rep, nil
+}
+
+// measured picks the cost model's inputs out of a report.
+func measured(rep report) Measured {
+	tw := rep.Sides[0]
 	m := Measured{
-		NewCalls:    perRequest(phaseOf(tw, kindNew).Calls, spec.Requests),
-		ReplayCalls: perRequest(phaseOf(tw, kindReplay).Calls, spec.Requests),
+		NewCalls:    perRequest(phaseOf(tw, kindNew).Calls, phaseOf(tw, kindNew).Requests),
+		ReplayCalls: perRequest(phaseOf(tw, kindReplay).Calls, phaseOf(tw, kindReplay).Requests),
 		RecordBytes: tw.ItemBytes,
 	}
 	if rep.Stack != nil {
@@ -151,11 +189,7 @@ func run(args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	rep.Assumptions = assume
-	rep.Cost = Model(twiceUsage(m, assume), prices)
-
-	writeTables(stdout, rep, memNote)
-	return writeOutputs(*out, rep)
+	return m
 }
 
 func writeOutputs(dir string, rep report) error {
@@ -190,6 +224,10 @@ func writeOutputs(dir string, rep report) error {
 
 // writeTables prints Markdown tables, ready to paste into BENCHMARKS.md.
 func writeTables(w io.Writer, rep report, memNote string) {
+	if mc := rep.Machine; mc.CPUs > 0 {
+		fmt.Fprintf(w, "Machine: %s, %d CPUs, %s; %s; load average %s before, %s after\n",
+			mc.CPU, mc.CPUs, mc.Memory, mc.Go, mc.LoadBefore, mc.LoadAfter)
+	}
 	fmt.Fprintf(w, "DynamoDB Local %s; %d requests of each kind per side, %d in flight, %d keys held for in-progress\n\n",
 		rep.DynamoLocal, rep.Spec.Requests, rep.Spec.Concurrency, rep.Spec.Held)
 	fmt.Fprintln(w, "| implementation | request | DynamoDB calls per request | WRU | RRU | p50 ms | p99 ms | wrong answers |")
@@ -228,4 +266,43 @@ func writeTables(w io.Writer, rep report, memNote string) {
 	fmt.Fprintf(w, "| Step Functions Standard | %.2f transitions ($%.3f/1000) | %.2f |\n", c.Transitions, p.SFNTransition, c.StepFunctions)
 	fmt.Fprintf(w, "| API Gateway HTTP API | %.2f requests ($%.2f/M) | %.2f |\n", c.HTTPAPI/max(p.HTTPAPI, 1e-12), p.HTTPAPI, c.HTTPAPI)
 	fmt.Fprintf(w, "| **total** | | **%.2f** |\n", c.Total)
+}
+
+// machine is what the figures were measured on.
+type machine struct {
+	CPU        string `json:"cpu"`
+	CPUs       int    `json:"cpus"`
+	Memory     string `json:"memory"`
+	Go         string `json:"go"`
+	LoadBefore string `json:"load_before"`
+	LoadAfter  string `json:"load_after"`
+}
+
+func describeMachine() machine {
+	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadBefore: loadAvg()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+				m.Memory = fmt.Sprintf("%.1f GiB", kb/1024/1024)
+			}
+		}
+	}
+	return m
+}
+
+// loadAvg is the 1-minute load average: the machine is shared, and a busy one slows both sides.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(b))[0]
 }

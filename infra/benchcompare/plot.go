@@ -15,16 +15,16 @@ var sideColors = []string{"#1f77b4", "#d62728"}
 // writeCDF draws, for each kind of request, one panel with each side's latency CDF on a log
 // time axis.
 func writeCDF(w io.Writer, sides []sideRun) error {
-	const pw, ph, left, top, bottom = 320.0, 240.0, 50.0, 40.0, 50.0
+	const pw, ph, left, top, bottom, gap = 320.0, 240.0, 50.0, 50.0, 50.0, 60.0
 	kinds := []string{kindNew, kindReplay, kindInProgress}
-	width := left + float64(len(kinds))*(pw+20)
+	width := left + float64(len(kinds))*(pw+gap)
 	height := top + ph + bottom + 30
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%.0f" y="20" font-size="14" font-weight="bold">Latency CDF per idempotent request, same DynamoDB Local (log time axis)</text>`+"\n", left)
 	for k, kind := range kinds {
-		x0 := left + float64(k)*(pw+20)
+		x0 := left + float64(k)*(pw+gap)
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, s := range sides {
 			for _, v := range phaseOf(s, kind).Latencies {
@@ -40,12 +40,12 @@ func writeCDF(w io.Writer, sides []sideRun) error {
 		}
 		ys := func(q float64) float64 { return top + ph - q*ph }
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#999"/>`+"\n", x0, top, pw, ph)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-weight="bold">%s</text>`+"\n", x0+pw/2, top-6, kind)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-weight="bold">%s</text>`+"\n", x0+pw/2, top-10, kind)
 		for d := lo; d <= hi*1.0001; d *= 10 {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/><text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n",
 				xs(d), top, xs(d), top+ph, xs(d), top+ph+15, fmtMS(d))
 		}
-		for _, q := range []float64{0, 0.5, 0.99, 1} {
+		for _, q := range []float64{0, 0.25, 0.5, 0.75, 0.9, 1} {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/><text x="%.1f" y="%.1f" text-anchor="end">%g</text>`+"\n",
 				x0, ys(q), x0+pw, ys(q), x0-4, ys(q)+4, q)
 		}
@@ -63,7 +63,7 @@ func writeCDF(w io.Writer, sides []sideRun) error {
 	}
 	for i, s := range sides {
 		y := top + ph + bottom + 15
-		x := left + float64(i)*260
+		x := left + float64(i)*360
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="14" height="4" fill="%s"/><text x="%.0f" y="%.0f">%s %s</text>`+"\n",
 			x, y-4, sideColors[i%len(sideColors)], x+20, y, s.Implementation, s.Version)
 	}
@@ -76,7 +76,7 @@ func writeCDF(w io.Writer, sides []sideRun) error {
 // labelled with p50/p99.
 func writeThroughput(w io.Writer, st stackResult) error {
 	const left, top, barH, gap, plotW = 150.0, 40.0, 28.0, 14.0, 420.0
-	height := top + float64(len(st.Phases))*(barH+gap) + 40
+	height := top + float64(len(st.Phases))*(barH+gap) + 10
 	hi := 0.0
 	for _, p := range st.Phases {
 		hi = math.Max(hi, p.PerSec)
@@ -85,7 +85,7 @@ func writeThroughput(w io.Writer, st stackResult) error {
 		hi = 1
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", left+plotW+200, height)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", left+plotW+280, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14" font-weight="bold">Local stack over loopback, %d clients: requests per second</text>`+"\n", st.Clients)
 	for i, p := range st.Phases {
