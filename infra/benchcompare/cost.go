@@ -15,11 +15,14 @@ type Prices struct {
 	DynamoWRU     float64 // per million write request units
 	DynamoRRU     float64 // per million read request units
 	LambdaRequest float64 // per million invocations
-	LambdaGBs     float64 // per GB-second (x86_64; arm64 is 0.0000133334)
+	LambdaGBs     float64 // per GB-second, x86_64 (ArmLambdaGBs when the template says arm64)
 	SQSRequest    float64 // per million standard-queue requests (64 KiB chunks)
 	SFNTransition float64 // per thousand Standard-workflow state transitions
 	HTTPAPI       float64 // per million API Gateway HTTP API requests (first 300 million)
 }
+
+// ArmLambdaGBs is the arm64 (Graviton) price per GB-second at PriceDate.
+const ArmLambdaGBs = 0.0000133334
 
 // DefaultPrices are the list prices at PriceDate.
 var DefaultPrices = Prices{

@@ -124,22 +124,24 @@ func TestTwiceUsage(t *testing.T) {
 	}
 }
 
-func TestTemplateMemoryMB(t *testing.T) {
+func TestTemplateLambda(t *testing.T) {
 	cases := []struct {
 		name    string
 		yaml    string
 		want    float64
+		arm     bool
 		wantErr bool
 	}{
-		{"globals", "Globals:\n  Function:\n    MemorySize: 256\n    Timeout: 10\n", 256, false},
-		{"none", "Resources:\n  T:\n    Type: AWS::DynamoDB::Table\n", 0, true},
-		{"not a number", "    MemorySize: !Ref Mem\n", 0, true},
+		{"globals, arm64", "Globals:\n  Function:\n    Architectures: [arm64]\n    MemorySize: 256\nResources:\n  F:\n    Properties:\n      MemorySize: 512\n", 256, true, false},
+		{"x86 by default", "Globals:\n  Function:\n    MemorySize: 1024\n", 1024, false, false},
+		{"none", "Resources:\n  T:\n    Type: AWS::DynamoDB::Table\n", 0, false, true},
+		{"not a number", "    MemorySize: !Ref Mem\n", 0, false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := templateMemoryMB(strings.NewReader(tc.yaml))
-			if (err != nil) != tc.wantErr || got != tc.want {
-				t.Fatalf("got %v, %v; want %v, error %v", got, err, tc.want, tc.wantErr)
+			got, arm, err := templateLambda(strings.NewReader(tc.yaml))
+			if (err != nil) != tc.wantErr || got != tc.want || arm != tc.arm {
+				t.Fatalf("got %v, %v, %v; want %v, %v, error %v", got, arm, err, tc.want, tc.arm, tc.wantErr)
 			}
 		})
 	}

@@ -83,15 +83,20 @@ func run(args []string, stdout io.Writer) error {
 	}
 	memNote := "template.yaml"
 	if f, err := os.Open(*template); err == nil {
-		mb, err := templateMemoryMB(f)
+		mb, arm64, err := templateLambda(f)
 		f.Close()
 		if err == nil {
 			assume.MemoryMB = mb
 		} else {
 			memNote = fmt.Sprintf("-memory-mb (%v)", err)
 		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if arm64 && !set["price-lambda-gbs"] {
+			prices.LambdaGBs = ArmLambdaGBs
+			memNote += ", arm64"
+		}
 	}
-
 	var rep report
 	if *from != "" {
 		b, err := os.ReadFile(*from)

@@ -125,17 +125,28 @@ func twiceUsage(m Measured, a Assumptions) Usage {
 // errNoMemorySize means template.yaml declares no MemorySize.
 var errNoMemorySize = errors.New("benchcompare: template.yaml sets no MemorySize")
 
-// templateMemoryMB returns the first MemorySize in a SAM template (the Globals one when set).
-func templateMemoryMB(r io.Reader) (float64, error) {
+// templateLambda returns the first MemorySize in a SAM template (the Globals one, which the
+// functions priced here inherit) and whether its functions run on arm64.
+func templateLambda(r io.Reader) (memoryMB float64, arm64 bool, err error) {
 	sc := bufio.NewScanner(r)
+	found := false
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		if v, ok := strings.CutPrefix(line, "MemorySize:"); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if v, ok := strings.CutPrefix(line, "MemorySize:"); ok && !found {
+			if memoryMB, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+				return 0, false, err
+			}
+			found = true
+		}
+		if strings.HasPrefix(line, "Architectures:") && strings.Contains(line, "arm64") {
+			arm64 = true
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return 0, errNoMemorySize
+	if !found {
+		return 0, arm64, errNoMemorySize
+	}
+	return memoryMB, arm64, nil
 }
