@@ -16,21 +16,27 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/localqueue"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/stripeprovider"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
 	"github.com/runtwice/twice/shared/webhooks/worker"
+	"github.com/runtwice/twice/statemachines"
 )
 
 // Defaults of the local contract (DESIGN.md "Local contract").
@@ -71,9 +77,11 @@ type Config struct {
 	// ProviderTimeout bounds one provider call (default 3 s); past it the outcome is unknown and
 	// the payment is resolved in the background.
 	ProviderTimeout time.Duration
-	// TimeFactor runs the stack's domain clock this many times faster than the wall clock
-	// (default 1), so a recovery planned days ahead happens in seconds. The mapping is kept
-	// in the data directory, so a restart keeps its timeline.
+	// TimeFactor runs payment recovery's clock (its plans, its Waits, its caps) this many times
+	// faster than the wall clock (default 1), so a recovery planned days ahead happens in
+	// seconds. Everything else keeps wall time: webhook signatures, idempotency locks and
+	// reconciliation windows are about real seconds. The mapping is kept in the data
+	// directory, so a restart keeps the recovery timeline.
 	TimeFactor float64
 	// ResolveDelay is the wait before a background resolve of an unknown outcome (default 2 s).
 	ResolveDelay time.Duration
@@ -83,6 +91,12 @@ type Config struct {
 	RequestTimeout time.Duration
 	// LockMargin is added to the request deadline for the lock's expiry (default 5 s).
 	LockMargin time.Duration
+	// ReconcileEvery is the reconciliation schedule (default 1 h, as in template.yaml; a
+	// negative value turns it off). POST /ops/reconcile runs one on demand.
+	ReconcileEvery time.Duration
+	// ReconcileGrace is how old a difference must be to count (default 10 min): younger
+	// pending payments and unmatched provider payments may still be settling.
+	ReconcileGrace time.Duration
 
 	Logger *slog.Logger
 }
@@ -115,6 +129,9 @@ func (c *Config) defaults() {
 	if c.LockMargin <= 0 {
 		c.LockMargin = 5 * time.Second
 	}
+	if c.ReconcileEvery == 0 {
+		c.ReconcileEvery = time.Hour
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -125,6 +142,8 @@ type Stack struct {
 	cfg   Config
 	log   *slog.Logger
 	clock *clock
+	// recoveryClock is clock, TimeFactor times faster.
+	recoveryClock *clock
 
 	store    *boltstore.Store
 	broker   *localqueue.Broker
@@ -133,6 +152,11 @@ type Stack struct {
 	attempts *attempts.Log
 	payments *payments.Service
 	worker   *worker.Worker
+	runner   *asl.Runner
+	// recoverer starts recoveries; deadletters is the dead-letter table; recon reconciles.
+	recoverer   *recovery.Recoverer
+	deadletters *deadletter.Table
+	recon       *recon.Reconciler
 
 	apiLn, simLn   net.Listener
 	apiSrv, simSrv *http.Server
@@ -149,7 +173,8 @@ func New(cfg Config) (*Stack, error) {
 	}
 	s := &Stack{cfg: cfg, log: cfg.Logger, queues: map[string]*localqueue.Queue{}}
 	var err error
-	if s.clock, err = newClock(cfg.DataDir, cfg.TimeFactor); err != nil {
+	s.clock = wallClock()
+	if s.recoveryClock, err = newClock(cfg.DataDir, cfg.TimeFactor); err != nil {
 		return nil, err
 	}
 	// Listen first, so the simulator knows where to send webhooks even on a ":0" address.
@@ -227,11 +252,61 @@ func (s *Stack) build() error {
 	if err != nil {
 		return err
 	}
+	s.deadletters = deadletter.NewTable(s.store, requeuer{s}, deadletter.WithClock(s.clock.Now), deadletter.WithLogger(s.log))
+	recoverer, err := s.buildRecovery(client, seed)
+	if err != nil {
+		return err
+	}
+	s.recoverer = recoverer
+	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
+	readPolicy.Logger = s.log
+	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
+		Sink: reconDeadLetters{s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace}); err != nil {
+		return err
+	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: resolver{q: s.queues[resolveQueue], delay: s.cfg.ResolveDelay},
-		Classify: classify, Now: s.clock.Now, Log: s.log}
-	s.worker = &worker.Worker{Store: s.store, Classify: classify, Now: s.clock.Now, Log: s.log}
+		Classify: classify, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
+	s.worker = &worker.Worker{Store: s.store, Classify: classify, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	return nil
+}
+
+// recoveryMachine is the state machine's local name; recoveryStepsARN stands in for the
+// recovery-steps function's ARN in the definition.
+const (
+	recoveryMachine  = "payment-recovery"
+	recoveryStepsARN = "arn:aws:lambda:local:000000000000:function:recovery-steps"
+)
+
+// buildRecovery runs payment-recovery.asl.json on the local runner, its tasks on the same
+// recovery steps the recovery-steps function runs, and returns what starts a recovery.
+func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.Recoverer, error) {
+	// Recovery charges carry an attempt key, so an unknown outcome may be repeated inline.
+	policy := retry.New(rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)))
+	policy.Logger = s.log
+	steps, err := recovery.NewSteps(recovery.StepsConfig{
+		Provider:    &retry.Provider{Next: client, Policy: policy},
+		Store:       s.store,
+		DeadLetters: recoveryDeadLetters{s.deadletters},
+		Policy:      recovery.DefaultPolicy(),
+		Now:         s.recoveryClock.Now,
+		Rand:        rand.New(rand.NewPCG(seed+2, seed^0xbb67ae8584caa73b)),
+		Log:         s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	checkpoints, err := asl.NewBoltStore(s.store.DB(), asl.WithBatch())
+	if err != nil {
+		return nil, err
+	}
+	s.runner = asl.New(checkpoints, asl.TaskRegistry{recoveryStepsARN: recovery.LambdaHandler(steps.Handle)},
+		asl.WithClock(s.recoveryClock), asl.WithLogger(s.log), asl.WithRand(rand.New(rand.NewPCG(seed+3, seed))))
+	def := asl.Substitute(statemachines.PaymentRecovery, map[string]string{statemachines.RecoveryStepsFunctionArn: recoveryStepsARN})
+	if err := s.runner.Define(recoveryMachine, def); err != nil {
+		return nil, err
+	}
+	return &recovery.Recoverer{Starter: &recovery.LocalStarter{Runner: s.runner, StateMachine: recoveryMachine}, Log: s.log}, nil
 }
 
 // classify is the decline_class the API and the worker store.
@@ -266,6 +341,13 @@ func (s *Stack) Handler() http.Handler {
 	in.Logger = s.log
 	in.Observer = inboundRecorder{record: attempts.BestEffort(s.attempts, s.log)}
 	mux.Handle(ingest.Pattern, in)
+	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
+		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon})
+	if err != nil {
+		s.log.Error("operator API disabled", "error", err)
+	} else {
+		mux.Handle("/ops/", ops)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	return mux
 }
@@ -287,8 +369,30 @@ func (s *Stack) Start() {
 		{Queue: s.queues[resolveQueue], Handler: s.resolve, Visibility: 10 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
 	}
+	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
+	for _, dlq := range []string{webhookDLQ, resolveDLQ} {
+		consumers = append(consumers, &queue.Consumer{Queue: s.queues[dlq], Handler: sink.Handle, Visibility: 30 * time.Second,
+			Wait: 5 * time.Second, SourceARN: arn(dlq), Region: "local", Logger: s.log})
+	}
 	for _, c := range consumers {
 		s.goRun(func() { _ = c.Run(ctx) })
+	}
+	if s.cfg.ReconcileEvery > 0 {
+		s.goRun(func() {
+			_ = recon.Every(ctx, s.cfg.ReconcileEvery, reconClock{s.clock}, func(ctx context.Context) {
+				if rep, err := s.recon.Handle(ctx, nil); err != nil {
+					s.log.Error("scheduled reconciliation failed", "error", err)
+				} else {
+					s.log.Info("reconciliation", "run_id", rep.RunID, "differences", len(rep.Differences))
+				}
+			})
+		})
+	}
+	// Executions a kill -9 interrupted continue at the step they stopped.
+	if n, err := s.runner.Resume(ctx); err != nil {
+		s.log.Error("resume recoveries", "error", err)
+	} else if n > 0 {
+		s.log.Info("resumed recoveries", "executions", n)
 	}
 }
 
@@ -354,6 +458,9 @@ func (s *Stack) Close() error {
 		s.cancel()
 	}
 	var errs []error
+	if s.runner != nil {
+		errs = append(errs, s.runner.Close())
+	}
 	if s.sim != nil {
 		errs = append(errs, s.sim.Close())
 	}
