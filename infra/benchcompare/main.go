@@ -209,7 +209,7 @@ func writeOutputs(dir string, rep report) error {
 		return err
 	}
 	var cdf strings.Builder
-	if err := writeCDF(&cdf, rep.Sides); err != nil {
+	if err := writeCDF(&cdf, rep.Spec, rep.Sides); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "idempotency-latency-cdf.svg"), []byte(cdf.String()), 0o644); err != nil {

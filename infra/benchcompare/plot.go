@@ -14,7 +14,7 @@ var sideColors = []string{"#1f77b4", "#d62728"}
 
 // writeCDF draws, for each kind of request, one panel with each side's latency CDF on a log
 // time axis.
-func writeCDF(w io.Writer, sides []sideRun) error {
+func writeCDF(w io.Writer, spec loadSpec, sides []sideRun) error {
 	const pw, ph, left, top, bottom, gap = 320.0, 240.0, 50.0, 50.0, 50.0, 60.0
 	kinds := []string{kindNew, kindReplay, kindInProgress}
 	width := left + float64(len(kinds))*(pw+gap)
@@ -22,7 +22,7 @@ func writeCDF(w io.Writer, sides []sideRun) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="20" font-size="14" font-weight="bold">Latency CDF per idempotent request, same DynamoDB Local (log time axis)</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%.0f" y="20" font-size="14" font-weight="bold">Latency CDF per idempotent request, same DynamoDB Local, %d in flight (log time axis)</text>`+"\n", left, spec.Concurrency)
 	for k, kind := range kinds {
 		x0 := left + float64(k)*(pw+gap)
 		lo, hi := math.Inf(1), math.Inf(-1)
