@@ -30,7 +30,14 @@ type Store struct {
 	db     *bolt.DB
 	writes chan *writeReq
 	done   chan struct{}
+	// stopTrim ends the background Trim; nil when none runs.
+	stopTrim chan struct{}
+	trimmed  chan struct{}
 }
+
+// TrimEvery is how often a store opened with Open drops its file's pages from the resident set
+// (see Trim).
+const TrimEvery = time.Second
 
 // Open opens (creating if needed) the bbolt file at path and starts its committer. Another
 // process holding the file makes Open fail after a second rather than wait forever.
@@ -43,7 +50,24 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
-	return New(db), nil
+	s := New(db)
+	s.stopTrim, s.trimmed = make(chan struct{}), make(chan struct{})
+	go s.trimLoop()
+	return s, nil
+}
+
+func (s *Store) trimLoop() {
+	defer close(s.trimmed)
+	t := time.NewTicker(TrimEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopTrim:
+			return
+		case <-t.C:
+			_ = s.Trim()
+		}
+	}
 }
 
 // New wraps an open bbolt database, so the local stack can share one file between the store
@@ -59,6 +83,10 @@ func (s *Store) DB() *bolt.DB { return s.db }
 
 // Close waits for queued writes, then closes the file.
 func (s *Store) Close() error {
+	if s.stopTrim != nil {
+		close(s.stopTrim)
+		<-s.trimmed
+	}
 	close(s.writes)
 	<-s.done
 	return s.db.Close()

@@ -94,6 +94,9 @@ type Config struct {
 	// ReconcileEvery is the reconciliation schedule (default 1 h, as in template.yaml; a
 	// negative value turns it off). POST /ops/reconcile runs one on demand.
 	ReconcileEvery time.Duration
+	// ReconcileGrace is how old a difference must be to count (default 10 min): younger
+	// pending payments and unmatched provider payments may still be settling.
+	ReconcileGrace time.Duration
 
 	Logger *slog.Logger
 }
@@ -258,7 +261,7 @@ func (s *Stack) build() error {
 	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
 	readPolicy.Logger = s.log
 	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
-		Sink: reconDeadLetters{s.deadletters}, Log: s.log, Now: s.clock.Now}); err != nil {
+		Sink: reconDeadLetters{s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace}); err != nil {
 		return err
 	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
