@@ -62,6 +62,7 @@ func newProcess(bin, data string, extra []string) (*process, error) {
 func (p *process) start(ctx context.Context, within time.Duration) error {
 	p.cmd = exec.Command(p.bin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	dieWithParent(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		return err
 	}
