@@ -24,6 +24,9 @@ type Findings struct {
 	// Unanswered counts payments no request ever got accepted (every try failed within the
 	// client's bounds): not an invariant, the client was told to retry.
 	Unanswered int `json:"unanswered"`
+	// Unsettled counts payments still pending when a run cut off by its time bound ended:
+	// not judged, since the stack was not given the time to settle them.
+	Unsettled int `json:"unsettled,omitempty"`
 	// Examples names the first broken cases, for a person to reproduce.
 	Examples []string `json:"examples,omitempty"`
 }
@@ -37,7 +40,9 @@ func (f *Findings) example(format string, args ...any) {
 }
 
 // Check compares what the clients saw and the stack answers with the simulator's own records.
-func Check(obs []Observation, intents []Intent) Findings {
+// settled says the stack was given its time to settle; when it was not, a payment still pending
+// is counted Unsettled rather than lost.
+func Check(obs []Observation, intents []Intent, settled bool) Findings {
 	var f Findings
 	byPayment := map[string][]Intent{}
 	for _, in := range intents {
@@ -72,6 +77,9 @@ func Check(obs []Observation, intents []Intent) Findings {
 		case !o.Found:
 			f.Lost++
 			f.example("lost: key %s payment %s was accepted but GET answers 404", o.Key, o.ID)
+			continue
+		case !settled && stillMoving(o.Status):
+			f.Unsettled++
 			continue
 		case o.Status == "pending" || o.Status == "":
 			f.Lost++

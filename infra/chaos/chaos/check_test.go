@@ -13,6 +13,7 @@ func TestCheck(t *testing.T) {
 	tests := map[string]struct {
 		obs     []Observation
 		intents []Intent
+		cutOff  bool // the run ended at its time bound
 		want    Findings
 	}{
 		"clean": {
@@ -32,6 +33,18 @@ func TestCheck(t *testing.T) {
 		"still pending": {
 			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Found: true, Status: "pending"}},
 			intents: succeeded,
+			want:    Findings{Lost: 1},
+		},
+		"still pending when the bound cut the run": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Found: true, Status: "pending"}},
+			intents: succeeded,
+			cutOff:  true,
+			want:    Findings{Unsettled: 1},
+		},
+		"forgotten even when the bound cut the run": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{ok}}},
+			intents: succeeded,
+			cutOff:  true,
 			want:    Findings{Lost: 1},
 		},
 		"charged but never accepted and unknown": {
@@ -64,7 +77,7 @@ func TestCheck(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := Check(tc.obs, tc.intents)
+			got := Check(tc.obs, tc.intents, !tc.cutOff)
 			got.Examples = nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
@@ -145,6 +158,7 @@ func ExampleCheck() {
 	f := Check(
 		[]Observation{{Key: "order-1", ID: "pay_1", Accepted: true, Finals: []Answer{ok, ok}, Found: true, Status: "succeeded"}},
 		[]Intent{{ID: "pi_2", PaymentID: "pay_1", Status: "succeeded"}, {ID: "pi_1", PaymentID: "pay_1", Status: "succeeded"}},
+		true,
 	)
 	fmt.Println(f.Broken())
 	fmt.Println(f.Examples[0])

@@ -23,6 +23,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("replay mismatches", r.ReplayMismatches)
 	row("status mismatches", r.StatusMismatches)
 	row("unanswered (client gave up)", r.Unanswered)
+	if r.Incomplete != "" {
+		row("unsettled (run cut off)", r.Unsettled)
+	}
 	row("final statuses", joinCounts(r.Statuses))
 	if r.DeadLetters == nil {
 		row("dead-letter records", "n/a")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,7 +204,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("chaos: read the provider's records: %w", err)
 	}
-	rep.Findings = Check(obs, intents)
+	if rep.Incomplete == "" && ctx.Err() != nil {
+		rep.Incomplete = "the duration bound ended the run before every payment settled"
+	}
+	rep.Findings = Check(obs, intents, rep.Incomplete == "")
 	rep.ProviderIntents = len(intents)
 	if st, err := r.sim.stats(checkCtx); err == nil {
 		r.mu.Lock()
@@ -225,9 +229,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			s = "unknown"
 		}
 		rep.Statuses[s]++
-	}
-	if rep.Incomplete == "" && ctx.Err() != nil {
-		rep.Incomplete = "the duration bound ended the run before every payment settled"
 	}
 	proc.stop()
 	if rec, err := readRecoveries(checkCtx, data); err == nil {
@@ -385,17 +386,21 @@ func (r *run) settle(ctx context.Context) []Observation {
 	for i, p := range r.plan.Payments {
 		obs[i] = Observation{Key: p.Key, ID: ids[i]}
 	}
-	for ctx.Err() == nil {
-		open := 0
+	read := make([]bool, len(obs)) // the stack answered a GET (200 or 404)
+	readAll := func(ctx context.Context) {
 		r.parallel(ctx, func(i int) {
-			if o := &obs[i]; o.Found && !stillMoving(o.Status) {
+			if o := &obs[i]; read[i] && o.Found && !stillMoving(o.Status) {
 				return
 			}
 			status, found, err := r.client.get(ctx, ids[i])
 			if err == nil {
-				obs[i].Found, obs[i].Status = found, status
+				read[i], obs[i].Found, obs[i].Status = true, found, status
 			}
 		})
+	}
+	for ctx.Err() == nil {
+		open := 0
+		readAll(ctx)
 		for i := range obs {
 			if l := r.ledgers[i]; obs[i].Found && stillMoving(obs[i].Status) || (!obs[i].Found && l.isAccepted()) {
 				open++
@@ -408,6 +413,13 @@ func (r *run) settle(ctx context.Context) []Observation {
 		case <-ctx.Done():
 		case <-time.After(250 * time.Millisecond):
 		}
+	}
+	if slices.Contains(read, false) {
+		// One last read past the bound: a payment is judged by what the stack answers, never
+		// by a read the bound cut off.
+		last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		readAll(last)
 	}
 	for i, l := range r.ledgers {
 		l.mu.Lock()
