@@ -2,7 +2,10 @@ package boltstore
 
 import (
 	"errors"
+	"os"
 	"reflect"
+	"strconv"
+	"strings"
 	"syscall"
 
 	bolt "go.etcd.io/bbolt"
@@ -17,9 +20,13 @@ import (
 // It runs inside a read transaction, which holds bbolt's mmap lock, so the mapping cannot be
 // replaced while it is advised. The mapping is read from bbolt's unexported field; the test
 // fails if a bbolt upgrade renames it.
-func (s *Store) Trim() error {
-	return s.db.View(func(*bolt.Tx) error {
-		addr, size, err := mapping(s.db)
+func (s *Store) Trim() error { return Trim(s.db) }
+
+// Trim drops db's mapped pages from the resident set; see (*Store).Trim. Other components that
+// keep their own bbolt file (the provider simulator) use it too.
+func Trim(db *bolt.DB) error {
+	return db.View(func(*bolt.Tx) error {
+		addr, size, err := mapping(db)
 		if err != nil || size == 0 {
 			return err
 		}
@@ -41,4 +48,19 @@ func mapping(db *bolt.DB) (addr uintptr, size int, err error) {
 		return 0, 0, nil
 	}
 	return f.Pointer(), f.Len(), nil
+}
+
+// mappedResident is the process's resident file-backed and shared memory in bytes, from the
+// third field of /proc/self/statm; 0 if unreadable.
+func mappedResident() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[2], 10, 64)
+	return pages * int64(os.Getpagesize())
 }

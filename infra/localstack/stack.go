@@ -163,6 +163,8 @@ type Stack struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// stopSimTrim stops keeping the simulator's file out of the resident set.
+	stopSimTrim func()
 }
 
 // New opens the data directory and builds the stack; Start serves it.
@@ -220,6 +222,7 @@ func (s *Stack) build() error {
 	if err != nil {
 		return err
 	}
+	s.stopSimTrim = boltstore.KeepTrimmed(s.sim.DB())
 
 	if s.attempts, err = attempts.NewLog(s.store, attempts.Config{}, attempts.WithClock(s.clock.Now)); err != nil {
 		return err
