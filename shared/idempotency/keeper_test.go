@@ -311,3 +311,20 @@ func TestIfNewerEffectsYieldToNewerVersions(t *testing.T) {
 		}
 	})
 }
+
+func TestDoCommitsAfterTheCallersDeadline(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		k := newKeeper(t, s, newClock())
+		ctx, cancel := context.WithCancel(context.Background())
+		out, err := k.Do(ctx, "s", "late", fp(t, `{}`), func(context.Context) (Result, error) {
+			cancel() // the caller gave up while the provider answered
+			return Result{Response: Response{Status: 201, Body: []byte(`"done"`)}, Final: true}, nil
+		})
+		if err != nil || out.Kind != New {
+			t.Fatalf("%v %v", out.Kind, err)
+		}
+		if rep, _ := k.Acquire(context.Background(), "s", "late", fp(t, `{}`)); rep.Kind != Replay {
+			t.Fatalf("the outcome was not committed: %v", rep.Kind)
+		}
+	})
+}
