@@ -208,7 +208,8 @@ func TestTakeoverFencesTheOldHolder(t *testing.T) {
 
 func TestLockFollowsTheContextDeadline(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
-		clock := newClock()
+		// The deadline is a real context's, so the fake clock starts at the wall time.
+		clock := &fakeClock{t: time.Now()}
 		k := newKeeper(t, s, clock)
 		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(2*time.Minute))
 		defer cancel()
