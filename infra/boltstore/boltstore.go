@@ -58,22 +58,25 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// KeepTrimmed trims db (see Trim) whenever the process's file-backed resident memory is above
-// TrimAbove, checking every trimCheckEvery, until the returned stop is called (before db is
-// closed).
+// KeepTrimmed trims db (see Trim) whenever the process's file-backed resident memory has grown
+// by more than TrimAbove since the last trim, checking every trimCheckEvery, until the returned
+// stop is called (before db is closed). Growth, not the total, so that the program's own code
+// pages and other files do not make it trim a small store over and over.
 func KeepTrimmed(db *bolt.DB) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(trimCheckEvery)
 		defer t.Stop()
+		base := mappedResident()
 		for {
 			select {
 			case <-quit:
 				return
 			case <-t.C:
-				if mappedResident() > TrimAbove {
+				if mappedResident() > base+TrimAbove {
 					_ = Trim(db)
+					base = mappedResident()
 				}
 			}
 		}
@@ -248,7 +251,9 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 	}
 	// A condition that already fails needs no write transaction: a failed conditional write
 	// changes nothing, so reading the latest committed state is a valid point for it to happen.
-	// This keeps duplicates (an idempotency replay) off the single writer.
+	// This keeps duplicates (an idempotency replay) off the single writer. Only creations are
+	// checked ahead: they are what duplicates fail; version conditions almost always hold, and
+	// checking them twice would cost every commit a read.
 	if err := s.precheck(ws); err != nil {
 		return err
 	}
@@ -283,11 +288,11 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 }
 
 func (s *Store) precheck(ws []store.Write) error {
-	conditional := false
+	creates := false
 	for _, w := range ws {
-		conditional = conditional || w.Cond.Kind != store.Always
+		creates = creates || w.Cond.Kind == store.NotExists || w.Cond.Kind == store.NotExistsOrLapsed
 	}
-	if !conditional {
+	if !creates {
 		return nil
 	}
 	return s.db.View(func(tx *bolt.Tx) error {
