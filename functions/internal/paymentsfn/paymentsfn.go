@@ -1,0 +1,104 @@
+// Package paymentsfn builds the payments.Service that payments-api and payment-resolver share,
+// on the AWS adapters: DynamoDB for the store, SQS for the resolve queue, SSM for the Stripe key.
+// It is wiring, as a main is; it lives here so the two mains cannot drift apart.
+package paymentsfn
+
+import (
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/declines"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/retry"
+	"github.com/runtwice/twice/shared/secrets"
+	"github.com/runtwice/twice/shared/sqsqueue"
+	"github.com/runtwice/twice/shared/stripeprovider"
+)
+
+// Environment variables (template.yaml sets them).
+const (
+	EnvResolveQueueURL = "TWICE_RESOLVE_QUEUE_URL"
+	EnvStripeKeyParam  = "TWICE_STRIPE_API_KEY_PARAM"
+	EnvStripeAPIBase   = "TWICE_STRIPE_API_BASE" // optional: stripe-mock or the simulator in tests
+	EnvRetentionDays   = "TWICE_IDEMPOTENCY_RETENTION_DAYS"
+	EnvProviderTimeout = "TWICE_PROVIDER_TIMEOUT_MS" // optional, default 3000
+)
+
+// ResolveDelay is how long a resolve job waits before it repeats the provider call.
+const ResolveDelay = 5 * time.Second
+
+// Tables are the logical tables the service writes.
+var Tables = []string{idempotency.Table, payments.Table, attempts.Table}
+
+// Build returns the service. It makes no network call: the Stripe key is read from SSM on the
+// first provider call and cached (secrets.SSM refreshes it).
+func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Service, error) {
+	tables := env.Tables(Tables...)
+	queueURL := env.Get(EnvResolveQueueURL)
+	keyParam := env.Get(EnvStripeKeyParam)
+	days, err := strconv.Atoi(env.Optional(EnvRetentionDays, "7"))
+	if err != nil {
+		return nil, errors.New("paymentsfn: " + EnvRetentionDays + " is not a number of days")
+	}
+	timeoutMS, err := strconv.Atoi(env.Optional(EnvProviderTimeout, "3000"))
+	if err != nil {
+		return nil, errors.New("paymentsfn: " + EnvProviderTimeout + " is not a number of milliseconds")
+	}
+	if err := env.Err(); err != nil {
+		return nil, err
+	}
+
+	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
+	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	if err != nil {
+		return nil, err
+	}
+	keys := secrets.NewSSM(ssm.NewFromConfig(cfg))
+	keys.Logger = log
+	stripe := stripeprovider.NewSecretKeyed(keys, keyParam, stripeprovider.Config{
+		BaseURL:  env.Optional(EnvStripeAPIBase, ""),
+		Timeout:  time.Duration(timeoutMS) * time.Millisecond,
+		Observer: attempts.StripeObserver{Record: attempts.BestEffort(attemptLog, log)},
+	})
+	seed := uint64(time.Now().UnixNano())
+	policy := retry.New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+	policy.Logger = log
+	// As locally: an unknown outcome is resolved in the background through the resolve queue,
+	// not retried while the caller waits.
+	policy.ShouldRetry = func(err error) bool {
+		var unknown *provider.UnknownOutcomeError
+		return !errors.As(err, &unknown)
+	}
+	keeper, err := idempotency.NewKeeper(st, idempotency.Config{Retention: time.Duration(days) * 24 * time.Hour},
+		idempotency.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	return &payments.Service{
+		Store:    st,
+		Keeper:   keeper,
+		Provider: &retry.Provider{Next: stripe, Policy: policy},
+		Resolver: payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
+		Classify: Classify,
+		Log:      log,
+	}, nil
+}
+
+// Classify is the decline_class the API and the worker store.
+func Classify(d provider.Decline) string {
+	return string(declines.Classify(declines.Decline{Code: d.Code, AdviceCode: d.AdviceCode,
+		NetworkAdviceCode: d.NetworkAdviceCode, NetworkDeclineCode: d.NetworkDeclineCode,
+		Network: declines.Network(d.Network)}).Class)
+}
