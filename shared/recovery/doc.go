@@ -19,4 +19,31 @@
 // Plan, Input and Attempt are JSON because they travel through the recovery state machine;
 // Plan.At is UTC in whole seconds, ready for a Wait state's TimestampPath. Time and randomness
 // are injected (NextAttempt takes both; Planner holds a clock and a source).
+//
+// Its running half executes statemachines/payment-recovery.asl.json. Steps.Handle is the one
+// Task entry point (the recovery-steps Lambda through LambdaHandler, or the local runner's
+// TaskFunc); it dispatches on the input's "step":
+//
+//   - plan (StepPlan): reads the payment, classifies its decline and plans the next attempt;
+//   - charge (StepCharge): at the planned moment, re-confirms the payment's PaymentIntent
+//     off-session with its payment method under the provider key
+//     provider.AttemptKey(invoice or payment id, attempt), records the outcome on the payment
+//     (payments.VersionAt, so a newer webhook state wins) and in the history the execution
+//     carries, and plans again after a decline;
+//   - dead_letter (StepDeadLetter): opens one DeadLetter per payment and round, in plain
+//     language with the suggested action, through a DeadLetterSink.
+//
+// A retry loop is Wait -> Charge -> Decide: 3 state transitions per attempt; a recovery
+// costs 3 + 3 per attempt when it succeeds and 4 + 3 per attempt when it ends in a dead
+// letter (a hard decline: 4). Errors carry Step Functions names for Retry and Catch:
+// Recovery.Transient (the provider's unknown outcome, throttling or outage, a store error:
+// retried by the Task with full jitter, safe because the key repeats), Recovery.Invalid and
+// Recovery.Rejected (caught into the dead-letter state, then the execution fails).
+//
+// Starting: Recoverer is the payments API's DeclineHandler. It starts the machine for every
+// declined payment, hard declines included, so the dead-letter step is the one place that
+// records them; the execution name is ExecutionName(invoice or payment id, round), so a
+// second start (the payment_failed webhook, a replay) is already started. SFNStarter starts
+// on AWS Step Functions, LocalStarter on the local runner (infra/asl); both count
+// ExecutionAlreadyExists as success.
 package recovery

@@ -1,0 +1,243 @@
+package recon
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+)
+
+var (
+	t0     = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	window = Window{From: t0.Add(-25 * time.Hour), To: t0.Add(-5 * time.Minute)}
+	old    = t0.Add(-2 * time.Hour)
+)
+
+func loc(id, pid, status string, amount int64, created time.Time) payments.Payment {
+	return payments.Payment{ID: id, ProviderPaymentID: pid, Status: status, Amount: amount, Currency: "usd",
+		Customer: "cus_1", CreatedAt: created, UpdatedAt: created}
+}
+
+func rem(id string, status provider.Status, amount int64, created time.Time, meta map[string]string) provider.Payment {
+	return provider.Payment{ID: id, Status: status, Amount: amount, Currency: "usd", Customer: "cus_1", Created: created, Metadata: meta}
+}
+
+func payID(id string) map[string]string { return map[string]string{"twice_payment_id": id} }
+
+func TestClassify(t *testing.T) {
+	recent := t0.Add(-7 * time.Minute) // in the window, within the grace period
+	cases := map[string]struct {
+		local  []payments.Payment
+		remote []provider.Payment
+		want   []Class
+	}{
+		"clean": {
+			local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1"))},
+		},
+		"matched by provider id alone": {
+			local:  []payments.Payment{loc("pay_1", "pi_1", "declined", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusDeclined, 100, old, nil)},
+		},
+		"missing locally": {
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, nil)},
+			want:   []Class{MissingLocally},
+		},
+		"missing locally though it names our payment": {
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_gone"))},
+			want:   []Class{MissingLocally},
+		},
+		"young provider payment without local record is in flight": {
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, recent, nil)},
+		},
+		"provider payment created before the window is the previous window's": {
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, window.From.Add(-time.Second), nil)},
+		},
+		"missing at provider": {
+			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
+			want:  []Class{MissingAtProvider},
+		},
+		"old unknown outcome with no provider payment": {
+			local: []payments.Payment{loc("pay_1", "", "pending", 100, old)},
+			want:  []Class{MissingAtProvider},
+		},
+		"young unknown outcome is not a difference": {
+			local: []payments.Payment{loc("pay_1", "", "pending", 100, recent)},
+		},
+		"old unknown outcome that succeeded at the provider": {
+			local:  []payments.Payment{loc("pay_1", "", "pending", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1"))},
+			want:   []Class{StatusMismatch},
+		},
+		"pending locally, succeeded at provider, old": {
+			local:  []payments.Payment{loc("pay_1", "pi_1", "processing", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1"))},
+			want:   []Class{StatusMismatch},
+		},
+		"processing locally, succeeded at provider, within grace": {
+			local:  []payments.Payment{loc("pay_1", "pi_1", "processing", 100, recent)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, recent, payID("pay_1"))},
+		},
+		"both in flight": {
+			local:  []payments.Payment{loc("pay_1", "pi_1", "pending", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusProcessing, 100, old, payID("pay_1"))},
+		},
+		"refunded at provider only": {
+			local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusRefunded, 100, old, payID("pay_1"))},
+			want:   []Class{StatusMismatch},
+		},
+		"final locally, in flight at provider": {
+			local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, recent)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusProcessing, 100, recent, payID("pay_1"))},
+			want:   []Class{StatusMismatch},
+		},
+		"amount differs": {
+			local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 1000, old, payID("pay_1"))},
+			want:   []Class{AmountMismatch},
+		},
+		"currency differs": {
+			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
+			remote: []provider.Payment{func() provider.Payment {
+				r := rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1"))
+				r.Currency = "eur"
+				return r
+			}()},
+			want: []Class{AmountMismatch},
+		},
+		"status and amount both differ": {
+			local:  []payments.Payment{loc("pay_1", "pi_1", "declined", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 200, old, payID("pay_1"))},
+			want:   []Class{StatusMismatch, AmountMismatch},
+		},
+		"two succeeded provider payments for one of ours": {
+			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1")),
+				rem("pi_2", provider.StatusSucceeded, 100, old.Add(time.Minute), payID("pay_1"))},
+			want: []Class{DuplicateCharge},
+		},
+		"a declined earlier attempt is no duplicate": {
+			local: []payments.Payment{loc("pay_1", "pi_2", "succeeded", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusDeclined, 100, old, payID("pay_1")),
+				rem("pi_2", provider.StatusSucceeded, 100, old.Add(time.Minute), payID("pay_1"))},
+		},
+		"one invoice charged under two idempotency keys": {
+			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old), loc("pay_2", "pi_2", "succeeded", 100, old)},
+			remote: []provider.Payment{
+				rem("pi_1", provider.StatusSucceeded, 100, old, map[string]string{"twice_payment_id": "pay_1", "twice_invoice": "in_1"}),
+				rem("pi_2", provider.StatusSucceeded, 100, old, map[string]string{"twice_payment_id": "pay_2", "twice_invoice": "in_1"})},
+			want: []Class{DuplicateCharge},
+		},
+		"same invoice, different amounts is no duplicate": {
+			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old), loc("pay_2", "pi_2", "succeeded", 50, old)},
+			remote: []provider.Payment{
+				rem("pi_1", provider.StatusSucceeded, 100, old, map[string]string{"twice_payment_id": "pay_1", "twice_invoice": "in_1"}),
+				rem("pi_2", provider.StatusSucceeded, 50, old, map[string]string{"twice_payment_id": "pay_2", "twice_invoice": "in_1"})},
+		},
+		"listed and fetched twice counts once": {
+			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
+			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1")),
+				rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1"))},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			snap := Snapshot{Window: window, Now: t0, Local: tc.local, Remote: tc.remote}
+			got := Classify(snap, DefaultGrace)
+			var classes []Class
+			for _, d := range got {
+				classes = append(classes, d.Class)
+				if d.Key == "" || d.Explanation == "" || d.SuggestedAction == "" {
+					t.Errorf("difference without key, explanation or action: %+v", d)
+				}
+				if d.Local == nil && len(d.Provider) == 0 {
+					t.Errorf("difference without evidence: %+v", d)
+				}
+			}
+			if !slices.Equal(classes, tc.want) {
+				t.Fatalf("classes = %v, want %v", classes, tc.want)
+			}
+			again := Classify(snap, DefaultGrace)
+			for i := range got {
+				if again[i].Key != got[i].Key {
+					t.Fatalf("keys not deterministic: %s then %s", got[i].Key, again[i].Key)
+				}
+			}
+		})
+	}
+}
+
+// The key follows what differs: the same disagreement keeps its key, a changed one gets a new one.
+func TestDifferenceKeyFollowsWhatDiffers(t *testing.T) {
+	snap := func(status provider.Status) Snapshot {
+		return Snapshot{Window: window, Now: t0,
+			Local:  []payments.Payment{loc("pay_1", "pi_1", "processing", 100, old)},
+			Remote: []provider.Payment{rem("pi_1", status, 100, old, payID("pay_1"))}}
+	}
+	a, b := Classify(snap(provider.StatusSucceeded), DefaultGrace), Classify(snap(provider.StatusDeclined), DefaultGrace)
+	if len(a) != 1 || len(b) != 1 {
+		t.Fatalf("want one difference each, got %d and %d", len(a), len(b))
+	}
+	if a[0].Key == b[0].Key {
+		t.Fatalf("different disagreements share key %s", a[0].Key)
+	}
+	// Another window over the same state finds the same key.
+	later := snap(provider.StatusSucceeded)
+	later.Window = Window{From: window.From.Add(time.Hour), To: window.To.Add(time.Hour)}
+	later.Now = t0.Add(time.Hour)
+	if c := Classify(later, DefaultGrace); len(c) != 1 || c[0].Key != a[0].Key {
+		t.Fatalf("overlapping window: got %+v, want key %s", c, a[0].Key)
+	}
+}
+
+func TestWindowContainsAndRunID(t *testing.T) {
+	w := DefaultWindow(time.Date(2026, 11, 29, 12, 7, 31, 500, time.UTC), 25, 5*time.Minute)
+	if want := (Window{From: time.Date(2026, 11, 28, 11, 2, 0, 0, time.UTC), To: time.Date(2026, 11, 29, 12, 2, 0, 0, time.UTC)}); w != want {
+		t.Fatalf("window = %+v, want %+v", w, want)
+	}
+	if got, want := w.RunID(), "recon_20261128T110200Z_20261129T120200Z"; got != want {
+		t.Fatalf("run id = %s, want %s", got, want)
+	}
+	cases := map[string]struct {
+		t    time.Time
+		want bool
+	}{
+		"from":                   {w.From, true},
+		"to":                     {w.To, true},
+		"within the last second": {w.To.Add(999 * time.Millisecond), true},
+		"before":                 {w.From.Add(-time.Nanosecond), false},
+		"after":                  {w.To.Add(time.Second), false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := w.Contains(tc.t); got != tc.want {
+				t.Fatalf("Contains(%s) = %v", tc.t, got)
+			}
+		})
+	}
+}
+
+// A pair whose sides straddle the window start belongs to the window holding the newer side.
+func TestClassifyStraddlingPairBelongsToTheNewerSide(t *testing.T) {
+	before, inside := window.From.Add(-3*time.Hour), window.From.Add(time.Hour)
+	for name, tc := range map[string]struct {
+		local, remote time.Time
+		want          int
+	}{
+		"local inside, provider before": {inside, before, 1},
+		"provider inside, local before": {before, inside, 1},
+		"both before":                   {before, before.Add(time.Minute), 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			snap := Snapshot{Window: window, Now: t0,
+				Local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, tc.local)},
+				Remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 999, tc.remote, payID("pay_1"))}}
+			if got := Classify(snap, DefaultGrace); len(got) != tc.want {
+				t.Fatalf("%d differences, want %d", len(got), tc.want)
+			}
+		})
+	}
+}

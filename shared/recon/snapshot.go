@@ -1,0 +1,130 @@
+package recon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// snapshot gathers both sides of w, widened by the margin, and then what each side points to
+// outside it: the local payment a provider payment names, the provider payment a local payment
+// names. Only then can "missing" be told from "just across the edge".
+func (r *Reconciler) snapshot(ctx context.Context, w Window) (Snapshot, error) {
+	now := r.cfg.Now().UTC()
+	wide := Window{From: w.From.Add(-r.cfg.Margin), To: w.To.Add(r.cfg.Margin)}
+	if wide.To.After(now) {
+		wide.To = now
+	}
+	snap := Snapshot{Window: w, Now: now}
+
+	for p, err := range r.cfg.Provider.List(ctx, provider.ListParams{CreatedFrom: wide.From, CreatedTo: wide.To}) {
+		if err != nil {
+			return Snapshot{}, err
+		}
+		snap.Remote = append(snap.Remote, p)
+	}
+	local, err := localPayments(ctx, r.cfg.Store, wide)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	snap.Local = local
+
+	have := map[string]bool{}
+	haveProvider := map[string]bool{}
+	for _, p := range snap.Local {
+		have[p.ID] = true
+		if p.ProviderPaymentID != "" {
+			haveProvider[p.ProviderPaymentID] = true
+		}
+	}
+	for _, rp := range snap.Remote {
+		if have[rp.Metadata["twice_payment_id"]] || haveProvider[rp.ID] {
+			continue
+		}
+		p, err := r.localFor(ctx, rp)
+		if errors.Is(err, payments.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return Snapshot{}, err
+		}
+		if !have[p.ID] {
+			have[p.ID] = true
+			snap.Local = append(snap.Local, p)
+		}
+	}
+
+	listed := map[string]bool{}
+	for _, rp := range snap.Remote {
+		listed[rp.ID] = true
+	}
+	for _, p := range snap.Local {
+		if p.ProviderPaymentID == "" || listed[p.ProviderPaymentID] {
+			continue
+		}
+		rp, err := r.cfg.Provider.Get(ctx, p.ProviderPaymentID)
+		if errors.Is(err, provider.ErrNotFound) {
+			continue // missing at the provider: Classify says so
+		}
+		if err != nil {
+			return Snapshot{}, err
+		}
+		listed[rp.ID] = true
+		snap.Remote = append(snap.Remote, rp)
+	}
+	return snap, nil
+}
+
+// localFor finds our payment for a provider payment: by the id it carries in its metadata, else
+// by the provider id alias.
+func (r *Reconciler) localFor(ctx context.Context, rp provider.Payment) (payments.Payment, error) {
+	if id := rp.Metadata["twice_payment_id"]; id != "" {
+		p, err := payments.Get(ctx, r.cfg.Store, id)
+		if !errors.Is(err, payments.ErrNotFound) {
+			return p, err
+		}
+	}
+	id, err := payments.ByProviderID(ctx, r.cfg.Store, rp.ID)
+	if err != nil {
+		return payments.Payment{}, err
+	}
+	return payments.Get(ctx, r.cfg.Store, id)
+}
+
+// localPayments reads the payments created in w from the day partitions of the payments
+// table's created-time index. Sort keys start with the RFC 3339 time, whose fraction has no
+// fixed width, so the bounds are whole-second prefixes ("~" sorts after "Z", "." and digits)
+// and the exact filter is applied to the decoded times.
+func localPayments(ctx context.Context, s store.Store, w Window) ([]payments.Payment, error) {
+	const second = "2006-01-02T15:04:05"
+	from, to := w.From.UTC().Format(second), w.To.UTC().Format(second)+"~"
+	var out []payments.Payment
+	lastDay := w.To.UTC().Truncate(24 * time.Hour)
+	for day := w.From.UTC().Truncate(24 * time.Hour); !day.After(lastDay); day = day.Add(24 * time.Hour) {
+		q := store.Query{Table: payments.Table, Index: true, PK: "day#" + day.Format("2006-01-02"), SKFrom: from, SKTo: to}
+		for {
+			page, err := s.Query(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range page.Items {
+				p, err := payments.Decode(it)
+				if err != nil {
+					return nil, err
+				}
+				if w.Contains(p.CreatedAt) {
+					out = append(out, p)
+				}
+			}
+			if page.Cursor == "" {
+				break
+			}
+			q.Cursor = page.Cursor
+		}
+	}
+	return out, nil
+}

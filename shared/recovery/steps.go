@@ -1,0 +1,453 @@
+package recovery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/runtwice/twice/shared/declines"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// The steps of statemachines/payment-recovery.asl.json: every Task passes {"step": name,
+// "state": <the execution state>} to Steps.Handle.
+const (
+	StepPlan       = "plan"        // classify the payment's decline and plan the next attempt
+	StepCharge     = "charge"      // attempt the planned charge, record it, plan again after a decline
+	StepDeadLetter = "dead_letter" // open the dead-letter record of a recovery that stopped
+)
+
+// OutcomeSettled is a state's outcome when the payment no longer needs recovering (it
+// succeeded, was refunded or cancelled outside recovery); it is never an attempt's outcome.
+const OutcomeSettled Outcome = "settled"
+
+// State is the execution state of the recovery state machine. The starter sets PaymentID,
+// Invoice and Round; the plan and charge steps return it whole with the history, the plan
+// and the outcome; a Catch adds Error. It stays small: ids, at most Policy.MaxAttempts+1
+// attempts and one plan.
+type State struct {
+	PaymentID string    `json:"payment_id"`
+	Invoice   string    `json:"invoice"`
+	Round     int       `json:"round"`
+	Attempts  []Attempt `json:"attempts"` // never omitted: the Task ResultSelectors read it
+	Plan      *Plan     `json:"plan,omitempty"`
+	Outcome   Outcome   `json:"outcome,omitempty"`
+	Error     *Failure  `json:"error,omitempty"`
+}
+
+// Failure is what a Catch with ResultPath "$.error" adds: the error name and its cause.
+type Failure struct {
+	Error string `json:"Error"`
+	Cause string `json:"Cause"`
+}
+
+// KeySubject is the business key of this recovery's provider idempotency keys: the invoice, or
+// the payment id without one; a later round (an operator re-running recovery) adds "#round-N"
+// so that its attempt numbers do not replay the first round's outcomes.
+func (s State) KeySubject() string {
+	k := s.Invoice
+	if k == "" {
+		k = s.PaymentID
+	}
+	if s.Round > 1 {
+		k += "#round-" + strconv.Itoa(s.Round)
+	}
+	return k
+}
+
+// DeadLetter is a recovery that needs a person: what happened in plain language, what to do,
+// and every attempt. Key is deterministic (one per payment and round), so the sink opens one
+// record however often the step runs.
+type DeadLetter struct {
+	Key             string          `json:"key"`
+	Source          string          `json:"source"` // always "recovery"
+	PaymentID       string          `json:"payment_id"`
+	Invoice         string          `json:"invoice,omitempty"`
+	Reason          string          `json:"reason"` // a plan's Reason, or "step_failed"
+	Explanation     string          `json:"explanation"`
+	SuggestedAction string          `json:"suggested_action"`
+	Attempts        []Attempt       `json:"attempts"`
+	Payload         json.RawMessage `json:"payload"` // the execution state as the step received it
+}
+
+// DeadLetterSink opens dead-letter records. Open must be idempotent on DeadLetter.Key: the
+// step that calls it runs at least once.
+type DeadLetterSink interface {
+	Open(ctx context.Context, d DeadLetter) error
+}
+
+// Step Functions error names of the steps' errors; Retry and Catch match them.
+const (
+	ErrNameTransient = "Recovery.Transient" // safe to repeat: the Task Retry does
+	ErrNameInvalid   = "Recovery.Invalid"   // bad input: never retried
+	ErrNameRejected  = "Recovery.Rejected"  // the provider refused the request and would again
+)
+
+// TransientError is a failure a repeat may cure: the provider's unknown outcome, throttling
+// or outage, or a store error. A repeated charge reuses its attempt key, so it is safe.
+type TransientError struct {
+	Op  string
+	Err error
+}
+
+func (e *TransientError) Error() string { return "recovery: " + e.Op + ": " + e.Err.Error() }
+func (e *TransientError) Unwrap() error { return e.Err }
+
+// ErrorName is the name Retry matches.
+func (e *TransientError) ErrorName() string { return ErrNameTransient }
+
+// InvalidError is input the steps cannot work with: malformed JSON, an unknown step or
+// payment, a charge without a retry plan.
+type InvalidError struct {
+	Err error
+}
+
+func (e *InvalidError) Error() string { return "recovery: invalid input: " + e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// ErrorName is the name Catch sees.
+func (e *InvalidError) ErrorName() string { return ErrNameInvalid }
+
+// RejectedError is a provider refusal that will not change on repeat: a permanent error,
+// rejected credentials, an idempotency key reused with other parameters.
+type RejectedError struct {
+	Op  string
+	Err error
+}
+
+func (e *RejectedError) Error() string { return "recovery: " + e.Op + ": rejected: " + e.Err.Error() }
+func (e *RejectedError) Unwrap() error { return e.Err }
+
+// ErrorName is the name Catch sees.
+func (e *RejectedError) ErrorName() string { return ErrNameRejected }
+
+func invalid(format string, args ...any) error {
+	return &InvalidError{Err: fmt.Errorf(format, args...)}
+}
+
+// StepsConfig holds the dependencies of Steps. Every field but Policy and Log is required.
+type StepsConfig struct {
+	Provider    provider.Provider
+	Store       store.Store
+	DeadLetters DeadLetterSink
+	Policy      Policy // zero fields take DefaultPolicy's
+	Now         func() time.Time
+	Rand        *rand.Rand // jitter; Steps guards it with a mutex
+	Log         *slog.Logger
+}
+
+// ErrStepsConfig is returned by NewSteps when a required dependency is missing.
+var ErrStepsConfig = errors.New("recovery: NewSteps needs a provider, a store, a dead-letter sink, a clock and a random source")
+
+// Steps runs the recovery state machine's tasks. It is safe for concurrent use.
+type Steps struct {
+	planner     *Planner
+	now         func() time.Time
+	provider    provider.Provider
+	store       store.Store
+	deadLetters DeadLetterSink
+	log         *slog.Logger
+}
+
+// NewSteps validates the configuration and policy.
+func NewSteps(c StepsConfig) (*Steps, error) {
+	if c.Provider == nil || c.Store == nil || c.DeadLetters == nil || c.Now == nil || c.Rand == nil {
+		return nil, ErrStepsConfig
+	}
+	pl, err := NewPlanner(c.Policy, c.Now, c.Rand)
+	if err != nil {
+		return nil, err
+	}
+	log := c.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Steps{planner: pl, now: c.Now, provider: c.Provider, store: c.Store, deadLetters: c.DeadLetters, log: log}, nil
+}
+
+type request struct {
+	Step  string `json:"step"`
+	State State  `json:"state"`
+}
+
+// DeadLetterResult is the dead-letter step's answer.
+type DeadLetterResult struct {
+	ID string `json:"id"` // the dead-letter record's key
+}
+
+// Handle runs the step named by the input's "step" field on its "state" and returns the new
+// state (the dead-letter step returns a DeadLetterResult). It is the Lambda handler of
+// functions/recovery-steps (through LambdaHandler) and the local runner's TaskFunc. Errors
+// are *TransientError, *InvalidError or *RejectedError, named for Retry and Catch.
+func (s *Steps) Handle(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
+	var req request
+	if err := json.Unmarshal(in, &req); err != nil {
+		return nil, invalid("decode: %w", err)
+	}
+	st := req.State
+	if st.PaymentID == "" {
+		return nil, invalid("state has no payment_id")
+	}
+	if st.Round < 1 {
+		return nil, invalid("state round %d < 1", st.Round)
+	}
+	var out any
+	var err error
+	switch req.Step {
+	case StepPlan:
+		out, err = s.plan(ctx, st)
+	case StepCharge:
+		out, err = s.charge(ctx, st)
+	case StepDeadLetter:
+		out, err = s.deadLetter(ctx, st)
+	default:
+		return nil, invalid("unknown step %q", req.Step)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// plan classifies the payment's decline and plans the next attempt. The first plan of a
+// recovery starts the history with the declined charge that started it.
+func (s *Steps) plan(ctx context.Context, st State) (State, error) {
+	p, err := s.payment(ctx, st.PaymentID)
+	if err != nil {
+		return st, err
+	}
+	if settled(p.Status) {
+		return s.settle(ctx, st, p), nil
+	}
+	if p.Status != payments.StatusDeclined {
+		// Still pending or processing: the outcome will settle; the Task Retry asks again.
+		return st, &TransientError{Op: StepPlan, Err: fmt.Errorf("payment %s is %s, not declined yet", p.ID, p.Status)}
+	}
+	c := classifyDecline(p.Decline)
+	if len(st.Attempts) == 0 {
+		at := p.UpdatedAt
+		if at.IsZero() {
+			at = p.CreatedAt
+		}
+		if at.IsZero() {
+			at = s.now()
+		}
+		st.Attempts = []Attempt{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class}}
+	}
+	return s.planNext(ctx, st, c)
+}
+
+func (s *Steps) planNext(ctx context.Context, st State, c declines.Classification) (State, error) {
+	plan, err := s.planner.Plan(Input{Classification: c, Attempts: st.Attempts})
+	if err != nil {
+		return st, invalid("plan: %w", err)
+	}
+	st.Plan, st.Outcome = &plan, OutcomeDeclined
+	if plan.Retry {
+		s.log.InfoContext(ctx, "recovery retry scheduled", "payment_id", st.PaymentID, "invoice", st.Invoice, "plan", plan)
+	} else {
+		s.log.InfoContext(ctx, "recovery stopped", "payment_id", st.PaymentID, "invoice", st.Invoice, "plan", plan)
+	}
+	return st, nil
+}
+
+func (s *Steps) settle(ctx context.Context, st State, p payments.Payment) State {
+	st.Outcome = OutcomeSettled
+	if st.Attempts == nil {
+		st.Attempts = []Attempt{}
+	}
+	plan := Plan{Attempt: len(st.Attempts)}
+	if st.Plan != nil {
+		plan = *st.Plan
+	}
+	plan.Retry, plan.At = false, time.Time{}
+	plan.Explanation = "Not retrying because the payment is already " + p.Status + "."
+	st.Plan = &plan
+	s.log.InfoContext(ctx, "recovery stopped: payment already settled", "payment_id", st.PaymentID, "status", p.Status)
+	return st
+}
+
+// charge attempts the planned charge: it re-confirms the payment's PaymentIntent off-session
+// with its payment method under the provider key AttemptKey(KeySubject, attempt), records
+// the outcome on the payment (with a newer version) and in the history, and plans again after
+// a decline. A repeat of the step (a Lambda retry, a resumed execution) sends the same key,
+// so the provider returns the first outcome instead of charging again.
+func (s *Steps) charge(ctx context.Context, st State) (State, error) {
+	if st.Plan == nil || !st.Plan.Retry || st.Plan.Attempt < 2 || len(st.Attempts) == 0 {
+		return st, invalid("charge needs a retry plan for attempt 2 or later and a history")
+	}
+	p, err := s.payment(ctx, st.PaymentID)
+	if err != nil {
+		return st, err
+	}
+	if settled(p.Status) {
+		return s.settle(ctx, st, p), nil // paid another way meanwhile: never charge twice
+	}
+	if p.ProviderPaymentID == "" {
+		return st, invalid("payment %s has no provider payment to confirm", p.ID)
+	}
+	key := provider.AttemptKey(st.KeySubject(), st.Plan.Attempt)
+	pp, err := s.provider.Confirm(ctx, provider.ConfirmRequest{ID: p.ProviderPaymentID,
+		PaymentMethod: p.PaymentMethod, OffSession: true, IdempotencyKey: key})
+	var decline *provider.DeclineError
+	if errors.As(err, &decline) {
+		pp, err = decline.Payment, nil
+	}
+	if err != nil {
+		return st, providerError(err)
+	}
+	now := s.now().UTC()
+	switch pp.Status {
+	case provider.StatusSucceeded:
+		p.Status, p.Decline, p.DeclineClass = payments.StatusSucceeded, nil, ""
+		if err := s.record(ctx, p, now); err != nil {
+			return st, err
+		}
+		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true})
+		st.Outcome = OutcomeSucceeded
+		s.log.InfoContext(ctx, "recovery succeeded", "payment_id", st.PaymentID, "invoice", st.Invoice, "attempt", st.Plan.Attempt)
+		return st, nil
+	case provider.StatusDeclined:
+		c := classifyDecline(pp.Decline)
+		p.Status, p.Decline, p.DeclineClass = payments.StatusDeclined, pp.Decline, string(c.Class)
+		if err := s.record(ctx, p, now); err != nil {
+			return st, err
+		}
+		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true})
+		return s.planNext(ctx, st, c)
+	case provider.StatusRefunded, provider.StatusCanceled:
+		return s.settle(ctx, st, payments.Payment{Status: string(pp.Status)}), nil
+	}
+	// Processing or pending: not an outcome yet. The repeat replays the same key, and the
+	// provider's answer moves on once the attempt settles.
+	return st, &TransientError{Op: StepCharge, Err: fmt.Errorf("payment %s is %s at the provider", p.ID, pp.Status)}
+}
+
+// record stores the payment with the version of its new state at now. A newer version
+// already stored (a webhook got there first) wins, and that is fine.
+func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time) error {
+	p.UpdatedAt = now
+	p.Version = payments.VersionAt(now, p.Status)
+	w, err := p.Put()
+	if err != nil {
+		return invalid("encode payment %s: %w", p.ID, err)
+	}
+	err = s.store.Put(ctx, w.Table, *w.Put, w.Cond)
+	if errors.Is(err, store.ErrConditionFailed) {
+		s.log.InfoContext(ctx, "recovery outcome older than the stored payment; kept the stored one", "payment_id", p.ID)
+		return nil
+	}
+	if err != nil {
+		return &TransientError{Op: "record", Err: err}
+	}
+	return nil
+}
+
+// deadLetter opens the dead-letter record of a recovery that stopped without a charge or whose
+// step failed for good.
+func (s *Steps) deadLetter(ctx context.Context, st State) (DeadLetterResult, error) {
+	payload, err := json.Marshal(st)
+	if err != nil {
+		return DeadLetterResult{}, invalid("encode state: %w", err)
+	}
+	d := DeadLetter{Key: DeadLetterKey(st), Source: "recovery", PaymentID: st.PaymentID, Invoice: st.Invoice,
+		Attempts: st.Attempts, Payload: payload}
+	switch {
+	case st.Error != nil:
+		d.Reason = "step_failed"
+		d.Explanation = fmt.Sprintf("Automatic recovery stopped because a step failed after its retries (%s).", st.Error.Error)
+		d.SuggestedAction = "Check the payment at the provider, then retry the recovery or record the outcome by hand."
+	case st.Plan != nil:
+		d.Reason = string(st.Plan.Reason)
+		d.Explanation = st.Plan.Explanation
+		d.SuggestedAction = suggestedAction(*st.Plan)
+	default:
+		d.Reason = "step_failed"
+		d.Explanation = "Automatic recovery stopped before it could plan an attempt."
+		d.SuggestedAction = "Check the payment, then retry the recovery."
+	}
+	if d.Attempts == nil {
+		d.Attempts = []Attempt{}
+	}
+	if err := s.deadLetters.Open(ctx, d); err != nil {
+		return DeadLetterResult{}, &TransientError{Op: StepDeadLetter, Err: err}
+	}
+	s.log.WarnContext(ctx, "recovery dead-lettered", "payment_id", st.PaymentID, "invoice", st.Invoice,
+		"reason", d.Reason, "dead_letter", d.Key)
+	return DeadLetterResult{ID: d.Key}, nil
+}
+
+// DeadLetterKey is the dead-letter record key of a recovery: one per payment and round.
+func DeadLetterKey(st State) string {
+	return "recovery:" + st.PaymentID + ":" + strconv.Itoa(st.Round)
+}
+
+// suggestedAction says what a person should do about a stopped plan.
+func suggestedAction(p Plan) string {
+	switch {
+	case p.Reason == ReasonExhausted:
+		return "Ask the customer to pay another way or update their payment method; automatic retries are used up."
+	case p.Class == declines.ClassCancellation || p.Reason == ReasonCancelled:
+		return "Treat the payment as cancelled by the customer; do not charge this card again."
+	case p.Class == declines.ClassConfig:
+		return "Fix the integration error, then retry the recovery."
+	case p.Class == declines.ClassReview || p.NeedsReview:
+		return "Review the payment before doing anything else: it may be a duplicate."
+	case p.Class == declines.ClassHard:
+		return "Do not retry this card; ask the customer for another payment method."
+	case p.Class == declines.ClassAuth:
+		return "Send the customer a payment link to authenticate the payment."
+	case p.Class == declines.ClassData:
+		return "Ask the customer to correct or update their card details, then retry the recovery."
+	case p.NeedsCustomer:
+		return "Ask the customer to update their payment method, then retry the recovery."
+	}
+	return "Review the payment and decide whether to retry it."
+}
+
+func (s *Steps) payment(ctx context.Context, id string) (payments.Payment, error) {
+	p, err := payments.Get(ctx, s.store, id)
+	if errors.Is(err, payments.ErrNotFound) {
+		return p, invalid("payment %s not found", id)
+	}
+	if err != nil {
+		return p, &TransientError{Op: "read payment", Err: err}
+	}
+	return p, nil
+}
+
+func settled(status string) bool {
+	switch status {
+	case payments.StatusSucceeded, payments.StatusRefunded, payments.StatusCanceled:
+		return true
+	}
+	return false
+}
+
+func classifyDecline(d *provider.Decline) declines.Classification {
+	if d == nil {
+		return declines.Classify(declines.Decline{})
+	}
+	return declines.Classify(declines.Decline{Code: d.Code, AdviceCode: d.AdviceCode,
+		NetworkAdviceCode: d.NetworkAdviceCode, NetworkDeclineCode: d.NetworkDeclineCode,
+		Network: declines.Network(d.Network)})
+}
+
+// providerError names a provider failure for Retry and Catch. Anything not known to be
+// permanent is transient: the repeat carries the same attempt key, so it cannot charge twice.
+func providerError(err error) error {
+	var perm *provider.PermanentError
+	var creds *provider.CredentialsError
+	switch {
+	case errors.As(err, &perm), errors.As(err, &creds), errors.Is(err, provider.ErrMissingIdempotencyKey):
+		return &RejectedError{Op: StepCharge, Err: err}
+	}
+	return &TransientError{Op: StepCharge, Err: err}
+}

@@ -1,0 +1,376 @@
+package recovery_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda/messages"
+
+	"github.com/runtwice/twice/infra/asl"
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/recovery"
+)
+
+// failingProvider fails the first len(errs) confirms with errs in order, then confirms
+// through the scripted provider.
+type failingProvider struct {
+	*scriptedProvider
+	mu   sync.Mutex
+	errs []error
+	seen int
+}
+
+func (f *failingProvider) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
+	f.mu.Lock()
+	f.seen++
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		f.mu.Unlock()
+		return provider.Payment{}, err
+	}
+	f.mu.Unlock()
+	return f.scriptedProvider.Confirm(ctx, req)
+}
+
+func newSteps(t testing.TB, prov provider.Provider, clock *asl.FakeClock) (*recovery.Steps, *boltstore.Store, *sink) {
+	t.Helper()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "twice.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dl := &sink{records: map[string]recovery.DeadLetter{}}
+	steps, err := recovery.NewSteps(recovery.StepsConfig{Provider: prov, Store: st, DeadLetters: dl,
+		Now: clock.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return steps, st, dl
+}
+
+func putPayment(t testing.TB, st *boltstore.Store, p payments.Payment) {
+	t.Helper()
+	w, err := p.Put()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(context.Background(), w.Table, *w.Put, w.Cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chargeInput(t *testing.T, id string) json.RawMessage {
+	t.Helper()
+	in, err := json.Marshal(map[string]any{"step": recovery.StepCharge, "state": recovery.State{
+		PaymentID: id, Invoice: "inv_" + id, Round: 1,
+		Attempts: []recovery.Attempt{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical"}},
+		Plan:     &recovery.Plan{Retry: true, At: t0, Attempt: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func TestHandleErrorNames(t *testing.T) {
+	declined := func(id string) payments.Payment {
+		return payments.Payment{ID: id, Status: payments.StatusDeclined, PaymentMethod: "pm", ProviderPaymentID: "pi_" + id,
+			Decline: &provider.Decline{Code: "processing_error"}, CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, payments.StatusDeclined)}
+	}
+	tests := map[string]struct {
+		payment     *payments.Payment
+		providerErr error
+		in          string // raw input; empty means a charge of pay_1
+		wantName    string
+	}{
+		"malformed JSON":           {in: `{"step":`, wantName: recovery.ErrNameInvalid},
+		"unknown step":             {in: `{"step":"refund","state":{"payment_id":"pay_1","round":1}}`, wantName: recovery.ErrNameInvalid},
+		"no payment id":            {in: `{"step":"plan","state":{"round":1}}`, wantName: recovery.ErrNameInvalid},
+		"round zero":               {in: `{"step":"plan","state":{"payment_id":"pay_1"}}`, wantName: recovery.ErrNameInvalid},
+		"unknown payment":          {in: `{"step":"plan","state":{"payment_id":"pay_x","round":1}}`, wantName: recovery.ErrNameInvalid},
+		"charge without a plan":    {in: `{"step":"charge","state":{"payment_id":"pay_1","round":1}}`, wantName: recovery.ErrNameInvalid},
+		"unknown outcome":          {providerErr: &provider.UnknownOutcomeError{Op: "confirm", Err: errors.New("timeout")}, wantName: recovery.ErrNameTransient},
+		"throttled":                {providerErr: &provider.ThrottledError{Op: "confirm", RetryAfter: time.Second, Err: errors.New("429")}, wantName: recovery.ErrNameTransient},
+		"provider outage":          {providerErr: &provider.TransientError{Op: "confirm", StatusCode: 503, Err: errors.New("503")}, wantName: recovery.ErrNameTransient},
+		"rejected request":         {providerErr: &provider.PermanentError{Op: "confirm", StatusCode: 400, Err: errors.New("400")}, wantName: recovery.ErrNameRejected},
+		"idempotency key mismatch": {providerErr: &provider.PermanentError{Op: "confirm", StatusCode: 400, Code: "idempotency_error", Err: errors.New("400")}, wantName: recovery.ErrNameRejected},
+		"revoked API key":          {providerErr: &provider.CredentialsError{Op: "confirm", StatusCode: 401, Err: errors.New("401")}, wantName: recovery.ErrNameRejected},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			clock := asl.NewFakeClock(t0)
+			fp := &failingProvider{scriptedProvider: newScriptedProvider(clock.Now)}
+			if tc.providerErr != nil {
+				fp.errs = []error{tc.providerErr}
+			}
+			steps, st, _ := newSteps(t, fp, clock)
+			p := declined("pay_1")
+			putPayment(t, st, p)
+			in := json.RawMessage(tc.in)
+			if tc.in == "" {
+				in = chargeInput(t, "pay_1")
+			}
+			_, err := steps.Handle(context.Background(), in)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got := asl.ErrorName(err); got != tc.wantName {
+				t.Errorf("error name %q, want %q (%v)", got, tc.wantName, err)
+			}
+			if tc.providerErr != nil && !errors.Is(err, tc.providerErr) {
+				t.Errorf("%v does not wrap the provider's error", err)
+			}
+		})
+	}
+}
+
+func TestChargeNeverChargesASettledPayment(t *testing.T) {
+	for _, status := range []string{payments.StatusSucceeded, payments.StatusRefunded, payments.StatusCanceled} {
+		t.Run(status, func(t *testing.T) {
+			clock := asl.NewFakeClock(t0)
+			prov := newScriptedProvider(clock.Now)
+			steps, st, _ := newSteps(t, prov, clock)
+			putPayment(t, st, payments.Payment{ID: "pay_1", Status: status, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
+				CreatedAt: t0, Version: payments.VersionAt(t0, status)})
+			out, err := steps.Handle(context.Background(), chargeInput(t, "pay_1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got recovery.State
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Outcome != recovery.OutcomeSettled || got.Plan == nil || got.Plan.Retry {
+				t.Errorf("state %s, want settled with no retry", out)
+			}
+			if calls, _, _ := prov.snapshot(); len(calls) != 0 {
+				t.Errorf("provider called %v", calls)
+			}
+		})
+	}
+}
+
+// TestChargeKeepsANewerStoredPayment: a webhook that recorded a newer state first wins.
+func TestChargeKeepsANewerStoredPayment(t *testing.T) {
+	clock := asl.NewFakeClock(t0)
+	prov := newScriptedProvider(clock.Now)
+	prov.scripts["pm"] = script{code: "processing_error", declines: -1}
+	steps, st, _ := newSteps(t, prov, clock)
+	newer := payments.VersionAt(t0.Add(time.Hour), payments.StatusDeclined)
+	putPayment(t, st, payments.Payment{ID: "pay_1", Status: payments.StatusDeclined, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
+		Decline: &provider.Decline{Code: "do_not_honor"}, CreatedAt: t0, Version: newer})
+	if _, err := steps.Handle(context.Background(), chargeInput(t, "pay_1")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := payments.Get(context.Background(), st, "pay_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Version != newer || p.Decline.Code != "do_not_honor" {
+		t.Errorf("stored payment version %d decline %+v: the older outcome overwrote the newer one", p.Version, p.Decline)
+	}
+}
+
+func TestStepFailures(t *testing.T) {
+	tests := map[string]struct {
+		errs        []error
+		wantStatus  asl.Status
+		wantCharges int
+		wantDLs     int
+		wantTrans   int
+	}{
+		"transient errors are retried with the same key": {
+			errs:       []error{&provider.UnknownOutcomeError{Op: "confirm", Err: errors.New("reset")}, &provider.ThrottledError{Op: "confirm", Err: errors.New("429")}},
+			wantStatus: asl.StatusSucceeded, wantCharges: 1, wantTrans: transitions(1, false) + 2,
+		},
+		"a rejected charge dead-letters and fails the execution": {
+			errs:       []error{&provider.CredentialsError{Op: "confirm", StatusCode: 401, Err: errors.New("401")}},
+			wantStatus: asl.StatusFailed, wantDLs: 1, wantTrans: 2 + 2 + 2, // Plan, Decide, Wait, Charge, DeadLetterOnError, Failed
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			clock := asl.NewFakeClock(t0)
+			prov := newScriptedProvider(clock.Now)
+			prov.scripts["pm"] = script{declines: 0}
+			fp := &failingProvider{scriptedProvider: prov, errs: tc.errs}
+			dl := &sink{records: map[string]recovery.DeadLetter{}}
+			h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, fp, dl, recovery.Policy{})
+			p := h.declined("pay_f", "inv_f", "pm", "processing_error")
+			if err := h.rec.Declined(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			stop := h.autoAdvance()
+			ex := h.await(h.arn("inv_f"))
+			stop()
+			if ex.Status != tc.wantStatus {
+				t.Fatalf("status %s (%s %s), want %s", ex.Status, ex.Error, ex.Cause, tc.wantStatus)
+			}
+			_, _, effects := prov.snapshot()
+			if effects["pm"] != tc.wantCharges {
+				t.Errorf("%d charges, want %d", effects["pm"], tc.wantCharges)
+			}
+			dls := h.sink.all()
+			if len(dls) != tc.wantDLs {
+				t.Fatalf("dead letters %v", dls)
+			}
+			for _, d := range dls {
+				if d.Reason != "step_failed" || !strings.Contains(d.Explanation, recovery.ErrNameRejected) {
+					t.Errorf("dead letter %+v", d)
+				}
+			}
+			if tc.wantStatus == asl.StatusFailed && ex.Error != "Recovery.Failed" {
+				t.Errorf("execution error %q", ex.Error)
+			}
+			if ex.StateTransitions != tc.wantTrans {
+				t.Errorf("transitions %d, want %d", ex.StateTransitions, tc.wantTrans)
+			}
+		})
+	}
+}
+
+func TestLambdaHandlerReportsErrorNames(t *testing.T) {
+	tests := map[string]struct {
+		err      error
+		wantType string
+	}{
+		"transient": {&recovery.TransientError{Op: "charge", Err: errors.New("x")}, recovery.ErrNameTransient},
+		"invalid":   {&recovery.InvalidError{Err: errors.New("x")}, recovery.ErrNameInvalid},
+		"rejected":  {&recovery.RejectedError{Op: "charge", Err: errors.New("x")}, recovery.ErrNameRejected},
+		"unnamed":   {errors.New("plain"), ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := recovery.LambdaHandler(func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, tc.err })
+			_, err := h(context.Background(), nil)
+			var ire messages.InvokeResponse_Error
+			if tc.wantType == "" {
+				if errors.As(err, &ire) || err != tc.err {
+					t.Fatalf("unnamed error became %#v", err)
+				}
+				return
+			}
+			if !errors.As(err, &ire) || ire.Type != tc.wantType || ire.Message != tc.err.Error() {
+				t.Fatalf("got %#v, want type %s", err, tc.wantType)
+			}
+		})
+	}
+	ok := recovery.LambdaHandler(func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`1`), nil })
+	if out, err := ok(context.Background(), nil); err != nil || string(out) != "1" {
+		t.Errorf("success path: %s, %v", out, err)
+	}
+}
+
+// TestDefinitionRules checks what asl-validator does not: every Task calls the steps function
+// with a step name, retries Lambda's and our transient errors with full jitter and a delay cap,
+// and catches everything into a dead-letter state keeping its input.
+func TestDefinitionRules(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "statemachines", "payment-recovery.asl.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def struct {
+		States map[string]struct {
+			Type       string
+			Resource   string
+			Parameters struct {
+				FunctionName string
+				Payload      map[string]any
+			}
+			Retry []struct {
+				ErrorEquals     []string
+				BackoffRate     float64
+				MaxDelaySeconds int
+				JitterStrategy  string
+			}
+			Catch []struct {
+				ErrorEquals []string
+				ResultPath  string
+				Next        string
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &def); err != nil {
+		t.Fatal(err)
+	}
+	steps := map[string]bool{}
+	for name, s := range def.States {
+		if s.Type != "Task" {
+			continue
+		}
+		if s.Resource != "arn:aws:states:::lambda:invoke" || s.Parameters.FunctionName != "${RecoveryStepsFunctionArn}" || s.Parameters.Payload["state.$"] != "$" {
+			t.Errorf("%s: resource %s function %s payload %v", name, s.Resource, s.Parameters.FunctionName, s.Parameters.Payload)
+		}
+		step, _ := s.Parameters.Payload["step"].(string)
+		steps[step] = true
+		retried := map[string]bool{}
+		for _, r := range s.Retry {
+			if r.JitterStrategy != "FULL" || r.BackoffRate != 2 || r.MaxDelaySeconds <= 0 {
+				t.Errorf("%s: retrier %+v", name, r)
+			}
+			for _, e := range r.ErrorEquals {
+				retried[e] = true
+			}
+		}
+		for _, e := range []string{"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException", recovery.ErrNameTransient} {
+			if !retried[e] {
+				t.Errorf("%s does not retry %s", name, e)
+			}
+		}
+		if len(s.Catch) != 1 || s.Catch[0].ErrorEquals[0] != "States.ALL" || s.Catch[0].ResultPath != "$.error" {
+			t.Errorf("%s: catch %+v", name, s.Catch)
+		} else if next := def.States[s.Catch[0].Next]; next.Type != "Fail" && next.Parameters.Payload["step"] != recovery.StepDeadLetter {
+			t.Errorf("%s catches into %s, neither a dead-letter step nor Fail", name, s.Catch[0].Next)
+		}
+	}
+	for _, want := range []string{recovery.StepPlan, recovery.StepCharge, recovery.StepDeadLetter} {
+		if !steps[want] {
+			t.Errorf("no Task runs step %s", want)
+		}
+	}
+}
+
+// TestASLValidator runs npm's asl-validator (TWICE_TEST_ASL_VALIDATOR is its binary) on the
+// definition, and on a broken copy to show the check can fail.
+func TestASLValidator(t *testing.T) {
+	bin := os.Getenv("TWICE_TEST_ASL_VALIDATOR")
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TWICE_TEST_ASL_VALIDATOR is not set")
+		}
+		t.Skip("TWICE_TEST_ASL_VALIDATOR is not set")
+	}
+	file := filepath.Join("..", "..", "statemachines", "payment-recovery.asl.json")
+	if out, err := exec.Command(bin, "--json-path", file).CombinedOutput(); err != nil {
+		t.Fatalf("asl-validator: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(t.TempDir(), "broken.asl.json")
+	if err := os.WriteFile(broken, []byte(strings.Replace(string(raw), `"Next": "Decide"`, `"Next": "Nowhere"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "--json-path", broken).CombinedOutput(); err == nil {
+		t.Fatalf("asl-validator accepted a Next to a missing state:\n%s", out)
+	}
+}
+
+func TestNewStepsNeedsItsDependencies(t *testing.T) {
+	_, err := recovery.NewSteps(recovery.StepsConfig{})
+	if !errors.Is(err, recovery.ErrStepsConfig) {
+		t.Fatalf("err %v", err)
+	}
+}
