@@ -21,9 +21,11 @@ func main() {
 	}
 	env := &lambdaenv.Env{}
 	tables := env.Tables(worker.Table, payments.Table)
+	recoverer := paymentsfn.Recoverer(cfg, env, log) // payment_intent.payment_failed starts recovery
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: paymentsfn.Classify, Log: log}
+	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: paymentsfn.Classify,
+		OnDecline: recoverer, Log: log}
 	lambda.Start(w.Handle) // per-message failures: ReportBatchItemFailures
 }

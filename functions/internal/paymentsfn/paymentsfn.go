@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/sqsqueue"
@@ -34,6 +36,7 @@ const (
 	EnvStripeAPIBase   = "TWICE_STRIPE_API_BASE" // optional: stripe-mock or the simulator in tests
 	EnvRetentionDays   = "TWICE_IDEMPOTENCY_RETENTION_DAYS"
 	EnvProviderTimeout = "TWICE_PROVIDER_TIMEOUT_MS" // optional, default 3000
+	EnvStateMachineARN = "TWICE_RECOVERY_STATE_MACHINE_ARN"
 )
 
 // ResolveDelay is how long a resolve job waits before it repeats the provider call.
@@ -48,6 +51,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 	tables := env.Tables(Tables...)
 	queueURL := env.Get(EnvResolveQueueURL)
 	keyParam := env.Get(EnvStripeKeyParam)
+	recoverer := Recoverer(cfg, env, log)
 	days, err := strconv.Atoi(env.Optional(EnvRetentionDays, "7"))
 	if err != nil {
 		return nil, errors.New("paymentsfn: " + EnvRetentionDays + " is not a number of days")
@@ -87,13 +91,23 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		return nil, err
 	}
 	return &payments.Service{
-		Store:    st,
-		Keeper:   keeper,
-		Provider: &retry.Provider{Next: stripe, Policy: policy},
-		Resolver: payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
-		Classify: Classify,
-		Log:      log,
+		Store:     st,
+		Keeper:    keeper,
+		Provider:  &retry.Provider{Next: stripe, Policy: policy},
+		Resolver:  payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
+		Classify:  Classify,
+		OnDecline: recoverer,
+		Log:       log,
 	}, nil
+}
+
+// Recoverer starts payment recovery on the state machine named by EnvStateMachineARN; a
+// missing variable is noted in env.
+func Recoverer(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) *recovery.Recoverer {
+	return &recovery.Recoverer{
+		Starter: &recovery.SFNStarter{Client: sfn.NewFromConfig(cfg), StateMachineArn: env.Get(EnvStateMachineARN)},
+		Log:     log,
+	}
 }
 
 // Classify is the decline_class the API and the worker store.
