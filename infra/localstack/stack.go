@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/localqueue"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
@@ -22,12 +23,14 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/stripeprovider"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
 	"github.com/runtwice/twice/shared/webhooks/worker"
+	"github.com/runtwice/twice/statemachines"
 )
 
 // Defaults of the local contract (DESIGN.md "Local contract").
@@ -130,6 +133,7 @@ type Stack struct {
 	attempts *attempts.Log
 	payments *payments.Service
 	worker   *worker.Worker
+	runner   *asl.Runner
 
 	apiLn, simLn   net.Listener
 	apiSrv, simSrv *http.Server
@@ -224,11 +228,53 @@ func (s *Stack) build() error {
 	if err != nil {
 		return err
 	}
+	recoverer, err := s.buildRecovery(client, seed)
+	if err != nil {
+		return err
+	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
-		Classify: classify, Now: s.clock.Now, Log: s.log}
-	s.worker = &worker.Worker{Store: s.store, Classify: classify, Now: s.clock.Now, Log: s.log}
+		Classify: classify, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
+	s.worker = &worker.Worker{Store: s.store, Classify: classify, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	return nil
+}
+
+// recoveryMachine is the state machine's local name; recoveryStepsARN stands in for the
+// recovery-steps function's ARN in the definition.
+const (
+	recoveryMachine  = "payment-recovery"
+	recoveryStepsARN = "arn:aws:lambda:local:000000000000:function:recovery-steps"
+)
+
+// buildRecovery runs payment-recovery.asl.json on the local runner, its tasks on the same
+// recovery steps the recovery-steps function runs, and returns what starts a recovery.
+func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.Recoverer, error) {
+	// Recovery charges carry an attempt key, so an unknown outcome may be repeated inline.
+	policy := retry.New(rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)))
+	policy.Logger = s.log
+	steps, err := recovery.NewSteps(recovery.StepsConfig{
+		Provider:    &retry.Provider{Next: client, Policy: policy},
+		Store:       s.store,
+		DeadLetters: s.deadLetters(),
+		Policy:      recovery.DefaultPolicy(),
+		Now:         s.clock.Now,
+		Rand:        rand.New(rand.NewPCG(seed+2, seed^0xbb67ae8584caa73b)),
+		Log:         s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	checkpoints, err := asl.NewBoltStore(s.store.DB(), asl.WithBatch())
+	if err != nil {
+		return nil, err
+	}
+	s.runner = asl.New(checkpoints, asl.TaskRegistry{recoveryStepsARN: recovery.LambdaHandler(steps.Handle)},
+		asl.WithClock(s.clock), asl.WithLogger(s.log), asl.WithRand(rand.New(rand.NewPCG(seed+3, seed))))
+	def := asl.Substitute(statemachines.PaymentRecovery, map[string]string{statemachines.RecoveryStepsFunctionArn: recoveryStepsARN})
+	if err := s.runner.Define(recoveryMachine, def); err != nil {
+		return nil, err
+	}
+	return &recovery.Recoverer{Starter: &recovery.LocalStarter{Runner: s.runner, StateMachine: recoveryMachine}, Log: s.log}, nil
 }
 
 // classify is the decline_class the API and the worker store.
@@ -289,6 +335,12 @@ func (s *Stack) Start() {
 	for _, c := range consumers {
 		s.goRun(func() { _ = c.Run(ctx) })
 	}
+	// Executions a kill -9 interrupted continue at the step they stopped.
+	if n, err := s.runner.Resume(ctx); err != nil {
+		s.log.Error("resume recoveries", "error", err)
+	} else if n > 0 {
+		s.log.Info("resumed recoveries", "executions", n)
+	}
 }
 
 // withDeadline gives every request the deadline API Gateway would.
@@ -336,6 +388,9 @@ func (s *Stack) Close() error {
 		s.cancel()
 	}
 	var errs []error
+	if s.runner != nil {
+		errs = append(errs, s.runner.Close())
+	}
 	if s.sim != nil {
 		errs = append(errs, s.sim.Close())
 	}

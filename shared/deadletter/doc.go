@@ -1,0 +1,28 @@
+// Package deadletter is the dead-letter table: work twice could not finish, kept as records an
+// operator can work, not as log lines.
+//
+// A Record holds the source (webhook, resolve, recovery, reconciliation), the failure class,
+// the full original payload, every attempt, an error in plain language with a suggested action
+// (Explain, one text per class, built only from Facts so that no internal error text reaches
+// an operator), the status (open, retrying, resolved, overridden, ignored), the retry target
+// and an audit trail of every action.
+//
+// The record id derives from the source's own key (RecordID), and Table.Open is a conditional
+// put, so the same dead work opened twice is one record. Operator actions (Retry, Override,
+// Resolve, Ignore, BulkRetry) read the record and write it back conditioned on its version;
+// a loser re-reads and re-decides. Retry moves the record to retrying before it hands the work
+// to the Requeuer with RetryID(record, retry number): a second click sees retrying and does
+// nothing, so a double click retries once. If the Requeuer refuses, the record goes back to
+// its previous status with a retry_failed audit entry. A retried message that dies again
+// reopens its record.
+//
+// Sink.Handle is the deadletter-sink Lambda's handler: one record per dead SQS message, the
+// source from the DLQ's name, failures reported per message. FromRecovery builds the record
+// for a recovery dead letter.
+//
+// The open count lives in a counter item updated in the same transaction as each status
+// change, with a per-hour snapshot for the console's chart (OpenHistory). EMF writes the count
+// as a CloudWatch metric (namespace Twice, metric DeadLetterOpen, dimension Service) in
+// Embedded Metric Format, whenever it changes and after each sink batch; the alarm watches its
+// growth over several periods, never single failures.
+package deadletter

@@ -1,0 +1,369 @@
+package deadletter
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/runtwice/twice/shared/declines"
+)
+
+// Class is the failure class of a record: what kind of failure killed the work. The
+// plain-language error and the suggested action are written per class.
+type Class string
+
+// The failure classes.
+const (
+	// Card declines, one per declines.Class.
+	ClassDeclineHard         Class = "decline_hard"
+	ClassDeclineCancellation Class = "decline_cancellation"
+	ClassDeclineData         Class = "decline_data"
+	ClassDeclineAuth         Class = "decline_auth"
+	ClassDeclineLimit        Class = "decline_limit"
+	ClassDeclineTechnical    Class = "decline_technical"
+	ClassDeclineGeneric      Class = "decline_generic"
+	ClassDeclineReview       Class = "decline_review"
+	ClassDeclineConfig       Class = "decline_config"
+
+	// HTTP-level outcomes of calls to the provider.
+	ClassHTTPThrottled   Class = "http_throttled"
+	ClassHTTPTransient   Class = "http_transient"
+	ClassHTTPUnknown     Class = "http_unknown_outcome"
+	ClassHTTPPermanent   Class = "http_permanent"
+	ClassHTTPCredentials Class = "http_credentials"
+
+	ClassSignature         Class = "signature"
+	ClassValidation        Class = "validation"
+	ClassExhaustedRecovery Class = "exhausted_recovery"
+	// ClassProcessing is a well-formed message its consumer failed on every delivery.
+	ClassProcessing Class = "processing_failed"
+	// ClassPoison is a message nobody can decode.
+	ClassPoison Class = "poison_message"
+
+	// Reconciliation differences.
+	ClassReconMissingLocally    Class = "recon_missing_locally"
+	ClassReconMissingAtProvider Class = "recon_missing_at_provider"
+	ClassReconStatusMismatch    Class = "recon_status_mismatch"
+	ClassReconAmountMismatch    Class = "recon_amount_mismatch"
+	ClassReconDuplicateCharge   Class = "recon_duplicate_charge"
+)
+
+// Classes lists every class with a text, in the order the console's filter shows them.
+var Classes = []Class{
+	ClassDeclineHard, ClassDeclineCancellation, ClassDeclineData, ClassDeclineAuth, ClassDeclineLimit,
+	ClassDeclineTechnical, ClassDeclineGeneric, ClassDeclineReview, ClassDeclineConfig,
+	ClassHTTPThrottled, ClassHTTPTransient, ClassHTTPUnknown, ClassHTTPPermanent, ClassHTTPCredentials,
+	ClassSignature, ClassValidation, ClassExhaustedRecovery, ClassProcessing, ClassPoison,
+	ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconStatusMismatch,
+	ClassReconAmountMismatch, ClassReconDuplicateCharge,
+}
+
+// DeclineClass maps a decline class to its failure class.
+func DeclineClass(c declines.Class) Class { return Class("decline_" + string(c)) }
+
+// Facts are the details a plain-language text may mention. Every field is something twice
+// itself decided or a short code from a fixed vocabulary; free text from outside (error
+// strings, response bodies) never goes here, so a text cannot leak internals.
+type Facts struct {
+	PaymentID string `json:"payment_id,omitempty"`
+	Invoice   string `json:"invoice,omitempty"`
+	EventID   string `json:"event_id,omitempty"`
+	Provider  string `json:"provider,omitempty"`
+	// DeclineCode is the provider's decline code (insufficient_funds); shown as words.
+	DeclineCode string `json:"decline_code,omitempty"`
+	HTTPStatus  int    `json:"http_status,omitempty"`
+	// Deliveries is how many times the message was delivered before it died.
+	Deliveries int `json:"deliveries,omitempty"`
+	// Attempts is how many charges recovery made.
+	Attempts int `json:"attempts,omitempty"`
+	// Window is the recovery window that ended, or the reconciliation window.
+	Window time.Duration `json:"window_ns,omitempty"`
+	// StopReason says why recovery could not retry again: "window" (the recovery window
+	// ended), "caps" (network reattempt caps), "max_attempts" (our own maximum), "hard" (the
+	// decline is final).
+	StopReason string `json:"stop_reason,omitempty"`
+	// Local and Remote are the two sides of a reconciliation difference ("succeeded" vs
+	// "declined", "1000 usd" vs "1200 usd").
+	Local  string `json:"local,omitempty"`
+	Remote string `json:"remote,omitempty"`
+}
+
+// Explain returns the plain-language error and the suggested action for a class.
+func Explain(c Class, f Facts) (explanation, action string) {
+	if fn, ok := texts[c]; ok {
+		return fn(f)
+	}
+	return "This work could not be completed and needs a person to look at it.",
+		"Open the payload and attempts below, fix the cause, then retry or resolve."
+}
+
+var texts = map[Class]func(Facts) (string, string){
+	ClassDeclineHard:         declineHard,
+	ClassDeclineCancellation: declineCancellation,
+	ClassDeclineData:         declineData,
+	ClassDeclineAuth:         declineAuth,
+	ClassDeclineLimit:        declineLimit,
+	ClassDeclineTechnical:    declineTechnical,
+	ClassDeclineGeneric:      declineGeneric,
+	ClassDeclineReview:       declineReview,
+	ClassDeclineConfig:       declineConfig,
+	ClassHTTPThrottled:       httpThrottled,
+	ClassHTTPTransient:       httpTransient,
+	ClassHTTPUnknown:         httpUnknown,
+	ClassHTTPPermanent:       httpPermanent,
+	ClassHTTPCredentials:     httpCredentials,
+	ClassSignature:           signature,
+	ClassValidation:          validation,
+	ClassExhaustedRecovery:   exhaustedRecovery,
+	ClassProcessing:          processing,
+	ClassPoison:              poison,
+	ClassReconMissingLocally: reconMissingLocally,
+	ClassReconMissingAtProvider: func(f Facts) (string, string) {
+		return fmt.Sprintf("Payment %s is recorded here but the payment provider has no record of it.", name(f.PaymentID, "a payment")),
+			"Check whether the customer was charged; if not, mark the payment failed and ask the customer to pay again."
+	},
+	ClassReconStatusMismatch: func(f Facts) (string, string) {
+		return fmt.Sprintf("Payment %s is %s here but %s at the payment provider.", name(f.PaymentID, "a payment"), word(f.Local, "in one state"), word(f.Remote, "in another")),
+			"Trust the provider's status: check the webhook deliveries for this payment, then override with the provider's status."
+	},
+	ClassReconAmountMismatch: func(f Facts) (string, string) {
+		return fmt.Sprintf("Payment %s is for %s here but %s at the payment provider.", name(f.PaymentID, "a payment"), word(f.Local, "one amount"), word(f.Remote, "another")),
+			"Find which amount the customer agreed to; refund or correct the difference, then override with a note."
+	},
+	ClassReconDuplicateCharge: func(f Facts) (string, string) {
+		return fmt.Sprintf("The customer appears to have been charged more than once for %s.", name(first(f.Invoice, f.PaymentID), "one payment")),
+			"Confirm the duplicate at the provider and refund it, then resolve."
+	},
+}
+
+// declinePrefix is the shared opening of a decline text: "The card issuer declined:
+// insufficient funds."
+func declinePrefix(f Facts) string {
+	if code := codeWords(f.DeclineCode); code != "" {
+		return "The card issuer declined: " + code + "."
+	}
+	return "The card issuer declined the payment."
+}
+
+func declineHard(f Facts) (string, string) {
+	return declinePrefix(f) + " The issuer will never approve this card for this payment, so no automatic retry was made.",
+		"Ask the customer for a different payment method."
+}
+
+func declineCancellation(f Facts) (string, string) {
+	return declinePrefix(f) + " The customer withdrew their authorization for this payment.",
+		"Treat it as a cancellation: end the subscription or order; do not charge again."
+}
+
+func declineData(f Facts) (string, string) {
+	return declinePrefix(f) + " The card details are wrong or out of date, so retrying the same card cannot succeed.",
+		"Ask the customer to update their card details, then retry."
+}
+
+func declineAuth(f Facts) (string, string) {
+	return declinePrefix(f) + " The bank wants the customer to confirm this payment themselves.",
+		"Send the customer a payment link so they can authenticate, then resolve."
+}
+
+func declineLimit(f Facts) (string, string) {
+	return declinePrefix(f) + stopSentence(f),
+		"Tell the customer the payment failed and retry once they confirm funds are available."
+}
+
+func declineTechnical(f Facts) (string, string) {
+	return declinePrefix(f) + " The problem was on the bank's or processor's side, not the customer's." + stopSentence(f),
+		"Retry; if it fails again, check the provider's status page."
+}
+
+func declineGeneric(f Facts) (string, string) {
+	return declinePrefix(f) + " The bank gave no specific reason." + stopSentence(f),
+		"Ask the customer to contact their bank or use another card, then retry."
+}
+
+func declineReview(f Facts) (string, string) {
+	return declinePrefix(f) + " The issuer thinks this may be a duplicate of an earlier payment.",
+		"Look for an existing payment for the same invoice before doing anything; do not retry blindly."
+}
+
+func declineConfig(f Facts) (string, string) {
+	return declinePrefix(f) + " This points at an integration mistake (for example a test card in live mode), not at the customer.",
+		"Ask a developer to fix the integration; then retry."
+}
+
+// stopSentence explains why no further automatic retry happens.
+func stopSentence(f Facts) string {
+	switch f.StopReason {
+	case "window":
+		if f.Window > 0 {
+			return fmt.Sprintf(" Next automatic retry was not possible because the %s recovery window ended.", days(f.Window))
+		}
+		return " Next automatic retry was not possible because the recovery window ended."
+	case "caps":
+		return " Next automatic retry was not possible because the card network's limit on retries was reached."
+	case "max_attempts":
+		if f.Attempts > 0 {
+			return fmt.Sprintf(" Automatic retries stopped after %d attempts, the configured maximum.", f.Attempts)
+		}
+		return " Automatic retries stopped at the configured maximum."
+	case "hard":
+		return " The decline is final, so no automatic retry was made."
+	}
+	return ""
+}
+
+func httpThrottled(f Facts) (string, string) {
+	return "The payment provider asked us to slow down (too many requests) and kept refusing until we gave up" + forPayment(f) + ".",
+		"Wait a few minutes, then retry. If it keeps happening, check for a traffic spike or a runaway job."
+}
+
+func httpTransient(f Facts) (string, string) {
+	return "The payment provider had a temporary error" + forPayment(f) + " and it did not clear within our retries. Nothing was charged by these calls.",
+		"Check the provider's status page, then retry."
+}
+
+func httpUnknown(f Facts) (string, string) {
+	return "We could not find out whether payment " + name(f.PaymentID, "this payment") + " went through: the provider did not answer in time, and resolving it in the background failed" + times(f.Deliveries) + ".",
+		"Retry: it repeats the same request with the same idempotency key, so the customer cannot be charged twice."
+}
+
+func httpPermanent(f Facts) (string, string) {
+	return "The payment provider rejected the request" + forPayment(f) + " as invalid; sending it again unchanged will fail the same way.",
+		"Look at the request and response in the attempts below, correct the data, then override with the outcome."
+}
+
+func httpCredentials(f Facts) (string, string) {
+	return "The payment provider refused our credentials" + forPayment(f) + ". Every payment will fail until this is fixed.",
+		"Check the API key in the secret store (it may have been rolled or revoked), then retry."
+}
+
+func signature(f Facts) (string, string) {
+	return "A webhook" + fromProvider(f) + " arrived without a valid signature, so it was not trusted or applied.",
+		"If the provider really sent it, check the webhook signing secret; then ask the provider to resend the event. Otherwise ignore."
+}
+
+func validation(f Facts) (string, string) {
+	return "A message" + fromProvider(f) + " was missing required fields or had the wrong format, so it could not be applied.",
+		"Look at the payload below; fix the sender or override with the intended outcome."
+}
+
+func exhaustedRecovery(f Facts) (string, string) {
+	msg := "Payment recovery for " + name(first(f.Invoice, f.PaymentID), "this payment") + " ran out of automatic retries"
+	if code := codeWords(f.DeclineCode); code != "" {
+		msg += "; the last decline was: " + code
+	}
+	msg += "."
+	return msg + stopSentence(f), "Contact the customer for another payment method, or override with the outcome you agreed."
+}
+
+func processing(f Facts) (string, string) {
+	what := "A message"
+	if safeID(f.EventID) {
+		what = "Webhook event " + name(f.EventID, "(no id)") + fromProvider(f)
+	}
+	return what + " was received and verified, but applying it failed" + times(f.Deliveries) + ".",
+		"Look at the attempts for the cause; once it is fixed, retry."
+}
+
+func poison(f Facts) (string, string) {
+	return "A message could not be read at all" + times(f.Deliveries) + "; it is not in any format twice understands.",
+		"Look at the payload; if it is junk, ignore it. If it came from a bug, fix the sender."
+}
+
+func reconMissingLocally(f Facts) (string, string) {
+	return "The payment provider has payment " + name(f.PaymentID, "a payment") + " that twice has no record of (a webhook was probably missed).",
+		"Check the webhook deliveries for this payment; record it by resolving once the webhook is replayed, or override with a note."
+}
+
+// codeWords turns a decline code into words ("insufficient_funds" -> "insufficient funds"),
+// keeping only letters, digits and underscores so a text never carries anything else.
+func codeWords(code string) string {
+	var b strings.Builder
+	for _, r := range code {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r >= 'A' && r <= 'Z':
+			b.WriteRune(r + ('a' - 'A'))
+		case r == '_' || r == '-':
+			b.WriteByte(' ')
+		default:
+			return ""
+		}
+		if b.Len() > 60 {
+			return ""
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func forPayment(f Facts) string {
+	if id := first(f.Invoice, f.PaymentID); safeID(id) {
+		return " for " + id
+	}
+	return ""
+}
+
+func fromProvider(f Facts) string {
+	if p := codeWords(f.Provider); p != "" {
+		return " from " + p
+	}
+	return ""
+}
+
+func times(n int) string {
+	switch {
+	case n <= 0:
+		return ""
+	case n == 1:
+		return " once"
+	}
+	return fmt.Sprintf(" %d times", n)
+}
+
+func days(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d-day", int(d/(24*time.Hour)))
+	}
+	return fmt.Sprintf("%d-hour", int(d/time.Hour))
+}
+
+func name(id, otherwise string) string {
+	if safeID(id) {
+		return id
+	}
+	return otherwise
+}
+
+func word(s, otherwise string) string {
+	if s == "" || len(s) > 40 {
+		return otherwise
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == ' ' || r == '.' || r == '_') {
+			return otherwise
+		}
+	}
+	return s
+}
+
+// safeID accepts the identifiers twice and providers use (pay_..., in_..., evt_...).
+func safeID(s string) bool {
+	if s == "" || len(s) > 80 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func first(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,44 @@
+package deadletter_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/deadletter"
+)
+
+// FuzzSinkRecord: whatever a dead message holds, the sink builds a record it can store (the
+// payload is JSON) with a known class, and the same message always names the same record.
+func FuzzSinkRecord(f *testing.F) {
+	for _, s := range []struct{ queue, body string }{
+		{"webhooks-dlq", `{"provider":"stripe","event_id":"evt_1","body":"e30="}`},
+		{"resolve-dlq", `{"scope":"local","key":"k","payment_id":"pay_1"}`},
+		{"webhooks-dlq", `{"provider":"standard"}`},
+		{"resolve-dlq", `not json`},
+		{"x-dlq", ``},
+		{"webhooks-dlq", `{"provider":"<b>","event_id":"evt\n1"}`},
+	} {
+		f.Add(s.queue, s.body)
+	}
+	sink := &deadletter.Sink{}
+	f.Fuzz(func(t *testing.T, queue, body string) {
+		m := events.SQSMessage{MessageId: "m", Body: body, EventSourceARN: "arn:aws:sqs:eu-west-1:1:" + queue,
+			Attributes: map[string]string{"ApproximateReceiveCount": "3"}}
+		r := sink.Record(m)
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatalf("record does not encode: %v", err)
+		}
+		known := false
+		for _, c := range deadletter.Classes {
+			known = known || c == r.Class
+		}
+		if !known || r.Key == "" {
+			t.Fatalf("class %q key %q", r.Class, r.Key)
+		}
+		if again := sink.Record(m); again.Key != r.Key || again.Source != r.Source {
+			t.Fatalf("the same message gave two keys")
+		}
+	})
+}

@@ -1,0 +1,79 @@
+package deadletter_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/deadletter"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// sent records every requeue.
+type sent struct {
+	mu   sync.Mutex
+	ids  []string
+	fail error
+}
+
+func (s *sent) Requeue(_ context.Context, _ deadletter.Target, retryID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.ids = append(s.ids, retryID)
+	return nil
+}
+
+func (s *sent) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.ids) }
+
+type env struct {
+	table   *deadletter.Table
+	clock   *clock
+	sent    *sent
+	metrics *bytes.Buffer
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "dl.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c := &clock{t: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}
+	q := &sent{}
+	var m bytes.Buffer
+	tb := deadletter.NewTable(s, q, deadletter.WithClock(c.Now),
+		deadletter.WithLogger(slog.New(slog.DiscardHandler)),
+		deadletter.WithMetrics(&deadletter.EMF{W: &m}))
+	return env{table: tb, clock: c, sent: q, metrics: &m}
+}
+
+func webhookRecord(event string) deadletter.Record {
+	body, _ := json.Marshal(map[string]string{"provider": "stripe", "event_id": event})
+	return deadletter.Record{Source: deadletter.SourceWebhook, Key: "webhook:stripe:" + event,
+		Class: deadletter.ClassProcessing, EventID: event, Payload: body,
+		Facts:    deadletter.Facts{EventID: event, Provider: "stripe", Deliveries: 5},
+		Attempts: []deadletter.Attempt{{At: time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC), Error: "apply failed", MessageID: "m-" + event}},
+		Target:   deadletter.Target{Kind: deadletter.TargetQueue, Queue: "webhooks", Body: body}}
+}

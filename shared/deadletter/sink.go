@@ -1,0 +1,154 @@
+package deadletter
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+// Opener opens records; the sink and the recovery adapter depend on it, not on Table.
+type Opener interface {
+	Open(ctx context.Context, r Record) (Record, bool, error)
+}
+
+var _ Opener = (*Table)(nil)
+
+// Sink turns dead SQS messages into records: the deadletter-sink function's handler.
+type Sink struct {
+	Table Opener
+	// Now stamps attempts whose message carries no SentTimestamp (default time.Now).
+	Now func() time.Time
+	// Metrics, when set, gets the open count after each batch.
+	Metrics *EMF
+	// Count reads the open count for Metrics (Table.OpenCount).
+	Count func(ctx context.Context) (int64, error)
+}
+
+// Handle opens one record per dead message. A message that cannot be stored is reported as a
+// batch item failure, so SQS keeps it and delivers it again; the rest of the batch is kept.
+func (s *Sink) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	for _, m := range ev.Records {
+		r := s.Record(m)
+		if _, _, err := s.Table.Open(ctx, r); err != nil {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	if s.Metrics != nil && s.Count != nil {
+		if n, err := s.Count(ctx); err == nil {
+			s.Metrics.Open(n, s.now())
+		}
+	}
+	return resp, nil
+}
+
+func (s *Sink) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// QueueName is the queue name in an SQS ARN (arn:aws:sqs:region:account:NAME).
+func QueueName(arn string) string {
+	if i := strings.LastIndexByte(arn, ':'); i >= 0 {
+		return arn[i+1:]
+	}
+	return arn
+}
+
+// SourceOf maps a dead-letter queue name to its source: "...webhooks-dlq" is webhook,
+// "...resolve-dlq" is resolve. A stack may prefix the names ("twice-prod-webhooks-dlq").
+func SourceOf(dlq string) Source {
+	switch {
+	case strings.HasSuffix(dlq, "webhooks-dlq"), strings.HasSuffix(dlq, "webhook-dlq"):
+		return SourceWebhook
+	case strings.HasSuffix(dlq, "resolve-dlq"):
+		return SourceResolve
+	}
+	return SourceUnknown
+}
+
+// Record builds the record for one dead message. The key is the business identity of the work
+// when the body can be read (the provider's event id; the payment to resolve), so the same
+// work dead-lettered twice, even as two messages, is one record; otherwise the message id.
+func (s *Sink) Record(m events.SQSMessage) Record {
+	dlq := QueueName(m.EventSourceARN)
+	src := SourceOf(dlq)
+	deliveries, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	at := s.now().UTC()
+	if ms, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err == nil {
+		at = time.UnixMilli(ms).UTC()
+	}
+	att := Attempt{At: at, MessageID: m.MessageId, ReceiveCount: deliveries,
+		Error: "delivered " + strconv.Itoa(deliveries) + " times without success; moved to " + dlq}
+	body := json.RawMessage(m.Body)
+	if !json.Valid(body) {
+		q, _ := json.Marshal(m.Body) // keep the bytes, as a JSON string
+		body = q
+	}
+	r := Record{Source: src, Key: "msg:" + m.MessageId, Class: ClassPoison, Payload: body,
+		Attempts: []Attempt{att}, Facts: Facts{Deliveries: deliveries}}
+	target := Target{Kind: TargetQueue, Queue: strings.TrimSuffix(dlq, "-dlq"), Body: json.RawMessage(m.Body)}
+
+	switch src {
+	case SourceWebhook:
+		var d webhooks.Delivery
+		if json.Unmarshal([]byte(m.Body), &d) != nil || d.Provider == "" {
+			break
+		}
+		r.Facts.Provider = d.Provider
+		r.Target = target
+		if d.EventID == "" { // verified but without an id: the worker could never apply it
+			r.Class = ClassValidation
+			break
+		}
+		r.Class, r.Key, r.EventID, r.Facts.EventID = ClassProcessing, "webhook:"+d.Provider+":"+d.EventID, d.EventID, d.EventID
+	case SourceResolve:
+		var j payments.ResolveJob
+		if json.Unmarshal([]byte(m.Body), &j) != nil || j.PaymentID == "" {
+			break
+		}
+		r.Class, r.Key, r.PaymentID, r.Facts.PaymentID = ClassHTTPUnknown, "resolve:"+j.PaymentID, j.PaymentID, j.PaymentID
+		r.IdempotencyKey = j.Key
+		r.Target = target
+	}
+	return r
+}
+
+// RecoveryDeadLetter mirrors recovery.DeadLetter (branch recovery), which this package does not
+// import yet: the lead converts with a one-line adapter (see FromRecovery).
+type RecoveryDeadLetter struct {
+	Key             string
+	Source          string
+	PaymentID       string
+	Invoice         string
+	Reason          string
+	Explanation     string
+	SuggestedAction string
+	Attempts        []Attempt
+	Payload         json.RawMessage
+}
+
+// FromRecovery builds the record for a recovery dead letter: recovery stopped for good. A
+// decline class in Reason ("decline_hard") is kept as the class; anything else is
+// exhausted_recovery. Retry restarts recovery for the payment.
+func FromRecovery(d RecoveryDeadLetter) Record {
+	class := ClassExhaustedRecovery
+	if c := Class(d.Reason); strings.HasPrefix(d.Reason, "decline_") {
+		if _, ok := texts[c]; ok {
+			class = c
+		}
+	}
+	return Record{Source: SourceRecovery, Key: d.Key, Class: class, PaymentID: d.PaymentID,
+		Facts:       Facts{PaymentID: d.PaymentID, Invoice: d.Invoice, Attempts: len(d.Attempts)},
+		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: d.Attempts, Payload: d.Payload,
+		Target: Target{Kind: TargetRecovery, PaymentID: d.PaymentID, Invoice: d.Invoice}}
+}

@@ -1,0 +1,106 @@
+package deadletter_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+func sqsMessage(t *testing.T, id, queue string, body any, receives int) events.SQSMessage {
+	t.Helper()
+	b, ok := body.(string)
+	if !ok {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = string(raw)
+	}
+	return events.SQSMessage{MessageId: id, Body: b, EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:" + queue,
+		Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receives), "SentTimestamp": "1796000000000"}}
+}
+
+func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
+	delivery := webhooks.Delivery{Provider: "stripe", EventID: "evt_sink", Body: []byte(`{"id":"evt_sink"}`)}
+	job := payments.ResolveJob{Scope: "local", Key: "order-7", PaymentID: "pay_sink"}
+	tests := map[string]struct {
+		msg         func(t *testing.T) events.SQSMessage
+		wantSource  deadletter.Source
+		wantClass   deadletter.Class
+		wantKey     string
+		wantQueue   string
+		wantPayment string
+	}{
+		"webhook": {func(t *testing.T) events.SQSMessage { return sqsMessage(t, "m1", "twice-webhooks-dlq", delivery, 5) },
+			deadletter.SourceWebhook, deadletter.ClassProcessing, "webhook:stripe:evt_sink", "twice-webhooks", ""},
+		"resolve": {func(t *testing.T) events.SQSMessage { return sqsMessage(t, "m2", "resolve-dlq", job, 3) },
+			deadletter.SourceResolve, deadletter.ClassHTTPUnknown, "resolve:pay_sink", "resolve", "pay_sink"},
+		"webhook without event id": {func(t *testing.T) events.SQSMessage {
+			return sqsMessage(t, "m3", "webhooks-dlq", webhooks.Delivery{Provider: "standard"}, 5)
+		}, deadletter.SourceWebhook, deadletter.ClassValidation, "msg:m3", "webhooks", ""},
+		"poison": {func(t *testing.T) events.SQSMessage { return sqsMessage(t, "m4", "webhooks-dlq", "not json {", 5) },
+			deadletter.SourceWebhook, deadletter.ClassPoison, "msg:m4", "", ""},
+		"unknown queue": {func(t *testing.T) events.SQSMessage { return sqsMessage(t, "m5", "other-dlq", job, 1) },
+			deadletter.SourceUnknown, deadletter.ClassPoison, "msg:m5", "", ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			sink := &deadletter.Sink{Table: e.table, Metrics: &deadletter.EMF{W: e.metrics}, Count: e.table.OpenCount}
+			msg := tc.msg(t)
+			// The same dead message delivered twice (SQS is at least once) is one record.
+			for i := 0; i < 2; i++ {
+				resp, err := sink.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg}})
+				if err != nil || len(resp.BatchItemFailures) != 0 {
+					t.Fatalf("resp %+v err %v", resp, err)
+				}
+			}
+			p, _ := e.table.List(context.Background(), deadletter.Filter{})
+			if len(p.Records) != 1 {
+				t.Fatalf("%d records, want 1", len(p.Records))
+			}
+			r := p.Records[0]
+			if r.Source != tc.wantSource || r.Class != tc.wantClass || r.Key != tc.wantKey || r.Target.Queue != tc.wantQueue || r.PaymentID != tc.wantPayment {
+				t.Errorf("got source %s class %s key %s queue %q payment %q", r.Source, r.Class, r.Key, r.Target.Queue, r.PaymentID)
+			}
+			if len(r.Attempts) != 1 || r.Attempts[0].MessageID != msg.MessageId || r.Attempts[0].ReceiveCount == 0 {
+				t.Errorf("attempts %+v", r.Attempts)
+			}
+			if !json.Valid(r.Payload) {
+				t.Errorf("payload not kept as JSON: %s", r.Payload)
+			}
+			if r.Target.Queue != "" && string(r.Target.Body) != msg.Body {
+				t.Errorf("retry body %s differs from the message %s", r.Target.Body, msg.Body)
+			}
+		})
+	}
+}
+
+func TestSinkReportsFailuresPerMessage(t *testing.T) {
+	e := newEnv(t)
+	failing := openerFunc(func(ctx context.Context, r deadletter.Record) (deadletter.Record, bool, error) {
+		if r.Key == "msg:bad" {
+			return deadletter.Record{}, false, context.DeadlineExceeded
+		}
+		return e.table.Open(ctx, r)
+	})
+	sink := &deadletter.Sink{Table: failing}
+	resp, err := sink.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		sqsMessage(t, "good", "webhooks-dlq", "x", 1), sqsMessage(t, "bad", "webhooks-dlq", "y", 1)}})
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "bad" {
+		t.Fatalf("resp %+v err %v", resp, err)
+	}
+}
+
+type openerFunc func(ctx context.Context, r deadletter.Record) (deadletter.Record, bool, error)
+
+func (f openerFunc) Open(ctx context.Context, r deadletter.Record) (deadletter.Record, bool, error) {
+	return f(ctx, r)
+}

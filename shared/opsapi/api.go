@@ -1,0 +1,487 @@
+package opsapi
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/problem"
+)
+
+// Records is what the operator API needs of the dead-letter table.
+type Records interface {
+	Get(ctx context.Context, id string) (deadletter.Record, error)
+	List(ctx context.Context, f deadletter.Filter) (deadletter.Page, error)
+	Retry(ctx context.Context, id, actor, note string) (deadletter.Record, bool, error)
+	Override(ctx context.Context, id, actor, outcome, note string) (deadletter.Record, error)
+	Resolve(ctx context.Context, id, actor, note string) (deadletter.Record, error)
+	Ignore(ctx context.Context, id, actor, note string) (deadletter.Record, error)
+	BulkRetry(ctx context.Context, f deadletter.Filter, actor, note string) (deadletter.BulkResult, error)
+	OpenCount(ctx context.Context) (int64, error)
+	OpenHistory(ctx context.Context, hours int) ([]deadletter.HourCount, error)
+}
+
+var _ Records = (*deadletter.Table)(nil)
+
+// Attempts answers "was this delivered?".
+type Attempts interface {
+	Lookup(ctx context.Context, by attempts.By, value, cursor string) (attempts.Page, error)
+}
+
+var _ Attempts = (*attempts.Log)(nil)
+
+// Config builds a Handler.
+type Config struct {
+	Records  Records
+	Attempts Attempts
+	// Token is the operator bearer token (TWICE_OPERATOR_TOKEN locally). Requests carrying
+	// "Authorization: Bearer <Token>" are the operator "operator".
+	Token string
+	// Principal, when set, names the caller from the request: in AWS the API Gateway
+	// authorizer has already checked it (a JWT's sub, an IAM ARN). It is tried before Token.
+	Principal func(*http.Request) (string, bool)
+	// SessionKey signs console sessions and CSRF tokens; default: derived from Token.
+	SessionKey []byte
+	// Secure marks the console cookie Secure (set it behind HTTPS).
+	Secure bool
+	Now    func() time.Time
+	Rand   io.Reader // session nonces; default crypto/rand
+	Logger *slog.Logger
+}
+
+// Handler serves the operator API and the console under /ops.
+type Handler struct {
+	cfg Config
+	mux *http.ServeMux
+	key []byte
+}
+
+// New returns the handler. It needs Records, and a Token or a Principal.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Records == nil {
+		return nil, errors.New("opsapi: Records is required")
+	}
+	if cfg.Token == "" && cfg.Principal == nil {
+		return nil, errors.New("opsapi: a Token or a Principal is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), key: cfg.SessionKey}
+	if len(h.key) == 0 {
+		m := hmac.New(sha256.New, []byte(cfg.Token))
+		m.Write([]byte("twice operator console session key"))
+		h.key = m.Sum(nil)
+	}
+	api := func(pattern string, fn func(http.ResponseWriter, *http.Request, string)) {
+		h.mux.HandleFunc(pattern, h.bearer(fn))
+	}
+	api("GET /ops/deadletters", h.list)
+	api("GET /ops/deadletters/{id}", h.detail)
+	api("GET /ops/deadletters/{id}/audit", h.audit)
+	api("POST /ops/deadletters/{id}/retry", h.retry)
+	api("POST /ops/deadletters/{id}/override", h.override)
+	api("POST /ops/deadletters/{id}/resolve", h.settle(ActionResolve))
+	api("POST /ops/deadletters/{id}/ignore", h.settle(ActionIgnore))
+	api("POST /ops/deadletters/retry", h.bulkRetry)
+	api("GET /ops/attempts", h.lookup)
+	h.console()
+	return h, nil
+}
+
+// ServeHTTP serves /ops.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Action names for settle.
+const (
+	ActionResolve = "resolve"
+	ActionIgnore  = "ignore"
+)
+
+// actor returns who is calling from the bearer token or the Principal function.
+func (h *Handler) actor(r *http.Request) (string, bool) {
+	if h.cfg.Principal != nil {
+		if p, ok := h.cfg.Principal(r); ok && p != "" {
+			return p, true
+		}
+	}
+	if h.cfg.Token == "" {
+		return "", false
+	}
+	auth := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
+		return "", false
+	}
+	if subtle.ConstantTimeCompare([]byte(auth[len(prefix):]), []byte(h.cfg.Token)) != 1 {
+		return "", false
+	}
+	return "operator", true
+}
+
+func (h *Handler) bearer(fn func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, ok := h.actor(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="twice-ops"`)
+			problem.Error(w, http.StatusUnauthorized, "A valid operator token is required.")
+			return
+		}
+		fn(w, r, who)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		problem.Error(w, http.StatusInternalServerError, "")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// fail maps an error to a problem; internal text never leaves.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, detail := statusOf(err)
+	if status == http.StatusInternalServerError {
+		h.cfg.Logger.ErrorContext(r.Context(), "operator api error", "path", r.URL.Path, "err", err)
+	}
+	problem.Error(w, status, detail)
+}
+
+func statusOf(err error) (int, string) {
+	var fe *FieldError
+	switch {
+	case errors.As(err, &fe):
+		return http.StatusBadRequest, fe.Error()
+	case errors.Is(err, deadletter.ErrNotFound), errors.Is(err, attempts.ErrNotFound):
+		return http.StatusNotFound, "No such record."
+	case errors.Is(err, deadletter.ErrNoteRequired):
+		return http.StatusBadRequest, "An override needs an outcome and a note."
+	case errors.Is(err, deadletter.ErrInvalid), errors.Is(err, attempts.ErrInvalid):
+		return http.StatusBadRequest, "The request is not valid."
+	case errors.Is(err, deadletter.ErrNotRetryable):
+		return http.StatusConflict, "This record has nothing to retry; resolve or override it instead."
+	case errors.Is(err, deadletter.ErrClosed):
+		return http.StatusConflict, "This record is already closed."
+	case errors.Is(err, deadletter.ErrBusy):
+		return http.StatusConflict, "The record changed while you acted; reload and try again."
+	case errors.Is(err, deadletter.ErrRequeue):
+		return http.StatusBadGateway, "The retry could not be sent; the record is unchanged. Try again."
+	}
+	return http.StatusInternalServerError, "Something went wrong; it has been logged."
+}
+
+// FieldError is a bad query parameter or body field; its text is safe to show.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// Is makes a FieldError match deadletter.ErrInvalid.
+func (e *FieldError) Is(target error) bool { return target == deadletter.ErrInvalid }
+
+// ParseFilter reads a list filter from a query string: status, source, class, from, to
+// (RFC 3339 or yyyy-mm-dd), q (text), limit, cursor.
+func ParseFilter(q url.Values) (deadletter.Filter, error) {
+	var f deadletter.Filter
+	for k := range q {
+		switch k {
+		case "status", "source", "class", "from", "to", "q", "limit", "cursor", "csrf":
+		default:
+			return f, &FieldError{Field: safeField(k), Reason: "unknown parameter"}
+		}
+	}
+	if s := q.Get("status"); s != "" {
+		f.Status = deadletter.Status(s)
+		if !f.Status.Valid() {
+			return f, &FieldError{Field: "status", Reason: "not a status"}
+		}
+	}
+	if s := q.Get("source"); s != "" {
+		f.Source = deadletter.Source(s)
+		if !oneOf(f.Source, deadletter.Sources) {
+			return f, &FieldError{Field: "source", Reason: "not a source"}
+		}
+	}
+	if s := q.Get("class"); s != "" {
+		f.Class = deadletter.Class(s)
+		if !oneOf(f.Class, deadletter.Classes) {
+			return f, &FieldError{Field: "class", Reason: "not a class"}
+		}
+	}
+	var err error
+	if f.From, err = parseTime(q.Get("from"), false); err != nil {
+		return f, &FieldError{Field: "from", Reason: "want RFC 3339 or yyyy-mm-dd"}
+	}
+	if f.To, err = parseTime(q.Get("to"), true); err != nil {
+		return f, &FieldError{Field: "to", Reason: "want RFC 3339 or yyyy-mm-dd"}
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && f.To.Before(f.From) {
+		return f, &FieldError{Field: "to", Reason: "before from"}
+	}
+	f.Text = strings.TrimSpace(q.Get("q"))
+	if len(f.Text) > 200 || !utf8.ValidString(f.Text) {
+		return f, &FieldError{Field: "q", Reason: "at most 200 characters of text"}
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > deadletter.MaxLimit {
+			return f, &FieldError{Field: "limit", Reason: fmt.Sprintf("1 to %d", deadletter.MaxLimit)}
+		}
+		f.Limit = n
+	}
+	if c := q.Get("cursor"); c != "" {
+		if _, err := deadletter.DecodeCursor(c); err != nil {
+			return f, &FieldError{Field: "cursor", Reason: "not a cursor from this API"}
+		}
+		f.Cursor = c
+	}
+	return f, nil
+}
+
+func oneOf[T comparable](v T, set []T) bool {
+	for _, s := range set {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// safeField keeps an unknown parameter's name printable and short before it is echoed.
+func safeField(k string) string {
+	var b strings.Builder
+	for _, r := range k {
+		if b.Len() >= 32 {
+			break
+		}
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "parameter"
+	}
+	return b.String()
+}
+
+func parseTime(s string, end bool) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if t.Year() < 2000 || t.Year() > 9999 {
+			return time.Time{}, errors.New("year out of range")
+		}
+		return t.UTC(), nil
+	}
+	d, err := time.Parse("2006-01-02", s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if d.Year() < 2000 {
+		return time.Time{}, errors.New("year out of range")
+	}
+	if end {
+		return d.Add(24*time.Hour - time.Nanosecond), nil
+	}
+	return d, nil
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, _ string) {
+	f, err := ParseFilter(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	page, err := h.cfg.Records.List(r.Context(), f)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (h *Handler) detail(w http.ResponseWriter, r *http.Request, _ string) {
+	rec, err := h.cfg.Records.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
+	rec, err := h.cfg.Records.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": rec.ID, "audit": rec.Audit})
+}
+
+// ActionBody is the JSON body of an action. Override needs Outcome and Note; the others take
+// an optional Note.
+type ActionBody struct {
+	Outcome string `json:"outcome"`
+	Note    string `json:"note"`
+}
+
+// maxBody caps an action body.
+const maxBody = 16 << 10
+
+// ParseActionBody reads an action body; an empty body is an empty ActionBody.
+func ParseActionBody(rd io.Reader) (ActionBody, error) {
+	var b ActionBody
+	data, err := io.ReadAll(io.LimitReader(rd, maxBody+1))
+	if err != nil {
+		return b, &FieldError{Field: "body", Reason: "could not be read"}
+	}
+	if len(data) > maxBody {
+		return b, &FieldError{Field: "body", Reason: "too large"}
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return b, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return ActionBody{}, &FieldError{Field: "body", Reason: `want {"outcome": string, "note": string}`}
+	}
+	if dec.More() {
+		return ActionBody{}, &FieldError{Field: "body", Reason: "one JSON object only"}
+	}
+	if !utf8.ValidString(b.Note) || !utf8.ValidString(b.Outcome) || len(b.Note) > deadletter.MaxNote || len(b.Outcome) > deadletter.MaxOutcome {
+		return ActionBody{}, &FieldError{Field: "body", Reason: "note or outcome too long"}
+	}
+	return b, nil
+}
+
+func (h *Handler) retry(w http.ResponseWriter, r *http.Request, who string) {
+	body, err := ParseActionBody(r.Body)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	rec, retried, err := h.cfg.Records.Retry(r.Context(), r.PathValue("id"), who, body.Note)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"retried": retried, "record": rec})
+}
+
+func (h *Handler) override(w http.ResponseWriter, r *http.Request, who string) {
+	body, err := ParseActionBody(r.Body)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	rec, err := h.cfg.Records.Override(r.Context(), r.PathValue("id"), who, body.Outcome, body.Note)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (h *Handler) settle(action string) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, who string) {
+		body, err := ParseActionBody(r.Body)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		do := h.cfg.Records.Resolve
+		if action == ActionIgnore {
+			do = h.cfg.Records.Ignore
+		}
+		rec, err := do(r.Context(), r.PathValue("id"), who, body.Note)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, rec)
+	}
+}
+
+func (h *Handler) bulkRetry(w http.ResponseWriter, r *http.Request, who string) {
+	f, err := ParseFilter(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	body, err := ParseActionBody(r.Body)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	res, err := h.cfg.Records.BulkRetry(r.Context(), f, who, body.Note)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// ParseLookup reads an attempt lookup: exactly one of idempotency_key, payment_id, event_id.
+func ParseLookup(q url.Values) (attempts.By, string, error) {
+	var by attempts.By
+	var value string
+	for _, b := range []attempts.By{attempts.ByIdempotencyKey, attempts.ByPaymentID, attempts.ByEventID} {
+		if v := q.Get(string(b)); v != "" {
+			if by != "" {
+				return "", "", &FieldError{Field: string(b), Reason: "give exactly one of idempotency_key, payment_id, event_id"}
+			}
+			by, value = b, v
+		}
+	}
+	if by == "" {
+		return "", "", &FieldError{Field: "idempotency_key", Reason: "give one of idempotency_key, payment_id, event_id"}
+	}
+	if len(value) > 255 || !utf8.ValidString(value) {
+		return "", "", &FieldError{Field: string(by), Reason: "at most 255 characters"}
+	}
+	return by, value, nil
+}
+
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, _ string) {
+	if h.cfg.Attempts == nil {
+		problem.Error(w, http.StatusNotFound, "The attempt log is not configured.")
+		return
+	}
+	by, value, err := ParseLookup(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	page, err := h.cfg.Attempts.Lookup(r.Context(), by, value, r.URL.Query().Get("cursor"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}

@@ -1,0 +1,97 @@
+package opsapi_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserRetry drives the console in headless chromium: sign in, find the seeded record,
+// open it, click Retry, and see the new status and the audit entry. CI sets CI=true, so a
+// missing browser fails there instead of skipping.
+func TestBrowserRetry(t *testing.T) {
+	bin := os.Getenv("TWICE_TEST_CHROMIUM")
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TWICE_TEST_CHROMIUM is not set; CI needs the browser test")
+		}
+		t.Skip("TWICE_TEST_CHROMIUM not set (e.g. /usr/bin/chromium)")
+	}
+	f := newFixture(t)
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1200, 1400),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+
+	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("browser, %s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("browser, reading %s: %v", sel, err)
+		}
+		return s
+	}
+	step("sign in",
+		chromedp.Navigate(f.srv.URL+"/ops/"),
+		chromedp.WaitVisible(`input[name="token"]`),
+		chromedp.SendKeys(`input[name="token"]`, token),
+		chromedp.SendKeys(`input[name="name"]`, "Ada"),
+		chromedp.Submit(`input[name="token"]`),
+		chromedp.WaitVisible(`#records`))
+	list := text(`#records`)
+	step("open the record", chromedp.Click(`#records a`), chromedp.WaitVisible(`#retry`))
+	step("retry", chromedp.Click(`#retry`), chromedp.WaitVisible(`div.msg.ok`))
+	notice, status, audit := text(`div.msg.ok`), text(`#status`), text(`#audit`)
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if !strings.Contains(list, f.record.ID) {
+		t.Errorf("the list does not show the seeded record %s:\n%s", f.record.ID, list)
+	}
+	if strings.TrimSpace(status) != "retrying" || !strings.Contains(notice, "Retry sent") {
+		t.Errorf("after Retry: status %q, notice %q", status, notice)
+	}
+	if !strings.Contains(audit, "operator:Ada") || !strings.Contains(audit, "retry") {
+		t.Errorf("audit trail lacks the retry by Ada:\n%s", audit)
+	}
+	if f.sent.n != 1 {
+		t.Errorf("%d retries sent, want 1", f.sent.n)
+	}
+	dir := os.Getenv("TWICE_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	path := filepath.Join(dir, "console-retry.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+}

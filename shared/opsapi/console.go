@@ -1,0 +1,456 @@
+package opsapi
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
+)
+
+//go:embed console.html
+var consoleFS embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"pretty": func(b json.RawMessage) string {
+		var out bytes.Buffer
+		if json.Indent(&out, b, "", "  ") != nil {
+			return string(b)
+		}
+		return out.String()
+	},
+	"query": func(f deadletter.Filter, cursor string) template.URL {
+		return template.URL("?" + filterQuery(f, cursor).Encode())
+	},
+}).ParseFS(consoleFS, "console.html"))
+
+// CookieName is the console session cookie.
+const CookieName = "twice_ops"
+
+// sessionTTL is how long a console login lasts.
+const sessionTTL = 12 * time.Hour
+
+type session struct {
+	Actor string
+	CSRF  string
+}
+
+func (h *Handler) console() {
+	h.mux.HandleFunc("GET /ops/{$}", h.page(h.listPage))
+	h.mux.HandleFunc("GET /ops/records/{id}", h.page(h.detailPage))
+	h.mux.HandleFunc("GET /ops/lookup", h.page(h.lookupPage))
+	h.mux.HandleFunc("POST /ops/records/{id}/{action}", h.form(h.actionForm))
+	h.mux.HandleFunc("POST /ops/bulk-retry", h.form(h.bulkForm))
+	h.mux.HandleFunc("GET /ops/login", h.loginPage)
+	h.mux.HandleFunc("POST /ops/login", h.login)
+	h.mux.HandleFunc("POST /ops/logout", h.form(h.logout))
+}
+
+func (h *Handler) mac(parts ...string) string {
+	m := hmac.New(sha256.New, h.key)
+	for _, p := range parts {
+		m.Write([]byte(p))
+		m.Write([]byte{0})
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// session reads the caller's console session: the Principal (AWS) or the signed cookie the
+// login form set. The CSRF token is bound to the session, so a form from another session or
+// site does not carry it.
+func (h *Handler) session(r *http.Request) (session, bool) {
+	if h.cfg.Principal != nil {
+		if p, ok := h.cfg.Principal(r); ok && p != "" {
+			return session{Actor: p, CSRF: h.mac("csrf", "principal", p)}, true
+		}
+	}
+	c, err := r.Cookie(CookieName)
+	if err != nil || h.cfg.Token == "" {
+		return session{}, false
+	}
+	payload, sig, ok := strings.Cut(c.Value, ".")
+	if !ok || subtle.ConstantTimeCompare([]byte(sig), []byte(h.mac("session", payload))) != 1 {
+		return session{}, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return session{}, false
+	}
+	// payload: nonce "|" expiry unix "|" name
+	parts := strings.SplitN(string(raw), "|", 3)
+	if len(parts) != 3 {
+		return session{}, false
+	}
+	exp, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || h.cfg.Now().Unix() > exp {
+		return session{}, false
+	}
+	return session{Actor: parts[2], CSRF: h.mac("csrf", parts[0])}, true
+}
+
+type view struct {
+	Title   string
+	Session session
+	Error   string
+	Notice  string
+	Data    any
+}
+
+func (h *Handler) render(w http.ResponseWriter, status int, name string, v view) {
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, name, v); err != nil {
+		h.cfg.Logger.Error("console template", "page", name, "err", err)
+		http.Error(w, "Something went wrong; it has been logged.", http.StatusInternalServerError)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (h *Handler) page(fn func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := h.session(r)
+		if !ok {
+			http.Redirect(w, r, "/ops/login", http.StatusSeeOther)
+			return
+		}
+		fn(w, r, s)
+	}
+}
+
+// form guards a console POST: a session and its CSRF token in the form.
+func (h *Handler) form(fn func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := h.session(r)
+		if !ok {
+			http.Redirect(w, r, "/ops/login", http.StatusSeeOther)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		if err := r.ParseForm(); err != nil {
+			h.render(w, http.StatusBadRequest, "error", view{Title: "Bad request", Session: s, Error: "The form could not be read."})
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.CSRF)) != 1 {
+			h.render(w, http.StatusForbidden, "error", view{Title: "Forbidden", Session: s, Error: "This form has expired. Reload the page and try again."})
+			return
+		}
+		fn(w, r, s)
+	}
+}
+
+func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
+	h.render(w, http.StatusOK, "login", view{Title: "Sign in"})
+}
+
+func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if err := r.ParseForm(); err != nil || h.cfg.Token == "" ||
+		subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(h.cfg.Token)) != 1 {
+		h.render(w, http.StatusUnauthorized, "login", view{Title: "Sign in", Error: "That token is not valid."})
+		return
+	}
+	name := cleanName(r.PostForm.Get("name"))
+	var nonce [16]byte
+	rd := h.cfg.Rand
+	if rd == nil {
+		rd = rand.Reader
+	}
+	if _, err := io.ReadFull(rd, nonce[:]); err != nil {
+		h.render(w, http.StatusInternalServerError, "login", view{Title: "Sign in", Error: "Could not start a session."})
+		return
+	}
+	exp := h.cfg.Now().Add(sessionTTL)
+	payload := base64.RawURLEncoding.EncodeToString([]byte(hex.EncodeToString(nonce[:]) + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + name))
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: payload + "." + h.mac("session", payload), Path: "/ops",
+		Expires: exp, HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/ops/", http.StatusSeeOther)
+}
+
+// cleanName keeps the operator's name for the audit trail short and printable.
+func cleanName(s string) string {
+	var b strings.Builder
+	for _, r := range strings.TrimSpace(s) {
+		if b.Len() >= 40 {
+			break
+		}
+		if r >= ' ' && r != '|' && r != 0x7f {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "operator"
+	}
+	return "operator:" + b.String()
+}
+
+func (h *Handler) logout(w http.ResponseWriter, r *http.Request, _ session) {
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/ops", MaxAge: -1, HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/ops/login", http.StatusSeeOther)
+}
+
+func filterQuery(f deadletter.Filter, cursor string) url.Values {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("status", string(f.Status))
+	set("source", string(f.Source))
+	set("class", string(f.Class))
+	if !f.From.IsZero() {
+		set("from", f.From.Format(time.RFC3339))
+	}
+	if !f.To.IsZero() {
+		set("to", f.To.Format(time.RFC3339))
+	}
+	set("q", f.Text)
+	set("cursor", cursor)
+	return q
+}
+
+type listData struct {
+	Filter   deadletter.Filter
+	Page     deadletter.Page
+	Open     int64
+	Chart    chart
+	Statuses []deadletter.Status
+	Sources  []deadletter.Source
+	Classes  []deadletter.Class
+	From, To string
+}
+
+func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
+	d := listData{Statuses: deadletter.Statuses, Sources: deadletter.Sources, Classes: deadletter.Classes}
+	v := view{Title: "Dead letters", Session: s, Notice: notice(r.URL.Query().Get("done"))}
+	q := r.URL.Query()
+	q.Del("done")
+	f, err := ParseFilter(q)
+	status := http.StatusOK
+	if err != nil {
+		v.Error, status = "Filter: "+err.Error(), http.StatusBadRequest
+		f = deadletter.Filter{}
+	}
+	if f.Status == "" {
+		f.Status = deadletter.StatusOpen
+	}
+	d.Filter = f
+	if !f.From.IsZero() {
+		d.From = f.From.Format("2006-01-02")
+	}
+	if !f.To.IsZero() {
+		d.To = f.To.Format("2006-01-02")
+	}
+	ctx := r.Context()
+	if d.Page, err = h.cfg.Records.List(ctx, f); err != nil {
+		h.consoleFail(w, r, s, err)
+		return
+	}
+	if d.Open, err = h.cfg.Records.OpenCount(ctx); err != nil {
+		h.consoleFail(w, r, s, err)
+		return
+	}
+	hist, err := h.cfg.Records.OpenHistory(ctx, 48)
+	if err != nil {
+		h.consoleFail(w, r, s, err)
+		return
+	}
+	d.Chart = drawChart(hist)
+	v.Data = d
+	h.render(w, status, "list", v)
+}
+
+func notice(done string) string {
+	switch done {
+	case "retry":
+		return "Retry sent."
+	case "retry-noop":
+		return "A retry is already in progress; nothing more was sent."
+	case "override":
+		return "Override recorded."
+	case "resolve":
+		return "Marked resolved."
+	case "ignore":
+		return "Marked ignored."
+	case "bulk":
+		return "Bulk retry done."
+	}
+	return ""
+}
+
+func (h *Handler) consoleFail(w http.ResponseWriter, r *http.Request, s session, err error) {
+	status, detail := statusOf(err)
+	if status == http.StatusInternalServerError {
+		h.cfg.Logger.ErrorContext(r.Context(), "console error", "path", r.URL.Path, "err", err)
+	}
+	h.render(w, status, "error", view{Title: http.StatusText(status), Session: s, Error: detail})
+}
+
+func (h *Handler) detailPage(w http.ResponseWriter, r *http.Request, s session) {
+	rec, err := h.cfg.Records.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.consoleFail(w, r, s, err)
+		return
+	}
+	h.render(w, http.StatusOK, "detail", view{Title: rec.ID, Session: s, Notice: notice(r.URL.Query().Get("done")), Data: rec})
+}
+
+func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) {
+	id, note := r.PathValue("id"), r.PostForm.Get("note")
+	ctx := r.Context()
+	var err error
+	done := r.PathValue("action")
+	switch done {
+	case "retry":
+		var retried bool
+		if _, retried, err = h.cfg.Records.Retry(ctx, id, s.Actor, note); err == nil && !retried {
+			done = "retry-noop"
+		}
+	case "override":
+		_, err = h.cfg.Records.Override(ctx, id, s.Actor, r.PostForm.Get("outcome"), note)
+	case "resolve":
+		_, err = h.cfg.Records.Resolve(ctx, id, s.Actor, note)
+	case "ignore":
+		_, err = h.cfg.Records.Ignore(ctx, id, s.Actor, note)
+	default:
+		h.render(w, http.StatusNotFound, "error", view{Title: "Not found", Session: s, Error: "No such action."})
+		return
+	}
+	if err != nil {
+		status, detail := statusOf(err)
+		if status == http.StatusInternalServerError {
+			h.cfg.Logger.ErrorContext(ctx, "console action", "action", done, "record", id, "err", err)
+		}
+		rec, gerr := h.cfg.Records.Get(ctx, id)
+		if gerr != nil {
+			h.consoleFail(w, r, s, gerr)
+			return
+		}
+		h.render(w, status, "detail", view{Title: rec.ID, Session: s, Error: detail, Data: rec})
+		return
+	}
+	http.Redirect(w, r, "/ops/records/"+url.PathEscape(id)+"?done="+done, http.StatusSeeOther)
+}
+
+func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s session) {
+	q := url.Values{}
+	for _, k := range []string{"status", "source", "class", "from", "to", "q"} {
+		if v := r.PostForm.Get(k); v != "" {
+			q.Set(k, v)
+		}
+	}
+	f, err := ParseFilter(q)
+	if err == nil {
+		_, err = h.cfg.Records.BulkRetry(r.Context(), f, s.Actor, r.PostForm.Get("note"))
+	}
+	if err != nil {
+		h.consoleFail(w, r, s, err)
+		return
+	}
+	q.Set("done", "bulk")
+	http.Redirect(w, r, "/ops/?"+q.Encode(), http.StatusSeeOther)
+}
+
+type lookupData struct {
+	By    string
+	Value string
+	Page  attempts.Page
+	Asked bool
+}
+
+func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) {
+	d := lookupData{By: r.URL.Query().Get("by"), Value: strings.TrimSpace(r.URL.Query().Get("value"))}
+	v := view{Title: "Attempt lookup", Session: s}
+	status := http.StatusOK
+	if d.Value != "" {
+		q := url.Values{}
+		q.Set(d.By, d.Value)
+		by, value, err := ParseLookup(q)
+		switch {
+		case err != nil:
+			v.Error, status = "Choose what to look up by and give a value.", http.StatusBadRequest
+		case h.cfg.Attempts == nil:
+			v.Error = "The attempt log is not configured."
+		default:
+			d.Page, err = h.cfg.Attempts.Lookup(r.Context(), by, value, "")
+			if err != nil {
+				st, detail := statusOf(err)
+				if st == http.StatusInternalServerError {
+					h.cfg.Logger.ErrorContext(r.Context(), "console lookup", "err", err)
+				}
+				v.Error, status = detail, st
+			}
+			d.Asked = err == nil
+		}
+	}
+	v.Data = d
+	h.render(w, status, "lookup", v)
+}
+
+// chart is an inline SVG line chart of the open count per hour.
+type chart struct {
+	Width, Height int
+	Line, Area    string
+	Max           int64
+	First, Last   string
+	Now           int64
+	Empty         bool
+}
+
+func drawChart(hs []deadletter.HourCount) chart {
+	c := chart{Width: 720, Height: 140, Empty: len(hs) == 0}
+	if c.Empty {
+		return c
+	}
+	for _, h := range hs {
+		if h.Open > c.Max {
+			c.Max = h.Open
+		}
+	}
+	top := c.Max
+	if top < 1 {
+		top = 1
+	}
+	const pad = 4
+	dx := float64(c.Width-2*pad) / float64(max(len(hs)-1, 1))
+	var line strings.Builder
+	for i, h := range hs {
+		x := pad + float64(i)*dx
+		y := float64(pad) + float64(c.Height-2*pad)*(1-float64(h.Open)/float64(top))
+		fmt.Fprintf(&line, "%.1f,%.1f ", x, y)
+	}
+	c.Line = strings.TrimSpace(line.String())
+	c.Area = fmt.Sprintf("%d,%d %s %.1f,%d", pad, c.Height-pad, c.Line, pad+float64(len(hs)-1)*dx, c.Height-pad)
+	c.First = hs[0].Hour.Format("Jan 2 15:04")
+	c.Last = hs[len(hs)-1].Hour.Format("Jan 2 15:04")
+	c.Now = hs[len(hs)-1].Open
+	return c
+}
