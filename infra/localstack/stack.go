@@ -286,7 +286,6 @@ func classify(d provider.Decline) string {
 
 // Handler is every route of template.yaml. The adapters it wires (QueueSink, QueueResolver,
 // the attempt observers) are the ones functions/*/main.go wires to the AWS services.
-
 func (s *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
 	local := func(*http.Request) string { return "local" }

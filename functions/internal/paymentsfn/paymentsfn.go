@@ -69,15 +69,8 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 	if err != nil {
 		return nil, err
 	}
-	keys := secrets.NewSSM(ssm.NewFromConfig(cfg))
-	keys.Logger = log
-	stripe := stripeprovider.NewSecretKeyed(keys, keyParam, stripeprovider.Config{
-		BaseURL:  env.Optional(EnvStripeAPIBase, ""),
-		Timeout:  time.Duration(timeoutMS) * time.Millisecond,
-		Observer: attempts.StripeObserver{Record: attempts.BestEffort(attemptLog, log)},
-	})
-	seed := uint64(time.Now().UnixNano())
-	policy := retry.New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+	stripe := Stripe(cfg, keyParam, env.Optional(EnvStripeAPIBase, ""), time.Duration(timeoutMS)*time.Millisecond, attemptLog, log)
+	policy := retry.New(NewRand())
 	policy.Logger = log
 	// As locally: an unknown outcome is resolved in the background through the resolve queue,
 	// not retried while the caller waits.
@@ -115,4 +108,22 @@ func Classify(d provider.Decline) string {
 	return string(declines.Classify(declines.Decline{Code: d.Code, AdviceCode: d.AdviceCode,
 		NetworkAdviceCode: d.NetworkAdviceCode, NetworkDeclineCode: d.NetworkDeclineCode,
 		Network: declines.Network(d.Network)}).Class)
+}
+
+// Stripe is the Stripe adapter with its key in SSM parameter keyParam (read on the first call,
+// then cached and refreshed) and every exchange put into the attempt log.
+func Stripe(cfg aws.Config, keyParam, baseURL string, timeout time.Duration, attemptLog *attempts.Log, log *slog.Logger) provider.Provider {
+	keys := secrets.NewSSM(ssm.NewFromConfig(cfg))
+	keys.Logger = log
+	return stripeprovider.NewSecretKeyed(keys, keyParam, stripeprovider.Config{
+		BaseURL:  baseURL,
+		Timeout:  timeout,
+		Observer: attempts.StripeObserver{Record: attempts.BestEffort(attemptLog, log)},
+	})
+}
+
+// NewRand is a jitter source seeded per container, so two containers do not retry in step.
+func NewRand() *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
