@@ -23,6 +23,12 @@ type clock struct {
 
 var _ asl.Clock = (*clock)(nil)
 
+// wallClock is the wall clock in the same type.
+func wallClock() *clock {
+	now := time.Now()
+	return &clock{Base: now, Anchor: now, Factor: 1}
+}
+
 func newClock(dir string, factor float64) (*clock, error) {
 	path := filepath.Join(dir, "clock.json")
 	wall := time.Now()

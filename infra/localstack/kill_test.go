@@ -21,6 +21,7 @@ import (
 // process is the real infra/local binary, so kill -9 is a real kill.
 type process struct {
 	t       *testing.T
+	extra   []string
 	bin     string
 	data    string
 	api     string
@@ -63,8 +64,8 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startProcess(t *testing.T, data string) *process {
-	p := &process{t: t, bin: buildLocal(t), data: data, api: freeAddr(t), sim: freeAddr(t)}
+func startProcess(t *testing.T, data string, extra ...string) *process {
+	p := &process{t: t, bin: buildLocal(t), data: data, api: freeAddr(t), sim: freeAddr(t), extra: extra}
 	p.start()
 	return p
 }
@@ -76,8 +77,9 @@ func (p *process) start() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.cmd = exec.Command(p.bin, "-addr", p.api, "-sim-addr", p.sim, "-data", p.data,
-		"-provider-timeout", "2s", "-request-timeout", "2s", "-resolve-delay", "100ms")
+	args := append([]string{"-addr", p.api, "-sim-addr", p.sim, "-data", p.data,
+		"-provider-timeout", "2s", "-request-timeout", "2s", "-resolve-delay", "100ms"}, p.extra...)
+	p.cmd = exec.Command(p.bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
@@ -197,5 +199,75 @@ func TestKillAndRestartKeepsEverything(t *testing.T) {
 	}
 	if n := simCount(t, p.sim); n != 20 {
 		t.Fatalf("the simulator holds %v PaymentIntents, want 20", n)
+	}
+}
+
+func (p *process) stack() *Stack {
+	return &Stack{cfg: Config{OperatorToken: DefaultOperatorToken}, apiLn: fixedAddr(p.api), simLn: fixedAddr(p.sim)}
+}
+
+// fixedAddr lets the HTTP helpers of the in-process tests address a process's ports.
+type fixedAddr string
+
+func (a fixedAddr) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (a fixedAddr) Close() error              { return nil }
+func (a fixedAddr) Addr() net.Addr            { return addr(a) }
+
+type addr string
+
+func (a addr) Network() string { return "tcp" }
+func (a addr) String() string  { return string(a) }
+
+// TestKillDuringRecoveryWait kills the stack while a recovery waits for its planned moment:
+// after the restart the execution resumes at the Wait with its original due time, and the card
+// is charged exactly once more.
+func TestKillDuringRecoveryWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	// Two days of waiting take about 8 s at this factor: long enough to kill in the middle.
+	p := startProcess(t, t.TempDir(), "-time-factor", "20000")
+	s := p.stack()
+	programCard(t, s.SimURL(), "pm_wait_kill", "insufficient_funds", 1)
+	v := createDeclined(t, s, "wait-kill", "pm_wait_kill")
+	// The recovery reaches its Wait within milliseconds of the decline; the wait lasts about
+	// 8 s of wall time. A real process gives no hook to wait on, so give it a moment.
+	time.Sleep(time.Second)
+	p.kill()
+	p.start()
+	eventually(t, 60*time.Second, "the payment is recovered after the restart", func() bool {
+		return strings.Contains(call(t, "GET", s.APIURL()+"/payments/"+v.ID, "", "").body, `"status":"succeeded"`)
+	})
+	if got := simEvents(t, s, deref(v.ProviderPaymentID)); fmt.Sprint(got) != "[payment_failed succeeded]" {
+		t.Fatalf("charges at the provider: %v", got)
+	}
+}
+
+// TestKillDuringRecoveryCharge kills the stack while the recovery's charge is at the provider
+// (held there by a latency fault): after the restart the Charge step runs again with the same
+// attempt key, and the provider charges once.
+func TestKillDuringRecoveryCharge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	p := startProcess(t, t.TempDir(), "-time-factor", "200000")
+	s := p.stack()
+	programCard(t, s.SimURL(), "pm_charge_kill", "insufficient_funds", 1)
+	// Every confirm from now on answers 3 s late: the recovery's charge is in flight then.
+	a := call(t, "POST", s.SimURL()+"/_sim/faults", "", `{"path_prefix":"/v1/payment_intents/","fault":"latency","latency_ms":3000,"count":1}`)
+	if a.status != http.StatusCreated {
+		t.Fatalf("arm: %d %s", a.status, a.body)
+	}
+	v := createDeclined(t, s, "charge-kill", "pm_charge_kill")
+	eventually(t, 20*time.Second, "the recovery charge reaches the provider", func() bool {
+		return strings.Contains(call(t, "GET", s.SimURL()+"/_sim/faults", "", "").body, `"armed":[]`)
+	})
+	p.kill()
+	p.start()
+	eventually(t, 60*time.Second, "the payment is recovered after the restart", func() bool {
+		return strings.Contains(call(t, "GET", s.APIURL()+"/payments/"+v.ID, "", "").body, `"status":"succeeded"`)
+	})
+	if got := simEvents(t, s, deref(v.ProviderPaymentID)); fmt.Sprint(got) != "[payment_failed succeeded]" {
+		t.Fatalf("charges at the provider: %v", got)
 	}
 }

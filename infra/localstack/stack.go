@@ -18,11 +18,14 @@ import (
 	"github.com/runtwice/twice/infra/localqueue"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/secrets"
@@ -71,9 +74,11 @@ type Config struct {
 	// ProviderTimeout bounds one provider call (default 3 s); past it the outcome is unknown and
 	// the payment is resolved in the background.
 	ProviderTimeout time.Duration
-	// TimeFactor runs the stack's domain clock this many times faster than the wall clock
-	// (default 1), so a recovery planned days ahead happens in seconds. The mapping is kept
-	// in the data directory, so a restart keeps its timeline.
+	// TimeFactor runs payment recovery's clock (its plans, its Waits, its caps) this many times
+	// faster than the wall clock (default 1), so a recovery planned days ahead happens in
+	// seconds. Everything else keeps wall time: webhook signatures, idempotency locks and
+	// reconciliation windows are about real seconds. The mapping is kept in the data
+	// directory, so a restart keeps the recovery timeline.
 	TimeFactor float64
 	// ResolveDelay is the wait before a background resolve of an unknown outcome (default 2 s).
 	ResolveDelay time.Duration
@@ -83,6 +88,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// LockMargin is added to the request deadline for the lock's expiry (default 5 s).
 	LockMargin time.Duration
+	// ReconcileEvery is the reconciliation schedule (default 1 h, as in template.yaml; a
+	// negative value turns it off). POST /ops/reconcile runs one on demand.
+	ReconcileEvery time.Duration
 
 	Logger *slog.Logger
 }
@@ -115,6 +123,9 @@ func (c *Config) defaults() {
 	if c.LockMargin <= 0 {
 		c.LockMargin = 5 * time.Second
 	}
+	if c.ReconcileEvery == 0 {
+		c.ReconcileEvery = time.Hour
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -125,6 +136,8 @@ type Stack struct {
 	cfg   Config
 	log   *slog.Logger
 	clock *clock
+	// recoveryClock is clock, TimeFactor times faster.
+	recoveryClock *clock
 
 	store    *boltstore.Store
 	broker   *localqueue.Broker
@@ -134,6 +147,10 @@ type Stack struct {
 	payments *payments.Service
 	worker   *worker.Worker
 	runner   *asl.Runner
+	// recoverer starts recoveries; deadletters is the dead-letter table; recon reconciles.
+	recoverer   *recovery.Recoverer
+	deadletters *deadletter.Table
+	recon       *recon.Reconciler
 
 	apiLn, simLn   net.Listener
 	apiSrv, simSrv *http.Server
@@ -150,7 +167,8 @@ func New(cfg Config) (*Stack, error) {
 	}
 	s := &Stack{cfg: cfg, log: cfg.Logger, queues: map[string]*localqueue.Queue{}}
 	var err error
-	if s.clock, err = newClock(cfg.DataDir, cfg.TimeFactor); err != nil {
+	s.clock = wallClock()
+	if s.recoveryClock, err = newClock(cfg.DataDir, cfg.TimeFactor); err != nil {
 		return nil, err
 	}
 	// Listen first, so the simulator knows where to send webhooks even on a ":0" address.
@@ -228,8 +246,16 @@ func (s *Stack) build() error {
 	if err != nil {
 		return err
 	}
+	s.deadletters = deadletter.NewTable(s.store, requeuer{s}, deadletter.WithClock(s.clock.Now), deadletter.WithLogger(s.log))
 	recoverer, err := s.buildRecovery(client, seed)
 	if err != nil {
+		return err
+	}
+	s.recoverer = recoverer
+	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
+	readPolicy.Logger = s.log
+	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
+		Sink: reconDeadLetters{s.deadletters}, Log: s.log, Now: s.clock.Now}); err != nil {
 		return err
 	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
@@ -255,9 +281,9 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 	steps, err := recovery.NewSteps(recovery.StepsConfig{
 		Provider:    &retry.Provider{Next: client, Policy: policy},
 		Store:       s.store,
-		DeadLetters: s.deadLetters(),
+		DeadLetters: recoveryDeadLetters{s.deadletters},
 		Policy:      recovery.DefaultPolicy(),
-		Now:         s.clock.Now,
+		Now:         s.recoveryClock.Now,
 		Rand:        rand.New(rand.NewPCG(seed+2, seed^0xbb67ae8584caa73b)),
 		Log:         s.log,
 	})
@@ -269,7 +295,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 		return nil, err
 	}
 	s.runner = asl.New(checkpoints, asl.TaskRegistry{recoveryStepsARN: recovery.LambdaHandler(steps.Handle)},
-		asl.WithClock(s.clock), asl.WithLogger(s.log), asl.WithRand(rand.New(rand.NewPCG(seed+3, seed))))
+		asl.WithClock(s.recoveryClock), asl.WithLogger(s.log), asl.WithRand(rand.New(rand.NewPCG(seed+3, seed))))
 	def := asl.Substitute(statemachines.PaymentRecovery, map[string]string{statemachines.RecoveryStepsFunctionArn: recoveryStepsARN})
 	if err := s.runner.Define(recoveryMachine, def); err != nil {
 		return nil, err
@@ -310,6 +336,13 @@ func (s *Stack) Handler() http.Handler {
 	in.Logger = s.log
 	in.Observer = attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}
 	mux.Handle(ingest.Pattern, in)
+	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
+		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon})
+	if err != nil {
+		s.log.Error("operator API disabled", "error", err)
+	} else {
+		mux.Handle("/ops/", ops)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	return mux
 }
@@ -331,8 +364,24 @@ func (s *Stack) Start() {
 		{Queue: s.queues[resolveQueue], Handler: s.payments.HandleResolve, Visibility: 10 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
 	}
+	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
+	for _, dlq := range []string{webhookDLQ, resolveDLQ} {
+		consumers = append(consumers, &queue.Consumer{Queue: s.queues[dlq], Handler: sink.Handle, Visibility: 30 * time.Second,
+			Wait: 5 * time.Second, SourceARN: arn(dlq), Region: "local", Logger: s.log})
+	}
 	for _, c := range consumers {
 		s.goRun(func() { _ = c.Run(ctx) })
+	}
+	if s.cfg.ReconcileEvery > 0 {
+		s.goRun(func() {
+			_ = recon.Every(ctx, s.cfg.ReconcileEvery, reconClock{s.clock}, func(ctx context.Context) {
+				if rep, err := s.recon.Handle(ctx, nil); err != nil {
+					s.log.Error("scheduled reconciliation failed", "error", err)
+				} else {
+					s.log.Info("reconciliation", "run_id", rep.RunID, "differences", len(rep.Differences))
+				}
+			})
+		})
 	}
 	// Executions a kill -9 interrupted continue at the step they stopped.
 	if n, err := s.runner.Resume(ctx); err != nil {

@@ -82,6 +82,9 @@ type Target struct {
 	Body      json.RawMessage `json:"body,omitempty"`
 	PaymentID string          `json:"payment_id,omitempty"`
 	Invoice   string          `json:"invoice,omitempty"`
+	// Retry is the number of the retry a Requeue carries out (1 for the first); it is set on
+	// the copy handed to the Requeuer, never stored.
+	Retry int `json:"-"`
 }
 
 // Retryable reports whether the target can be retried.

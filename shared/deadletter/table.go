@@ -577,7 +577,9 @@ func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool
 		return r, false, err
 	}
 	retryID := RetryID(r.ID, r.Retries)
-	if err := t.requeue.Requeue(ctx, r.Target, retryID); err != nil {
+	tgt := r.Target
+	tgt.Retry = r.Retries
+	if err := t.requeue.Requeue(ctx, tgt, retryID); err != nil {
 		t.log.ErrorContext(ctx, "dead-letter retry not sent", "record", r.ID, "retry_id", retryID, "err", err)
 		n := r.Retries
 		back, _, berr := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {

@@ -1,6 +1,7 @@
 package opsapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -20,6 +21,7 @@ import (
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/recon"
 )
 
 // Records is what the operator API needs of the dead-letter table.
@@ -61,6 +63,14 @@ type Config struct {
 	Now    func() time.Time
 	Rand   io.Reader // session nonces; default crypto/rand
 	Logger *slog.Logger
+	// Reconcile, when set, serves POST /ops/reconcile: an on-demand reconciliation run with the
+	// request body as the run's input ({} for the default window, or {"from","to"}).
+	Reconcile Reconciler
+}
+
+// Reconciler runs a reconciliation (recon.Reconciler.Handle).
+type Reconciler interface {
+	Handle(ctx context.Context, input json.RawMessage) (recon.Report, error)
 }
 
 // Handler serves the operator API and the console under /ops.
@@ -102,6 +112,9 @@ func New(cfg Config) (*Handler, error) {
 	api("POST /ops/deadletters/{id}/ignore", h.settle(ActionIgnore))
 	api("POST /ops/deadletters/retry", h.bulkRetry)
 	api("GET /ops/attempts", h.lookup)
+	if cfg.Reconcile != nil {
+		api("POST /ops/reconcile", h.reconcile)
+	}
 	h.console()
 	return h, nil
 }
@@ -484,4 +497,29 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// reconcile runs a reconciliation now and answers its report. A window already reconciled
+// answers the stored report (run ids derive from the window).
+func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, who string) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<10))
+	if err != nil {
+		problem.Error(w, http.StatusBadRequest, "The request body could not be read.")
+		return
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	rep, err := h.cfg.Reconcile.Handle(r.Context(), body)
+	switch {
+	case errors.Is(err, recon.ErrBadEvent), errors.Is(err, recon.ErrBadWindow):
+		problem.Error(w, http.StatusBadRequest, "The reconciliation window is not valid: give {} or {\"from\",\"to\"} in RFC 3339.")
+		return
+	case err != nil:
+		h.cfg.Logger.ErrorContext(r.Context(), "reconciliation failed", "by", who, "err", err)
+		problem.Error(w, http.StatusBadGateway, "The reconciliation could not finish; it is safe to run it again.")
+		return
+	}
+	h.cfg.Logger.InfoContext(r.Context(), "reconciliation run", "by", who, "run_id", rep.RunID)
+	writeJSON(w, http.StatusOK, rep)
 }

@@ -1,0 +1,178 @@
+package localstack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/infra/asl"
+	"github.com/runtwice/twice/shared/payments"
+)
+
+// recoveryFactor runs recovery's clock fast enough that a wait of days takes about a second.
+const recoveryFactor = 200_000
+
+func programCard(t *testing.T, simURL, pm, code string, times int) {
+	t.Helper()
+	a := call(t, "POST", simURL+"/_sim/cards", "", fmt.Sprintf(`{"payment_method":%q,"brand":"visa","decline_code":%q,"times":%d}`, pm, code, times))
+	if a.status >= 300 {
+		t.Fatalf("program card: %d %s", a.status, a.body)
+	}
+}
+
+func createDeclined(t *testing.T, s *Stack, key, pm string) payments.View {
+	t.Helper()
+	a := call(t, "POST", s.APIURL()+"/payments", key, fmt.Sprintf(`{"amount":4200,"currency":"usd","customer":"cus_rec","payment_method":%q,"invoice":"inv_%s"}`, pm, key))
+	var v payments.View
+	if err := json.Unmarshal([]byte(a.body), &v); err != nil || a.status != http.StatusPaymentRequired {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	return v
+}
+
+// events lists the simulator's events for a PaymentIntent: one per charge attempt's outcome.
+func simEvents(t *testing.T, s *Stack, pi string) []string {
+	t.Helper()
+	a := call(t, "GET", s.SimURL()+"/_sim/events?object_id="+pi, "", "")
+	var out struct {
+		Data []struct {
+			Type string `json:"type"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &out); err != nil {
+		t.Fatalf("events %s: %v", a.body, err)
+	}
+	var types []string
+	for i := len(out.Data) - 1; i >= 0; i-- { // oldest first
+		types = append(types, strings.TrimPrefix(out.Data[i].Type, "payment_intent."))
+	}
+	return types
+}
+
+func execution(t *testing.T, s *Stack) asl.Execution {
+	t.Helper()
+	var ex []asl.Execution
+	eventually(t, 10*time.Second, "a recovery execution starts", func() bool {
+		ex, _ = s.runner.ListExecutions(context.Background(), recoveryMachine)
+		return len(ex) == 1
+	})
+	return ex[0]
+}
+
+func opsList(t *testing.T, s *Stack, query string) []map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", s.APIURL()+"/ops/deadletters?"+query, nil)
+	req.Header.Set("Authorization", "Bearer "+s.Config().OperatorToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Records []map[string]any `json:"records"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+		t.Fatal(err)
+	}
+	return page.Records
+}
+
+func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
+	s := newStack(t, Config{TimeFactor: recoveryFactor})
+	programCard(t, s.SimURL(), "pm_soft_funds", "insufficient_funds", 1)
+	v := createDeclined(t, s, "soft-1", "pm_soft_funds")
+	if deref(v.DeclineClass) != "limit" {
+		t.Fatalf("class %v", deref(v.DeclineClass))
+	}
+	ex := execution(t, s)
+	eventually(t, 30*time.Second, "the payment is recovered", func() bool {
+		return strings.Contains(call(t, "GET", s.APIURL()+"/payments/"+v.ID, "", "").body, `"status":"succeeded"`)
+	})
+	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	if err != nil || done.Status != asl.StatusSucceeded {
+		t.Fatalf("execution %+v %v", done, err)
+	}
+	// The charge ran when the plan said, not before: the Wait's input names the moment and the
+	// Charge state was entered at or after it.
+	hist, err := s.runner.GetExecutionHistory(context.Background(), ex.ExecutionArn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planned time.Time
+	var charged time.Time
+	for _, e := range hist {
+		switch {
+		case e.Type == "WaitStateEntered":
+			var in struct {
+				Plan struct {
+					At time.Time `json:"at"`
+				} `json:"plan"`
+			}
+			json.Unmarshal(e.Input, &in)
+			planned = in.Plan.At
+		case e.Type == "TaskStateEntered" && e.StateName == "Charge":
+			charged = e.Timestamp
+		}
+	}
+	if planned.IsZero() || charged.Before(planned) {
+		t.Fatalf("planned %v, charged %v", planned, charged)
+	}
+	// A likely-funded moment: the next payday (the 1st or the 15th) in the morning, not hours later.
+	if d := planned.UTC().Day(); d != 1 && d != 15 {
+		t.Fatalf("insufficient funds retried on day %d", d)
+	}
+	if got := simEvents(t, s, deref(v.ProviderPaymentID)); fmt.Sprint(got) != "[payment_failed succeeded]" {
+		t.Fatalf("charges at the provider: %v", got)
+	}
+	t.Logf("transitions: %d, planned %s", done.StateTransitions, planned.Format(time.RFC3339))
+}
+
+func TestHardDeclineStopsAtOnceWithADeadLetter(t *testing.T) {
+	s := newStack(t, Config{TimeFactor: recoveryFactor})
+	v := createDeclined(t, s, "hard-1", "pm_card_visa_chargeDeclinedLostCard")
+	ex := execution(t, s)
+	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	if err != nil || done.Status != asl.StatusSucceeded {
+		t.Fatalf("execution %+v %v", done, err)
+	}
+	var recs []map[string]any
+	eventually(t, 10*time.Second, "a dead-letter record opens", func() bool {
+		recs = opsList(t, s, "source=recovery")
+		return len(recs) == 1
+	})
+	if recs[0]["payment_id"] != v.ID || recs[0]["class"] != "decline_hard" {
+		t.Fatalf("record %v", recs[0])
+	}
+	if got := simEvents(t, s, deref(v.ProviderPaymentID)); fmt.Sprint(got) != "[payment_failed]" {
+		t.Fatalf("a hard decline was retried: %v", got)
+	}
+}
+
+func TestExhaustedScheduleLeavesADeadLetter(t *testing.T) {
+	s := newStack(t, Config{TimeFactor: recoveryFactor})
+	programCard(t, s.SimURL(), "pm_always_failing", "processing_error", 1000)
+	v := createDeclined(t, s, "tech-1", "pm_always_failing")
+	ex := execution(t, s)
+	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	if err != nil || done.Status != asl.StatusSucceeded {
+		t.Fatalf("execution %+v %v", done, err)
+	}
+	var recs []map[string]any
+	eventually(t, 10*time.Second, "a dead-letter record opens", func() bool {
+		recs = opsList(t, s, "source=recovery")
+		return len(recs) == 1
+	})
+	if recs[0]["class"] != "exhausted_recovery" {
+		t.Fatalf("record %v", recs[0])
+	}
+	// One charge per planned attempt: the original and the eight the default policy allows.
+	got := simEvents(t, s, deref(v.ProviderPaymentID))
+	if len(got) != 9 {
+		t.Fatalf("%d charges at the provider: %v", len(got), got)
+	}
+	t.Logf("transitions: %d", done.StateTransitions)
+}
