@@ -12,8 +12,8 @@ import (
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
-	"github.com/runtwice/twice/shared/ssmparam"
 	"github.com/runtwice/twice/shared/sqsqueue"
+	"github.com/runtwice/twice/shared/ssmparam"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
 )

@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/runtwice/twice/functions/internal/paymentsfn"
+	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/payments"
@@ -21,11 +21,11 @@ func main() {
 	}
 	env := &lambdaenv.Env{}
 	tables := env.Tables(worker.Table, payments.Table)
-	recoverer := paymentsfn.Recoverer(cfg, env, log) // payment_intent.payment_failed starts recovery
+	recoverer := recoveryfn.Recoverer(cfg, env, log) // payment_intent.payment_failed starts recovery
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: paymentsfn.Classify,
+	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: recoveryfn.Classify,
 		OnDecline: recoverer, Log: log}
 	lambda.Start(w.Handle) // per-message failures: ReportBatchItemFailures
 }

@@ -11,20 +11,18 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/attempts"
-	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
-	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
-	"github.com/runtwice/twice/shared/ssmparam"
 	"github.com/runtwice/twice/shared/sqsqueue"
+	"github.com/runtwice/twice/shared/ssmparam"
 	"github.com/runtwice/twice/shared/stripeprovider"
 )
 
@@ -35,7 +33,6 @@ const (
 	EnvStripeAPIBase   = "TWICE_STRIPE_API_BASE" // optional: stripe-mock or the simulator in tests
 	EnvRetentionDays   = "TWICE_IDEMPOTENCY_RETENTION_DAYS"
 	EnvProviderTimeout = "TWICE_PROVIDER_TIMEOUT_MS" // optional, default 3000
-	EnvStateMachineARN = "TWICE_RECOVERY_STATE_MACHINE_ARN"
 )
 
 // ResolveDelay is how long a resolve job waits before it repeats the provider call.
@@ -50,7 +47,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 	tables := env.Tables(Tables...)
 	queueURL := env.Get(EnvResolveQueueURL)
 	keyParam := env.Get(EnvStripeKeyParam)
-	recoverer := Recoverer(cfg, env, log)
+	recoverer := recoveryfn.Recoverer(cfg, env, log)
 	days, err := strconv.Atoi(env.Optional(EnvRetentionDays, "7"))
 	if err != nil {
 		return nil, errors.New("paymentsfn: " + EnvRetentionDays + " is not a number of days")
@@ -87,26 +84,10 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		Keeper:    keeper,
 		Provider:  &retry.Provider{Next: stripe, Policy: policy},
 		Resolver:  payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
-		Classify:  Classify,
+		Classify:  recoveryfn.Classify,
 		OnDecline: recoverer,
 		Log:       log,
 	}, nil
-}
-
-// Recoverer starts payment recovery on the state machine named by EnvStateMachineARN; a
-// missing variable is noted in env.
-func Recoverer(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) *recovery.Recoverer {
-	return &recovery.Recoverer{
-		Starter: &recovery.SFNStarter{Client: sfn.NewFromConfig(cfg), StateMachineArn: env.Get(EnvStateMachineARN)},
-		Log:     log,
-	}
-}
-
-// Classify is the decline_class the API and the worker store.
-func Classify(d provider.Decline) string {
-	return string(declines.Classify(declines.Decline{Code: d.Code, AdviceCode: d.AdviceCode,
-		NetworkAdviceCode: d.NetworkAdviceCode, NetworkDeclineCode: d.NetworkDeclineCode,
-		Network: declines.Network(d.Network)}).Class)
 }
 
 // Stripe is the Stripe adapter with its key in SSM parameter keyParam (read on the first call,
