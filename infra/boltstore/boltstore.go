@@ -30,7 +30,17 @@ type Store struct {
 	db     *bolt.DB
 	writes chan *writeReq
 	done   chan struct{}
+	// stopTrim ends the background trimming; nil when none runs.
+	stopTrim func()
 }
+
+// A store opened with Open looks at the process's file-backed resident memory every
+// trimCheckEvery and trims (see Trim) when it is above TrimAbove: the resident set then stays
+// near TrimAbove plus what is touched in one interval, whatever the file's size.
+const (
+	trimCheckEvery = 50 * time.Millisecond
+	TrimAbove      = 32 << 20
+)
 
 // Open opens (creating if needed) the bbolt file at path and starts its committer. Another
 // process holding the file makes Open fail after a second rather than wait forever.
@@ -43,7 +53,35 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
-	return New(db), nil
+	s := New(db)
+	s.stopTrim = KeepTrimmed(db)
+	return s, nil
+}
+
+// KeepTrimmed trims db (see Trim) whenever the process's file-backed resident memory is above
+// TrimAbove, checking every trimCheckEvery, until the returned stop is called (before db is
+// closed).
+func KeepTrimmed(db *bolt.DB) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(trimCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				if mappedResident() > TrimAbove {
+					_ = Trim(db)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
 // New wraps an open bbolt database, so the local stack can share one file between the store
@@ -59,6 +97,9 @@ func (s *Store) DB() *bolt.DB { return s.db }
 
 // Close waits for queued writes, then closes the file.
 func (s *Store) Close() error {
+	if s.stopTrim != nil {
+		s.stopTrim()
+	}
 	close(s.writes)
 	<-s.done
 	return s.db.Close()

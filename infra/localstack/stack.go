@@ -91,6 +91,9 @@ type Config struct {
 	// ReconcileEvery is the reconciliation schedule (default 1 h, as in template.yaml; a
 	// negative value turns it off). POST /ops/reconcile runs one on demand.
 	ReconcileEvery time.Duration
+	// ReconcileGrace is how old a difference must be to count (default 10 min): younger
+	// pending payments and unmatched provider payments may still be settling.
+	ReconcileGrace time.Duration
 
 	Logger *slog.Logger
 }
@@ -157,6 +160,8 @@ type Stack struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// stopSimTrim stops keeping the simulator's file out of the resident set.
+	stopSimTrim func()
 }
 
 // New opens the data directory and builds the stack; Start serves it.
@@ -214,6 +219,7 @@ func (s *Stack) build() error {
 	if err != nil {
 		return err
 	}
+	s.stopSimTrim = boltstore.KeepTrimmed(s.sim.DB())
 
 	if s.attempts, err = attempts.NewLog(s.store, attempts.Config{}, attempts.WithClock(s.clock.Now)); err != nil {
 		return err
@@ -255,7 +261,7 @@ func (s *Stack) build() error {
 	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
 	readPolicy.Logger = s.log
 	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
-		Sink: reconDeadLetters{s.deadletters}, Log: s.log, Now: s.clock.Now}); err != nil {
+		Sink: reconDeadLetters{s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace}); err != nil {
 		return err
 	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,

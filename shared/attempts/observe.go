@@ -121,8 +121,26 @@ func (i IngestObserver) Observe(ctx context.Context, in ingest.Attempt) {
 			a.Outcome = OutcomeRejectedSignature
 		}
 	}
+	if a.EventID == "" {
+		// A refused delivery has no verified id; the id it claims still answers "did they
+		// send it, and why did we refuse it?". Its outcome says it was refused.
+		a.EventID = claimedEventID(in)
+	}
 	a.PaymentID = paymentIDInEvent(in.Body)
 	i.Record(ctx, a)
+}
+
+func claimedEventID(in ingest.Attempt) string {
+	if id := in.Header.Get("Webhook-Id"); id != "" {
+		return id
+	}
+	var ev struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(in.Body, &ev) == nil {
+		return ev.ID
+	}
+	return ""
 }
 
 func paymentIDInEvent(body []byte) string {

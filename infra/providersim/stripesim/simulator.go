@@ -100,6 +100,10 @@ type Simulator struct {
 
 var _ http.Handler = (*Simulator)(nil)
 
+// DB is the simulator's bbolt database, for process-level housekeeping (the local stack keeps
+// its mapped pages out of the resident set).
+func (s *Simulator) DB() *bolt.DB { return s.db }
+
 // New opens (or creates) the simulator's state under cfg.DataDir.
 func New(cfg Config) (*Simulator, error) {
 	if cfg.DataDir == "" {

@@ -1,0 +1,56 @@
+package localstack
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// TestStandardWebhooksDelivery sends a Standard Webhooks delivery signed by the reference
+// library, and a tampered one: the first is accepted and its delivery can be looked up by event
+// id; the second is refused and recorded as a rejected signature.
+func TestStandardWebhooksDelivery(t *testing.T) {
+	s := newStack(t, Config{})
+	wh, err := standardwebhooks.NewWebhook(s.Config().StandardWebhookSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(id, body string, tamper bool) int {
+		now := time.Now()
+		sig, err := wh.Sign(id, now, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tamper {
+			body = strings.Replace(body, "100", "900", 1)
+		}
+		req, _ := http.NewRequest("POST", s.APIURL()+"/webhooks/standard", strings.NewReader(body))
+		req.Header.Set("webhook-id", id)
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set("webhook-signature", sig)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	body := `{"type":"invoice.paid","timestamp":"2026-11-29T10:00:00Z","data":{"id":"inv_1","amount":100}}`
+	if got := send("msg_ok", body, false); got != http.StatusOK {
+		t.Fatalf("signed delivery: %d", got)
+	}
+	if got := send("msg_bad", body, true); got != http.StatusBadRequest {
+		t.Fatalf("tampered delivery: %d", got)
+	}
+	eventually(t, 10*time.Second, "the delivery is in the attempt log", func() bool {
+		return strings.Contains(ops(t, s, "GET", "/ops/attempts?event_id=msg_ok", "").body, `"status":200`)
+	})
+	a := ops(t, s, "GET", "/ops/attempts?event_id=msg_bad", "")
+	if !strings.Contains(a.body, `"rejected_signature"`) || strings.Contains(a.body, "v1,") {
+		t.Fatalf("rejected delivery not recorded, or its signature kept: %s", a.body)
+	}
+}
