@@ -272,4 +272,21 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		}
 	})
 	_ = paymentID
+
+	t.Run("reconciler", func(t *testing.T) {
+		em := e.start(t, "reconciler")
+		var first, again struct {
+			RunID    string `json:"run_id"`
+			Replayed bool   `json:"replayed"`
+		}
+		b, err := em.Invoke(ctx, e.event(t, "reconciler/scheduled.json"))
+		if err != nil || json.Unmarshal(b, &first) != nil || first.RunID == "" || first.Replayed {
+			t.Fatalf("scheduled run: %s %v", b, err)
+		}
+		// The Scheduler retrying the same scheduled time gets the stored report: run id = window.
+		b, err = em.Invoke(ctx, e.event(t, "reconciler/scheduled.json"))
+		if err != nil || json.Unmarshal(b, &again) != nil || again.RunID != first.RunID || !again.Replayed {
+			t.Fatalf("repeated run: %s %v", b, err)
+		}
+	})
 }

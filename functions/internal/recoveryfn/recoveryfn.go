@@ -6,6 +6,7 @@ package recoveryfn
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +16,7 @@ import (
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
 )
 
@@ -53,9 +55,39 @@ func (s Sink) Open(ctx context.Context, d recovery.DeadLetter) error {
 		}
 		attempts = append(attempts, deadletter.Attempt{At: a.At, Error: msg})
 	}
-	_, _, err := s.Table.Open(ctx, deadletter.FromRecovery(deadletter.RecoveryDeadLetter{
-		Key: d.Key, Source: d.Source, PaymentID: d.PaymentID, Invoice: d.Invoice, Reason: d.Reason,
-		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: attempts, Payload: d.Payload,
-	}))
+	rd := deadletter.RecoveryDeadLetter{Key: d.Key, Source: d.Source, PaymentID: d.PaymentID, Invoice: d.Invoice,
+		Reason: d.Reason, Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: attempts, Payload: d.Payload}
+	// As the local stack files it: a recovery that stopped on the decline itself (not on its
+	// schedule) is filed under the decline's class, so the console says what the issuer said.
+	if n := len(d.Attempts); n > 0 && d.Reason != "exhausted" && d.Attempts[n-1].Class != "" {
+		rd.Reason = string(deadletter.DeclineClass(d.Attempts[n-1].Class))
+	}
+	_, _, err := s.Table.Open(ctx, deadletter.FromRecovery(rd))
+	return err
+}
+
+// ReconSink is the recon.Sink on a dead-letter table: one record per difference, as the local
+// stack opens them.
+type ReconSink struct{ Table deadletter.Opener }
+
+var _ recon.Sink = ReconSink{}
+
+// Open implements recon.Sink.
+func (r ReconSink) Open(ctx context.Context, d recon.Difference) error {
+	payload, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	facts := deadletter.Facts{PaymentID: d.PaymentID, Provider: "stripe"}
+	if d.Local != nil {
+		facts.Local = d.Local.Status
+	}
+	if len(d.Provider) > 0 {
+		facts.Remote = d.Provider[0].Status
+	}
+	_, _, err = r.Table.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: d.Key,
+		Class: deadletter.Class("recon_" + string(d.Class)), Facts: facts, Payload: payload, PaymentID: d.PaymentID,
+		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction,
+		Attempts: []deadletter.Attempt{{At: d.FoundAt, Error: "found by reconciliation run " + d.RunID}}})
 	return err
 }
