@@ -108,8 +108,19 @@ var parsers = map[string]func(t *testing.T, b []byte){
 	"deadletter-sink/sqs-resolve-dlq.json":  func(t *testing.T, b []byte) { sqsEvent(t, b, "-resolve-dlq", resolveJob) },
 	"recovery-steps/plan.json":              func(t *testing.T, b []byte) { step(t, b, recovery.StepPlan) },
 	"recovery-steps/dead-letter.json":       func(t *testing.T, b []byte) { step(t, b, recovery.StepDeadLetter) },
-	"reconciler/scheduled.json":             reconEvent,
-	"reconciler/explicit-window.json":       reconEvent,
+	"operator-api/list-deadletters.json": func(t *testing.T, b []byte) {
+		ev := httpEvent(t, b, "ANY /ops/{proxy+}")
+		if ev.RequestContext.Authorizer.JWT.Claims["sub"] == "" || ev.PathParameters["proxy"] == "" {
+			t.Fatal("want an operator's JWT and the proxy path")
+		}
+	},
+	"operator-api/console.json": func(t *testing.T, b []byte) {
+		if ev := httpEvent(t, b, "GET /ops/"); ev.RequestContext.Authorizer.JWT.Claims["sub"] == "" {
+			t.Fatal("want an operator's JWT")
+		}
+	},
+	"reconciler/scheduled.json":       reconEvent,
+	"reconciler/explicit-window.json": reconEvent,
 }
 
 func step(t *testing.T, b []byte, want string) {

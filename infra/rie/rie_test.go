@@ -273,6 +273,25 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 	})
 	_ = paymentID
 
+	t.Run("operator-api", func(t *testing.T) {
+		em := e.start(t, "operator-api")
+		r := invokeHTTP(t, em, e.event(t, "operator-api/list-deadletters.json"))
+		// The sink and recovery-steps above opened records: the operator sees them.
+		if r.StatusCode != http.StatusOK || !strings.Contains(r.Body, "pay_sample") {
+			t.Fatalf("list: %d %s", r.StatusCode, r.Body)
+		}
+		if r := invokeHTTP(t, em, e.event(t, "operator-api/console.json")); r.StatusCode != http.StatusOK ||
+			!strings.HasPrefix(r.Headers["Content-Type"], "text/html") {
+			t.Fatalf("console: %d %v", r.StatusCode, r.Headers)
+		}
+		anonymous := edit(t, e.event(t, "operator-api/list-deadletters.json"), func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RequestContext.Authorizer = nil
+		})
+		if r := invokeHTTP(t, em, anonymous); r.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("no principal: %d %s", r.StatusCode, r.Body)
+		}
+	})
+
 	t.Run("reconciler", func(t *testing.T) {
 		em := e.start(t, "reconciler")
 		var first, again struct {

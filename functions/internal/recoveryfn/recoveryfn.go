@@ -7,7 +7,9 @@ package recoveryfn
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
@@ -15,9 +17,12 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/store"
 )
 
 // EnvStateMachineARN names the recovery state machine (template.yaml sets it).
@@ -91,3 +96,42 @@ func (r ReconSink) Open(ctx context.Context, d recon.Difference) error {
 		Attempts: []deadletter.Attempt{{At: d.FoundAt, Error: "found by reconciliation run " + d.RunID}}})
 	return err
 }
+
+// Sender is the one queue call Requeuer makes; sqsqueue.Queue satisfies it.
+type Sender interface {
+	Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error)
+}
+
+// Requeuer carries out an operator's retry, as the local stack does: a dead message goes back
+// to the queue it died on (the DLQ's name without "-dlq"), a stopped recovery starts a new round.
+type Requeuer struct {
+	Queues    map[string]Sender // by queue name, e.g. "twice-prod-webhooks"
+	Store     store.Store
+	Recoverer *recovery.Recoverer
+}
+
+var _ deadletter.Requeuer = Requeuer{}
+
+// Requeue implements deadletter.Requeuer.
+func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID string) error {
+	switch t.Kind {
+	case deadletter.TargetQueue:
+		dst, ok := q.Queues[strings.TrimSuffix(t.Queue, "-dlq")]
+		if !ok {
+			return fmt.Errorf("recoveryfn: no queue %q to retry into", t.Queue)
+		}
+		_, err := dst.Send(ctx, t.Body, queue.SendOptions{Attributes: map[string]string{"retry_id": retryID}})
+		return err
+	case deadletter.TargetRecovery:
+		p, err := payments.Get(ctx, q.Store, t.PaymentID)
+		if err != nil {
+			return err
+		}
+		// Round 1 was the automatic recovery; retry n is round n+1, with its own attempt keys.
+		return q.Recoverer.Start(ctx, p, t.Retry+1)
+	}
+	return deadletter.ErrNotRetryable
+}
+
+// QueueName is the name in an SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME).
+func QueueName(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }

@@ -193,7 +193,8 @@ def cond(c, params):
 
 
 PSEUDO = {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::Partition": PARTITION,
-          "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "twice-rehearsal", "AWS::NoValue": None}
+          "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "twice-rehearsal",
+          "AWS::StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/twice-rehearsal/6b1c9d2e-0000-4000-8000-000000000000", "AWS::NoValue": None}
 
 
 def resolve(x, params, phys, conds):
