@@ -50,4 +50,4 @@ rehearse:
 
 # Bootstrap sizes (arm64) and INIT durations under the emulator beside a bare echo function.
 bench-lambda:
-	@bash scripts/with-servers.sh go test -count=1 -run 'TestBootstrapSizes|TestColdStart' -v ./infra/rie/
+	@TWICE_TEST_COLDSTART=1 bash scripts/with-servers.sh go test -count=1 -run 'TestBootstrapSizes|TestColdStart' -v ./infra/rie/
