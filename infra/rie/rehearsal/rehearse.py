@@ -115,8 +115,8 @@ def main():
         lacks.append(f"{t} x{len(types[t])}: not created (declared only)")
 
     # Check 1: every function's environment names resources that exist.
-    table_names = set(ddb.list_tables()["TableNames"])
-    queue_urls = set(moto("sqs").list_queues().get("QueueUrls", []))
+    table_names = {n for page in ddb.get_paginator("list_tables").paginate() for n in page["TableNames"]}
+    queue_urls = {u for page in moto("sqs").get_paginator("list_queues").paginate() for u in page.get("QueueUrls", [])}
     machines = {m["stateMachineArn"] for m in moto("stepfunctions").list_state_machines()["stateMachines"]}
     checked = 0
     for lid in types.get("AWS::Lambda::Function", []):
