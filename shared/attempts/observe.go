@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/runtwice/twice/shared/stripeprovider"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
@@ -12,6 +13,9 @@ import (
 
 // The observers below turn the Stripe adapter's exchanges and the webhook ingest's deliveries
 // into Attempts; the local stack and the Lambda functions wire the same ones.
+
+// recordTimeout bounds the attempt-log write of a provider call.
+const recordTimeout = 2 * time.Second
 
 // StripeObserver puts every Stripe call into the attempt log: wire it as
 // stripeprovider.Config.Observer.
@@ -43,6 +47,10 @@ func (c StripeObserver) Observe(ctx context.Context, call stripeprovider.Call) {
 	if a.PaymentID == "" {
 		a.PaymentID = paymentIDIn(call.ResponseBody)
 	}
+	// A timed-out call is the one an operator most needs in the log, and its context has
+	// expired by now: record it under a fresh bound that keeps the call's values.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	c.Record(ctx, a)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/runtwice/twice/shared/store"
 )
@@ -41,12 +42,20 @@ func (k *Keeper) Do(ctx context.Context, scope, key string, fp Fingerprint, op f
 		}
 		return out, opErr
 	}
-	if err := k.commit(ctx, out.Lease, res); err != nil {
+	// The operation has happened: commit its outcome even if the caller's deadline has just
+	// passed (a provider that answered late), bounded on its own, so the effect is not left
+	// uncommitted behind a lock until it expires.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	if err := k.commit(cctx, out.Lease, res); err != nil {
 		return out, err
 	}
 	out.Response = &res.Response
 	return out, nil
 }
+
+// commitTimeout bounds the commit that follows an operation.
+const commitTimeout = 10 * time.Second
 
 // commit completes or releases the lease with the result's writes, dropping IfNewer writes that
 // lost to a newer version. Each drop costs one more transaction, and only in that race.

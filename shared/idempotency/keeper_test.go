@@ -208,7 +208,8 @@ func TestTakeoverFencesTheOldHolder(t *testing.T) {
 
 func TestLockFollowsTheContextDeadline(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
-		clock := newClock()
+		// The deadline is a real context's, so the fake clock starts at the wall time.
+		clock := &fakeClock{t: time.Now()}
 		k := newKeeper(t, s, clock)
 		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(2*time.Minute))
 		defer cancel()
@@ -308,6 +309,23 @@ func TestIfNewerEffectsYieldToNewerVersions(t *testing.T) {
 		}
 		if rep, _ := k.Acquire(ctx, "s", "k", fp(t, `{}`)); rep.Kind != Replay {
 			t.Fatalf("response not stored: %v", rep.Kind)
+		}
+	})
+}
+
+func TestDoCommitsAfterTheCallersDeadline(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		k := newKeeper(t, s, newClock())
+		ctx, cancel := context.WithCancel(context.Background())
+		out, err := k.Do(ctx, "s", "late", fp(t, `{}`), func(context.Context) (Result, error) {
+			cancel() // the caller gave up while the provider answered
+			return Result{Response: Response{Status: 201, Body: []byte(`"done"`)}, Final: true}, nil
+		})
+		if err != nil || out.Kind != New {
+			t.Fatalf("%v %v", out.Kind, err)
+		}
+		if rep, _ := k.Acquire(context.Background(), "s", "late", fp(t, `{}`)); rep.Kind != Replay {
+			t.Fatalf("the outcome was not committed: %v", rep.Kind)
 		}
 	})
 }

@@ -293,6 +293,17 @@ func (s *Steps) charge(ctx context.Context, st State) (State, error) {
 	if p.ProviderPaymentID == "" {
 		return st, invalid("payment %s has no provider payment to confirm", p.ID)
 	}
+	if p.PaymentMethod == "" {
+		// A payment first heard of through its payment_failed webhook (the API's commit lost to
+		// a timeout or a crash) has no payment method: the provider detached it at the decline
+		// and keeps it on last_payment_error, where the adapter reads it. Confirming with none
+		// is rejected, so read it back first.
+		cur, err := s.provider.Get(ctx, p.ProviderPaymentID)
+		if err != nil {
+			return st, providerError(err)
+		}
+		p.PaymentMethod = cur.PaymentMethod
+	}
 	key := provider.AttemptKey(st.KeySubject(), st.Plan.Attempt)
 	pp, err := s.provider.Confirm(ctx, provider.ConfirmRequest{ID: p.ProviderPaymentID,
 		PaymentMethod: p.PaymentMethod, OffSession: true, IdempotencyKey: key})

@@ -374,3 +374,43 @@ func TestNewStepsNeedsItsDependencies(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// detachedProvider is Stripe after a decline: the PaymentIntent's payment method is detached
+// and kept on last_payment_error, which Get returns as the payment's PaymentMethod.
+type detachedProvider struct {
+	*scriptedProvider
+	pm   string
+	gets int
+}
+
+func (d *detachedProvider) Get(_ context.Context, id string) (provider.Payment, error) {
+	d.gets++
+	return provider.Payment{ID: id, Status: provider.StatusDeclined, PaymentMethod: d.pm}, nil
+}
+
+// A payment the webhook worker created (the API's commit was lost) carries no payment method;
+// the charge reads it back from the provider instead of confirming with none, which Stripe
+// rejects.
+func TestChargeReadsBackADetachedPaymentMethod(t *testing.T) {
+	clock := asl.NewFakeClock(t0)
+	prov := &detachedProvider{scriptedProvider: newScriptedProvider(clock.Now), pm: "pm_detached"}
+	steps, st, dl := newSteps(t, prov, clock)
+	putPayment(t, st, payments.Payment{ID: "pay_1", Status: payments.StatusDeclined, ProviderPaymentID: "pi_1",
+		Decline: &provider.Decline{Code: "processing_error"}, CreatedAt: t0, Version: payments.VersionAt(t0, payments.StatusDeclined)})
+	out, err := steps.Handle(context.Background(), chargeInput(t, "pay_1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res recovery.State
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	_, _, effects := prov.snapshot()
+	if res.Outcome != recovery.OutcomeSucceeded || effects["pm_detached"] != 1 || prov.gets != 1 || len(dl.records) != 0 {
+		t.Fatalf("outcome %q, charges %v, gets %d, dead letters %d", res.Outcome, effects, prov.gets, len(dl.records))
+	}
+	p, err := payments.Get(context.Background(), st, "pay_1")
+	if err != nil || p.Status != payments.StatusSucceeded || p.PaymentMethod != "pm_detached" {
+		t.Fatalf("stored payment %+v %v", p, err)
+	}
+}

@@ -1,0 +1,113 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/runtwice/twice/infra/asl"
+)
+
+// opsClient reads the stack's operator API.
+type opsClient struct {
+	*simClient // the same JSON calls, with the operator token as bearer
+}
+
+// deadLetters counts the dead-letter records by source and class, or returns nil when the stack
+// has no operator route for them.
+func (o opsClient) deadLetters(ctx context.Context) map[string]int {
+	out := map[string]int{}
+	cursor := ""
+	for range 10_000 { // bounded: 2 M records
+		q := url.Values{"limit": {"200"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page struct {
+			Records []struct {
+				Source string `json:"source"`
+				Class  string `json:"class"`
+			} `json:"records"`
+			Cursor string `json:"cursor"`
+		}
+		if err := o.do(ctx, http.MethodGet, "/ops/deadletters?"+q.Encode(), nil, &page); err != nil {
+			return nil
+		}
+		for _, r := range page.Records {
+			out[r.Source+"/"+r.Class]++
+		}
+		if page.Cursor == "" || len(page.Records) == 0 {
+			break
+		}
+		cursor = page.Cursor
+	}
+	return out
+}
+
+// reconcile runs a reconciliation over [from, to] and returns the differences it found by class,
+// or nil when the stack has no such route.
+func (o opsClient) reconcile(ctx context.Context, from, to time.Time) map[string]int {
+	var rep struct {
+		Found map[string]int `json:"found"`
+	}
+	body := map[string]string{"from": from.UTC().Format(time.RFC3339), "to": to.UTC().Format(time.RFC3339)}
+	if err := o.do(ctx, http.MethodPost, "/ops/reconcile", body, &rep); err != nil {
+		return nil
+	}
+	if rep.Found == nil {
+		rep.Found = map[string]int{}
+	}
+	return rep.Found
+}
+
+// recoveryMachine is the local state machine's name (infra/localstack).
+const recoveryMachine = "payment-recovery"
+
+// readRecoveries counts the recovery executions in a stopped stack's data directory: the local
+// runner keeps them in twice.db, and no route lists them.
+func readRecoveries(ctx context.Context, data string) (*Recoveries, error) {
+	db, err := bolt.Open(filepath.Join(data, "twice.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	store, err := asl.NewBoltStore(db)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := store.List(ctx, recoveryMachine)
+	if err != nil {
+		return nil, err
+	}
+	r := &Recoveries{Started: len(recs)}
+	for _, rec := range recs {
+		ex := rec.Execution
+		switch ex.Status {
+		case asl.StatusSucceeded:
+			var out struct {
+				Outcome string `json:"outcome"`
+			}
+			if json.Unmarshal(ex.Output, &out) == nil && (out.Outcome == "succeeded" || out.Outcome == "settled") {
+				r.Succeeded++
+			} else {
+				r.Stopped++
+			}
+		case asl.StatusRunning:
+			r.Running++
+		default:
+			r.Failed++
+		}
+	}
+	return r, nil
+}
+
+func (r *Recoveries) String() string {
+	return fmt.Sprintf("%d started: %d recovered, %d stopped (dead letter), %d still waiting, %d failed",
+		r.Started, r.Succeeded, r.Stopped, r.Running, r.Failed)
+}

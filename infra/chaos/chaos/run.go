@@ -1,0 +1,493 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/runtwice/twice/infra/localstack"
+	"github.com/runtwice/twice/shared/payments"
+)
+
+// Config is one chaos run. NewConfig and ShortConfig give the defaults.
+type Config struct {
+	Payments    int
+	Seed        uint64
+	Kills       int
+	Concurrency int           // logical payments in flight
+	Duration    time.Duration // hard bound of the whole run; the report comes even if incomplete
+	Settle      time.Duration // bound of the wait for every payment to reach a final status
+	MaxDelay    time.Duration // longest wait between a payment's two waves of sends
+
+	// The stack's flags: short, so orphaned locks and background resolves settle quickly.
+	ProviderTimeout time.Duration
+	RequestTimeout  time.Duration
+	ResolveDelay    time.Duration
+	// TimeFactor runs recovery's clock faster, so declined payments go through their retries,
+	// and their dead letters, within the run (and under its kills).
+	TimeFactor float64
+
+	FaultEvery  time.Duration // mean interval between armed simulator faults
+	ReplayEvery time.Duration // mean interval between webhook replays
+
+	Bin      string    // a built infra/local; built into a temporary directory when empty
+	DataDir  string    // kept after the run when set; a temporary directory otherwise
+	Progress io.Writer // the one-line progress bar; nil for none
+	Log      *slog.Logger
+}
+
+// NewConfig is the default run: 1,000 payments, 3 kills, 10 minutes at most.
+func NewConfig(seed uint64) Config {
+	return Config{Payments: 1000, Seed: seed, Kills: 3, Concurrency: 32, Duration: 10 * time.Minute,
+		Settle: 90 * time.Second, MaxDelay: 3 * time.Second,
+		ProviderTimeout: time.Second, RequestTimeout: 3 * time.Second, ResolveDelay: 200 * time.Millisecond,
+		TimeFactor: 200_000,
+		FaultEvery: 300 * time.Millisecond, ReplayEvery: 200 * time.Millisecond}
+}
+
+// ShortConfig is the quick run of the test command: 60 payments, one kill, about a minute at
+// most.
+func ShortConfig(seed uint64) Config {
+	c := NewConfig(seed)
+	c.Payments, c.Kills, c.Concurrency = 60, 1, 30
+	c.FaultEvery, c.ReplayEvery = 500*time.Millisecond, 300*time.Millisecond // fewer requests per second than the long run
+	c.Duration, c.Settle, c.MaxDelay = 75*time.Second, 30*time.Second, 1500*time.Millisecond
+	return c
+}
+
+// Report is the outcome of a run: the table the command prints.
+type Report struct {
+	Seed              uint64 `json:"seed"`
+	Payments          int    `json:"logical_payments"`
+	Requests          int64  `json:"requests_sent"`
+	WebhookDeliveries int64  `json:"webhook_deliveries"`
+	ProviderIntents   int    `json:"provider_payment_intents"`
+	Findings
+	// DeadLetters counts dead-letter records by source/class; nil when the stack has no
+	// operator route for them.
+	DeadLetters map[string]int `json:"dead_letters_by_reason"`
+	// Reconciliation counts the differences a reconciliation over the run's window found, by
+	// class; nil when the stack has no such route.
+	Reconciliation map[string]int `json:"reconciliation_differences"`
+	// Recoveries is nil when the recovery executions could not be read.
+	Recoveries *Recoveries `json:"recoveries"`
+	// Answers counts the answers the clients got, by status ("conn" for a dropped connection).
+	Answers        map[string]int `json:"answers"`
+	FaultsInjected int64          `json:"faults_injected"`
+	Kills          int            `json:"kills"`
+	Faults         int            `json:"faults_armed"`
+	Replays        int            `json:"webhook_replays"`
+	Statuses       map[string]int `json:"final_statuses"`
+	Seconds        float64        `json:"seconds"`
+	// StartSeconds, DriveSeconds and SettleSeconds split the time: the build and first start,
+	// the payments with chaos, then the late retry of every key and the wait for every payment
+	// to settle. The rest is the check and the final stop.
+	StartSeconds  float64 `json:"start_seconds"`
+	DriveSeconds  float64 `json:"drive_seconds"`
+	SettleSeconds float64 `json:"settle_seconds"`
+	// Incomplete says why the run ended before every payment settled ("" when it did not).
+	Incomplete string `json:"incomplete,omitempty"`
+}
+
+// Recoveries are the recovery executions: started, and how they stand.
+type Recoveries struct {
+	Started   int `json:"started"`
+	Succeeded int `json:"succeeded"` // ended with a charge
+	Stopped   int `json:"stopped"`   // ended without one, in a dead letter
+	Running   int `json:"running"`
+	Failed    int `json:"failed"`
+}
+
+// run holds the state of one run.
+type run struct {
+	cfg    Config
+	plan   Plan
+	proc   *process
+	sim    *simClient
+	client *client
+	log    *slog.Logger
+
+	ledgers  []*ledger
+	requests atomic.Int64
+	started  atomic.Int64
+	kills    atomic.Int64
+	faults   atomic.Int64
+	replays  atomic.Int64
+	settled  atomic.Int64
+
+	mu         sync.Mutex // one kill and restart at a time; guards deliveries
+	deliveries int64      // deliveries_sent of the processes killed so far
+	injected   int64      // faults_injected of the processes killed so far
+	restartErr error
+}
+
+// Run drives the local stack through the plan of cfg.Seed and checks the invariants. The error
+// is for a run that could not be made (build, start); broken invariants are in the report.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	begin := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tmp, err := os.MkdirTemp("", "twice-chaos")
+	if err != nil {
+		return Report{}, err
+	}
+	defer os.RemoveAll(tmp)
+	if cfg.Bin == "" {
+		if cfg.Bin, err = Build(ctx, tmp); err != nil {
+			return Report{}, err
+		}
+	}
+	data := cfg.DataDir
+	if data == "" {
+		data = filepath.Join(tmp, "data")
+	}
+	proc, err := newProcess(cfg.Bin, data, []string{"-provider-timeout", cfg.ProviderTimeout.String(),
+		"-request-timeout", cfg.RequestTimeout.String(), "-resolve-delay", cfg.ResolveDelay.String(),
+		"-time-factor", fmt.Sprint(cfg.TimeFactor)})
+	if err != nil {
+		return Report{}, err
+	}
+	if err := proc.start(ctx, 30*time.Second); err != nil {
+		proc.kill()
+		return Report{}, err
+	}
+	defer proc.stop()
+
+	transport := &http.Transport{MaxIdleConnsPerHost: 4 * cfg.Concurrency}
+	r := &run{cfg: cfg, plan: NewPlan(cfg.Seed, cfg.Payments, cfg.Kills, cfg.MaxDelay), proc: proc, log: log,
+		sim: &simClient{http: &http.Client{Transport: transport, Timeout: 10 * time.Second}, base: "http://" + proc.sim,
+			apiKey: localstack.DefaultStripeAPIKey}}
+	r.client = &client{http: &http.Client{Transport: transport, Timeout: cfg.RequestTimeout + 2*time.Second},
+		base: func() string { return "http://" + proc.api }, requests: &r.requests, answers: &counts{}, attempts: 8, budget: 60 * time.Second}
+	rep := Report{Seed: cfg.Seed, Payments: cfg.Payments}
+	r.ledgers = make([]*ledger, cfg.Payments)
+	for i := range r.ledgers {
+		r.ledgers[i] = &ledger{}
+	}
+
+	driving := time.Now() // after the build and the first start
+	rep.StartSeconds = driving.Sub(begin).Seconds()
+	stopBar := r.progress(driving)
+	settleBy := begin.Add(cfg.Duration - min(cfg.Settle, cfg.Duration/3)) // keep time to settle and check
+	driveCtx, stopDrive := context.WithDeadline(ctx, settleBy)
+	err = r.drive(driveCtx)
+	stopDrive()
+	if err != nil {
+		stopBar()
+		return rep, err
+	}
+	if driveCtx.Err() != nil && ctx.Err() == nil && r.started.Load() < int64(cfg.Payments) {
+		rep.Incomplete = fmt.Sprintf("the duration bound stopped the drive after %d of %d payments", r.started.Load(), cfg.Payments)
+	}
+	rep.DriveSeconds = time.Since(driving).Seconds()
+	_ = r.sim.clearFaults(ctx)
+	obs := r.settle(ctx)
+	rep.SettleSeconds = time.Since(driving).Seconds() - rep.DriveSeconds
+	stopBar()
+
+	checkCtx, cancelCheck := context.WithTimeout(context.Background(), 30*time.Second) // the check runs even past the bound
+	defer cancelCheck()
+	intents, err := r.sim.intents(checkCtx)
+	if err != nil {
+		return rep, fmt.Errorf("chaos: read the provider's records: %w", err)
+	}
+	if rep.Incomplete == "" && ctx.Err() != nil {
+		rep.Incomplete = "the duration bound ended the run before every payment settled"
+	}
+	rep.Findings = Check(obs, intents, rep.Incomplete == "")
+	rep.ProviderIntents = len(intents)
+	if st, err := r.sim.stats(checkCtx); err == nil {
+		r.mu.Lock()
+		rep.WebhookDeliveries = r.deliveries + st.DeliveriesSent
+		rep.FaultsInjected = r.injected + st.FaultsInjected
+		r.mu.Unlock()
+	}
+	ops := opsClient{&simClient{http: r.sim.http, base: "http://" + proc.api, apiKey: localstack.DefaultOperatorToken}}
+	// The window ends now: a reconciliation refuses one that ends in the future.
+	rep.Reconciliation = ops.reconcile(checkCtx, begin.Add(-time.Minute), time.Now().Add(-time.Second))
+	rep.DeadLetters = ops.deadLetters(checkCtx)
+	rep.Answers = r.client.answers.snapshot()
+	rep.Requests, rep.Kills = r.requests.Load(), int(r.kills.Load())
+	rep.Faults, rep.Replays = int(r.faults.Load()), int(r.replays.Load())
+	rep.Statuses = map[string]int{}
+	for _, o := range obs {
+		s := o.Status
+		if !o.Found {
+			s = "unknown"
+		}
+		rep.Statuses[s]++
+	}
+	proc.stop()
+	if rec, err := readRecoveries(checkCtx, data); err == nil {
+		rep.Recoveries = rec
+	} else {
+		log.Warn("recovery executions unreadable", "error", err)
+	}
+	rep.Seconds = time.Since(begin).Seconds()
+	return rep, nil
+}
+
+// drive runs every logical payment, the kills and the chaos schedule, and returns when every
+// payment's two waves are done or ctx ends.
+func (r *run) drive(ctx context.Context) error {
+	chaosCtx, stopChaos := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	bg.Go(func() { r.chaos(chaosCtx) })
+	defer func() { stopChaos(); bg.Wait() }()
+
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var wg sync.WaitGroup
+	next := 0
+	for _, p := range r.plan.Payments {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		n := int(r.started.Add(1))
+		if next < len(r.plan.KillAt) && n >= r.plan.KillAt[next] {
+			next++
+			// The kill runs beside the payments in flight, so it lands among their requests.
+			wg.Go(func() { r.killAndRestart(ctx) })
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.pay(ctx, p)
+		})
+	}
+	wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.restartErr
+}
+
+// pay sends one logical payment: a wave of concurrent duplicates, then later ones.
+func (r *run) pay(ctx context.Context, p Payment) {
+	l := r.ledgers[p.Index]
+	wave := func(n, salt int) {
+		var wg sync.WaitGroup
+		for i := range n {
+			rng := rand.New(rand.NewPCG(p.Client, uint64(salt*8+i)))
+			wg.Go(func() { r.client.send(ctx, p, rng, l) })
+		}
+		wg.Wait()
+	}
+	wave(p.First, 1)
+	r.markSettled(l)
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(p.Delay):
+	}
+	wave(p.Later, 2)
+}
+
+func (r *run) markSettled(l *ledger) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.settled && !l.counted {
+		l.counted = true
+		r.settled.Add(1)
+	}
+}
+
+// killAndRestart kills the stack with SIGKILL and starts it again on the same data and ports.
+func (r *run) killAndRestart(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	statsCtx, cancel := context.WithTimeout(ctx, time.Second)
+	if st, err := r.sim.stats(statsCtx); err == nil {
+		r.deliveries += st.DeliveriesSent // the counters restart with the process
+		r.injected += st.FaultsInjected
+	}
+	cancel()
+	r.proc.kill()
+	r.kills.Add(1)
+	r.log.Info("killed the stack", "kill", r.kills.Load(), "started", r.started.Load())
+	if err := r.proc.start(context.WithoutCancel(ctx), 30*time.Second); err != nil && r.restartErr == nil {
+		r.restartErr = fmt.Errorf("chaos: restart after kill %d: %w", r.kills.Load(), err)
+	}
+}
+
+// faultKinds are the simulator faults the schedule arms.
+var faultKinds = []string{"timeout_after_effect", "http_500", "http_429", "latency"}
+
+// chaos arms simulator faults and replays webhooks at random moments until ctx ends.
+func (r *run) chaos(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(r.plan.Seed, 0x6661756c74)) // "fault"
+	nextFault := time.Now()
+	nextReplay := time.Now()
+	for {
+		now := time.Now()
+		if !now.Before(nextFault) {
+			f := fault{PathPrefix: "/v1/payment_intents", Fault: faultKinds[rng.IntN(len(faultKinds))], Count: 1 + rng.IntN(3)}
+			switch f.Fault {
+			case "http_429":
+				f.RetryAfterS = 1
+			case "latency":
+				f.LatencyMS = 100 + rng.IntN(1400) // sometimes past the provider timeout
+			}
+			if r.sim.arm(ctx, f) == nil {
+				r.faults.Add(1)
+			}
+			nextFault = now.Add(time.Duration(rng.Int64N(2*int64(r.cfg.FaultEvery)) + 1))
+		}
+		if !now.Before(nextReplay) {
+			if ids, err := r.sim.recentEvents(ctx, 200); err == nil && len(ids) > 0 {
+				rp := replay{EventID: ids[rng.IntN(len(ids))], Times: 2 + rng.IntN(2), Shuffle: rng.IntN(2) == 0,
+					DelayMS: rng.Int64N(500)}
+				if r.sim.replay(ctx, rp) == nil {
+					r.replays.Add(1)
+				}
+			}
+			nextReplay = now.Add(time.Duration(rng.Int64N(2*int64(r.cfg.ReplayEvery)) + 1))
+		}
+		wait := min(time.Until(nextFault), time.Until(nextReplay))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(max(wait, time.Millisecond)):
+		}
+	}
+}
+
+// settle waits, bounded, for every accepted payment to reach a final status, sends every key
+// once more as a late client retry would, and reads the final state of every payment.
+func (r *run) settle(ctx context.Context) []Observation {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Settle)
+	defer cancel()
+	ids := make([]string, len(r.plan.Payments))
+	for i, p := range r.plan.Payments {
+		ids[i] = payments.PaymentID("local", p.Key)
+	}
+	// The late retry: every key once more, so a payment whose every try failed is sent again,
+	// and every final answer is compared with the first.
+	r.parallel(ctx, func(i int) {
+		rng := rand.New(rand.NewPCG(r.plan.Payments[i].Client, 99))
+		r.client.send(ctx, r.plan.Payments[i], rng, r.ledgers[i])
+		r.markSettled(r.ledgers[i])
+	})
+	obs := make([]Observation, len(r.plan.Payments))
+	for i, p := range r.plan.Payments {
+		obs[i] = Observation{Key: p.Key, ID: ids[i]}
+	}
+	read := make([]bool, len(obs)) // the stack answered a GET (200 or 404)
+	readAll := func(ctx context.Context) {
+		r.parallel(ctx, func(i int) {
+			if o := &obs[i]; read[i] && o.Found && !stillMoving(o.Status) {
+				return
+			}
+			status, found, err := r.client.get(ctx, ids[i])
+			if err == nil {
+				read[i], obs[i].Found, obs[i].Status = true, found, status
+			}
+		})
+	}
+	for ctx.Err() == nil {
+		open := 0
+		readAll(ctx)
+		for i := range obs {
+			if l := r.ledgers[i]; obs[i].Found && stillMoving(obs[i].Status) || (!obs[i].Found && l.isAccepted()) {
+				open++
+			}
+		}
+		if open == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if slices.Contains(read, false) {
+		// One last read past the bound: a payment is judged by what the stack answers, never
+		// by a read the bound cut off.
+		last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		readAll(last)
+	}
+	for i, l := range r.ledgers {
+		l.mu.Lock()
+		obs[i].Accepted, obs[i].Finals = l.accepted, append([]Answer(nil), l.finals...)
+		l.mu.Unlock()
+	}
+	return obs
+}
+
+func stillMoving(status string) bool {
+	return status == "pending" || status == "processing" || status == ""
+}
+
+// parallel runs f for every payment index on cfg.Concurrency goroutines.
+func (r *run) parallel(ctx context.Context, f func(i int)) {
+	idx := make(chan int)
+	var wg sync.WaitGroup
+	for range r.cfg.Concurrency {
+		wg.Go(func() {
+			for i := range idx {
+				f(i)
+			}
+		})
+	}
+	for i := range r.plan.Payments {
+		if ctx.Err() != nil {
+			break
+		}
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+}
+
+// progress draws the one-line bar until the returned stop is called.
+func (r *run) progress(begin time.Time) (stop func()) {
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	draw := func() {
+		n, total := int(r.settled.Load()), r.cfg.Payments
+		const width = 30
+		filled := n * width / max(total, 1)
+		bar := make([]byte, width)
+		for i := range bar {
+			bar[i] = '.'
+			if i < filled {
+				bar[i] = '#'
+			}
+		}
+		fmt.Fprintf(r.cfg.Progress, "\r[%s] %d/%d settled  %d requests  %d/%d kills  %d faults  %d replays  %5.1fs ",
+			bar, n, total, r.requests.Load(), r.kills.Load(), r.cfg.Kills, r.faults.Load(), r.replays.Load(), time.Since(begin).Seconds())
+	}
+	wg.Go(func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				draw()
+				fmt.Fprintln(r.cfg.Progress)
+				return
+			case <-t.C:
+				draw()
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
