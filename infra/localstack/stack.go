@@ -2,7 +2,6 @@ package localstack
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +12,6 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/infra/boltstore"
@@ -233,7 +230,7 @@ func (s *Stack) build() error {
 		APIKey:   s.cfg.StripeAPIKey,
 		BaseURL:  "http://" + s.simLn.Addr().String(),
 		Timeout:  s.cfg.ProviderTimeout,
-		Observer: callRecorder{record},
+		Observer: attempts.StripeObserver{Record: record},
 		Now:      s.clock.Now,
 	})
 	if err != nil {
@@ -268,7 +265,7 @@ func (s *Stack) build() error {
 		return err
 	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
-		Resolver: resolver{q: s.queues[resolveQueue], delay: s.cfg.ResolveDelay},
+		Resolver: payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: classify, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	s.worker = &worker.Worker{Store: s.store, Classify: classify, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	return nil
@@ -319,7 +316,8 @@ func classify(d provider.Decline) string {
 		Network: declines.Network(d.Network)}).Class)
 }
 
-// Handler is every route of template.yaml.
+// Handler is every route of template.yaml. The adapters it wires (QueueSink, QueueResolver,
+// the attempt observers) are the ones functions/*/main.go wires to the AWS services.
 func (s *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
 	local := func(*http.Request) string { return "local" }
@@ -338,11 +336,11 @@ func (s *Stack) Handler() http.Handler {
 	} else {
 		s.log.Error("standard webhook secret rejected; /webhooks/standard will answer 503", "error", err)
 	}
-	in := ingest.New(verifiers, deliveries{s.queues[webhookQueue]})
+	in := ingest.New(verifiers, ingest.QueueSink{Queue: s.queues[webhookQueue]})
 	in.MaxBody = ingestMaxBody
 	in.Now = s.clock.Now
 	in.Logger = s.log
-	in.Observer = inboundRecorder{record: attempts.BestEffort(s.attempts, s.log)}
+	in.Observer = attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}
 	mux.Handle(ingest.Pattern, in)
 	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
 		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon})
@@ -369,7 +367,7 @@ func (s *Stack) Start() {
 	consumers := []*queue.Consumer{
 		{Queue: s.queues[webhookQueue], Handler: s.worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Logger: s.log},
-		{Queue: s.queues[resolveQueue], Handler: s.resolve, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[resolveQueue], Handler: s.payments.HandleResolve, Visibility: 10 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
 	}
 	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
@@ -416,23 +414,6 @@ func (s *Stack) goRun(f func()) {
 		defer s.wg.Done()
 		f()
 	}()
-}
-
-// resolve is the resolve queue's handler.
-func (s *Stack) resolve(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var resp events.SQSEventResponse
-	for _, m := range ev.Records {
-		var job payments.ResolveJob
-		err := json.Unmarshal([]byte(m.Body), &job)
-		if err == nil {
-			err = s.payments.Resolve(ctx, job)
-		}
-		if err != nil {
-			s.log.InfoContext(ctx, "resolve job will run again", "message_id", m.MessageId, "error", err)
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-		}
-	}
-	return resp, nil
 }
 
 // APIURL and SimURL are where the stack listens.

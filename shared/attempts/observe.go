@@ -1,4 +1,4 @@
-package localstack
+package attempts
 
 import (
 	"context"
@@ -7,59 +7,31 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtwice/twice/infra/localqueue"
-	"github.com/runtwice/twice/shared/attempts"
-	"github.com/runtwice/twice/shared/payments"
-	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/stripeprovider"
-	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
 )
 
-// The adapters below connect the shared packages' one-method interfaces to the local stand-ins;
-// functions/*/main.go does the same with the AWS ones.
-
-// deliveries queues verified webhook deliveries.
-type deliveries struct{ q *localqueue.Queue }
-
-func (d deliveries) Enqueue(ctx context.Context, del webhooks.Delivery) error {
-	b, err := json.Marshal(del)
-	if err != nil {
-		return err
-	}
-	_, err = d.q.Send(ctx, b, queue.SendOptions{Attributes: map[string]string{"provider": del.Provider}})
-	return err
-}
-
-// resolver queues background resolution of unknown outcomes.
-type resolver struct {
-	q     queue.Queue
-	delay time.Duration
-}
-
-func (r resolver) EnqueueResolve(ctx context.Context, job payments.ResolveJob) error {
-	b, err := json.Marshal(job)
-	if err != nil {
-		return err
-	}
-	_, err = r.q.Send(ctx, b, queue.SendOptions{Delay: r.delay})
-	return err
-}
+// The observers below turn the Stripe adapter's exchanges and the webhook ingest's deliveries
+// into Attempts; the local stack and the Lambda functions wire the same ones.
 
 // recordTimeout bounds the attempt-log write of a provider call.
 const recordTimeout = 2 * time.Second
 
-// callRecorder puts every provider call into the attempt log.
-type callRecorder struct{ record attempts.RecordFunc }
+// StripeObserver puts every Stripe call into the attempt log: wire it as
+// stripeprovider.Config.Observer.
+type StripeObserver struct{ Record RecordFunc }
 
-func (c callRecorder) Observe(ctx context.Context, call stripeprovider.Call) {
-	a := attempts.Attempt{
-		Direction: attempts.Outbound, Provider: "stripe", Operation: operation(call.Method, call.Path),
+var _ stripeprovider.Observer = StripeObserver{}
+
+// Observe implements stripeprovider.Observer.
+func (c StripeObserver) Observe(ctx context.Context, call stripeprovider.Call) {
+	a := Attempt{
+		Direction: Outbound, Provider: "stripe", Operation: operation(call.Method, call.Path),
 		Method: call.Method, Path: call.Path, RequestBody: string(call.RequestBody),
 		RequestHeader: map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
 		Status:        call.StatusCode, ResponseBody: string(call.ResponseBody),
 		StartedAt: call.Started, Duration: call.Duration, IdempotencyKey: call.IdempotencyKey,
-		PaymentID: attempts.PaymentIDFrom(ctx), CorrelationID: call.RequestID,
+		PaymentID: PaymentIDFrom(ctx), CorrelationID: call.RequestID,
 		ResponseHeader: map[string]string{"Content-Type": "application/json"},
 	}
 	if call.Query != "" {
@@ -79,7 +51,7 @@ func (c callRecorder) Observe(ctx context.Context, call stripeprovider.Call) {
 	// expired by now: record it under a fresh bound that keeps the call's values.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	c.record(ctx, a)
+	c.Record(ctx, a)
 }
 
 // operation names a Stripe call: payment_intents.create, .confirm, .retrieve, .list.
@@ -101,19 +73,19 @@ func operation(method, path string) string {
 func outcome(status int, err error) string {
 	switch {
 	case err != nil && status == 0:
-		return attempts.OutcomeTimeout
+		return OutcomeTimeout
 	case status >= 200 && status < 300:
-		return attempts.OutcomeOK
+		return OutcomeOK
 	case status == http.StatusPaymentRequired:
-		return attempts.OutcomeDeclined
+		return OutcomeDeclined
 	case status == http.StatusTooManyRequests:
-		return attempts.OutcomeRateLimited
+		return OutcomeRateLimited
 	case status >= 500:
-		return attempts.OutcomeServerError
+		return OutcomeServerError
 	case status >= 400:
-		return attempts.OutcomeRejected
+		return OutcomeRejected
 	}
-	return attempts.OutcomeError
+	return OutcomeError
 }
 
 // paymentIDIn finds our payment id in a PaymentIntent (or a card error's payment_intent), so
@@ -136,21 +108,25 @@ func paymentIDIn(body []byte) string {
 	return v.Error.PaymentIntent.Metadata["twice_payment_id"]
 }
 
-// inboundRecorder puts every webhook delivery, accepted or not, into the attempt log.
-type inboundRecorder struct{ record attempts.RecordFunc }
+// IngestObserver puts every webhook delivery, accepted or not, into the attempt log: wire it
+// as ingest.Handler.Observer.
+type IngestObserver struct{ Record RecordFunc }
 
-func (i inboundRecorder) Observe(ctx context.Context, in ingest.Attempt) {
-	a := attempts.Attempt{
-		Direction: attempts.Inbound, Provider: in.Provider, Operation: "webhook " + in.Provider,
-		Method: http.MethodPost, Path: "/webhooks/" + in.Provider, RequestHeader: attempts.RedactHeader(in.Header),
+var _ ingest.Observer = IngestObserver{}
+
+// Observe implements ingest.Observer.
+func (i IngestObserver) Observe(ctx context.Context, in ingest.Attempt) {
+	a := Attempt{
+		Direction: Inbound, Provider: in.Provider, Operation: "webhook " + in.Provider,
+		Method: http.MethodPost, Path: "/webhooks/" + in.Provider, RequestHeader: RedactHeader(in.Header),
 		RequestBody: string(in.Body), Status: in.Status, StartedAt: in.ReceivedAt, Duration: in.Duration,
-		EventID: in.EventID, Outcome: attempts.OutcomeOK,
+		EventID: in.EventID, Outcome: OutcomeOK,
 	}
 	if in.Err != nil {
 		a.Err = in.Err.Error()
-		a.Outcome = attempts.OutcomeRejected
+		a.Outcome = OutcomeRejected
 		if in.Status == http.StatusBadRequest {
-			a.Outcome = attempts.OutcomeRejectedSignature
+			a.Outcome = OutcomeRejectedSignature
 		}
 	}
 	if a.EventID == "" {
@@ -159,7 +135,7 @@ func (i inboundRecorder) Observe(ctx context.Context, in ingest.Attempt) {
 		a.EventID = claimedEventID(in)
 	}
 	a.PaymentID = paymentIDInEvent(in.Body)
-	i.record(ctx, a)
+	i.Record(ctx, a)
 }
 
 func claimedEventID(in ingest.Attempt) string {

@@ -1,0 +1,193 @@
+package events_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+// strict decodes like the handler would, but refuses fields the Go type lacks, so a typo in a
+// sample fails here instead of being silently ignored.
+func strict(t *testing.T, b []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("decode into %T: %v", v, err)
+	}
+}
+
+func httpEvent(t *testing.T, b []byte, wantRoute string) events.APIGatewayV2HTTPRequest {
+	t.Helper()
+	var ev events.APIGatewayV2HTTPRequest
+	strict(t, b, &ev)
+	if ev.Version != "2.0" || ev.RouteKey != wantRoute || ev.RequestContext.HTTP.Path != ev.RawPath {
+		t.Fatalf("not an HTTP API 2.0 event for %s: version %q route %q path %q/%q", wantRoute, ev.Version, ev.RouteKey, ev.RawPath, ev.RequestContext.HTTP.Path)
+	}
+	return ev
+}
+
+func sqsEvent(t *testing.T, b []byte, queueSuffix string, body func(t *testing.T, body []byte)) {
+	t.Helper()
+	var ev events.SQSEvent
+	strict(t, b, &ev)
+	if len(ev.Records) == 0 {
+		t.Fatal("no records")
+	}
+	for _, r := range ev.Records {
+		if r.MessageId == "" || r.EventSource != "aws:sqs" || !strings.HasSuffix(r.EventSourceARN, queueSuffix) {
+			t.Fatalf("record %+v: want a message id and a source ending %s", r, queueSuffix)
+		}
+		body(t, []byte(r.Body))
+	}
+}
+
+func delivery(t *testing.T, b []byte) {
+	var d webhooks.Delivery
+	strict(t, b, &d)
+	if _, err := webhooks.Decode(d); err != nil {
+		t.Fatalf("delivery body does not decode as an event: %v", err)
+	}
+}
+
+func resolveJob(t *testing.T, b []byte) {
+	var j payments.ResolveJob
+	strict(t, b, &j)
+	if _, err := payments.ParseCreateRequest(j.Body); err != nil || j.Key == "" || j.Scope == "" {
+		t.Fatalf("resolve job %+v: %v", j, err)
+	}
+}
+
+// stepInput mirrors the input recovery.Steps.Handle reads ({"step", "state"}).
+type stepInput struct {
+	Step  string         `json:"step"`
+	State recovery.State `json:"state"`
+}
+
+// parsers maps each file (relative to events/) to the check of its handler's type.
+var parsers = map[string]func(t *testing.T, b []byte){
+	"payments-api/post-payment.json": func(t *testing.T, b []byte) {
+		ev := httpEvent(t, b, "POST /payments")
+		if ev.Headers["idempotency-key"] == "" || ev.RequestContext.Authorizer.JWT.Claims["sub"] == "" {
+			t.Fatal("want an Idempotency-Key and a JWT sub")
+		}
+		if _, err := payments.ParseCreateRequest([]byte(ev.Body)); err != nil {
+			t.Fatal(err)
+		}
+	},
+	"payments-api/post-payment-no-key.json": func(t *testing.T, b []byte) {
+		if ev := httpEvent(t, b, "POST /payments"); ev.Headers["idempotency-key"] != "" {
+			t.Fatal("this sample must lack the key")
+		}
+	},
+	"payments-api/get-payment.json": func(t *testing.T, b []byte) {
+		if ev := httpEvent(t, b, "GET /payments/{id}"); ev.PathParameters["id"] == "" {
+			t.Fatal("no id")
+		}
+	},
+	"webhook-ingest/stripe.json": func(t *testing.T, b []byte) {
+		ev := httpEvent(t, b, "POST /webhooks/{provider}")
+		if ev.RequestContext.Authorizer != nil || ev.Headers["stripe-signature"] == "" {
+			t.Fatal("want a signed, unauthenticated delivery")
+		}
+		delivery(t, mustJSON(t, webhooks.Delivery{Provider: "stripe", Body: []byte(ev.Body)}))
+	},
+	"webhook-worker/sqs-delivery.json":      func(t *testing.T, b []byte) { sqsEvent(t, b, "-webhooks", delivery) },
+	"payment-resolver/sqs-resolve.json":     func(t *testing.T, b []byte) { sqsEvent(t, b, "-resolve", resolveJob) },
+	"deadletter-sink/sqs-webhooks-dlq.json": func(t *testing.T, b []byte) { sqsEvent(t, b, "-webhooks-dlq", delivery) },
+	"deadletter-sink/sqs-resolve-dlq.json":  func(t *testing.T, b []byte) { sqsEvent(t, b, "-resolve-dlq", resolveJob) },
+	"recovery-steps/plan.json":              func(t *testing.T, b []byte) { step(t, b, recovery.StepPlan) },
+	"recovery-steps/dead-letter.json":       func(t *testing.T, b []byte) { step(t, b, recovery.StepDeadLetter) },
+	"operator-api/list-deadletters.json": func(t *testing.T, b []byte) {
+		ev := httpEvent(t, b, "ANY /ops/{proxy+}")
+		if ev.RequestContext.Authorizer.JWT.Claims["sub"] == "" || ev.PathParameters["proxy"] == "" {
+			t.Fatal("want an operator's JWT and the proxy path")
+		}
+	},
+	"operator-api/console.json": func(t *testing.T, b []byte) {
+		if ev := httpEvent(t, b, "GET /ops/"); ev.RequestContext.Authorizer.JWT.Claims["sub"] == "" {
+			t.Fatal("want an operator's JWT")
+		}
+	},
+	"reconciler/scheduled.json":       reconEvent,
+	"reconciler/explicit-window.json": reconEvent,
+}
+
+func step(t *testing.T, b []byte, want string) {
+	var in stepInput
+	strict(t, b, &in)
+	if in.Step != want || in.State.PaymentID == "" || in.State.Round < 1 || in.State.Attempts == nil {
+		t.Fatalf("step input %+v", in)
+	}
+}
+
+func reconEvent(t *testing.T, b []byte) {
+	ev, err := recon.ParseEvent(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.ScheduledTime == "" && ev.From == "" {
+		t.Fatalf("event %+v names no time", ev)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestEveryEventParsesIntoItsHandlerType(t *testing.T) {
+	files, err := filepath.Glob("*/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			parse, ok := parsers[filepath.ToSlash(f)]
+			if !ok {
+				t.Fatal("no parser for this file: add one to parsers")
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parse(t, b)
+		})
+		seen[filepath.ToSlash(f)] = true
+	}
+	for f := range parsers {
+		if !seen[f] {
+			t.Errorf("%s is listed but missing", f)
+		}
+	}
+}
+
+// TestEveryFunctionHasAnEvent keeps events/ in step with functions/.
+func TestEveryFunctionHasAnEvent(t *testing.T) {
+	dirs, err := os.ReadDir("../functions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if !d.IsDir() || d.Name() == "internal" {
+			continue
+		}
+		if m, _ := filepath.Glob(filepath.Join(d.Name(), "*.json")); len(m) == 0 {
+			t.Errorf("functions/%s has no sample in events/%s/", d.Name(), d.Name())
+		}
+	}
+}

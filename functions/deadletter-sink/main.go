@@ -1,0 +1,34 @@
+// Command deadletter-sink turns every message that dies in a dead-letter queue into a
+// reviewable dead-letter record.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/lambdaenv"
+)
+
+func main() {
+	log := lambdaenv.Logger()
+	cfg, err := lambdaenv.AWS(context.Background())
+	if err != nil {
+		lambdaenv.Fatal(log, "aws config", err)
+	}
+	env := &lambdaenv.Env{}
+	tables := env.Tables(deadletter.TableName)
+	if err := env.Err(); err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	// The open count goes to stdout as EMF; the dead-letter growth alarm watches it.
+	emf := &deadletter.EMF{W: os.Stdout, Service: env.Optional("TWICE_METRICS_SERVICE", "twice")}
+	// No Requeuer: the sink only opens records; retries are the operator API's.
+	table := deadletter.NewTable(dynamo.New(lambdaenv.DynamoDB(cfg), tables), nil,
+		deadletter.WithLogger(log), deadletter.WithMetrics(emf))
+	sink := &deadletter.Sink{Table: table, Metrics: emf, Count: table.OpenCount}
+	lambda.Start(sink.Handle) // per-message failures: ReportBatchItemFailures
+}

@@ -1,0 +1,25 @@
+// Command payment-resolver resolves payments whose provider outcome was unknown: it consumes the
+// resolve queue and repeats each call with the same provider idempotency key.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/runtwice/twice/functions/internal/paymentsfn"
+	"github.com/runtwice/twice/shared/lambdaenv"
+)
+
+func main() {
+	log := lambdaenv.Logger()
+	cfg, err := lambdaenv.AWS(context.Background())
+	if err != nil {
+		lambdaenv.Fatal(log, "aws config", err)
+	}
+	svc, err := paymentsfn.Build(cfg, &lambdaenv.Env{}, log)
+	if err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	lambda.Start(svc.HandleResolve) // per-message failures: ReportBatchItemFailures
+}

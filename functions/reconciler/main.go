@@ -1,0 +1,55 @@
+// Command reconciler compares a recent window of payments against the provider on the
+// EventBridge Scheduler's schedule, and opens a dead-letter record per difference.
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/runtwice/twice/functions/internal/paymentsfn"
+	"github.com/runtwice/twice/functions/internal/recoveryfn"
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/retry"
+)
+
+func main() {
+	log := lambdaenv.Logger()
+	cfg, err := lambdaenv.AWS(context.Background())
+	if err != nil {
+		lambdaenv.Fatal(log, "aws config", err)
+	}
+	env := &lambdaenv.Env{}
+	tables := env.Tables(payments.Table, recon.RunsTable, recon.DifferencesTable, deadletter.TableName, attempts.Table)
+	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
+	if err := env.Err(); err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
+	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	if err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	stripe := paymentsfn.Stripe(cfg, keyParam, env.Optional(paymentsfn.EnvStripeAPIBase, ""), 10*time.Second, attemptLog, log)
+	// Listing is a read: every failure may be retried, with the policy's budget.
+	policy := retry.New(paymentsfn.NewRand())
+	policy.Logger = log
+	r, err := recon.New(recon.Config{
+		Store:    st,
+		Provider: &retry.Provider{Next: stripe, Policy: policy},
+		Sink:     recoveryfn.ReconSink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log))},
+		Metrics:  &recon.Metrics{W: os.Stdout}, // EMF: the run's counts become CloudWatch metrics
+		Log:      log,
+	})
+	if err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	lambda.Start(r.Handle) // input: the Scheduler's {"scheduled_time": ...} or {"from","to"}
+}

@@ -1,0 +1,57 @@
+// Command recovery-steps runs the payment-recovery state machine's Task states (plan, charge,
+// dead_letter).
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/runtwice/twice/functions/internal/paymentsfn"
+	"github.com/runtwice/twice/functions/internal/recoveryfn"
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/retry"
+)
+
+func main() {
+	log := lambdaenv.Logger()
+	cfg, err := lambdaenv.AWS(context.Background())
+	if err != nil {
+		lambdaenv.Fatal(log, "aws config", err)
+	}
+	env := &lambdaenv.Env{}
+	tables := env.Tables(payments.Table, deadletter.TableName, attempts.Table)
+	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
+	if err := env.Err(); err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
+	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	if err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	stripe := paymentsfn.Stripe(cfg, keyParam, env.Optional(paymentsfn.EnvStripeAPIBase, ""), 10*time.Second, attemptLog, log)
+	// A recovery charge carries its attempt key, so an unknown outcome may be repeated inline.
+	policy := retry.New(paymentsfn.NewRand())
+	policy.Logger = log
+	steps, err := recovery.NewSteps(recovery.StepsConfig{
+		Provider:    &retry.Provider{Next: stripe, Policy: policy},
+		Store:       st,
+		DeadLetters: recoveryfn.Sink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log))},
+		Policy:      recovery.DefaultPolicy(),
+		Now:         time.Now,
+		Rand:        paymentsfn.NewRand(),
+		Log:         log,
+	})
+	if err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	// Errors reach Step Functions under their names (Recovery.Transient, ...) for Retry/Catch.
+	lambda.Start(recovery.LambdaHandler(steps.Handle))
+}

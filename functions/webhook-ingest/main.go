@@ -1,0 +1,60 @@
+// Command webhook-ingest serves POST /webhooks/{provider}: verify the signature, enqueue, 200.
+package main
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runtwice/twice/shared/apigw"
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/sqsqueue"
+	"github.com/runtwice/twice/shared/ssmparam"
+	"github.com/runtwice/twice/shared/webhooks"
+	"github.com/runtwice/twice/shared/webhooks/ingest"
+)
+
+// maxBody keeps a delivery, base64 inside its JSON message, under SQS's 256 KiB default limit.
+const maxBody = 180 << 10
+
+func main() {
+	log := lambdaenv.Logger()
+	cfg, err := lambdaenv.AWS(context.Background())
+	if err != nil {
+		lambdaenv.Fatal(log, "aws config", err)
+	}
+	env := &lambdaenv.Env{}
+	queueURL := env.Get("TWICE_WEBHOOK_QUEUE_URL")
+	tables := env.Tables(attempts.Table)
+	names := map[string]string{
+		webhooks.ProviderStripe:   env.Get("TWICE_STRIPE_WEBHOOK_SECRET_PARAM"),
+		webhooks.ProviderStandard: env.Get("TWICE_STANDARD_WEBHOOK_SECRET_PARAM"),
+	}
+	if err := env.Err(); err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	// Secrets are read from SSM on the first delivery and cached; INIT makes no call. ssmparam,
+	// not the SDK's ssm client, whose package init alone cost ~8 ms of every cold start.
+	src := ssmparam.NewSource(ssmparam.New(cfg))
+	src.Logger = log
+	verifiers, err := webhooks.NewRotating(src, names)
+	if err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	attemptLog, err := attempts.NewLog(dynamo.New(lambdaenv.DynamoDB(cfg), tables), attempts.Config{})
+	if err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	in := ingest.New(verifiers, ingest.QueueSink{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL)})
+	in.MaxBody = maxBody
+	in.Logger = log
+	in.Observer = attempts.IngestObserver{Record: attempts.BestEffort(attemptLog, log)}
+	mux := http.NewServeMux()
+	mux.Handle(ingest.Pattern, in) // it reads the {provider} wildcard
+	// No authorizer: a webhook proves itself by its signature.
+	lambda.Start(apigw.New(mux).Invoke)
+}

@@ -1,0 +1,31 @@
+// Command webhook-worker applies verified webhook deliveries from the webhook queue exactly once.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/runtwice/twice/functions/internal/recoveryfn"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/webhooks/worker"
+)
+
+func main() {
+	log := lambdaenv.Logger()
+	cfg, err := lambdaenv.AWS(context.Background())
+	if err != nil {
+		lambdaenv.Fatal(log, "aws config", err)
+	}
+	env := &lambdaenv.Env{}
+	tables := env.Tables(worker.Table, payments.Table)
+	recoverer := recoveryfn.Recoverer(cfg, env, log) // payment_intent.payment_failed starts recovery
+	if err := env.Err(); err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: recoveryfn.Classify,
+		OnDecline: recoverer, Log: log}
+	lambda.Start(w.Handle) // per-message failures: ReportBatchItemFailures
+}

@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Deploy rehearsal: transform template.yaml with aws-sam-translator (as `sam deploy` does),
+create what the result declares in moto (and the tables in DynamoDB Local), and check that
+every function's environment names a resource that exists and every IAM statement names a
+resource the stack creates. Prints a short report; exits non-zero on any failure.
+
+Usage: rehearse.py --template template.yaml --moto URL --dynamodb URL [--stage rehearsal]
+"""
+import argparse, copy, json, os, re, sys, time
+
+import boto3
+from samtranslator.parser import parser
+from samtranslator.translator.translator import Translator
+from samtranslator.yaml_helper import yaml_parse
+
+REGION, ACCOUNT, PARTITION = "us-east-1", "123456789012", "aws"
+
+
+class Unresolved(Exception):
+    pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--template", required=True)
+    ap.add_argument("--moto", required=True)
+    ap.add_argument("--dynamodb", required=True)
+    ap.add_argument("--stage", default="rehearsal" + str(int(time.time()) % 100000))
+    args = ap.parse_args()
+    root = os.path.dirname(os.path.abspath(args.template))
+    phys_stage[0] = args.stage
+
+    with open(args.template) as f:
+        sam = yaml_parse(f.read())
+    # sam build/package would upload CodeUri and DefinitionUri; the translator accepts S3
+    # locations, so the rehearsal substitutes them the way `sam package` does.
+    for r in sam["Resources"].values():
+        p = r.get("Properties", {})
+        if r["Type"] == "AWS::Serverless::StateMachine" and "DefinitionUri" in p:
+            with open(os.path.join(root, p.pop("DefinitionUri"))) as f:
+                p["Definition"] = json.load(f)
+    sam.setdefault("Globals", {}).setdefault("Function", {})["CodeUri"] = "s3://rehearsal-bucket/code.zip"
+    params = {k: v.get("Default") for k, v in sam.get("Parameters", {}).items()}
+    params["Stage"] = args.stage
+    params["DeletionProtection"] = "false"
+    params.update({k: v.replace("/twice/dev/", f"/twice/{args.stage}/") for k, v in params.items()
+                   if isinstance(v, str) and v.startswith("/twice/dev/")})
+    session = boto3.session.Session(region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
+    cfn = Translator({}, parser.Parser(), boto_session=session).translate(sam_template=sam, parameter_values=dict(params))
+    res = cfn["Resources"]
+    conds = {k: cond(v, params) for k, v in cfn.get("Conditions", {}).items()}
+
+    kw = dict(region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
+    moto = lambda svc: boto3.client(svc, endpoint_url=args.moto, **kw)
+    ddb = boto3.client("dynamodb", endpoint_url=args.dynamodb, **kw)
+
+    phys, created, lacks, problems = {}, [], [], []
+    types = {}
+    for lid, r in res.items():
+        if conds.get(r.get("Condition"), True):
+            types.setdefault(r["Type"], []).append(lid)
+
+    def ev(x):
+        return resolve(x, params, phys, conds)
+
+    # SSM parameters: SecureStrings an operator creates before the first deploy.
+    for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter"):
+        moto("ssm").put_parameter(Name=params[p], Value="rehearsal", Type="SecureString", Overwrite=True)
+    ssm_names = {params[p] for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter")}
+    created.append(f"SSM parameters: {len(ssm_names)} SecureString (created by an operator before deploy)")
+
+    handlers = {
+        "AWS::DynamoDB::Table": lambda lid, p: make_table(ddb, lid, p, ev, phys, lacks),
+        "AWS::SQS::Queue": lambda lid, p: make_queue(moto("sqs"), lid, p, ev, phys),
+        "AWS::SNS::Topic": lambda lid, p: phys.__setitem__(lid, {"Ref": moto("sns").create_topic(Name=ev(p["TopicName"]))["TopicArn"]}),
+        "AWS::Logs::LogGroup": lambda lid, p: make_log_group(moto("logs"), lid, p, ev, phys),
+        "AWS::IAM::Role": lambda lid, p: make_role(moto("iam"), lid, p, ev, phys),
+        "AWS::Lambda::Function": lambda lid, p: make_function(lid, p, ev, phys),
+        "AWS::StepFunctions::StateMachine": lambda lid, p: make_state_machine(moto("stepfunctions"), lid, p, ev, phys),
+        "AWS::ApiGatewayV2::Api": lambda lid, p: make_api(moto("apigatewayv2"), lid, p, ev, phys),
+        "AWS::Scheduler::Schedule": lambda lid, p: make_schedule(moto("scheduler"), lid, p, ev, phys),
+        "AWS::CloudWatch::Alarm": lambda lid, p: make_alarm(moto("cloudwatch"), lid, p, ev, phys),
+    }
+    pending = [lid for lid, r in res.items() if r["Type"] in handlers and conds.get(r.get("Condition"), True)]
+    # Create in dependency order: a resource whose references are not created yet waits a round.
+    for _ in range(len(pending) + 1):
+        waiting = []
+        for lid in pending:
+            try:
+                handlers[res[lid]["Type"]](lid, res[lid].get("Properties", {}))
+            except Unresolved:
+                waiting.append(lid)
+        if not waiting or len(waiting) == len(pending):
+            pending = waiting
+            break
+        pending = waiting
+    for lid in pending:
+        problems.append(f"{lid}: references that never resolve")
+
+    for t, lids in sorted(types.items()):
+        if t in handlers and t != "AWS::Lambda::Function":
+            made = [l for l in lids if l in phys]
+            created.append(f"{t}: {len(made)}/{len(lids)}")
+    not_supported = {
+        "AWS::Lambda::Function": "moto runs Lambda code only in Docker; functions were resolved and checked, not created",
+        "AWS::Lambda::EventSourceMapping": "needs the functions in moto's Lambda (Docker)",
+        "AWS::Lambda::Permission": "needs the functions in moto's Lambda (Docker)",
+        "AWS::ApiGatewayV2::Stage": "the $default stage is implicit in moto's HTTP API",
+    }
+    for t, why in not_supported.items():
+        if t in types:
+            lacks.append(f"{t} x{len(types[t])}: {why}")
+    others = sorted(set(types) - set(handlers) - set(not_supported))
+    for t in others:
+        lacks.append(f"{t} x{len(types[t])}: not created (declared only)")
+
+    # Check 1: every function's environment names resources that exist.
+    table_names = {n for page in ddb.get_paginator("list_tables").paginate() for n in page["TableNames"]}
+    queue_urls = {u for page in moto("sqs").get_paginator("list_queues").paginate() for u in page.get("QueueUrls", [])}
+    machines = {m["stateMachineArn"] for m in moto("stepfunctions").list_state_machines()["stateMachines"]}
+    checked = 0
+    for lid in types.get("AWS::Lambda::Function", []):
+        envv = ev(res[lid]["Properties"].get("Environment", {}).get("Variables", {}))
+        for k, v in envv.items():
+            ok = True
+            if k.startswith("TWICE_TABLE_"):
+                ok = v in table_names
+            elif k.endswith("_QUEUE_URL"):
+                ok = v in queue_urls
+            elif k.endswith("_PARAM"):
+                ok = v in ssm_names and bool(moto("ssm").get_parameter(Name=v, WithDecryption=True)["Parameter"]["Value"])
+            elif k.endswith("_STATE_MACHINE_ARN"):
+                ok = v in machines
+            else:
+                continue
+            checked += 1
+            if not ok:
+                problems.append(f"{lid}: {k}={v} names nothing that exists")
+
+    # Check 2: every IAM statement's resources are resources this stack created (or "*" where
+    # AWS offers no resource-level permission, listed).
+    known = set()
+    for v in phys.values():
+        for a in ("Arn", "Ref"):
+            if isinstance(v.get(a), str) and v[a].startswith("arn:"):
+                known.add(v[a])
+    known |= {f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter{n}" for n in ssm_names}
+    stars, stmts, managed = [], 0, set()
+    for lid in types.get("AWS::IAM::Role", []):
+        managed |= {m.rsplit("/", 1)[-1] for m in ev(res[lid]["Properties"].get("ManagedPolicyArns", []))}
+        for pol in ev(res[lid]["Properties"].get("Policies", [])):
+            for st in pol["PolicyDocument"]["Statement"]:
+                stmts += 1
+                rs = st.get("Resource", [])
+                for r in rs if isinstance(rs, list) else [rs]:
+                    if r == "*":
+                        stars.append(f"{lid}: {','.join(as_list(st['Action']))}")
+                    elif not any(r.rstrip("*") == k or r.startswith(k + "/") or r.startswith(k + ":") for k in known):
+                        problems.append(f"{lid}: {pol['PolicyName']} grants on {r}, which the stack does not create")
+
+    print("== deploy rehearsal (stage %s): %d CloudFormation resources after the SAM transform" % (args.stage, len(res)))
+    for c in created:
+        print("   created  " + c)
+    for l in lacks:
+        print("   skipped  " + l)
+    print(f"   checked  {checked} environment references of {len(types.get('AWS::Lambda::Function', []))} functions: "
+          f"{'all exist' if not [p for p in problems if 'names nothing' in p] else 'FAILURES'}")
+    print(f"   checked  {stmts} IAM statements: every ARN is a resource of this stack; '*' only for: "
+          + ("; ".join(sorted(set(s.split(': ', 1)[1] for s in stars))) or "none"))
+    print("   note     AWS managed policies SAM attaches: " + ", ".join(sorted(managed)))
+    for p in problems:
+        print("   PROBLEM  " + p)
+    return 1 if problems else 0
+
+
+def as_list(x):
+    return x if isinstance(x, list) else [x]
+
+
+def cond(c, params):
+    if isinstance(c, dict):
+        (k, v), = c.items()
+        if k == "Fn::Equals":
+            a, b = [params.get(x["Ref"]) if isinstance(x, dict) and "Ref" in x else x for x in v]
+            return str(a) == str(b)
+        if k == "Fn::Not":
+            return not cond(v[0], params)
+        if k == "Fn::And":
+            return all(cond(x, params) for x in v)
+        if k == "Fn::Or":
+            return any(cond(x, params) for x in v)
+    return bool(c)
+
+
+PSEUDO = {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::Partition": PARTITION,
+          "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "twice-rehearsal",
+          "AWS::StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/twice-rehearsal/6b1c9d2e-0000-4000-8000-000000000000", "AWS::NoValue": None}
+
+
+def resolve(x, params, phys, conds):
+    r = lambda y: resolve(y, params, phys, conds)
+    if isinstance(x, list):
+        return [v for v in (r(i) for i in x) if v is not None]
+    if not isinstance(x, dict):
+        return x
+    if len(x) == 1:
+        (k, v), = x.items()
+        if k == "Ref":
+            if v in PSEUDO:
+                return PSEUDO[v]
+            if v in params:
+                return params[v]
+            if v in phys:
+                return phys[v]["Ref"]
+            raise Unresolved(v)
+        if k == "Fn::GetAtt":
+            lid, att = v if isinstance(v, list) else v.split(".", 1)
+            if lid in phys and att in phys[lid]:
+                return phys[lid][att]
+            raise Unresolved(f"{lid}.{att}")
+        if k == "Fn::Sub":
+            s, extra = (v, {}) if isinstance(v, str) else (v[0], r(v[1]))
+            def sub(m):
+                name = m.group(1)
+                if name in extra:
+                    return str(extra[name])
+                if "." in name:
+                    return str(r({"Fn::GetAtt": name.split(".", 1)}))
+                return str(r({"Ref": name}))
+            return re.sub(r"\$\{([^}!]+)\}", sub, s)
+        if k == "Fn::Join":
+            return v[0].join(str(i) for i in r(v[1]))
+        if k == "Fn::If":
+            return r(v[1]) if conds.get(v[0]) else r(v[2])
+        if k == "Fn::Split":
+            return r(v[1]).split(v[0])
+        if k == "Fn::Select":
+            return r(v[1])[int(v[0])]
+    return {k: r(v) for k, v in x.items()}
+
+
+def arn(svc, rest):
+    return f"arn:{PARTITION}:{svc}:{REGION}:{ACCOUNT}:{rest}"
+
+
+def make_table(ddb, lid, p, ev, phys, lacks):
+    p = ev(p)
+    kw = {k: p[k] for k in ("TableName", "AttributeDefinitions", "KeySchema", "BillingMode") if k in p}
+    if "GlobalSecondaryIndexes" in p:
+        kw["GlobalSecondaryIndexes"] = p["GlobalSecondaryIndexes"]
+    kw["SSESpecification"] = {"Enabled": p.get("SSESpecification", {}).get("SSEEnabled", False)}
+    kw["DeletionProtectionEnabled"] = bool(p.get("DeletionProtectionEnabled"))
+    ddb.create_table(**kw)
+    if p.get("TimeToLiveSpecification"):
+        t = p["TimeToLiveSpecification"]
+        ddb.update_time_to_live(TableName=p["TableName"], TimeToLiveSpecification={"AttributeName": t["AttributeName"], "Enabled": t["Enabled"]})
+    if p.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled"):
+        try:
+            ddb.update_continuous_backups(TableName=p["TableName"], PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
+        except Exception as e:
+            code = getattr(e, "response", {}).get("Error", {}).get("Code", type(e).__name__)
+            msg = "DynamoDB Local: UpdateContinuousBackups (point-in-time recovery) answers " + code + "; PITR declared, not exercised"
+            if msg not in lacks:
+                lacks.append(msg)
+    phys[lid] = {"Ref": p["TableName"], "Arn": arn("dynamodb", "table/" + p["TableName"])}
+
+
+def make_queue(sqs, lid, p, ev, phys):
+    p = ev(p)
+    attrs = {}
+    for k in ("VisibilityTimeout", "MessageRetentionPeriod", "SqsManagedSseEnabled", "DelaySeconds"):
+        if k in p:
+            attrs[k] = str(p[k]).lower() if isinstance(p[k], bool) else str(p[k])
+    for k in ("RedrivePolicy", "RedriveAllowPolicy"):
+        if k in p:
+            attrs[k] = json.dumps(p[k])
+    url = sqs.create_queue(QueueName=p["QueueName"], Attributes=attrs)["QueueUrl"]
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    for k in ("RedrivePolicy", "RedriveAllowPolicy"):
+        if k in p and json.loads(got.get(k, "{}")) != json.loads(attrs[k]) and \
+           json.loads(got.get(k, "{}")).get("maxReceiveCount", None) != p[k].get("maxReceiveCount", None):
+            raise SystemExit(f"{lid}: {k} not kept by SQS: {got.get(k)}")
+    phys[lid] = {"Ref": url, "Arn": got["QueueArn"], "QueueName": p["QueueName"], "QueueUrl": url}
+
+
+def make_log_group(logs, lid, p, ev, phys):
+    p = ev(p)
+    logs.create_log_group(logGroupName=p["LogGroupName"])
+    if "RetentionInDays" in p:
+        logs.put_retention_policy(logGroupName=p["LogGroupName"], retentionInDays=int(p["RetentionInDays"]))
+    phys[lid] = {"Ref": p["LogGroupName"], "Arn": arn("logs", "log-group:" + p["LogGroupName"] + ":*")}
+
+
+phys_stage = ["rehearsal"]
+
+
+def make_role(iam, lid, p, ev, phys):
+    p = ev(p)  # raises Unresolved until every resource a policy names exists
+    name = f"{phys_stage[0]}-{lid}"[:64]
+    r = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(p["AssumeRolePolicyDocument"]))
+    for pol in p.get("Policies", []):
+        # SAM's policy templates omit Version (IAM then assumes 2008-10-17); moto insists.
+        pol["PolicyDocument"].setdefault("Version", "2012-10-17")
+        iam.put_role_policy(RoleName=name, PolicyName=pol["PolicyName"], PolicyDocument=json.dumps(pol["PolicyDocument"]))
+    phys[lid] = {"Ref": name, "Arn": r["Role"]["Arn"]}
+
+
+def make_function(lid, p, ev, phys):
+    p = ev(p)
+    phys[lid] = {"Ref": p["FunctionName"], "Arn": arn("lambda", "function:" + p["FunctionName"])}
+
+
+def make_state_machine(sfn, lid, p, ev, phys):
+    p = ev(p)
+    d = p.get("DefinitionString") or json.dumps(p["Definition"])
+    for k, v in (p.get("DefinitionSubstitutions") or {}).items():
+        d = d.replace("${" + k + "}", str(v))
+    if "${" in d:
+        raise SystemExit(f"{lid}: unsubstituted placeholder left in the definition")
+    kw = dict(name=p["StateMachineName"], definition=d, roleArn=p["RoleArn"], type=p.get("StateMachineType", "STANDARD"))
+    if "TracingConfiguration" in p:
+        kw["tracingConfiguration"] = {"enabled": p["TracingConfiguration"]["Enabled"]}
+    if "LoggingConfiguration" in p:
+        lc = p["LoggingConfiguration"]
+        kw["loggingConfiguration"] = {"level": lc["Level"], "includeExecutionData": lc["IncludeExecutionData"],
+            "destinations": [{"cloudWatchLogsLogGroup": {"logGroupArn": d_["CloudWatchLogsLogGroup"]["LogGroupArn"]}} for d_ in lc["Destinations"]]}
+    a = sfn.create_state_machine(**kw)["stateMachineArn"]
+    phys[lid] = {"Ref": a, "Arn": a, "Name": p["StateMachineName"]}
+
+
+def make_api(apigw, lid, p, ev, phys):
+    p = ev(p)
+    body = p.get("Body", {})
+    api = apigw.create_api(Name=body.get("info", {}).get("title", lid), ProtocolType="HTTP")
+    routes = []
+    for path, methods in body.get("paths", {}).items():
+        for m in methods:
+            key = ("ANY" if m == "x-amazon-apigateway-any-method" else m.upper()) + " " + path
+            apigw.create_route(ApiId=api["ApiId"], RouteKey=key)
+            sec = methods[m].get("security")
+            routes.append(key + (" [" + ",".join(k for d in sec for k in d) + "]" if sec else " [no authorizer]"))
+    phys[lid] = {"Ref": api["ApiId"], "ApiEndpoint": api["ApiEndpoint"], "Routes": routes}
+    print("   routes   " + ", ".join(sorted(routes)))
+
+
+def make_schedule(sch, lid, p, ev, phys):
+    p = ev(p)
+    t = p["Target"]
+    target = {"Arn": t["Arn"], "RoleArn": t["RoleArn"]}
+    if "Input" in t:
+        target["Input"] = t["Input"]
+    if "RetryPolicy" in t:
+        target["RetryPolicy"] = t["RetryPolicy"]
+    sch.create_schedule(Name=p["Name"], ScheduleExpression=p["ScheduleExpression"],
+                        FlexibleTimeWindow=p["FlexibleTimeWindow"], Target=target)
+    phys[lid] = {"Ref": p["Name"], "Arn": arn("scheduler", "schedule/default/" + p["Name"])}
+
+
+def make_alarm(cw, lid, p, ev, phys):
+    p = ev(p)
+    kw = {k: p[k] for k in ("AlarmName", "AlarmDescription", "ComparisonOperator", "Threshold", "EvaluationPeriods",
+                             "DatapointsToAlarm", "TreatMissingData", "AlarmActions", "OKActions", "Metrics") if k in p}
+    kw["Threshold"] = float(kw["Threshold"])
+    cw.put_metric_alarm(**kw)
+    phys[lid] = {"Ref": p["AlarmName"], "Arn": arn("cloudwatch", "alarm:" + p["AlarmName"])}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

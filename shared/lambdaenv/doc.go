@@ -1,0 +1,14 @@
+// Package lambdaenv is what a deployed function reads from its environment: the names
+// template.yaml passes in (tables, queue URLs, parameter names), the AWS SDK configuration, and
+// the JSON logger. functions/*/main.go use it so their wiring stays a few lines.
+//
+// Environment variables, all set by template.yaml:
+//
+//	TWICE_TABLE_<LOGICAL>     physical DynamoDB table of a logical store table
+//	                          (TWICE_TABLE_IDEMPOTENCY, TWICE_TABLE_WEBHOOK_EVENTS, ...)
+//	TWICE_*_QUEUE_URL         an SQS queue URL
+//	TWICE_*_PARAM             an SSM parameter name (secrets; read on first use, never at INIT)
+//
+// Nothing here makes a network call: LoadDefaultConfig reads the environment only, and clients
+// connect on their first request.
+package lambdaenv
