@@ -28,6 +28,6 @@
 // idempotency keys derived from the invoice and attempt). A Task whose result was
 // checkpointed never runs again, and a Wait resumes with its original due time.
 //
-// Time comes from a Clock: RealClock, NewAcceleratedClock for a local stack whose waits
-// run N times faster, and FakeClock for tests.
+// Time comes from a shared/clock Clock (WithClock): clock.Real by default, a clock.Accelerated
+// for a local stack whose waits run N times faster, and a clock.Fake in tests.
 package asl

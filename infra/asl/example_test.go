@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/infra/asl"
+	"github.com/runtwice/twice/shared/clock"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -25,7 +26,7 @@ func Example() {
 	store, _ := asl.NewBoltStore(db)
 
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := asl.NewFakeClock(start)
+	clock := clock.NewFake(start)
 	tasks := asl.TaskRegistry{
 		"classify": func(context.Context, json.RawMessage) (json.RawMessage, error) {
 			return json.Marshal(map[string]any{"retry": true, "attempt": 1, "at": start.Add(time.Hour).Format(time.RFC3339)})

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/runtwice/twice/shared/clock"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -21,7 +23,7 @@ type harness struct {
 	t      *testing.T
 	db     *bolt.DB
 	store  *BoltStore
-	clock  *FakeClock
+	clock  *clock.Fake
 	runner *Runner
 }
 
@@ -39,10 +41,10 @@ func newHarness(t *testing.T, tasks Resolver, opts ...Option) *harness {
 	t.Helper()
 	db := openDB(t, filepath.Join(t.TempDir(), "asl.db"))
 	t.Cleanup(func() { db.Close() })
-	return newHarnessOn(t, db, NewFakeClock(t0), tasks, opts...)
+	return newHarnessOn(t, db, clock.NewFake(t0), tasks, opts...)
 }
 
-func newHarnessOn(t *testing.T, db *bolt.DB, clock *FakeClock, tasks Resolver, opts ...Option) *harness {
+func newHarnessOn(t *testing.T, db *bolt.DB, clock *clock.Fake, tasks Resolver, opts ...Option) *harness {
 	t.Helper()
 	store, err := NewBoltStore(db)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 func TestIntrinsics(t *testing.T) {
@@ -100,47 +99,6 @@ func TestConcurrencyBound(t *testing.T) {
 	}
 	if peak.Load() != 2 {
 		t.Fatalf("peak concurrency %d, want 2", peak.Load())
-	}
-}
-
-func TestAcceleratedClock(t *testing.T) {
-	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := NewAcceleratedClock(epoch, 60)
-	wall := epoch.Add(10 * time.Second)
-	c.wall = func() time.Time { return wall }
-	if got := c.Now(); !got.Equal(epoch.Add(10 * time.Minute)) {
-		t.Fatalf("Now = %s, want epoch+10m", got)
-	}
-	// A restarted process with the same epoch sees the same time.
-	c2 := NewAcceleratedClock(epoch, 60)
-	c2.wall = func() time.Time { return wall }
-	if !c2.Now().Equal(c.Now()) {
-		t.Fatal("a second clock with the same epoch disagrees")
-	}
-}
-
-func TestFakeClockFiresInOrder(t *testing.T) {
-	c := NewFakeClock(t0)
-	late, early := c.NewTimer(2*time.Minute).C(), c.NewTimer(time.Minute).C()
-	stopped := c.NewTimer(time.Second)
-	if !stopped.Stop() || c.Waiters() != 2 {
-		t.Fatalf("Stop left %d waiters, want 2", c.Waiters())
-	}
-	if d, _ := c.AdvanceToNext(); d != time.Minute {
-		t.Fatalf("advanced %s, want 1m", d)
-	}
-	select {
-	case <-early:
-	default:
-		t.Fatal("early waiter did not fire")
-	}
-	select {
-	case <-late:
-		t.Fatal("late waiter fired early")
-	default:
-	}
-	if c.Waiters() != 1 {
-		t.Fatalf("%d waiters, want 1", c.Waiters())
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/runtwice/twice/shared/clock"
 )
 
 // TestCrashResume stops a runner mid-Wait and mid-Task, reopens the bbolt file in a new
@@ -41,7 +43,7 @@ func TestCrashResume(t *testing.T) {
 
 	// Run 1: the charge completes, then the process stops during the Wait.
 	db := openDB(t, file)
-	h := newHarnessOn(t, db, NewFakeClock(t0), tasks)
+	h := newHarnessOn(t, db, clock.NewFake(t0), tasks)
 	h.define("recovery", def)
 	arn := h.start("recovery", "inv_1-1", `{"invoice":"inv_1"}`).ExecutionArn
 	h.clock.BlockUntil(1)
@@ -50,7 +52,7 @@ func TestCrashResume(t *testing.T) {
 
 	// Run 2: ten minutes later. The Wait resumes with its original due time.
 	db = openDB(t, file)
-	h = newHarnessOn(t, db, NewFakeClock(t0.Add(10*time.Minute)), tasks)
+	h = newHarnessOn(t, db, clock.NewFake(t0.Add(10*time.Minute)), tasks)
 	h.define("recovery", def)
 	if n, err := h.runner.Resume(context.Background()); err != nil || n != 1 {
 		t.Fatalf("Resume = %d, %v", n, err)
@@ -67,7 +69,7 @@ func TestCrashResume(t *testing.T) {
 	recordBlocks.Store(false)
 	db = openDB(t, file)
 	defer db.Close()
-	h = newHarnessOn(t, db, NewFakeClock(t0.Add(2*time.Hour)), tasks)
+	h = newHarnessOn(t, db, clock.NewFake(t0.Add(2*time.Hour)), tasks)
 	// No Define: the execution runs the definition version it started with, from the store.
 	if n, err := h.runner.Resume(context.Background()); err != nil || n != 1 {
 		t.Fatalf("Resume = %d, %v", n, err)
@@ -116,7 +118,7 @@ func TestRetryBackoffSurvivesRestart(t *testing.T) {
 		return json.RawMessage(`1`), nil
 	}}
 	db := openDB(t, file)
-	h := newHarnessOn(t, db, NewFakeClock(t0), tasks)
+	h := newHarnessOn(t, db, clock.NewFake(t0), tasks)
 	h.define("sm", def)
 	arn := h.start("sm", "ex", `{}`).ExecutionArn
 	h.clock.BlockUntil(1)
@@ -125,7 +127,7 @@ func TestRetryBackoffSurvivesRestart(t *testing.T) {
 
 	db = openDB(t, file)
 	defer db.Close()
-	h = newHarnessOn(t, db, NewFakeClock(t0.Add(10*time.Second)), tasks)
+	h = newHarnessOn(t, db, clock.NewFake(t0.Add(10*time.Second)), tasks)
 	if _, err := h.runner.Resume(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/runtwice/twice/shared/clock"
 )
 
 // Status is an execution's status, as DescribeExecution reports it.
@@ -94,7 +96,7 @@ const LambdaInvoke = "arn:aws:states:::lambda:invoke"
 type Option func(*Runner)
 
 // WithClock sets the clock (default: the wall clock).
-func WithClock(c Clock) Option { return func(r *Runner) { r.clock = c } }
+func WithClock(c clock.Clock) Option { return func(r *Runner) { r.clock = c } }
 
 // WithRand sets the jitter source (default: seeded from crypto/rand).
 func WithRand(rnd *rand.Rand) Option { return func(r *Runner) { r.rnd = rnd } }
@@ -123,7 +125,7 @@ func WithCloseGrace(d time.Duration) Option { return func(r *Runner) { r.closeGr
 type Runner struct {
 	store      Store
 	tasks      Resolver
-	clock      Clock
+	clock      clock.Clock
 	log        *slog.Logger
 	sem        chan struct{}
 	arnPrefix  string
@@ -149,7 +151,7 @@ type Runner struct {
 func New(store Store, tasks Resolver, opts ...Option) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Runner{
-		store: store, tasks: tasks, clock: RealClock(), log: slog.Default(),
+		store: store, tasks: tasks, clock: clock.Real(), log: slog.Default(),
 		sem: make(chan struct{}, 16), arnPrefix: "arn:aws:states:local:000000000000",
 		closeGrace: 5 * time.Second,
 		machines:   map[string]string{}, defs: map[string]*Definition{}, raw: map[string][]byte{},

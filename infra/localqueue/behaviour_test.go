@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -28,7 +29,7 @@ func mustQueue(t testing.TB, b *Broker, name string, cfg Config) *Queue {
 }
 
 func TestLongPollTimesOutOnTheClock(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := clock.NewFake(epoch)
 	q := mustQueue(t, newBroker(t, clock), "q", Config{})
 	done := make(chan error, 1)
 	go func() {
@@ -52,7 +53,7 @@ func TestLongPollTimesOutOnTheClock(t *testing.T) {
 }
 
 func TestLongPollWakesWhenDelayEnds(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := clock.NewFake(epoch)
 	q := mustQueue(t, newBroker(t, clock), "q", Config{})
 	ctx := context.Background()
 	id, err := q.Send(ctx, []byte("delayed"), queue.SendOptions{Delay: 3 * time.Second})
@@ -73,7 +74,7 @@ func TestLongPollWakesWhenDelayEnds(t *testing.T) {
 }
 
 func TestDelayedSendRearmsWaiters(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := clock.NewFake(epoch)
 	q := mustQueue(t, newBroker(t, clock), "q", Config{})
 	ctx := context.Background()
 	done := make(chan []queue.Message, 1)
@@ -98,7 +99,7 @@ func TestDelayedSendRearmsWaiters(t *testing.T) {
 }
 
 func TestReceiveEndsOnCancelAndClose(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := clock.NewFake(epoch)
 	b := newBroker(t, clock)
 	q := mustQueue(t, b, "q", Config{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -120,7 +121,7 @@ func TestReceiveEndsOnCancelAndClose(t *testing.T) {
 }
 
 func TestMoveMessagesBackFromDLQ(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := clock.NewFake(epoch)
 	b := newBroker(t, clock)
 	q := mustQueue(t, b, "q", Config{DeadLetter: "dlq", MaxReceiveCount: 1})
 	dlq := mustQueue(t, b, "dlq", Config{})
@@ -168,7 +169,7 @@ func TestMoveMessagesBackFromDLQ(t *testing.T) {
 }
 
 func TestReceiptOfAnotherQueueIsInvalid(t *testing.T) {
-	b := newBroker(t, NewFakeClock(epoch))
+	b := newBroker(t, clock.NewFake(epoch))
 	a, c := mustQueue(t, b, "a", Config{}), mustQueue(t, b, "c", Config{})
 	ctx := context.Background()
 	a.Send(ctx, []byte("x"), queue.SendOptions{})
@@ -183,7 +184,7 @@ func TestReceiptOfAnotherQueueIsInvalid(t *testing.T) {
 }
 
 func TestInvalidConfig(t *testing.T) {
-	b := newBroker(t, NewFakeClock(epoch))
+	b := newBroker(t, clock.NewFake(epoch))
 	for name, cfg := range map[string]Config{
 		"zero max":     {DeadLetter: "d", MaxReceiveCount: 0},
 		"max too high": {DeadLetter: "d", MaxReceiveCount: 1001},
@@ -196,7 +197,7 @@ func TestInvalidConfig(t *testing.T) {
 }
 
 func TestConsumerRunStopsOnCancel(t *testing.T) {
-	clock := NewFakeClock(epoch)
+	clock := clock.NewFake(epoch)
 	q := mustQueue(t, newBroker(t, clock), "q", Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	const n = 25
@@ -271,7 +272,7 @@ func TestSurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	b := New(db, Options{Clock: NewFakeClock(epoch)})
+	b := New(db, Options{Clock: clock.NewFake(epoch)})
 	defer b.Close()
 	q := mustQueue(t, b, "q", Config{})
 	s, err := q.Stats()
@@ -286,7 +287,7 @@ func childSend(path string) {
 	if err != nil {
 		panic(err)
 	}
-	b := New(db, Options{Clock: NewFakeClock(epoch)})
+	b := New(db, Options{Clock: clock.NewFake(epoch)})
 	q, err := b.Queue("q", Config{})
 	if err != nil {
 		panic(err)

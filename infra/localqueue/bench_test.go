@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -16,7 +17,7 @@ var benchBody = []byte(`{"id":"evt_1NXs0aLkdIwHu7ix","object":"event","type":"pa
 
 // BenchmarkSend is fsync'd sends from 16 concurrent senders, which share commits.
 func BenchmarkSend(b *testing.B) {
-	q := mustQueue(b, newBroker(b, RealClock()), "q", Config{})
+	q := mustQueue(b, newBroker(b, clock.Real()), "q", Config{})
 	b.SetParallelism(8) // 8 x GOMAXPROCS senders
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -34,7 +35,7 @@ func BenchmarkSend(b *testing.B) {
 // concurrent requests) and a Consumer with 4 pollers of batches of 10 that deletes each
 // message, all on one fsync'd file. One op is one message sent, received and deleted.
 func BenchmarkEndToEnd(b *testing.B) {
-	q := mustQueue(b, newBroker(b, RealClock()), "q", Config{DeadLetter: "dlq", MaxReceiveCount: 5})
+	q := mustQueue(b, newBroker(b, clock.Real()), "q", Config{DeadLetter: "dlq", MaxReceiveCount: 5})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var handled atomic.Int64

@@ -12,7 +12,8 @@
 // Receive long-polls without a loop: it first looks in a read transaction (empty polls never
 // take the writer), then waits for a Send (or ChangeVisibility to zero, or a move) to wake it,
 // or for a clock timer set to when the next hidden message becomes visible. Time comes from a
-// Clock; tests use FakeClock, whose Advance fires the timers and so wakes the waiters.
+// shared/clock Clock (Options.Clock); tests use a clock.Fake, whose Advance fires the timers and
+// so wakes the waiters.
 //
 // Redrive follows SQS: the receive that would exceed a queue's MaxReceiveCount moves the
 // message, id, body, attributes and receive count intact, to its dead-letter queue.

@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/runtwice/twice/infra/localqueue"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -20,7 +21,7 @@ func ExampleQueue_MoveMessages() {
 	defer os.RemoveAll(dir)
 	db, _ := bolt.Open(filepath.Join(dir, "twice.db"), 0o600, nil)
 	defer db.Close()
-	clock := localqueue.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := localqueue.New(db, localqueue.Options{Clock: clock})
 	defer b.Close()
 	q, _ := b.Queue("webhooks", localqueue.Config{DeadLetter: "webhooks-dlq", MaxReceiveCount: 2})

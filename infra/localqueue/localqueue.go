@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -30,7 +31,7 @@ const lingerFor = 500 * time.Microsecond
 // Options configure a Broker.
 type Options struct {
 	// Clock defaults to the wall clock.
-	Clock Clock
+	Clock clock.Clock
 	// NewID makes message ids; defaults to crypto/rand.Text.
 	NewID func() string
 	// Logger records dead-lettering; defaults to slog.Default().
@@ -40,7 +41,7 @@ type Options struct {
 // Broker owns the queues that live in one bbolt file and the committer that writes them.
 type Broker struct {
 	db     *bolt.DB
-	clock  Clock
+	clock  clock.Clock
 	newID  func() string
 	log    *slog.Logger
 	writes chan *writeReq
@@ -61,7 +62,7 @@ func New(db *bolt.DB, opts Options) *Broker {
 		queues: make(map[string]*Queue),
 	}
 	if b.clock == nil {
-		b.clock = RealClock()
+		b.clock = clock.Real()
 	}
 	if b.newID == nil {
 		b.newID = rand.Text

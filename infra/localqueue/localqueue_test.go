@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/queue/queuetest"
 )
 
@@ -22,8 +23,8 @@ func openDB(t testing.TB) *bolt.DB {
 	return db
 }
 
-func newBroker(t testing.TB, clock Clock) *Broker {
-	b := New(openDB(t), Options{Clock: clock})
+func newBroker(t testing.TB, c clock.Clock) *Broker {
+	b := New(openDB(t), Options{Clock: c})
 	t.Cleanup(func() { b.Close() })
 	return b
 }
@@ -32,7 +33,7 @@ func TestContract(t *testing.T) {
 	queuetest.Run(t, queuetest.Suite{
 		Tick: 30 * time.Second,
 		New: func(t *testing.T) queuetest.Fixture {
-			clock := NewFakeClock(epoch)
+			clock := clock.NewFake(epoch)
 			b := newBroker(t, clock)
 			q, err := b.Queue("webhooks", Config{DeadLetter: "webhooks-dlq", MaxReceiveCount: queuetest.MaxReceiveCount})
 			if err != nil {

@@ -8,42 +8,37 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/runtwice/twice/infra/asl"
+	"github.com/runtwice/twice/shared/clock"
 )
 
-// clock is the stack's domain clock: wall time, optionally running Factor times faster.
-// Now = Base + (wall - Anchor) * Factor; Base and Anchor are kept in clock.json in the data
-// directory, so a restarted stack continues its timeline (and due times stay meaningful), and a
-// new factor re-anchors at the time already reached instead of jumping.
-type clock struct {
-	Base   time.Time `json:"base"`
-	Anchor time.Time `json:"anchor"`
-	Factor float64   `json:"factor"`
-}
+// The stack's domain clock is wall time; payment recovery's runs TimeFactor times faster. The
+// recovery clock's Base and Anchor are kept in clock.json in the data directory, so a restarted
+// stack continues its timeline (and due times stay meaningful), and a new factor re-anchors at
+// the time already reached instead of jumping.
 
-var _ asl.Clock = (*clock)(nil)
-
-// wallClock is the wall clock in the same type.
-func wallClock() *clock {
+// wallClock is the wall clock as a clock.Accelerated, so both of the stack's clocks have one type.
+func wallClock() *clock.Accelerated {
 	now := time.Now()
-	return &clock{Base: now, Anchor: now, Factor: 1}
+	return &clock.Accelerated{Base: now, Anchor: now, Factor: 1}
 }
 
-func newClock(dir string, factor float64) (*clock, error) {
+// newClock returns the recovery clock running factor times faster, restored from (or saved
+// to) dir/clock.json.
+func newClock(dir string, factor float64) (*clock.Accelerated, error) {
 	path := filepath.Join(dir, "clock.json")
 	wall := time.Now()
-	c := &clock{Base: wall, Anchor: wall, Factor: factor}
+	c := &clock.Accelerated{Base: wall, Anchor: wall, Factor: factor}
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
-		var old clock
+		var old clock.Accelerated
 		if err := json.Unmarshal(b, &old); err != nil || old.Factor <= 0 {
 			return nil, errors.New("localstack: clock.json is corrupt; remove it to start a new timeline")
 		}
 		if old.Factor == factor {
 			return &old, nil
 		}
-		c.Base = old.Now()
+		c = old.Rebase(wall, factor)
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
@@ -54,20 +49,3 @@ func newClock(dir string, factor float64) (*clock, error) {
 	}
 	return c, os.Rename(tmp, path)
 }
-
-func (c *clock) Now() time.Time {
-	if c.Factor == 1 {
-		return c.Base.Add(time.Since(c.Anchor)).Round(0)
-	}
-	return c.Base.Add(time.Duration(float64(time.Since(c.Anchor)) * c.Factor))
-}
-
-// NewTimer waits d of stack time: d/Factor of wall time.
-func (c *clock) NewTimer(d time.Duration) asl.Timer {
-	return wallTimer{time.NewTimer(time.Duration(float64(d) / c.Factor))}
-}
-
-type wallTimer struct{ t *time.Timer }
-
-func (w wallTimer) C() <-chan time.Time { return w.t.C }
-func (w wallTimer) Stop() bool          { return w.t.Stop() }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/payments"
@@ -80,12 +79,4 @@ func (q requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID stri
 		return q.s.recoverer.Start(ctx, p, t.Retry+1)
 	}
 	return deadletter.ErrNotRetryable
-}
-
-// reconClock runs the reconciliation schedule on the stack's clock.
-type reconClock struct{ c *clock }
-
-func (r reconClock) Now() time.Time { return r.c.Now() }
-func (r reconClock) After(d time.Duration) <-chan time.Time {
-	return time.After(time.Duration(float64(d) / r.c.Factor))
 }

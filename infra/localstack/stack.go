@@ -18,6 +18,7 @@ import (
 	"github.com/runtwice/twice/infra/localqueue"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/idempotency"
@@ -138,9 +139,9 @@ func (c *Config) defaults() {
 type Stack struct {
 	cfg   Config
 	log   *slog.Logger
-	clock *clock
+	clock *clock.Accelerated
 	// recoveryClock is clock, TimeFactor times faster.
-	recoveryClock *clock
+	recoveryClock *clock.Accelerated
 
 	store    *boltstore.Store
 	broker   *localqueue.Broker
@@ -380,7 +381,7 @@ func (s *Stack) Start() {
 	}
 	if s.cfg.ReconcileEvery > 0 {
 		s.goRun(func() {
-			_ = recon.Every(ctx, s.cfg.ReconcileEvery, reconClock{s.clock}, func(ctx context.Context) {
+			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) {
 				if rep, err := s.recon.Handle(ctx, nil); err != nil {
 					s.log.Error("scheduled reconciliation failed", "error", err)
 				} else {

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/runtwice/twice/infra/localqueue"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -21,7 +22,7 @@ func ExampleConsumer() {
 	defer os.RemoveAll(dir)
 	db, _ := bolt.Open(filepath.Join(dir, "twice.db"), 0o600, nil)
 	defer db.Close()
-	clock := localqueue.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	broker := localqueue.New(db, localqueue.Options{Clock: clock})
 	defer broker.Close()
 	q, _ := broker.Queue("webhooks", localqueue.Config{DeadLetter: "webhooks-dlq", MaxReceiveCount: 5})

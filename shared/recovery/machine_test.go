@@ -19,6 +19,7 @@ import (
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
@@ -171,7 +172,7 @@ func (s *sink) all() map[string]recovery.DeadLetter {
 // checkpoints, as in the local stack; the provider and the dead-letter sink outlive it.
 type harness struct {
 	t      *testing.T
-	clock  *asl.FakeClock
+	clock  *clock.Fake
 	sink   *sink
 	store  *boltstore.Store
 	runner *asl.Runner
@@ -196,7 +197,7 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newHarness(t *testing.T, file string, clock *asl.FakeClock, prov provider.Provider, dl *sink, policy recovery.Policy) *harness {
+func newHarness(t *testing.T, file string, clock *clock.Fake, prov provider.Provider, dl *sink, policy recovery.Policy) *harness {
 	t.Helper()
 	st, err := boltstore.Open(file)
 	if err != nil {
@@ -369,7 +370,7 @@ func transitions(attempts int, deadLettered bool) int {
 func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 	policy := recovery.DefaultPolicy()
 	policy.Window = 30 * 24 * time.Hour // room for two payday retries
-	clock := asl.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	prov := newScriptedProvider(clock.Now)
 	prov.scripts["pm_funds"] = script{code: "insufficient_funds", declines: 1} // attempt 2 declines, 3 succeeds
 	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &sink{records: map[string]recovery.DeadLetter{}}, policy)
@@ -460,7 +461,7 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			clock := asl.NewFakeClock(t0)
+			clock := clock.NewFake(t0)
 			prov := newScriptedProvider(clock.Now)
 			prov.scripts["pm"] = script{code: tc.code, declines: -1}
 			h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &sink{records: map[string]recovery.DeadLetter{}}, recovery.Policy{})
@@ -513,20 +514,20 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 func TestCrashDuringWaitResumesWithoutRepeating(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "twice.db")
 	dl := &sink{records: map[string]recovery.DeadLetter{}}
-	clock := asl.NewFakeClock(t0)
-	prov := newScriptedProvider(clock.Now)
+	clk := clock.NewFake(t0)
+	prov := newScriptedProvider(clk.Now)
 	prov.scripts["pm"] = script{code: "insufficient_funds", declines: 0}
-	h := newHarness(t, file, clock, prov, dl, recovery.Policy{})
+	h := newHarness(t, file, clk, prov, dl, recovery.Policy{})
 	p := h.declined("pay_w", "", "pm", "insufficient_funds") // no invoice: keyed by payment id
 	if err := h.rec.Declined(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
 	arn := h.arn("pay_w")
-	clock.BlockUntil(1)
+	clk.BlockUntil(1)
 	plan := h.pendingPlan(arn)
 	h.close() // killed during the Wait
 
-	later := asl.NewFakeClock(t0.Add(10 * time.Minute))
+	later := clock.NewFake(t0.Add(10 * time.Minute))
 	prov.now = later.Now
 	h = newHarness(t, file, later, prov, dl, recovery.Policy{})
 	if n, err := h.runner.Resume(context.Background()); err != nil || n != 1 {
@@ -554,20 +555,20 @@ func TestCrashDuringWaitResumesWithoutRepeating(t *testing.T) {
 func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "twice.db")
 	dl := &sink{records: map[string]recovery.DeadLetter{}}
-	clock := asl.NewFakeClock(t0)
-	prov := newScriptedProvider(clock.Now)
+	clk := clock.NewFake(t0)
+	prov := newScriptedProvider(clk.Now)
 	prov.scripts["pm"] = script{code: "processing_error", declines: 1} // attempt 2 declines, 3 succeeds
 	key3 := provider.AttemptKey("inv_c", 3)
 	prov.hang[key3] = true
-	h := newHarness(t, file, clock, prov, dl, recovery.Policy{})
+	h := newHarness(t, file, clk, prov, dl, recovery.Policy{})
 	p := h.declined("pay_c", "inv_c", "pm", "processing_error")
 	if err := h.rec.Declined(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
 	arn := h.arn("inv_c")
 	for range 2 {
-		clock.BlockUntil(1)
-		clock.AdvanceToNext()
+		clk.BlockUntil(1)
+		clk.AdvanceToNext()
 	}
 	select {
 	case got := <-prov.hung:
@@ -577,10 +578,10 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	case <-time.After(30 * time.Second): // a guard, not a wait: the fake clock drives the test
 		t.Fatalf("attempt 3 never reached the provider with key %s", key3)
 	}
-	stoppedAt := clock.Now()
+	stoppedAt := clk.Now()
 	h.close() // killed after the provider charged, before the answer was checkpointed
 
-	again := asl.NewFakeClock(stoppedAt)
+	again := clock.NewFake(stoppedAt)
 	prov.now = again.Now
 	h = newHarness(t, file, again, prov, dl, recovery.Policy{})
 	if n, err := h.runner.Resume(context.Background()); err != nil || n != 1 {
@@ -612,7 +613,7 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 // TestAlreadyPaidEndsWithoutACharge: a payment settled before the first plan (the customer
 // paid through a link) ends the recovery at once.
 func TestAlreadyPaidEndsWithoutACharge(t *testing.T) {
-	clock := asl.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	prov := newScriptedProvider(clock.Now)
 	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &sink{records: map[string]recovery.DeadLetter{}}, recovery.Policy{})
 	p := h.declined("pay_paid", "inv_paid", "pm", "insufficient_funds")

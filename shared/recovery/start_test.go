@@ -16,6 +16,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/runtwice/twice/infra/asl"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
 )
@@ -103,7 +104,7 @@ func FuzzHandle(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	clock := asl.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	prov := newScriptedProvider(clock.Now)
 	prov.scripts["pm"] = script{code: "processing_error", declines: 1}
 	steps, st, _ := newSteps(f, prov, clock)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
@@ -44,7 +45,7 @@ func (f *failingProvider) Confirm(ctx context.Context, req provider.ConfirmReque
 	return f.scriptedProvider.Confirm(ctx, req)
 }
 
-func newSteps(t testing.TB, prov provider.Provider, clock *asl.FakeClock) (*recovery.Steps, *boltstore.Store, *sink) {
+func newSteps(t testing.TB, prov provider.Provider, clock *clock.Fake) (*recovery.Steps, *boltstore.Store, *sink) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "twice.db"))
 	if err != nil {
@@ -109,7 +110,7 @@ func TestHandleErrorNames(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			clock := asl.NewFakeClock(t0)
+			clock := clock.NewFake(t0)
 			fp := &failingProvider{scriptedProvider: newScriptedProvider(clock.Now)}
 			if tc.providerErr != nil {
 				fp.errs = []error{tc.providerErr}
@@ -138,7 +139,7 @@ func TestHandleErrorNames(t *testing.T) {
 func TestChargeNeverChargesASettledPayment(t *testing.T) {
 	for _, status := range []string{payments.StatusSucceeded, payments.StatusRefunded, payments.StatusCanceled} {
 		t.Run(status, func(t *testing.T) {
-			clock := asl.NewFakeClock(t0)
+			clock := clock.NewFake(t0)
 			prov := newScriptedProvider(clock.Now)
 			steps, st, _ := newSteps(t, prov, clock)
 			putPayment(t, st, payments.Payment{ID: "pay_1", Status: status, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
@@ -163,7 +164,7 @@ func TestChargeNeverChargesASettledPayment(t *testing.T) {
 
 // TestChargeKeepsANewerStoredPayment: a webhook that recorded a newer state first wins.
 func TestChargeKeepsANewerStoredPayment(t *testing.T) {
-	clock := asl.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	prov := newScriptedProvider(clock.Now)
 	prov.scripts["pm"] = script{code: "processing_error", declines: -1}
 	steps, st, _ := newSteps(t, prov, clock)
@@ -201,7 +202,7 @@ func TestStepFailures(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			clock := asl.NewFakeClock(t0)
+			clock := clock.NewFake(t0)
 			prov := newScriptedProvider(clock.Now)
 			prov.scripts["pm"] = script{declines: 0}
 			fp := &failingProvider{scriptedProvider: prov, errs: tc.errs}
@@ -392,7 +393,7 @@ func (d *detachedProvider) Get(_ context.Context, id string) (provider.Payment, 
 // the charge reads it back from the provider instead of confirming with none, which Stripe
 // rejects.
 func TestChargeReadsBackADetachedPaymentMethod(t *testing.T) {
-	clock := asl.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	prov := &detachedProvider{scriptedProvider: newScriptedProvider(clock.Now), pm: "pm_detached"}
 	steps, st, dl := newSteps(t, prov, clock)
 	putPayment(t, st, payments.Payment{ID: "pay_1", Status: payments.StatusDeclined, ProviderPaymentID: "pi_1",
