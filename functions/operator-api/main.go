@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/shared/apigw"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/opsapi"
@@ -38,7 +39,7 @@ func main() {
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	sq := sqs.NewFromConfig(cfg)
-	requeue := recoveryfn.Requeuer{Store: st, Recoverer: recoverer, Queues: map[string]recoveryfn.Sender{
+	requeue := adapt.Requeuer{Store: st, Recoverer: recoverer, Queues: map[string]adapt.Sender{
 		recoveryfn.QueueName(webhookURL): sqsqueue.New(sq, webhookURL),
 		recoveryfn.QueueName(resolveURL): sqsqueue.New(sq, resolveURL),
 	}}

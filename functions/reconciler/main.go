@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
-	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/payments"
@@ -44,7 +44,7 @@ func main() {
 	r, err := recon.New(recon.Config{
 		Store:    st,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
-		Sink:     recoveryfn.ReconSink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log))},
+		Sink:     adapt.ReconSink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log))},
 		Metrics:  &recon.Metrics{W: os.Stdout}, // EMF: the run's counts become CloudWatch metrics
 		Log:      log,
 	})

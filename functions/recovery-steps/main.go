@@ -9,9 +9,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
-	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/payments"
@@ -43,7 +43,7 @@ func main() {
 	steps, err := recovery.NewSteps(recovery.StepsConfig{
 		Provider:    &retry.Provider{Next: stripe, Policy: policy},
 		Store:       st,
-		DeadLetters: recoveryfn.Sink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log))},
+		DeadLetters: adapt.RecoverySink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log))},
 		Policy:      recovery.DefaultPolicy(),
 		Now:         time.Now,
 		Rand:        paymentsfn.NewRand(),

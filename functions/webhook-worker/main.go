@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
+	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/payments"
@@ -25,7 +26,7 @@ func main() {
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: recoveryfn.Classify,
+	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: declines.ClassOf,
 		OnDecline: recoverer, Log: log}
 	lambda.Start(w.Handle) // per-message failures: ReportBatchItemFailures
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/opsapi"
@@ -253,22 +254,29 @@ func (s *Stack) build() error {
 	if err != nil {
 		return err
 	}
-	s.deadletters = deadletter.NewTable(s.store, requeuer{s}, deadletter.WithClock(s.clock.Now), deadletter.WithLogger(s.log))
+	// An operator's retry goes back to the queue a message died on, or starts a new recovery
+	// round; the recoverer is set once it is built, below.
+	requeue := &adapt.Requeuer{Store: s.store, Queues: map[string]adapt.Sender{}}
+	for name, q := range s.queues {
+		requeue.Queues[name] = q
+	}
+	s.deadletters = deadletter.NewTable(s.store, requeue, deadletter.WithClock(s.clock.Now), deadletter.WithLogger(s.log))
 	recoverer, err := s.buildRecovery(client, seed)
 	if err != nil {
 		return err
 	}
 	s.recoverer = recoverer
+	requeue.Recoverer = recoverer
 	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
 	readPolicy.Logger = s.log
 	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
-		Sink: reconDeadLetters{s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace}); err != nil {
+		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace}); err != nil {
 		return err
 	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
-		Classify: classify, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
-	s.worker = &worker.Worker{Store: s.store, Classify: classify, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
+		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
+	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	return nil
 }
 
@@ -288,7 +296,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 	steps, err := recovery.NewSteps(recovery.StepsConfig{
 		Provider:    &retry.Provider{Next: client, Policy: policy},
 		Store:       s.store,
-		DeadLetters: recoveryDeadLetters{s.deadletters},
+		DeadLetters: adapt.RecoverySink{Table: s.deadletters},
 		Policy:      recovery.DefaultPolicy(),
 		Now:         s.recoveryClock.Now,
 		Rand:        rand.New(rand.NewPCG(seed+2, seed^0xbb67ae8584caa73b)),
@@ -308,13 +316,6 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 		return nil, err
 	}
 	return &recovery.Recoverer{Starter: &recovery.LocalStarter{Runner: s.runner, StateMachine: recoveryMachine}, Log: s.log}, nil
-}
-
-// classify is the decline_class the API and the worker store.
-func classify(d provider.Decline) string {
-	return string(declines.Classify(declines.Decline{Code: d.Code, AdviceCode: d.AdviceCode,
-		NetworkAdviceCode: d.NetworkAdviceCode, NetworkDeclineCode: d.NetworkDeclineCode,
-		Network: declines.Network(d.Network)}).Class)
 }
 
 // Handler is every route of template.yaml. The adapters it wires (QueueSink, QueueResolver,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/lambdaenv"
@@ -84,7 +85,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		Keeper:    keeper,
 		Provider:  &retry.Provider{Next: stripe, Policy: policy},
 		Resolver:  payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
-		Classify:  recoveryfn.Classify,
+		Classify:  declines.ClassOf,
 		OnDecline: recoverer,
 		Log:       log,
 	}, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -24,7 +25,7 @@ func (f *fakeQueue) Send(_ context.Context, body []byte, opts queue.SendOptions)
 
 func TestRequeuerSendsBackToTheQueueTheMessageDiedOn(t *testing.T) {
 	webhooks, resolve := &fakeQueue{}, &fakeQueue{}
-	q := recoveryfn.Requeuer{Queues: map[string]recoveryfn.Sender{
+	q := adapt.Requeuer{Queues: map[string]adapt.Sender{
 		recoveryfn.QueueName("https://sqs.us-east-1.amazonaws.com/123456789012/twice-prod-webhooks"): webhooks,
 		recoveryfn.QueueName("https://sqs.us-east-1.amazonaws.com/123456789012/twice-prod-resolve"):  resolve,
 	}}

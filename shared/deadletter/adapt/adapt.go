@@ -1,0 +1,107 @@
+// Package adapt connects what opens dead-letter records (payment recovery, reconciliation) and
+// what a retry goes back to (the queues, recovery) to the dead-letter table. The Lambda functions
+// and the local stack use the same adapters. It is a package of its own so that the table's own
+// users (the sink, the operator API) do not link recovery's and reconciliation's clients.
+package adapt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// RecoverySink is the recovery.DeadLetterSink on a dead-letter table. Table.Open is idempotent on the
+// record id derived from DeadLetter.Key, as recovery requires.
+type RecoverySink struct{ Table deadletter.Opener }
+
+var _ recovery.DeadLetterSink = RecoverySink{}
+
+// Open implements recovery.DeadLetterSink.
+func (s RecoverySink) Open(ctx context.Context, d recovery.DeadLetter) error {
+	attempts := make([]deadletter.Attempt, 0, len(d.Attempts))
+	for _, a := range d.Attempts {
+		msg := string(a.Outcome)
+		if a.Class != "" {
+			msg += " (" + string(a.Class) + ")"
+		}
+		attempts = append(attempts, deadletter.Attempt{At: a.At, Error: msg})
+	}
+	rd := deadletter.RecoveryDeadLetter{Key: d.Key, Source: d.Source, PaymentID: d.PaymentID, Invoice: d.Invoice,
+		Reason: d.Reason, Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: attempts, Payload: d.Payload}
+	// A recovery that stopped on the decline itself (not on its
+	// schedule) is filed under the decline's class, so the console says what the issuer said.
+	if n := len(d.Attempts); n > 0 && d.Reason != "exhausted" && d.Attempts[n-1].Class != "" {
+		rd.Reason = string(deadletter.DeclineClass(d.Attempts[n-1].Class))
+	}
+	_, _, err := s.Table.Open(ctx, deadletter.FromRecovery(rd))
+	return err
+}
+
+// ReconSink is the recon.Sink on a dead-letter table: one record per difference.
+type ReconSink struct{ Table deadletter.Opener }
+
+var _ recon.Sink = ReconSink{}
+
+// Open implements recon.Sink.
+func (r ReconSink) Open(ctx context.Context, d recon.Difference) error {
+	payload, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	facts := deadletter.Facts{PaymentID: d.PaymentID, Provider: "stripe"}
+	if d.Local != nil {
+		facts.Local = d.Local.Status
+	}
+	if len(d.Provider) > 0 {
+		facts.Remote = d.Provider[0].Status
+	}
+	_, _, err = r.Table.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: d.Key,
+		Class: deadletter.Class("recon_" + string(d.Class)), Facts: facts, Payload: payload, PaymentID: d.PaymentID,
+		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction,
+		Attempts: []deadletter.Attempt{{At: d.FoundAt, Error: "found by reconciliation run " + d.RunID}}})
+	return err
+}
+
+// Sender is the one queue call Requeuer makes; sqsqueue.Queue satisfies it.
+type Sender interface {
+	Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error)
+}
+
+// Requeuer carries out an operator's retry: a dead message goes back
+// to the queue it died on (the DLQ's name without "-dlq"), a stopped recovery starts a new round.
+type Requeuer struct {
+	Queues    map[string]Sender // by queue name, e.g. "twice-prod-webhooks"
+	Store     store.Store
+	Recoverer *recovery.Recoverer
+}
+
+var _ deadletter.Requeuer = Requeuer{}
+
+// Requeue implements deadletter.Requeuer.
+func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID string) error {
+	switch t.Kind {
+	case deadletter.TargetQueue:
+		dst, ok := q.Queues[strings.TrimSuffix(t.Queue, "-dlq")]
+		if !ok {
+			return fmt.Errorf("deadletter: no queue %q to retry into", t.Queue)
+		}
+		_, err := dst.Send(ctx, t.Body, queue.SendOptions{Attributes: map[string]string{"retry_id": retryID}})
+		return err
+	case deadletter.TargetRecovery:
+		p, err := payments.Get(ctx, q.Store, t.PaymentID)
+		if err != nil {
+			return err
+		}
+		// Round 1 was the automatic recovery; retry n is round n+1, with its own attempt keys.
+		return q.Recoverer.Start(ctx, p, t.Retry+1)
+	}
+	return deadletter.ErrNotRetryable
+}
