@@ -253,7 +253,13 @@ func testRedrive(t *testing.T, s Suite, f Fixture) {
 	}
 	// The receive that would exceed maxReceiveCount moves it instead.
 	receiveNone(t, f.Queue, "after maxReceiveCount receives")
-	d := receiveOne(t, f.DLQ, s.Tick)
+	// Long-poll the dead-letter queue: SQS (and moto under load) may take a moment to show the
+	// moved message; the local queue has it at once and answers without waiting.
+	msgs, err := f.DLQ.Receive(context.Background(), 1, s.Tick, 5*time.Second)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("dead-letter queue: got %d messages (%v), want 1", len(msgs), err)
+	}
+	d := msgs[0]
 	if d.ID != id || string(d.Body) != `{"poison":true}` || !maps.Equal(d.Attributes, attrs) {
 		t.Fatalf("dead letter %s %q %v, want %s with body and attributes intact", d.ID, d.Body, d.Attributes, id)
 	}
