@@ -16,9 +16,10 @@ import (
 	"github.com/runtwice/twice/shared/store"
 )
 
-// Benchmarks run on every store in storeMakers. With 32 concurrent callers, as an API under
-// load would have. raw-commit is the store's own durable commit rate for one unconditional put,
-// measured beside the lifecycle so the two can be compared in one run.
+// Benchmarks run on every store in storeMakers, with 32 concurrent callers, as an API under load
+// would have. RawCommit is the store's own durable commit rate for one unconditional put under
+// the same concurrency (grouped commits), RawCommitSequential the same with one writer (one
+// fsync per put), measured beside the lifecycle so they can be compared in one run.
 //
 //	go test -run XXX -bench . -benchtime 2s ./shared/idempotency
 
@@ -50,6 +51,22 @@ func BenchmarkRawCommit(b *testing.B) {
 				}
 			}
 		})
+		reportRate(b)
+	})
+}
+
+// BenchmarkRawCommitSequential is one writer, one durable (fsync'd) commit per put: the
+// store's raw commit rate without grouping.
+func BenchmarkRawCommitSequential(b *testing.B) {
+	benchStores(b, func(b *testing.B, s store.Store) {
+		doc := []byte(strings.Repeat("x", 300))
+		ctx := context.Background()
+		for b.Loop() {
+			it := store.Item{PK: "seq-" + strconv.FormatInt(benchSeq.Add(1), 10), Doc: doc}
+			if err := s.Put(ctx, Table, it, store.Cond{}); err != nil {
+				b.Fatal(err)
+			}
+		}
 		reportRate(b)
 	})
 }
