@@ -239,6 +239,15 @@ func (s *Store) Put(ctx context.Context, table string, it store.Item, c store.Co
 	return s.Transact(ctx, store.Write{Table: table, Put: &it, Cond: c})
 }
 
+// Replace implements store.Store.
+func (s *Store) Replace(ctx context.Context, table string, it store.Item, c store.Cond) (*store.Item, error) {
+	olds, err := s.transact(ctx, []store.Write{{Table: table, Put: &it, Cond: c}})
+	if err != nil {
+		return nil, err
+	}
+	return olds[0], nil
+}
+
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, table, pk, sk string, c store.Cond) error {
 	return s.Transact(ctx, store.Write{Table: table, Delete: &store.Key{PK: pk, SK: sk}, Cond: c})
@@ -246,8 +255,14 @@ func (s *Store) Delete(ctx context.Context, table, pk, sk string, c store.Cond) 
 
 // Transact implements store.Store.
 func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
+	_, err := s.transact(ctx, ws)
+	return err
+}
+
+// transact commits ws and returns the items they replaced.
+func (s *Store) transact(ctx context.Context, ws []store.Write) ([]*store.Item, error) {
 	if err := validate(ws); err != nil {
-		return err
+		return nil, err
 	}
 	// A condition that already fails needs no write transaction: a failed conditional write
 	// changes nothing, so reading the latest committed state is a valid point for it to happen.
@@ -255,7 +270,7 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 	// checked ahead: they are what duplicates fail; version conditions almost always hold, and
 	// checking them twice would cost every commit a read.
 	if err := s.precheck(ws); err != nil {
-		return err
+		return nil, err
 	}
 	// Copy the items: the caller may reuse them once we return, but the committer runs later.
 	enc := make([][]byte, len(ws))
@@ -264,9 +279,9 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 			enc[i] = encode(*w.Put)
 		}
 	}
-	return s.submit(ctx, func(tx *bolt.Tx) (error, error) {
+	olds := make([]*store.Item, len(ws))
+	err := s.submit(ctx, func(tx *bolt.Tx) (error, error) {
 		// Check every condition before the first write: all or nothing.
-		olds := make([]*store.Item, len(ws))
 		for i, w := range ws {
 			pk, sk := writeKey(w)
 			old, err := getItem(tx, w.Table, pk, sk)
@@ -285,6 +300,10 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 		}
 		return nil, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return olds, nil
 }
 
 func (s *Store) precheck(ws []store.Write) error {

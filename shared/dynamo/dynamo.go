@@ -89,17 +89,49 @@ func (s *Store) Get(ctx context.Context, table, pk, sk string) (store.Item, erro
 // Put implements store.Store with one PutItem. A failed condition returns the old item from
 // the exception itself (ALL_OLD), so a duplicate costs one call and no read.
 func (s *Store) Put(ctx context.Context, table string, it store.Item, c store.Cond) error {
-	name, err := s.table(table)
+	in, err := s.putInput(table, it, c)
 	if err != nil {
 		return err
+	}
+	if _, err := s.client.PutItem(ctx, in); err != nil {
+		return callError("PutItem", table, err)
+	}
+	return nil
+}
+
+// Replace implements store.Store: one PutItem with ReturnValues ALL_OLD.
+func (s *Store) Replace(ctx context.Context, table string, it store.Item, c store.Cond) (*store.Item, error) {
+	in, err := s.putInput(table, it, c)
+	if err != nil {
+		return nil, err
+	}
+	in.ReturnValues = types.ReturnValueAllOld
+	out, err := s.client.PutItem(ctx, in)
+	if err != nil {
+		return nil, callError("PutItem", table, err)
+	}
+	if len(out.Attributes) == 0 {
+		return nil, nil
+	}
+	old, err := decodeItem(out.Attributes)
+	if err != nil {
+		return nil, err
+	}
+	return &old, nil
+}
+
+func (s *Store) putInput(table string, it store.Item, c store.Cond) (*dynamodb.PutItemInput, error) {
+	name, err := s.table(table)
+	if err != nil {
+		return nil, err
 	}
 	av, err := encodeItem(it)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ce, err := condition(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in := &dynamodb.PutItemInput{
 		TableName:                 &name,
@@ -111,10 +143,7 @@ func (s *Store) Put(ctx context.Context, table string, it store.Item, c store.Co
 	if ce.expr != nil {
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}
-	if _, err := s.client.PutItem(ctx, in); err != nil {
-		return callError("PutItem", table, err)
-	}
-	return nil
+	return in, nil
 }
 
 // Delete implements store.Store with one DeleteItem, ALL_OLD on a failed condition.

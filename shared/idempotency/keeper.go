@@ -202,10 +202,18 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 	}
 	it := store.Item{PK: pk, Doc: doc, Version: version,
 		LockExpiresAt: ceilUnix(lockUntil), ExpiresAt: now.Add(k.cfg.Retention).Unix()}
-	err = k.store.Put(ctx, Table, it, store.Cond{Kind: store.NotExistsOrLapsed, Now: now.Unix()})
+	replaced, err := k.store.Replace(ctx, Table, it, store.Cond{Kind: store.NotExistsOrLapsed, Now: now.Unix()})
 	if err == nil {
-		k.event(ctx, "created", pk)
-		return Outcome{Kind: New, Lease: &Lease{Key: pk, Version: version, Fingerprint: fp, AcquiredAt: now}}, nil
+		out := Outcome{Kind: New, Lease: &Lease{Key: pk, Version: version, Fingerprint: fp, AcquiredAt: now}}
+		if replaced != nil {
+			// The put replaced an expired lock (or an expired record): a holder died or ran
+			// out of time. Its lease can no longer commit (the version moved on).
+			out.TakenOver = true
+			k.event(ctx, "taken_over", pk)
+		} else {
+			k.event(ctx, "created", pk)
+		}
+		return out, nil
 	}
 	var ce *store.ConditionError
 	if !errors.As(err, &ce) || ce.Old == nil {

@@ -184,8 +184,8 @@ func TestTakeoverFencesTheOldHolder(t *testing.T) {
 		first, _ := k.Acquire(ctx, "local", "k", fp(t, `{}`))
 		clock.Advance(31 * time.Second) // past the default 30 s lock
 		second, err := k.Acquire(ctx, "local", "k", fp(t, `{}`))
-		if err != nil || second.Kind != New {
-			t.Fatalf("takeover: %v %v", second.Kind, err)
+		if err != nil || second.Kind != New || !second.TakenOver || first.TakenOver {
+			t.Fatalf("takeover: %v %v (taken over: first %v, second %v)", second.Kind, err, first.TakenOver, second.TakenOver)
 		}
 		effect := func(id string) store.Write {
 			return store.Write{Table: "payments", Put: &store.Item{PK: id, Doc: []byte(`{}`)}}

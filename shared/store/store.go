@@ -113,6 +113,10 @@ type Store interface {
 	// Put writes one item under a condition. When the condition fails it returns a
 	// *ConditionError holding the item as it was, read in the same call.
 	Put(ctx context.Context, table string, it Item, c Cond) error
+	// Replace is Put that also returns the item it replaced (nil when there was none), in the
+	// same single call (DynamoDB's ReturnValues ALL_OLD costs no read): how a caller learns it
+	// took over an expired lock.
+	Replace(ctx context.Context, table string, it Item, c Cond) (old *Item, err error)
 	// Transact commits the writes atomically: all or none. When a condition fails it returns a
 	// *ConditionError naming the first failed write and holding that item as it was. At most
 	// 100 writes, and no two on the same key.

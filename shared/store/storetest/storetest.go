@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RoundTrip", testRoundTrip},
 		{"Conditions", testConditions},
 		{"ConditionErrorCarriesOld", testConditionErrorCarriesOld},
+		{"ReplaceReturnsTheReplacedItem", testReplace},
 		{"Delete", testDelete},
 		{"TransactAllOrNothing", testTransactAllOrNothing},
 		{"TransactInvalid", testTransactInvalid},
@@ -396,3 +397,29 @@ func testConcurrentCreateOneWinner(t *testing.T, s store.Store) {
 }
 
 func ptr(it store.Item) *store.Item { return &it }
+
+func testReplace(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	old, err := s.Replace(ctx, Simple, item("r", "", `"first"`, 1), store.Cond{Kind: store.NotExists})
+	if err != nil || old != nil {
+		t.Fatalf("first replace: old %+v, %v; want nil, nil", old, err)
+	}
+	lapsed := store.Item{PK: "r", Doc: []byte(`"locked"`), Version: 2, LockExpiresAt: 100}
+	if old, err = s.Replace(ctx, Simple, lapsed, store.Cond{}); err != nil || old == nil || string(old.Doc) != `"first"` {
+		t.Fatalf("second replace: old %+v, %v; want the first item", old, err)
+	}
+	// Taking over the lapsed lock reports what it took over.
+	old, err = s.Replace(ctx, Simple, item("r", "", `"taken"`, 3), store.Cond{Kind: store.NotExistsOrLapsed, Now: 200})
+	if err != nil || old == nil || !equalItem(*old, lapsed) {
+		t.Fatalf("takeover: old %+v, %v; want the lapsed item", old, err)
+	}
+	// A failed condition reports the old item in the error and changes nothing.
+	_, err = s.Replace(ctx, Simple, item("r", "", `"again"`, 4), store.Cond{Kind: store.NotExists})
+	var ce *store.ConditionError
+	if !errors.As(err, &ce) || ce.Old == nil || ce.Old.Version != 3 {
+		t.Fatalf("failed replace: %v", err)
+	}
+	if got, _ := s.Get(ctx, Simple, "r", ""); string(got.Doc) != `"taken"` {
+		t.Fatalf("after failed replace: %s", got.Doc)
+	}
+}
