@@ -65,6 +65,7 @@ func run() error {
 	duration := flag.Duration("duration", 10*time.Second, "length of each phase")
 	maxReq := flag.Int("max-requests", 200_000, "cap on requests per phase")
 	jsonOut := flag.String("json", "", "write the results to this file as JSON")
+	stackArgs := flag.String("stack-args", "", "extra flags for the local stack, space-separated (e.g. -pprof 127.0.0.1:6060)")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "twice-bench")
@@ -77,7 +78,8 @@ func run() error {
 		return fmt.Errorf("build: %v\n%s", err, out)
 	}
 	api, sim := freeAddr(), freeAddr()
-	cmd := exec.Command(bin, "-addr", api, "-sim-addr", sim, "-data", filepath.Join(dir, "data"), "-log", "warn")
+	cmd := exec.Command(bin, append([]string{"-addr", api, "-sim-addr", sim, "-data", filepath.Join(dir, "data"), "-log", "warn"},
+		strings.Fields(*stackArgs)...)...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return err

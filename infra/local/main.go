@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -49,6 +51,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 29*time.Second, "deadline of one API request (API Gateway's is 29 s)")
 	fs.DurationVar(&cfg.ResolveDelay, "resolve-delay", 2*time.Second, "wait before resolving an unknown outcome in the background")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this loopback address (profiling)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,6 +64,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	stack, err := localstack.New(cfg)
 	if err != nil {
 		return err
+	}
+	if *pprofAddr != "" {
+		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // net/http/pprof registers on the default mux
 	}
 	stack.Start()
 	banner(stdout, stack)
