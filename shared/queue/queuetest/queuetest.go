@@ -37,6 +37,9 @@ type Fixture struct {
 // Suite describes an implementation to the suite.
 type Suite struct {
 	New func(t *testing.T) Fixture
+	// Sequential runs the cases one after another: moto's SQS, busy with a whole test run
+	// beside it, mixed up concurrent cases' messages now and then.
+	Sequential bool
 	// Tick is the unit of every visibility timeout and delay in the suite (1 s for SQS).
 	Tick time.Duration
 	// StaleReceiptDeletes says what Delete does with a receipt from an earlier receive of a
@@ -65,7 +68,9 @@ func Run(t *testing.T, s Suite) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
+			if !s.Sequential {
+				t.Parallel()
+			}
 			tc.fn(t, s, s.New(t))
 		})
 	}
@@ -273,6 +278,9 @@ func testConcurrentReceivers(t *testing.T, s Suite, f Fixture) {
 	sent := make(map[string]bool, n)
 	for i := range n {
 		sent[send(t, f.Queue, fmt.Sprintf("m%d", i), nil)] = true
+	}
+	if len(sent) != n {
+		t.Fatalf("%d distinct ids for %d sends", len(sent), n)
 	}
 	var mu sync.Mutex
 	got := make(map[string]int, n)
