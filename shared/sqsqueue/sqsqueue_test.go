@@ -75,6 +75,7 @@ func TestContractMoto(t *testing.T) {
 		Tick:                time.Second,
 		StaleReceiptDeletes: true, // moto accepts every receipt handle a message ever had
 		Sequential:          true,
+		RedriveSlack:        2,
 		New: func(t *testing.T) queuetest.Fixture {
 			url, dlqURL := createQueues(t, c, queuetest.MaxReceiveCount)
 			return queuetest.Fixture{

@@ -37,6 +37,11 @@ type Fixture struct {
 // Suite describes an implementation to the suite.
 type Suite struct {
 	New func(t *testing.T) Fixture
+	// RedriveSlack is how many receives past maxReceiveCount may still return the message
+	// before it must have moved. SQS promises the move once the count exceeds maxReceiveCount,
+	// not on which receive; moto under load has answered one more. The local queue moves it on
+	// exactly the next receive (0).
+	RedriveSlack int
 	// Sequential runs the cases one after another: moto's SQS, busy with a whole test run
 	// beside it, mixed up concurrent cases' messages now and then.
 	Sequential bool
@@ -256,8 +261,18 @@ func testRedrive(t *testing.T, s Suite, f Fixture) {
 		}
 		f.Advance(s.past(1))
 	}
-	// The receive that would exceed maxReceiveCount moves it instead.
-	receiveNone(t, f.Queue, "after maxReceiveCount receives")
+	// The receive that would exceed maxReceiveCount moves it instead (give or take the slack).
+	for extra := 0; ; extra++ {
+		msgs := receive(t, f.Queue, 10, s.Tick)
+		if len(msgs) == 0 {
+			break
+		}
+		if extra >= s.RedriveSlack {
+			t.Fatalf("after %d receives past maxReceiveCount: received %d messages (first %q), want none",
+				extra+1, len(msgs), msgs[0].Body)
+		}
+		f.Advance(s.past(1))
+	}
 	// Long-poll the dead-letter queue: SQS (and moto under load) may take a moment to show the
 	// moved message; the local queue has it at once and answers without waiting.
 	msgs, err := f.DLQ.Receive(context.Background(), 1, s.Tick, 5*time.Second)
