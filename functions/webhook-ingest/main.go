@@ -12,6 +12,7 @@ import (
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/ssmparam"
 	"github.com/runtwice/twice/shared/webhooks"
@@ -39,7 +40,7 @@ func main() {
 	}
 	// Secrets are read from SSM on the first delivery and cached; INIT makes no call. ssmparam,
 	// not the SDK's ssm client, whose package init alone cost ~8 ms of every cold start.
-	src := ssmparam.NewSource(ssmparam.New(cfg))
+	src := secrets.NewCached(ssmparam.New(cfg))
 	src.Logger = log
 	verifiers, err := webhooks.NewRotating(src, names)
 	if err != nil {

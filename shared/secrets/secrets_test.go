@@ -6,17 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	"github.com/aws/aws-sdk-go-v2/service/ssm/types"
 )
 
 func TestSplit(t *testing.T) {
@@ -65,74 +58,57 @@ func TestFromEnv(t *testing.T) {
 	}
 }
 
-// motoSSM returns an SSM client for the moto server the test script started.
-func motoSSM(t *testing.T) *ssm.Client {
-	t.Helper()
-	ep := os.Getenv("TWICE_TEST_MOTO_ENDPOINT")
-	if ep == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TWICE_TEST_MOTO_ENDPOINT is unset in CI")
-		}
-		t.Skip("TWICE_TEST_MOTO_ENDPOINT unset: no moto server")
-	}
-	return ssm.New(ssm.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(ep),
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		HTTPClient:   awshttp.NewBuildableClient(),
-	})
+type fakeGetter struct {
+	vals  map[string]string
+	err   error
+	calls int
 }
 
-type clock struct{ t time.Time }
-
-func (c *clock) Now() time.Time { return c.t }
-
-func put(t *testing.T, c *ssm.Client, name, value string) {
-	t.Helper()
-	_, err := c.PutParameter(t.Context(), &ssm.PutParameterInput{
-		Name: aws.String(name), Value: aws.String(value), Type: types.ParameterTypeSecureString, Overwrite: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
+func (f *fakeGetter) Get(_ context.Context, name string) (string, error) {
+	f.calls++
+	if f.err != nil {
+		return "", f.err
 	}
+	v, ok := f.vals[name]
+	if !ok {
+		return "", fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	return v, nil
 }
 
-func TestSSM(t *testing.T) {
-	client := motoSSM(t)
-	name := fmt.Sprintf("/twice/test/%s/stripe-webhook-secret", t.Name()+time.Now().Format("150405.000000000"))
-	const first, second, rotated = "whsec_FIRSTVALUE", "whsec_SECONDVALUE", "whsec_ROTATEDVALUE"
-	put(t, client, name, first+","+second)
-
+func TestCachedRefreshAndLastGood(t *testing.T) {
+	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	g := &fakeGetter{vals: map[string]string{"k": "whsec_FIRSTVALUE,whsec_SECONDVALUE", "blank": " , "}}
 	var logs bytes.Buffer
-	clk := &clock{t: time.Unix(1767225600, 0)}
-	src := NewSSM(client)
-	src.Now = clk.Now
+	src := NewCached(g)
+	src.Now = func() time.Time { return now }
 	src.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ctx := t.Context()
+	ctx := context.Background()
 
-	steps := []struct {
+	tests := []struct {
 		name    string
 		advance time.Duration
-		before  func()
-		want    []string
+		value   string
+		fail    error
+		want    string
+		calls   int
 	}{
-		{name: "first read", want: []string{first, second}},
-		{name: "cached: a change is not seen before Refresh", before: func() { put(t, client, name, rotated) }, advance: DefaultRefresh - time.Second, want: []string{first, second}},
-		{name: "refreshed after Refresh", advance: time.Second, want: []string{rotated}},
-		{name: "refresh fails: last good served", before: func() {
-			if _, err := client.DeleteParameter(ctx, &ssm.DeleteParameterInput{Name: aws.String(name)}); err != nil {
-				t.Fatal(err)
-			}
-		}, advance: DefaultRefresh, want: []string{rotated}},
-		{name: "retried after RetryAfter, recovers", before: func() { put(t, client, name, first) }, advance: DefaultRetryAfter, want: []string{first}},
+		{name: "first read fetches", want: "whsec_FIRSTVALUE|whsec_SECONDVALUE", calls: 1},
+		{name: "a change is not seen before Refresh", advance: DefaultRefresh - time.Second, value: "whsec_ROTATEDVALUE", want: "whsec_FIRSTVALUE|whsec_SECONDVALUE", calls: 1},
+		{name: "refreshed after Refresh", advance: time.Second, want: "whsec_ROTATEDVALUE", calls: 2},
+		{name: "failed refresh serves last good", advance: DefaultRefresh, fail: errors.New("throttled"), want: "whsec_ROTATEDVALUE", calls: 3},
+		{name: "retry waits RetryAfter", advance: 10 * time.Second, fail: errors.New("throttled"), want: "whsec_ROTATEDVALUE", calls: 3},
+		{name: "after RetryAfter fetches again", advance: DefaultRetryAfter, want: "whsec_ROTATEDVALUE", calls: 4},
 	}
-	for _, s := range steps {
-		if s.before != nil {
-			s.before()
+	for _, tc := range tests {
+		now = now.Add(tc.advance)
+		if tc.value != "" {
+			g.vals["k"] = tc.value
 		}
-		clk.t = clk.t.Add(s.advance)
-		got, err := src.Secrets(ctx, name)
-		if err != nil || !reflect.DeepEqual(got, s.want) {
-			t.Fatalf("%s: got %q, %v; want %q", s.name, got, err, s.want)
+		g.err = tc.fail
+		got, err := src.Secrets(ctx, "k")
+		if err != nil || strings.Join(got, "|") != tc.want || g.calls != tc.calls {
+			t.Fatalf("%s: %v %v after %d calls", tc.name, got, err, g.calls)
 		}
 	}
 	if !strings.Contains(logs.String(), "serving the last good value") {
@@ -143,35 +119,26 @@ func TestSSM(t *testing.T) {
 			t.Fatalf("a secret value reached the log: %s", logs.String())
 		}
 	}
-
-	_, err := src.Secrets(ctx, name+"-missing")
-	if !errors.Is(err, ErrNotFound) {
-		t.Fatalf("missing parameter: %v", err)
+	g.err = nil
+	if _, err := src.Secrets(ctx, "blank"); !errors.Is(err, ErrEmpty) {
+		t.Fatalf("blank: %v", err)
 	}
-	put(t, client, name+"-blank", " , ")
-	if _, err := src.Secrets(ctx, name+"-blank"); !errors.Is(err, ErrEmpty) {
-		t.Fatalf("blank parameter: %v", err)
+	if _, err := src.Secrets(ctx, "missing"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing: %v", err)
 	}
 }
 
-// A failing store with nothing cached is an error that names the secret and not its value.
-type failing struct{ calls int }
-
-func (f *failing) GetParameter(context.Context, *ssm.GetParameterInput, ...func(*ssm.Options)) (*ssm.GetParameterOutput, error) {
-	f.calls++
-	return nil, errors.New("throttled")
-}
-
-func TestSSMUnavailableWithoutCache(t *testing.T) {
-	f := &failing{}
-	src := NewSSM(f)
+// A failing store with nothing cached is an error that names the secret and not its value, and
+// is not cached: the next call tries again.
+func TestCachedUnavailableWithoutCache(t *testing.T) {
+	g := &fakeGetter{err: errors.New("throttled")}
+	src := NewCached(g)
 	_, err := src.Secrets(t.Context(), "/twice/stripe")
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "/twice/stripe") {
 		t.Fatalf("err = %v", err)
 	}
-	// Not cached as a failure: the next call tries again.
 	_, _ = src.Secrets(t.Context(), "/twice/stripe")
-	if f.calls != 2 {
-		t.Fatalf("calls = %d, want 2", f.calls)
+	if g.calls != 2 {
+		t.Fatalf("calls = %d, want 2", g.calls)
 	}
 }

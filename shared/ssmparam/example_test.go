@@ -8,10 +8,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/ssmparam"
 )
 
-// A Source reads a parameter on first use and serves it from its cache afterwards. Here a
+// secrets.Cached over a Client reads a parameter on first use and serves it from its cache afterwards. Here a
 // stand-in SSM answers; in a function the endpoint is SSM's and cfg comes from
 // config.LoadDefaultConfig.
 func Example() {
@@ -25,7 +26,7 @@ func Example() {
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret"}, nil
 		})}
-	src := ssmparam.NewSource(ssmparam.New(cfg))
+	src := secrets.NewCached(ssmparam.New(cfg))
 	for range 3 {
 		secrets, err := src.Secrets(context.Background(), "/twice/prod/stripe-webhook-secret")
 		fmt.Println(secrets, err)

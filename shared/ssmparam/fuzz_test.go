@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/runtwice/twice/shared/secrets"
 )
 
 // FuzzDecode: any answer decodes to a value or to one of the secrets sentinels, and an error
@@ -17,7 +19,7 @@ func FuzzDecode(f *testing.F) {
 		if err == nil {
 			return
 		}
-		if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrEmpty) {
+		if !errors.Is(err, secrets.ErrNotFound) && !errors.Is(err, secrets.ErrUnavailable) && !errors.Is(err, secrets.ErrEmpty) {
 			t.Fatalf("unclassified error %v", err)
 		}
 		if strings.Contains(err.Error(), "whsec_leak") {

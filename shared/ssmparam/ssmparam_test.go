@@ -19,7 +19,8 @@ import (
 )
 
 // TestAgainstMoto reads a SecureString through the signed JSON call from moto, the way the
-// SDK client would, and maps a missing parameter to ssmparam.ErrNotFound.
+// SDK client would, through the secrets cache, and maps a missing parameter to
+// secrets.ErrNotFound.
 func TestAgainstMoto(t *testing.T) {
 	cfg := testenv.MotoConfig(t)
 	ctx := t.Context()
@@ -28,61 +29,13 @@ func TestAgainstMoto(t *testing.T) {
 		Value: aws.String("whsec_new,whsec_old"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 		t.Fatal(err)
 	}
-	src := ssmparam.NewSource(ssmparam.New(cfg))
+	src := secrets.NewCached(ssmparam.New(cfg))
 	got, err := src.Secrets(ctx, name)
 	if err != nil || strings.Join(got, "|") != "whsec_new|whsec_old" {
 		t.Fatalf("Secrets = %v, %v", got, err)
 	}
-	if _, err := src.Secrets(ctx, name+"-absent"); !errors.Is(err, ssmparam.ErrNotFound) {
+	if _, err := src.Secrets(ctx, name+"-absent"); !errors.Is(err, secrets.ErrNotFound) {
 		t.Fatalf("absent: %v, want ErrNotFound", err)
-	}
-}
-
-type fakeGetter struct {
-	vals  map[string]string
-	err   error
-	calls int
-}
-
-func (f *fakeGetter) Get(_ context.Context, name string) (string, error) {
-	f.calls++
-	if f.err != nil {
-		return "", f.err
-	}
-	return f.vals[name], nil
-}
-
-func TestSourceCachesAndServesLastGood(t *testing.T) {
-	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
-	g := &fakeGetter{vals: map[string]string{"k": "a,b", "blank": " , "}}
-	src := ssmparam.NewSource(g)
-	src.Now = func() time.Time { return now }
-	ctx := context.Background()
-
-	tests := []struct {
-		name    string
-		advance time.Duration
-		fail    error
-		want    string
-		calls   int
-	}{
-		{name: "first read fetches", want: "a|b", calls: 1},
-		{name: "within refresh is cached", advance: time.Minute, want: "a|b", calls: 1},
-		{name: "failed refresh serves last good", advance: 5 * time.Minute, fail: ssmparam.ErrUnavailable, want: "a|b", calls: 2},
-		{name: "retry waits RetryAfter", advance: 10 * time.Second, fail: ssmparam.ErrUnavailable, want: "a|b", calls: 2},
-		{name: "after RetryAfter fetches again", advance: 30 * time.Second, want: "a|b", calls: 3},
-	}
-	for _, tc := range tests {
-		now = now.Add(tc.advance)
-		g.err = tc.fail
-		got, err := src.Secrets(ctx, "k")
-		if err != nil || strings.Join(got, "|") != tc.want || g.calls != tc.calls {
-			t.Fatalf("%s: %v %v after %d calls", tc.name, got, err, g.calls)
-		}
-	}
-	g.err = nil
-	if _, err := src.Secrets(ctx, "blank"); !errors.Is(err, ssmparam.ErrEmpty) {
-		t.Fatalf("blank: %v", err)
 	}
 }
 
@@ -92,11 +45,11 @@ func TestErrorMapping(t *testing.T) {
 		body   string
 		want   error
 	}{
-		"not found":    {400, `{"__type":"com.amazonaws.ssm#ParameterNotFound","message":"x"}`, ssmparam.ErrNotFound},
-		"throttled":    {400, `{"__type":"ThrottlingException"}`, ssmparam.ErrUnavailable},
-		"server error": {500, `oops`, ssmparam.ErrUnavailable},
-		"no value":     {200, `{"Parameter":{}}`, ssmparam.ErrEmpty},
-		"garbage":      {200, `{`, ssmparam.ErrUnavailable},
+		"not found":    {400, `{"__type":"com.amazonaws.ssm#ParameterNotFound","message":"x"}`, secrets.ErrNotFound},
+		"throttled":    {400, `{"__type":"ThrottlingException"}`, secrets.ErrUnavailable},
+		"server error": {500, `oops`, secrets.ErrUnavailable},
+		"no value":     {200, `{"Parameter":{}}`, secrets.ErrEmpty},
+		"garbage":      {200, `{`, secrets.ErrUnavailable},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -119,13 +72,5 @@ func TestErrorMapping(t *testing.T) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
 		})
-	}
-}
-
-func TestSplitMatchesSecrets(t *testing.T) {
-	for _, v := range []string{"", "a", "a,b", " a , ,b\n", "whsec_x\r\nwhsec_y", ",,,"} {
-		if got, want := strings.Join(ssmparam.Split(v), "|"), strings.Join(secrets.Split(v), "|"); got != want {
-			t.Errorf("Split(%q) = %q, secrets.Split = %q", v, got, want)
-		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 )
 
-// KeySource supplies the secret API key; secrets.SSM and ssmparam.Source satisfy it.
+// KeySource supplies the secret API key; secrets.Cached and secrets.Static satisfy it.
 type KeySource interface {
 	Secrets(ctx context.Context, name string) ([]string, error)
 }

@@ -38,11 +38,11 @@ func Example() {
 	// evt_1 payment_intent.succeeded pi_1 succeeded stripe/pi_1/payment_intent.succeeded/28275609605
 }
 
-// Rotating builds verifiers from a secrets source (secrets.SSM in AWS, secrets.Static or
+// Rotating builds verifiers from a secrets source (secrets.Cached over ssmparam in AWS, secrets.Static or
 // secrets.FromEnv locally) and follows rotations without a redeploy.
 func ExampleRotating() {
 	src := secrets.Static{"/twice/stripe-webhook-secret": {"whsec_new", "whsec_old"}}
-	var _ webhooks.SecretSource = (*secrets.SSM)(nil)
+	var _ webhooks.SecretSource = (*secrets.Cached)(nil)
 	vs, err := webhooks.NewRotating(src, map[string]string{webhooks.ProviderStripe: "/twice/stripe-webhook-secret"})
 	if err != nil {
 		panic(err)

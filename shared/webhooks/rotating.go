@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// SecretSource supplies the active secrets under a name; secrets.SSM and secrets.Static
+// SecretSource supplies the active secrets under a name; secrets.Cached and secrets.Static
 // satisfy it.
 type SecretSource interface {
 	Secrets(ctx context.Context, name string) ([]string, error)

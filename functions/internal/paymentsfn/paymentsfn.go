@@ -22,6 +22,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/retry"
+	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/ssmparam"
 	"github.com/runtwice/twice/shared/stripeprovider"
@@ -43,7 +44,7 @@ const ResolveDelay = 5 * time.Second
 var Tables = []string{idempotency.Table, payments.Table, attempts.Table}
 
 // Build returns the service. It makes no network call: the Stripe key is read from SSM on the
-// first provider call and cached (ssmparam.Source refreshes it).
+// first provider call and cached (secrets.Cached refreshes it).
 func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Service, error) {
 	tables := env.Tables(Tables...)
 	queueURL := env.Get(EnvResolveQueueURL)
@@ -94,7 +95,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 // Stripe is the Stripe adapter with its key in SSM parameter keyParam (read on the first call,
 // then cached and refreshed) and every exchange put into the attempt log.
 func Stripe(cfg aws.Config, keyParam, baseURL string, timeout time.Duration, attemptLog *attempts.Log, log *slog.Logger) provider.Provider {
-	keys := ssmparam.NewSource(ssmparam.New(cfg))
+	keys := secrets.NewCached(ssmparam.New(cfg))
 	keys.Logger = log
 	return stripeprovider.NewSecretKeyed(keys, keyParam, stripeprovider.Config{
 		BaseURL:  baseURL,
