@@ -187,13 +187,14 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 	}
 
 	last := in.Attempts[made-1]
-	at, reason, why, ok := baseTime(p, in, last, rng)
+	windowEnd := in.Attempts[0].At.Add(p.Window)
+	at, reason, why, ok := baseTime(p, in, last, windowEnd, rng)
 	if !ok {
 		return exhausted(plan, c, LimitSchedule, fmt.Sprintf("the %d spaced retries for this decline are used up", len(p.GenericGaps))), nil
 	}
-	if at.Before(now) {
-		at = now
-	}
+	// Never before now, and always strictly after the decline being planned for (a jitter
+	// draw of zero would otherwise repeat the declined second).
+	at = latest(at, now, last.At.Add(time.Second))
 	at = ceilSecond(at)
 
 	caps := networkCaps(c.Network)
@@ -210,7 +211,6 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 		}
 	}
 
-	windowEnd := in.Attempts[0].At.Add(p.Window)
 	if at.After(windowEnd) {
 		cause := fmt.Sprintf("the next retry would fall after the recovery window of %s closes on %s", human(p.Window), p.format(windowEnd))
 		if limit != "" {
@@ -234,8 +234,10 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 }
 
 // baseTime is the time the decline's own rule asks for, before now and the caps are applied.
-// ok is false when the rule has no retries left.
-func baseTime(p Policy, in Input, last Attempt, rng *rand.Rand) (at time.Time, r Reason, why string, ok bool) {
+// ok is false when the rule has no retries left. Calendar rules (paydays, billing anchors, the
+// next day) pick their moment inside the window (see calendarRetry); the others may fall
+// beyond it, and NextAttempt then stops.
+func baseTime(p Policy, in Input, last Attempt, windowEnd time.Time, rng *rand.Rand) (at time.Time, r Reason, why string, ok bool) {
 	c := in.Classification
 	if last.RetryAfterSeconds > 0 {
 		d := seconds(last.RetryAfterSeconds)
@@ -254,9 +256,11 @@ func baseTime(p Policy, in Input, last Attempt, rng *rand.Rand) (at time.Time, r
 		if in.AnchorDay >= 1 && in.AnchorDay <= 31 && (p.UseBillingAnchor || c.Action == declines.ActionRetryNextCycle) {
 			days, what = []int{in.AnchorDay}, "the next billing-cycle boundary (the "+ordinal(in.AnchorDay)+")"
 		}
-		return p.nextDay(last.At, days).Add(spread(rng, p.AnchorSpread)), r, what, true
+		at, why := p.calendarRetry(last.At, days, what, windowEnd, rng)
+		return at, r, why, true
 	case declines.ActionRetryNextDay:
-		return p.nextDay(last.At, nil).Add(spread(rng, p.AnchorSpread)), ReasonNextDay, "the next day, after the daily limit resets", true
+		at, why := p.calendarRetry(last.At, nil, "the next day, after the daily limit resets", windowEnd, rng)
+		return at, ReasonNextDay, why, true
 	case declines.ActionRetryBackoff:
 		// min(cap, base*2^n), doubling step by step so that it cannot overflow.
 		ceiling := p.TechnicalBase
@@ -274,6 +278,58 @@ func baseTime(p Policy, in Input, last Attempt, rng *rand.Rand) (at time.Time, r
 		why := fmt.Sprintf("spaced retry %d of %d, about %s after the last attempt", k+1, len(p.GenericGaps), human(gap))
 		return last.At.Add(gap).Add(spread(rng, p.GenericSpread)), ReasonSpaced, why, true
 	}
+}
+
+// calendarRetry places a calendar retry: at Policy.Hour on the first later day that is one of
+// days (nil: the next day), spread over [Hour, Hour+AnchorSpread) but never past windowEnd.
+// When that day's slot starts after the window closes, the retry moves to the latest later
+// day whose slot starts inside it: the moment closest to the likely-funded one that the window
+// still allows, rather than no retry at all. Only when no later day starts inside the window
+// (a window shorter than a day or two) is the returned time past windowEnd, and the caller
+// stops. what describes the rule's moment; why is the explanation's clause.
+func (p Policy) calendarRetry(last time.Time, days []int, what string, windowEnd time.Time, rng *rand.Rand) (at time.Time, why string) {
+	slot := p.nextDay(last, days)
+	if slot.After(windowEnd) {
+		fallback := p.lastSlotBefore(windowEnd)
+		if !laterLocalDay(fallback, last, p.Location) {
+			return slot, what // past the window: NextAttempt stops and says why
+		}
+		why = fmt.Sprintf("the last morning inside the recovery window, as %s on %s falls after it closes", what, p.format(slot))
+		slot = fallback
+	} else {
+		why = what
+	}
+	// The spread ends at the window's last whole second, so ceilSecond cannot push it out.
+	width := min(p.AnchorSpread, windowEnd.Truncate(time.Second).Sub(slot))
+	return slot.Add(spread(rng, width)), why
+}
+
+// lastSlotBefore is Hour o'clock in Location on the latest day where that moment is not
+// after end.
+func (p Policy) lastSlotBefore(end time.Time) time.Time {
+	l := end.In(p.Location)
+	for i := 0; ; i++ {
+		d := time.Date(l.Year(), l.Month(), l.Day()-i, p.Hour, 0, 0, 0, p.Location)
+		if !d.After(end) {
+			return d
+		}
+	}
+}
+
+// laterLocalDay reports whether a falls on a later calendar day than b in loc.
+func laterLocalDay(a, b time.Time, loc *time.Location) bool {
+	ay, am, ad := a.In(loc).Date()
+	by, bm, bd := b.In(loc).Date()
+	return time.Date(ay, am, ad, 0, 0, 0, 0, time.UTC).After(time.Date(by, bm, bd, 0, 0, 0, 0, time.UTC))
+}
+
+func latest(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
 }
 
 // seconds converts a delay from outside input; a delay beyond any window is clamped so that

@@ -41,14 +41,17 @@ func ExampleSchedule() {
 		name   string
 		d      declines.Decline
 		policy *recovery.Policy
+		first  time.Time // when other than Sun 29 Nov 08:00
 	}{
-		{"insufficient_funds", declines.Decline{Code: "insufficient_funds", Network: declines.NetworkVisa}, nil},
-		{"insufficient_funds, 30-day window", declines.Decline{Code: "insufficient_funds", Network: declines.NetworkVisa}, &thirtyDays},
-		{"card_velocity_exceeded", declines.Decline{Code: "card_velocity_exceeded", Network: declines.NetworkVisa}, nil},
-		{"processing_error", declines.Decline{Code: "processing_error", Network: declines.NetworkVisa}, nil},
-		{"generic_decline", declines.Decline{Code: "generic_decline", Network: declines.NetworkVisa}, nil},
-		{"MAC 25 (Mastercard)", declines.Decline{Code: "do_not_honor", NetworkAdviceCode: "25", Network: declines.NetworkMastercard}, nil},
-		{"lost_card", declines.Decline{Code: "lost_card", Network: declines.NetworkVisa}, nil},
+		{"insufficient_funds", declines.Decline{Code: "insufficient_funds", Network: declines.NetworkVisa}, nil, time.Time{}},
+		{"insufficient_funds, declined Wed 16 Dec 10:00 (next payday past the window)", declines.Decline{Code: "insufficient_funds", Network: declines.NetworkVisa}, nil,
+			time.Date(2026, 12, 16, 10, 0, 0, 0, time.UTC)},
+		{"insufficient_funds, 30-day window", declines.Decline{Code: "insufficient_funds", Network: declines.NetworkVisa}, &thirtyDays, time.Time{}},
+		{"card_velocity_exceeded", declines.Decline{Code: "card_velocity_exceeded", Network: declines.NetworkVisa}, nil, time.Time{}},
+		{"processing_error", declines.Decline{Code: "processing_error", Network: declines.NetworkVisa}, nil, time.Time{}},
+		{"generic_decline", declines.Decline{Code: "generic_decline", Network: declines.NetworkVisa}, nil, time.Time{}},
+		{"MAC 25 (Mastercard)", declines.Decline{Code: "do_not_honor", NetworkAdviceCode: "25", Network: declines.NetworkMastercard}, nil, time.Time{}},
+		{"lost_card", declines.Decline{Code: "lost_card", Network: declines.NetworkVisa}, nil, time.Time{}},
 	}
 	fmt.Println("| decline | retries (original charge Sun 29 Nov 08:00 UTC) | then |")
 	fmt.Println("|---|---|---|")
@@ -57,7 +60,11 @@ func ExampleSchedule() {
 		if r.policy != nil {
 			p = *r.policy
 		}
-		plans, err := recovery.Schedule(p, declines.Classify(r.d), first, rand.New(rand.NewPCG(1, 2)))
+		start := first
+		if !r.first.IsZero() {
+			start = r.first
+		}
+		plans, err := recovery.Schedule(p, declines.Classify(r.d), start, rand.New(rand.NewPCG(1, 2)))
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -79,8 +86,9 @@ func ExampleSchedule() {
 	// Output:
 	// | decline | retries (original charge Sun 29 Nov 08:00 UTC) | then |
 	// |---|---|---|
-	// | insufficient_funds | Tue 1 Dec 09:46:10 | stop: exhausted (window) |
-	// | insufficient_funds, 30-day window | Tue 1 Dec 09:46:10, Tue 15 Dec 09:37:00 | stop: exhausted (window) |
+	// | insufficient_funds | Tue 1 Dec 09:46:10, Sat 12 Dec 09:37:00 | stop: exhausted (window) |
+	// | insufficient_funds, declined Wed 16 Dec 10:00 (next payday past the window) | Wed 30 Dec 09:46:10 | stop: exhausted (window) |
+	// | insufficient_funds, 30-day window | Tue 1 Dec 09:46:10, Tue 15 Dec 09:37:00, Mon 28 Dec 09:47:04 | stop: exhausted (window) |
 	// | card_velocity_exceeded | Mon 30 Nov 09:46:10, Tue 1 Dec 09:37:00, Wed 2 Dec 09:47:04, Thu 3 Dec 09:47:48, Fri 4 Dec 09:14:04, Sat 5 Dec 09:02:29, Sun 6 Dec 09:30:00, Mon 7 Dec 09:26:58 | stop: exhausted (max_attempts) |
 	// | processing_error | Sun 29 Nov 08:00:47, Sun 29 Nov 08:02:01, Sun 29 Nov 08:05:10, Sun 29 Nov 08:11:33, Sun 29 Nov 08:15:18, Sun 29 Nov 08:16:38, Sun 29 Nov 08:46:38, Sun 29 Nov 09:13:36 | stop: exhausted (max_attempts) |
 	// | generic_decline | Mon 30 Nov 12:36:59, Wed 2 Dec 16:18:55, Fri 4 Dec 21:01:19, Mon 7 Dec 01:48:06 | stop: exhausted (schedule) |

@@ -232,12 +232,16 @@ func (s *Steps) plan(ctx context.Context, st State) (State, error) {
 	}
 	c := classifyDecline(p.Decline)
 	if len(st.Attempts) == 0 {
+		// The history starts at the decline, or at the planner's now if that is later: a
+		// history that began before now would have spent part of its window before the
+		// recovery existed, and a clock that runs ahead of the payment's (a local stack's
+		// accelerated recovery) would spend all of it. On AWS the two are moments apart.
 		at := p.UpdatedAt
 		if at.IsZero() {
 			at = p.CreatedAt
 		}
-		if at.IsZero() {
-			at = s.now()
+		if now := s.now(); now.After(at) {
+			at = now
 		}
 		st.Attempts = []Attempt{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class}}
 	}
