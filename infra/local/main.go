@@ -46,7 +46,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Addr, "addr", localstack.DefaultAddr, "API address")
 	fs.StringVar(&cfg.SimAddr, "sim-addr", localstack.DefaultSimAddr, "provider simulator address")
 	fs.StringVar(&cfg.DataDir, "data", dataDefault, "data directory (or TWICE_DATA_DIR)")
-	fs.Float64Var(&cfg.TimeFactor, "time-factor", 1, "run the domain clock this many times faster (recovery demos)")
+	fs.Float64Var(&cfg.TimeFactor, "time-factor", 1, "run payment recovery's clock this many times faster (recovery demos)")
+	fs.Func("clock-start", "start the stack's clocks at this RFC 3339 instant instead of now, e.g. 2026-03-02T10:00:00Z (testing and demos; kept with the data directory)",
+		func(v string) (err error) {
+			cfg.ClockStart, err = time.Parse(time.RFC3339, v)
+			return err
+		})
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", 3*time.Second, "timeout of one provider call")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 29*time.Second, "deadline of one API request (API Gateway's is 29 s)")
 	fs.DurationVar(&cfg.ResolveDelay, "resolve-delay", 2*time.Second, "wait before resolving an unknown outcome in the background")

@@ -82,6 +82,12 @@ type Config struct {
 	// reconciliation windows are about real seconds. The mapping is kept in the data
 	// directory, so a restart keeps the recovery timeline.
 	TimeFactor float64
+	// ClockStart, when set, starts the stack's clocks at that instant instead of the wall
+	// clock's: a testing and demo aid, so a run does not depend on the day it happens (with
+	// TimeFactor, recovery runs from there). It is kept with the data directory: a restart
+	// continues the same timeline, and another start on the same directory is refused
+	// (ErrClockStartConflict).
+	ClockStart time.Time
 	// ResolveDelay is the wait before a background resolve of an unknown outcome (default 2 s).
 	ResolveDelay time.Duration
 	// RequestTimeout is each API request's deadline (default 29 s, API Gateway's limit). An
@@ -174,8 +180,7 @@ func New(cfg Config) (*Stack, error) {
 	}
 	s := &Stack{cfg: cfg, log: cfg.Logger, queues: map[string]*localqueue.Queue{}}
 	var err error
-	s.clock = wallClock()
-	if s.recoveryClock, err = newClock(cfg.DataDir, cfg.TimeFactor); err != nil {
+	if s.clock, s.recoveryClock, err = newClocks(cfg.DataDir, cfg.TimeFactor, cfg.ClockStart); err != nil {
 		return nil, err
 	}
 	// Listen first, so the simulator knows where to send webhooks even on a ":0" address.
