@@ -98,6 +98,14 @@ type Option func(*Runner)
 // WithClock sets the clock (default: the wall clock).
 func WithClock(c clock.Clock) Option { return func(r *Runner) { r.clock = c } }
 
+// WithTimeFactor gives every execution its own clock that starts at the runner clock's time
+// when the execution starts and runs factor times faster from there (a local stack's
+// recovery demo: a Wait of days takes seconds, and each execution's timeline begins at its
+// own start, however long the runner has been up). The clock is kept with the execution, so a
+// resumed one continues its timeline; a runner with another factor continues it at the new
+// rate without a jump. 1 or less: every execution runs on the runner's clock.
+func WithTimeFactor(factor float64) Option { return func(r *Runner) { r.factor = factor } }
+
 // WithRand sets the jitter source (default: seeded from crypto/rand).
 func WithRand(rnd *rand.Rand) Option { return func(r *Runner) { r.rnd = rnd } }
 
@@ -126,6 +134,7 @@ type Runner struct {
 	store      Store
 	tasks      Resolver
 	clock      clock.Clock
+	factor     float64 // WithTimeFactor; <= 1: none
 	log        *slog.Logger
 	sem        chan struct{}
 	arnPrefix  string
@@ -237,6 +246,7 @@ func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, 
 	}
 	now := r.clock.Now()
 	rec := &Record{
+		Clock: r.executionClock(now),
 		Execution: Execution{
 			ExecutionArn: r.ExecutionArn(stateMachine, name), StateMachineArn: r.StateMachineArn(stateMachine),
 			StateMachine: stateMachine, Name: name, Status: StatusRunning, Input: compact.Bytes(), StartDate: now,
@@ -305,6 +315,7 @@ func (r *Runner) Resume(ctx context.Context) (int, error) {
 			return n, err
 		}
 		arn, state := rec.ExecutionArn, rec.Cursor.State // rec belongs to its goroutine once launched
+		r.adoptFactor(rec)
 		if r.launch(rec, def) {
 			n++
 			r.log.Info("asl: execution resumed", "execution", arn, "state", state)
@@ -399,7 +410,7 @@ func (r *Runner) emit(rec *Record, events *[]HistoryEvent, e HistoryEvent) {
 	e.PreviousEventID = rec.NextEventID
 	rec.NextEventID++
 	e.ID = rec.NextEventID
-	e.Timestamp = r.clock.Now()
+	e.Timestamp = r.clockOf(rec).Now()
 	*events = append(*events, e)
 }
 
@@ -407,7 +418,7 @@ func (r *Runner) emit(rec *Record, events *[]HistoryEvent, e HistoryEvent) {
 // checkpoint that records the entry also records when the Wait ends.
 func (r *Runner) enter(rec *Record, def *Definition, events *[]HistoryEvent, name string, input json.RawMessage) {
 	st := def.States[name]
-	now := r.clock.Now()
+	now := r.clockOf(rec).Now()
 	rec.Cursor = Cursor{State: name, Input: input, EnteredTime: now}
 	rec.StateTransitions++
 	r.emit(rec, events, HistoryEvent{Type: st.Type + "StateEntered", StateName: name, Input: input})
@@ -476,7 +487,7 @@ func (r *Runner) exit(rec *Record, def *Definition, events *[]HistoryEvent, st *
 	if st.End || st.Type == "Succeed" {
 		rec.Status = StatusSucceeded
 		rec.Output = out
-		rec.StopDate = r.clock.Now()
+		rec.StopDate = r.clockOf(rec).Now()
 		rec.Cursor.DueTime = time.Time{}
 		r.emit(rec, events, HistoryEvent{Type: "ExecutionSucceeded", Output: out})
 		r.log.Info("asl: execution succeeded", "execution", rec.ExecutionArn, "transitions", rec.StateTransitions)
@@ -488,7 +499,7 @@ func (r *Runner) exit(rec *Record, def *Definition, events *[]HistoryEvent, st *
 func (r *Runner) fail(rec *Record, events *[]HistoryEvent, name, cause string) {
 	rec.Status = StatusFailed
 	rec.Error, rec.Cause = name, cause
-	rec.StopDate = r.clock.Now()
+	rec.StopDate = r.clockOf(rec).Now()
 	rec.Cursor.DueTime = time.Time{}
 	r.emit(rec, events, HistoryEvent{Type: "ExecutionFailed", Error: name, Cause: cause})
 	r.log.Warn("asl: execution failed", "execution", rec.ExecutionArn, "error", name, "transitions", rec.StateTransitions)
@@ -511,15 +522,41 @@ func (r *Runner) contextObject(rec *Record) any {
 	}
 }
 
-// sleepUntil waits on the clock until due; it loops because an accelerated clock may wake
-// a hair early.
-func (r *Runner) sleepUntil(ctx context.Context, due time.Time) error {
+// executionClock is the clock of an execution starting at now: its own accelerated one
+// under WithTimeFactor, else nil (the runner's).
+func (r *Runner) executionClock(now time.Time) *clock.Accelerated {
+	if r.factor <= 1 {
+		return nil
+	}
+	return &clock.Accelerated{Base: now, Anchor: time.Now(), Factor: r.factor}
+}
+
+// clockOf is the clock an execution runs on.
+func (r *Runner) clockOf(rec *Record) clock.Clock {
+	if rec.Clock != nil {
+		return rec.Clock
+	}
+	return r.clock
+}
+
+// adoptFactor continues a resumed execution's own clock at this runner's factor, from the
+// time it has reached, so that a restart with another factor neither jumps nor stalls.
+func (r *Runner) adoptFactor(rec *Record) {
+	if f := max(r.factor, 1); rec.Clock != nil && rec.Clock.Factor != f {
+		rec.Clock = rec.Clock.Rebase(time.Now(), f)
+	}
+}
+
+// sleepUntil waits on the execution's clock until due; it loops because an accelerated clock
+// may wake a hair early.
+func (r *Runner) sleepUntil(ctx context.Context, rec *Record, due time.Time) error {
+	c := r.clockOf(rec)
 	for {
-		d := due.Sub(r.clock.Now())
+		d := due.Sub(c.Now())
 		if d <= 0 {
 			return nil
 		}
-		t := r.clock.NewTimer(d)
+		t := c.NewTimer(d)
 		select {
 		case <-t.C():
 		case <-ctx.Done():
@@ -536,7 +573,7 @@ func (r *Runner) step(ctx context.Context, rec *Record, def *Definition) error {
 		return fmt.Errorf("asl: state %q not in definition %s", rec.Cursor.State, rec.DefinitionHash)
 	}
 	if !rec.Cursor.DueTime.IsZero() {
-		if err := r.sleepUntil(ctx, rec.Cursor.DueTime); err != nil {
+		if err := r.sleepUntil(ctx, rec, rec.Cursor.DueTime); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/runtwice/twice/shared/clock"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -15,9 +16,11 @@ import (
 // that says where to resume.
 type Record struct {
 	Execution
-	DefinitionHash string `json:"definition_hash"`
-	Cursor         Cursor `json:"cursor"`
-	NextEventID    int64  `json:"next_event_id"`
+	// Clock is the execution's own clock under WithTimeFactor; nil: the runner's.
+	Clock          *clock.Accelerated `json:"clock,omitempty"`
+	DefinitionHash string             `json:"definition_hash"`
+	Cursor         Cursor             `json:"cursor"`
+	NextEventID    int64              `json:"next_event_id"`
 }
 
 // Cursor is the resume point: the current state, the raw input it was entered with, and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runtwice/twice/shared/clock"
 	"math"
 	"time"
 
@@ -52,7 +53,7 @@ func (r *Runner) task(ctx context.Context, rec *Record, def *Definition, st *Sta
 		res.err = &StatesError{Name: "Lambda.ResourceNotFoundException", Cause: "no function registered for " + fnName}
 	} else {
 		r.emit(rec, events, HistoryEvent{Type: "TaskStarted", StateName: st.Name, Resource: st.Resource})
-		res = r.invoke(ctx, st, fn, body)
+		res = r.invoke(ctx, r.clockOf(rec), st, fn, body)
 		if res.err != nil && ctx.Err() != nil {
 			return ctx.Err() // stopping: not the task's failure; it runs again after Resume
 		}
@@ -108,9 +109,9 @@ func (r *Runner) taskOutput(st *State, input, result, ctxObj any) (any, error) {
 	return applyOutputPath(st, out, ctxObj)
 }
 
-// invoke calls fn with the state's timeout (on the runner's clock), turning a panic into
+// invoke calls fn with the state's timeout (on the execution's clock c), turning a panic into
 // States.TaskFailed and an overrun into States.Timeout.
-func (r *Runner) invoke(ctx context.Context, st *State, fn TaskFunc, body json.RawMessage) taskResult {
+func (r *Runner) invoke(ctx context.Context, c clock.Clock, st *State, fn TaskFunc, body json.RawMessage) taskResult {
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan taskResult, 1)
@@ -125,7 +126,7 @@ func (r *Runner) invoke(ctx context.Context, st *State, fn TaskFunc, body json.R
 	}()
 	var timeout <-chan time.Time
 	if st.TimeoutSeconds > 0 {
-		t := r.clock.NewTimer(time.Duration(st.TimeoutSeconds) * time.Second)
+		t := c.NewTimer(time.Duration(st.TimeoutSeconds) * time.Second)
 		defer t.Stop()
 		timeout = t.C()
 	}
@@ -177,7 +178,7 @@ func (r *Runner) handleError(rec *Record, def *Definition, st *State, rawInput a
 		delay := r.backoff(rt, attempt)
 		rec.Cursor.RetryCounts[i]++
 		rec.Cursor.RetryCount++
-		rec.Cursor.DueTime = r.clock.Now().Add(delay)
+		rec.Cursor.DueTime = r.clockOf(rec).Now().Add(delay)
 		rec.StateTransitions++
 		r.log.Info("asl: retry scheduled", "execution", rec.ExecutionArn, "state", st.Name,
 			"error", name, "attempt", attempt+1, "delay", delay)

@@ -12,18 +12,16 @@ import (
 	"github.com/runtwice/twice/shared/clock"
 )
 
-// The stack has two clocks. Its own (the domain clock: payments, webhook signatures, locks,
-// reconciliation windows) is wall time, or wall time from Config.ClockStart on. Payment
-// recovery's runs TimeFactor times faster from the same start. Both are kept in clock.json in
-// the data directory, so a restarted stack continues its timelines (due times stay
-// meaningful), and a new factor re-anchors recovery's at the time already reached instead of
-// jumping.
+// The stack's clock (payments, webhook signatures, locks, reconciliation windows) is wall
+// time, or wall time from Config.ClockStart on. It is kept in clock.json in the data
+// directory, so a restarted stack continues its timeline. Payment recovery's time is each
+// execution's own (asl.WithTimeFactor): it starts at the stack's time when the recovery starts
+// and runs TimeFactor times faster, and the runner keeps it with the execution.
 
-// clockFile is clock.json: recovery's clock at the top level (the form older data
-// directories have), the domain clock beside it.
+// clockFile is clock.json. Files written before ClockStart existed hold only the recovery
+// clock of the time (base, anchor, factor at the top level), which is no longer used; their
+// stack ran on the wall clock.
 type clockFile struct {
-	clock.Accelerated
-	// Domain is absent in a file written before ClockStart existed: wall time.
 	Domain *clock.Accelerated `json:"domain,omitempty"`
 }
 
@@ -31,52 +29,45 @@ type clockFile struct {
 // directory's timeline began at: moving a running timeline would reorder what it recorded.
 var ErrClockStartConflict = errors.New("localstack: the data directory's clock started elsewhere; use a new data directory (or remove clock.json) to start at another time")
 
-// wallClock is the wall clock as a clock.Accelerated, so both of the stack's clocks have one type.
+// wallClock is the wall clock as a clock.Accelerated.
 func wallClock() *clock.Accelerated {
 	now := time.Now()
 	return &clock.Accelerated{Base: now, Anchor: now, Factor: 1}
 }
 
-// newClocks returns the domain clock and recovery's clock (factor times faster), restored
-// from, or saved to, dir/clock.json. A zero start means the wall clock's time.
-func newClocks(dir string, factor float64, start time.Time) (domain, recovery *clock.Accelerated, err error) {
+// newClock returns the stack's clock, restored from, or saved to, dir/clock.json. A zero start
+// means the wall clock's time.
+func newClock(dir string, start time.Time) (*clock.Accelerated, error) {
 	path := filepath.Join(dir, "clock.json")
-	wall := time.Now()
-	base := wall
-	if !start.IsZero() {
-		base = start
-	}
-	f := clockFile{Accelerated: clock.Accelerated{Base: base, Anchor: wall, Factor: factor},
-		Domain: &clock.Accelerated{Base: base, Anchor: wall, Factor: 1}}
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		var old clockFile
-		if err := json.Unmarshal(b, &old); err != nil || old.Factor <= 0 || (old.Domain != nil && old.Domain.Factor != 1) {
-			return nil, nil, errors.New("localstack: clock.json is corrupt; remove it to start a new timeline")
+		if err := json.Unmarshal(b, &old); err != nil || (old.Domain != nil && old.Domain.Factor != 1) {
+			return nil, errors.New("localstack: clock.json is corrupt; remove it to start a new timeline")
 		}
-		if old.Domain == nil {
-			old.Domain = wallClock() // written before the domain clock was kept: it was wall time
+		if old.Domain == nil { // written before the stack's clock was kept: it was wall time
 			if !start.IsZero() {
-				return nil, nil, fmt.Errorf("%w (it started on the wall clock, not at %s)", ErrClockStartConflict, start.Format(time.RFC3339))
+				return nil, fmt.Errorf("%w (it ran on the wall clock, not from %s)", ErrClockStartConflict, start.Format(time.RFC3339))
 			}
+			old.Domain = wallClock()
 		}
 		if !start.IsZero() && !old.Domain.Base.Equal(start) {
-			return nil, nil, fmt.Errorf("%w (it started at %s, not at %s)", ErrClockStartConflict,
+			return nil, fmt.Errorf("%w (it started at %s, not at %s)", ErrClockStartConflict,
 				old.Domain.Base.Format(time.RFC3339), start.Format(time.RFC3339))
 		}
-		f = old
-		if old.Factor == factor {
-			return f.Domain, &f.Accelerated, nil
-		}
-		f.Accelerated = *old.Rebase(wall, factor)
+		return old.Domain, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return nil, nil, err
+		return nil, err
 	}
-	b, _ = json.Marshal(f)
+	c := wallClock()
+	if !start.IsZero() {
+		c.Base = start
+	}
+	b, _ = json.Marshal(clockFile{Domain: c})
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return f.Domain, &f.Accelerated, os.Rename(tmp, path)
+	return c, os.Rename(tmp, path)
 }

@@ -225,14 +225,17 @@ func TestKillDuringRecoveryWait(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
-	// Two days of waiting take about 8 s at this factor: long enough to kill in the middle.
-	p := startProcess(t, t.TempDir(), "-time-factor", "20000")
+	// Declined on the 13th, the card is retried on the 15th: about two days of waiting, 8 s of
+	// wall time at this factor, long enough to kill in the middle.
+	p := startProcess(t, t.TempDir(), "-time-factor", "20000", "-clock-start", "2027-03-13T10:00:00Z")
 	s := p.stack()
 	programCard(t, s.SimURL(), "pm_wait_kill", "insufficient_funds", 1)
 	v := createDeclined(t, s, "wait-kill", "pm_wait_kill")
-	// The recovery reaches its Wait within milliseconds of the decline; the wait lasts about
-	// 8 s of wall time. A real process gives no hook to wait on, so give it a moment.
-	time.Sleep(time.Second)
+	// The plan step logs the retry it scheduled; the execution then sits in its Wait.
+	eventually(t, 20*time.Second, "the recovery schedules its retry", func() bool {
+		b, _ := os.ReadFile(p.logPath)
+		return strings.Contains(string(b), "recovery retry scheduled")
+	})
 	p.kill()
 	p.start()
 	eventually(t, 60*time.Second, "the payment is recovered after the restart", func() bool {
@@ -250,7 +253,9 @@ func TestKillDuringRecoveryCharge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
-	p := startProcess(t, t.TempDir(), "-time-factor", "200000")
+	// Declined on the 15th after 09:00: the next payday is past the window, so the charge
+	// comes on the last morning inside it, about 14 days (6 s) later.
+	p := startProcess(t, t.TempDir(), "-time-factor", "200000", "-clock-start", "2027-06-15T09:30:00Z")
 	s := p.stack()
 	programCard(t, s.SimURL(), "pm_charge_kill", "insufficient_funds", 1)
 	// Every confirm from now on answers 3 s late: the recovery's charge is in flight then.

@@ -81,58 +81,94 @@ func opsList(t *testing.T, s *Stack, query string) []map[string]any {
 	return page.Records
 }
 
+// recoveryStarts are the clock starts the recovery scenarios run from, so that no outcome
+// depends on the day the tests run. They are the default policy's calendar edges: a payday
+// before and after its 09:00, the 17th (the next payday lies past the 14-day window), a leap
+// day's eve and a short month's end. Each recovery's own clock starts at the stack's time of
+// its decline, moments after the start, so the edge is the one the planner sees.
+var recoveryStarts = map[string]time.Time{
+	"1st before 09:00":    time.Date(2026, 12, 1, 8, 30, 0, 0, time.UTC),
+	"15th after 09:00":    time.Date(2026, 12, 15, 9, 30, 0, 0, time.UTC),
+	"17th":                time.Date(2027, 1, 17, 12, 0, 0, 0, time.UTC),
+	"28 Feb, leap year":   time.Date(2028, 2, 28, 8, 0, 0, 0, time.UTC),
+	"30 April, month end": time.Date(2027, 4, 30, 20, 0, 0, 0, time.UTC),
+}
+
+// forEachStart runs a recovery scenario from every start, side by side (each on its own
+// stack; the waits are on the clock, not the processor).
+func forEachStart(t *testing.T, scenario func(t *testing.T, start time.Time)) {
+	for name, start := range recoveryStarts {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			scenario(t, start)
+		})
+	}
+}
+
 func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
-	s := newStack(t, Config{TimeFactor: recoveryFactor})
-	programCard(t, s.SimURL(), "pm_soft_funds", "insufficient_funds", 1)
-	v := createDeclined(t, s, "soft-1", "pm_soft_funds")
-	if deref(v.DeclineClass) != "limit" {
-		t.Fatalf("class %v", deref(v.DeclineClass))
-	}
-	ex := execution(t, s)
-	eventually(t, 30*time.Second, "the payment is recovered", func() bool {
-		return strings.Contains(call(t, "GET", s.APIURL()+"/payments/"+v.ID, "", "").body, `"status":"succeeded"`)
-	})
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
-	if err != nil || done.Status != asl.StatusSucceeded {
-		t.Fatalf("execution %+v %v", done, err)
-	}
-	// The charge ran when the plan said, not before: the Wait's input names the moment and the
-	// Charge state was entered at or after it.
-	hist, err := s.runner.GetExecutionHistory(context.Background(), ex.ExecutionArn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var planned time.Time
-	var charged time.Time
-	for _, e := range hist {
-		switch {
-		case e.Type == "WaitStateEntered":
-			var in struct {
-				Plan struct {
-					At time.Time `json:"at"`
-				} `json:"plan"`
-			}
-			json.Unmarshal(e.Input, &in)
-			planned = in.Plan.At
-		case e.Type == "TaskStateEntered" && e.StateName == "Charge":
-			charged = e.Timestamp
+	forEachStart(t, func(t *testing.T, start time.Time) {
+		s := newStack(t, Config{TimeFactor: recoveryFactor, ClockStart: start})
+		programCard(t, s.SimURL(), "pm_soft_funds", "insufficient_funds", 1)
+		v := createDeclined(t, s, "soft-1", "pm_soft_funds")
+		if deref(v.DeclineClass) != "limit" {
+			t.Fatalf("class %v", deref(v.DeclineClass))
 		}
-	}
-	if planned.IsZero() || charged.Before(planned) {
-		t.Fatalf("planned %v, charged %v", planned, charged)
-	}
-	// A likely-funded moment: the next payday (the 1st or the 15th) in the morning, not hours later.
-	if d := planned.UTC().Day(); d != 1 && d != 15 {
-		t.Fatalf("insufficient funds retried on day %d", d)
-	}
-	if got := simEvents(t, s, deref(v.ProviderPaymentID)); fmt.Sprint(got) != "[payment_failed succeeded]" {
-		t.Fatalf("charges at the provider: %v", got)
-	}
-	t.Logf("transitions: %d, planned %s", done.StateTransitions, planned.Format(time.RFC3339))
+		ex := execution(t, s)
+		// Fourteen days of recovery time are about 6 s of wall time at this factor.
+		eventually(t, 60*time.Second, "the payment is recovered", func() bool {
+			return strings.Contains(call(t, "GET", s.APIURL()+"/payments/"+v.ID, "", "").body, `"status":"succeeded"`)
+		})
+		done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+		if err != nil || done.Status != asl.StatusSucceeded {
+			t.Fatalf("execution %+v %v", done, err)
+		}
+		// The charge ran when the plan said, not before: the Wait's input names the moment and
+		// the Charge state was entered at or after it.
+		hist, err := s.runner.GetExecutionHistory(context.Background(), ex.ExecutionArn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wait struct {
+			Attempts []struct {
+				At time.Time `json:"at"`
+			} `json:"attempts"`
+			Plan struct {
+				At          time.Time `json:"at"`
+				Explanation string    `json:"explanation"`
+			} `json:"plan"`
+		}
+		var charged time.Time
+		for _, e := range hist {
+			switch {
+			case e.Type == "WaitStateEntered":
+				json.Unmarshal(e.Input, &wait)
+			case e.Type == "TaskStateEntered" && e.StateName == "Charge":
+				charged = e.Timestamp
+			}
+		}
+		planned := wait.Plan.At
+		if planned.IsZero() || len(wait.Attempts) != 1 || charged.Before(planned) {
+			t.Fatalf("planned %v, charged %v, history %+v", planned, charged, wait.Attempts)
+		}
+		// A likely-funded moment: the next payday (the 1st or the 15th) in the morning, or the
+		// last morning the 14-day window allows when that payday falls after it.
+		declined := wait.Attempts[0].At
+		if declined.Before(start) || declined.After(start.Add(time.Minute)) || !planned.After(declined) || planned.After(declined.Add(14*24*time.Hour)) {
+			t.Fatalf("declined %s, retried %s: not inside the window after the decline (start %s)", declined, planned, start)
+		}
+		fallback := strings.Contains(wait.Plan.Explanation, "last morning inside the recovery window")
+		if d := planned.UTC().Day(); (d != 1 && d != 15 && !fallback) || planned.UTC().Hour() != 9 {
+			t.Fatalf("insufficient funds retried at %s: %s", planned, wait.Plan.Explanation)
+		}
+		if got := simEvents(t, s, deref(v.ProviderPaymentID)); fmt.Sprint(got) != "[payment_failed succeeded]" {
+			t.Fatalf("charges at the provider: %v", got)
+		}
+		t.Logf("transitions: %d; declined %s, planned %s: %s", done.StateTransitions, declined.Format(time.RFC3339), planned.Format(time.RFC3339), wait.Plan.Explanation)
+	})
 }
 
 func TestHardDeclineStopsAtOnceWithADeadLetter(t *testing.T) {
-	s := newStack(t, Config{TimeFactor: recoveryFactor})
+	s := newStack(t, Config{TimeFactor: recoveryFactor, ClockStart: recoveryStarts["17th"]})
 	v := createDeclined(t, s, "hard-1", "pm_card_visa_chargeDeclinedLostCard")
 	ex := execution(t, s)
 	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
@@ -153,26 +189,28 @@ func TestHardDeclineStopsAtOnceWithADeadLetter(t *testing.T) {
 }
 
 func TestExhaustedScheduleLeavesADeadLetter(t *testing.T) {
-	s := newStack(t, Config{TimeFactor: recoveryFactor})
-	programCard(t, s.SimURL(), "pm_always_failing", "processing_error", 1000)
-	v := createDeclined(t, s, "tech-1", "pm_always_failing")
-	ex := execution(t, s)
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
-	if err != nil || done.Status != asl.StatusSucceeded {
-		t.Fatalf("execution %+v %v", done, err)
-	}
-	var recs []map[string]any
-	eventually(t, 10*time.Second, "a dead-letter record opens", func() bool {
-		recs = opsList(t, s, "source=recovery")
-		return len(recs) == 1
+	forEachStart(t, func(t *testing.T, start time.Time) {
+		s := newStack(t, Config{TimeFactor: recoveryFactor, ClockStart: start})
+		programCard(t, s.SimURL(), "pm_always_failing", "processing_error", 1000)
+		v := createDeclined(t, s, "tech-1", "pm_always_failing")
+		ex := execution(t, s)
+		done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+		if err != nil || done.Status != asl.StatusSucceeded {
+			t.Fatalf("execution %+v %v", done, err)
+		}
+		var recs []map[string]any
+		eventually(t, 10*time.Second, "a dead-letter record opens", func() bool {
+			recs = opsList(t, s, "source=recovery")
+			return len(recs) == 1
+		})
+		if recs[0]["class"] != "exhausted_recovery" {
+			t.Fatalf("record %v", recs[0])
+		}
+		// One charge per planned attempt: the original and the eight the default policy allows.
+		got := simEvents(t, s, deref(v.ProviderPaymentID))
+		if len(got) != 9 {
+			t.Fatalf("%d charges at the provider: %v", len(got), got)
+		}
+		t.Logf("transitions: %d", done.StateTransitions)
 	})
-	if recs[0]["class"] != "exhausted_recovery" {
-		t.Fatalf("record %v", recs[0])
-	}
-	// One charge per planned attempt: the original and the eight the default policy allows.
-	got := simEvents(t, s, deref(v.ProviderPaymentID))
-	if len(got) != 9 {
-		t.Fatalf("%d charges at the provider: %v", len(got), got)
-	}
-	t.Logf("transitions: %d", done.StateTransitions)
 }

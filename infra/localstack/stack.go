@@ -76,11 +76,12 @@ type Config struct {
 	// ProviderTimeout bounds one provider call (default 3 s); past it the outcome is unknown and
 	// the payment is resolved in the background.
 	ProviderTimeout time.Duration
-	// TimeFactor runs payment recovery's clock (its plans, its Waits, its caps) this many times
-	// faster than the wall clock (default 1), so a recovery planned days ahead happens in
-	// seconds. Everything else keeps wall time: webhook signatures, idempotency locks and
-	// reconciliation windows are about real seconds. The mapping is kept in the data
-	// directory, so a restart keeps the recovery timeline.
+	// TimeFactor runs each payment recovery's clock (its plans, its Waits, its caps) this many
+	// times faster than the stack's (default 1), from the moment that recovery starts, so a
+	// recovery planned days ahead happens in seconds, on any day and however long the stack
+	// has been up. Everything else keeps the stack's time: webhook signatures, idempotency
+	// locks and reconciliation windows are about real seconds. Each recovery's clock is kept
+	// with its execution, so a restart continues its timeline.
 	TimeFactor float64
 	// ClockStart, when set, starts the stack's clocks at that instant instead of the wall
 	// clock's: a testing and demo aid, so a run does not depend on the day it happens (with
@@ -147,8 +148,6 @@ type Stack struct {
 	cfg   Config
 	log   *slog.Logger
 	clock *clock.Accelerated
-	// recoveryClock is clock, TimeFactor times faster.
-	recoveryClock *clock.Accelerated
 
 	store    *boltstore.Store
 	broker   *localqueue.Broker
@@ -180,7 +179,7 @@ func New(cfg Config) (*Stack, error) {
 	}
 	s := &Stack{cfg: cfg, log: cfg.Logger, queues: map[string]*localqueue.Queue{}}
 	var err error
-	if s.clock, s.recoveryClock, err = newClocks(cfg.DataDir, cfg.TimeFactor, cfg.ClockStart); err != nil {
+	if s.clock, err = newClock(cfg.DataDir, cfg.ClockStart); err != nil {
 		return nil, err
 	}
 	// Listen first, so the simulator knows where to send webhooks even on a ":0" address.
@@ -303,7 +302,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 		Store:       s.store,
 		DeadLetters: adapt.RecoverySink{Table: s.deadletters},
 		Policy:      recovery.DefaultPolicy(),
-		Now:         s.recoveryClock.Now,
+		Now:         s.clock.Now, // each recovery's own, faster time comes with its steps' input
 		Rand:        rand.New(rand.NewPCG(seed+2, seed^0xbb67ae8584caa73b)),
 		Log:         s.log,
 	})
@@ -315,7 +314,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 		return nil, err
 	}
 	s.runner = asl.New(checkpoints, asl.TaskRegistry{recoveryStepsARN: recovery.LambdaHandler(steps.Handle)},
-		asl.WithClock(s.recoveryClock), asl.WithLogger(s.log), asl.WithRand(rand.New(rand.NewPCG(seed+3, seed))))
+		asl.WithClock(s.clock), asl.WithTimeFactor(s.cfg.TimeFactor), asl.WithLogger(s.log), asl.WithRand(rand.New(rand.NewPCG(seed+3, seed))))
 	def := asl.Substitute(statemachines.PaymentRecovery, map[string]string{statemachines.RecoveryStepsFunctionArn: recoveryStepsARN})
 	if err := s.runner.Define(recoveryMachine, def); err != nil {
 		return nil, err

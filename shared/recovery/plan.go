@@ -151,9 +151,14 @@ func NewPlanner(p Policy, now func() time.Time, rng *rand.Rand) (*Planner, error
 
 // Plan decides the next attempt for in at the planner's current time.
 func (pl *Planner) Plan(in Input) (Plan, error) {
+	return pl.PlanAt(in, pl.now())
+}
+
+// PlanAt decides the next attempt for in at now (a workflow's own time, say).
+func (pl *Planner) PlanAt(in Input, now time.Time) (Plan, error) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return NextAttempt(pl.policy, in, pl.now(), pl.rng)
+	return NextAttempt(pl.policy, in, now, pl.rng)
 }
 
 // NextAttempt decides whether and when to retry, as a pure function of its arguments: the same

@@ -175,6 +175,11 @@ func NewSteps(c StepsConfig) (*Steps, error) {
 type request struct {
 	Step  string `json:"step"`
 	State State  `json:"state"`
+	// Now is the workflow's time when the step's state was entered ($$.State.EnteredTime).
+	// The steps take the later of it and their own clock: on AWS the two agree (the clock is
+	// the later, past Task retries); on the local runner with a time factor, the workflow's
+	// time is each recovery's own, running ahead of the stack's.
+	Now time.Time `json:"now,omitzero"`
 }
 
 // DeadLetterResult is the dead-letter step's answer.
@@ -198,13 +203,17 @@ func (s *Steps) Handle(ctx context.Context, in json.RawMessage) (json.RawMessage
 	if st.Round < 1 {
 		return nil, invalid("state round %d < 1", st.Round)
 	}
+	now := s.now()
+	if req.Now.After(now) {
+		now = req.Now
+	}
 	var out any
 	var err error
 	switch req.Step {
 	case StepPlan:
-		out, err = s.plan(ctx, st)
+		out, err = s.plan(ctx, st, now)
 	case StepCharge:
-		out, err = s.charge(ctx, st)
+		out, err = s.charge(ctx, st, now)
 	case StepDeadLetter:
 		out, err = s.deadLetter(ctx, st)
 	default:
@@ -218,7 +227,7 @@ func (s *Steps) Handle(ctx context.Context, in json.RawMessage) (json.RawMessage
 
 // plan classifies the payment's decline and plans the next attempt. The first plan of a
 // recovery starts the history with the declined charge that started it.
-func (s *Steps) plan(ctx context.Context, st State) (State, error) {
+func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error) {
 	p, err := s.payment(ctx, st.PaymentID)
 	if err != nil {
 		return st, err
@@ -232,24 +241,20 @@ func (s *Steps) plan(ctx context.Context, st State) (State, error) {
 	}
 	c := classifyDecline(p.Decline)
 	if len(st.Attempts) == 0 {
-		// The history starts at the decline, or at the planner's now if that is later: a
-		// history that began before now would have spent part of its window before the
-		// recovery existed, and a clock that runs ahead of the payment's (a local stack's
-		// accelerated recovery) would spend all of it. On AWS the two are moments apart.
 		at := p.UpdatedAt
 		if at.IsZero() {
 			at = p.CreatedAt
 		}
-		if now := s.now(); now.After(at) {
+		if at.IsZero() {
 			at = now
 		}
 		st.Attempts = []Attempt{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class}}
 	}
-	return s.planNext(ctx, st, c)
+	return s.planNext(ctx, st, c, now)
 }
 
-func (s *Steps) planNext(ctx context.Context, st State, c declines.Classification) (State, error) {
-	plan, err := s.planner.Plan(Input{Classification: c, Attempts: st.Attempts})
+func (s *Steps) planNext(ctx context.Context, st State, c declines.Classification, now time.Time) (State, error) {
+	plan, err := s.planner.PlanAt(Input{Classification: c, Attempts: st.Attempts}, now)
 	if err != nil {
 		return st, invalid("plan: %w", err)
 	}
@@ -283,7 +288,7 @@ func (s *Steps) settle(ctx context.Context, st State, p payments.Payment) State 
 // the outcome on the payment (with a newer version) and in the history, and plans again after
 // a decline. A repeat of the step (a Lambda retry, a resumed execution) sends the same key,
 // so the provider returns the first outcome instead of charging again.
-func (s *Steps) charge(ctx context.Context, st State) (State, error) {
+func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, error) {
 	if st.Plan == nil || !st.Plan.Retry || st.Plan.Attempt < 2 || len(st.Attempts) == 0 {
 		return st, invalid("charge needs a retry plan for attempt 2 or later and a history")
 	}
@@ -318,7 +323,7 @@ func (s *Steps) charge(ctx context.Context, st State) (State, error) {
 	if err != nil {
 		return st, providerError(err)
 	}
-	now := s.now().UTC()
+	now = now.UTC()
 	switch pp.Status {
 	case provider.StatusSucceeded:
 		p.Status, p.Decline, p.DeclineClass = payments.StatusSucceeded, nil, ""
@@ -336,7 +341,7 @@ func (s *Steps) charge(ctx context.Context, st State) (State, error) {
 			return st, err
 		}
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true})
-		return s.planNext(ctx, st, c)
+		return s.planNext(ctx, st, c, now)
 	case provider.StatusRefunded, provider.StatusCanceled:
 		return s.settle(ctx, st, payments.Payment{Status: string(pp.Status)}), nil
 	}

@@ -1,0 +1,118 @@
+package asl
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/shared/clock"
+)
+
+// TestTimeFactorGivesEachExecutionItsOwnClock starts two executions ten days apart on the
+// runner's (fake) clock under a time factor: each one's timeline begins at its own start, its
+// hour-long Wait passes in about a second of wall time, and the task sees the time the
+// execution has reached through $$.State.EnteredTime.
+func TestTimeFactorGivesEachExecutionItsOwnClock(t *testing.T) {
+	const def = `{"StartAt":"Wait","States":{
+		"Wait":{"Type":"Wait","Seconds":3600,"Next":"Charge"},
+		"Charge":{"Type":"Task","Resource":"charge","Parameters":{"now.$":"$$.State.EnteredTime"},"End":true}}}`
+	seen := make(chan time.Time, 2)
+	tasks := TaskRegistry{"charge": func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
+		var p struct {
+			Now time.Time `json:"now"`
+		}
+		if err := json.Unmarshal(in, &p); err != nil {
+			return nil, err
+		}
+		seen <- p.Now
+		return in, nil
+	}}
+	h := newHarness(t, tasks, WithTimeFactor(3600))
+	h.define("sm", def)
+	tests := []struct {
+		name  string
+		start time.Time
+	}{{"first", t0}, {"ten-days-later", t0.Add(10 * 24 * time.Hour)}}
+	for _, tc := range tests {
+		h.clock.Advance(tc.start.Sub(h.clock.Now()))
+		ex := h.start("sm", tc.name, `{}`)
+		if !ex.StartDate.Equal(tc.start) {
+			t.Fatalf("%s: started at %s, want %s", tc.name, ex.StartDate, tc.start)
+		}
+		if done := h.await(ex.ExecutionArn); done.Status != StatusSucceeded {
+			t.Fatalf("%s: %+v", tc.name, done)
+		}
+		// The Wait ends an hour into the execution's own time: the task runs at or after it,
+		// and well before a second hour (about a second of wall time each).
+		got := <-seen
+		if lo, hi := tc.start.Add(time.Hour), tc.start.Add(2*time.Hour); got.Before(lo.Truncate(time.Millisecond)) || got.After(hi) {
+			t.Fatalf("%s: the task saw %s, want within [%s, %s]", tc.name, got, lo, hi)
+		}
+	}
+}
+
+// TestResumeAdoptsTheRunnersFactor resumes an execution with its own clock under another
+// factor: the clock goes on from the time it had reached, at the new rate.
+func TestResumeAdoptsTheRunnersFactor(t *testing.T) {
+	wall := time.Now()
+	tests := map[string]struct {
+		saved  *clock.Accelerated
+		factor float64
+		want   float64 // the factor after resume; 0: no clock of its own
+	}{
+		"same factor keeps the clock": {saved: &clock.Accelerated{Base: t0, Anchor: wall.Add(-time.Minute), Factor: 100}, factor: 100, want: 100},
+		"a new factor rebases":        {saved: &clock.Accelerated{Base: t0, Anchor: wall.Add(-time.Minute), Factor: 100}, factor: 10, want: 10},
+		"no factor runs at wall rate": {saved: &clock.Accelerated{Base: t0, Anchor: wall.Add(-time.Minute), Factor: 100}, factor: 0, want: 1},
+		"no clock of its own stays":   {factor: 100},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := New(nil, TaskRegistry{}, WithTimeFactor(tc.factor))
+			defer r.Close()
+			rec := &Record{Clock: tc.saved}
+			var before time.Time
+			if tc.saved != nil {
+				before = tc.saved.Now()
+			}
+			r.adoptFactor(rec)
+			if tc.want == 0 {
+				if rec.Clock != nil {
+					t.Fatalf("clock %+v, want none", rec.Clock)
+				}
+				return
+			}
+			if rec.Clock.Factor != tc.want {
+				t.Fatalf("factor %v, want %v", rec.Clock.Factor, tc.want)
+			}
+			// No jump back: it reads at least what the saved clock read just before.
+			if now := rec.Clock.Now(); now.Before(before) {
+				t.Fatalf("resumed clock reads %s, before the saved clock's %s", now, before)
+			}
+		})
+	}
+}
+
+// TestTimeFactorSurvivesRestart: an execution's own clock is checkpointed with it.
+func TestTimeFactorSurvivesRestart(t *testing.T) {
+	const def = `{"StartAt":"Wait","States":{"Wait":{"Type":"Wait","Seconds":864000,"Next":"Done"},"Done":{"Type":"Succeed"}}}`
+	file := filepath.Join(t.TempDir(), "asl.db")
+	db := openDB(t, file)
+	h := newHarnessOn(t, db, clock.NewFake(t0), TaskRegistry{}, WithTimeFactor(1000))
+	h.define("sm", def)
+	arn := h.start("sm", "x", `{}`).ExecutionArn
+	h.runner.Close()
+	rec, err := h.store.Load(context.Background(), arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Clock == nil || rec.Clock.Factor != 1000 || !rec.Clock.Base.Equal(t0) {
+		t.Fatalf("checkpointed clock %+v, want factor 1000 from %s", rec.Clock, t0)
+	}
+	// Entered moments after the start (the clock runs on at 1000 times the wall's rate).
+	if due, want := rec.Cursor.DueTime, t0.Add(864000*time.Second); due.Before(want) || due.After(want.Add(time.Minute)) {
+		t.Fatalf("due %s, want ten days after the start on its own clock (%s)", due, want)
+	}
+	db.Close()
+}
