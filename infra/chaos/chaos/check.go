@@ -13,6 +13,8 @@ type Observation struct {
 	Finals   []Answer // every final answer, in order
 	Found    bool     // GET /payments/{id} answered 200 at the end
 	Status   string   // the local status at the end
+	// Recoverable says its card was programmed to decline a few times, then succeed.
+	Recoverable bool
 }
 
 // Findings are the invariant checks over a run. Every count except Unanswered must be zero.
@@ -21,6 +23,10 @@ type Findings struct {
 	Lost             int `json:"lost_payments"`
 	ReplayMismatches int `json:"replay_mismatches"`
 	StatusMismatches int `json:"status_mismatches"`
+	// NotRecovered counts recoverable payments that did not end succeeded.
+	NotRecovered int `json:"recoverable_not_recovered"`
+	// UnnamedStops counts recoveries that ended without a named reason (Recoveries.Unnamed).
+	UnnamedStops int `json:"recoveries_ended_without_a_named_reason"`
 	// Unanswered counts payments no request ever got accepted (every try failed within the
 	// client's bounds): not an invariant, the client was told to retry.
 	Unanswered int `json:"unanswered"`
@@ -92,6 +98,14 @@ func Check(obs []Observation, intents []Intent, settled bool) Findings {
 				f.example("replay mismatch: key %s first %d %s, later %d %s", o.Key, o.Finals[0].Status, o.Finals[0].Body, a.Status, a.Body)
 			}
 		}
+		if o.Recoverable && o.Status != "succeeded" {
+			if !settled && o.Status == "declined" {
+				f.Unsettled++ // its recovery was not given the time
+			} else {
+				f.NotRecovered++
+				f.example("not recovered: key %s payment %s is %q; its card declines only a few times", o.Key, o.ID, o.Status)
+			}
+		}
 		if want := providerStatus(pis); want != o.Status {
 			f.StatusMismatches++
 			f.example("status mismatch: key %s payment %s is %q locally, %q at the provider (%d intents)", o.Key, o.ID, o.Status, want, len(pis))
@@ -134,7 +148,8 @@ func (f Findings) Broken() []string {
 	for _, c := range []struct {
 		name string
 		n    int
-	}{{"double charges", f.DoubleCharges}, {"lost payments", f.Lost}, {"replay mismatches", f.ReplayMismatches}, {"status mismatches", f.StatusMismatches}} {
+	}{{"double charges", f.DoubleCharges}, {"lost payments", f.Lost}, {"replay mismatches", f.ReplayMismatches}, {"status mismatches", f.StatusMismatches},
+		{"recoverable payments not recovered", f.NotRecovered}, {"recoveries ended without a named reason", f.UnnamedStops}} {
 		if c.n != 0 {
 			out = append(out, fmt.Sprintf("%s: %d", c.name, c.n))
 		}

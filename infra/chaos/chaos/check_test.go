@@ -70,6 +70,21 @@ func TestCheck(t *testing.T) {
 			intents: succeeded,
 			want:    Findings{StatusMismatches: 1},
 		},
+		"recoverable and recovered": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{declined}, Found: true, Status: "succeeded", Recoverable: true}},
+			intents: succeeded,
+		},
+		"recoverable but still declined": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{declined}, Found: true, Status: "declined", Recoverable: true}},
+			intents: []Intent{{ID: "pi_1", PaymentID: "pay_1", Status: "requires_payment_method"}},
+			want:    Findings{NotRecovered: 1},
+		},
+		"recoverable, still declined when the bound cut the run": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{declined}, Found: true, Status: "declined", Recoverable: true}},
+			intents: []Intent{{ID: "pi_1", PaymentID: "pay_1", Status: "requires_payment_method"}},
+			cutOff:  true,
+			want:    Findings{Unsettled: 1},
+		},
 		"declined at both": {
 			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{declined}, Found: true, Status: "declined"}},
 			intents: []Intent{{ID: "pi_1", PaymentID: "pay_1", Status: "requires_payment_method"}},
@@ -82,7 +97,7 @@ func TestCheck(t *testing.T) {
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
-			if broken := got.Broken(); (len(broken) == 0) != (got.DoubleCharges+got.Lost+got.ReplayMismatches+got.StatusMismatches == 0) {
+			if broken := got.Broken(); (len(broken) == 0) != (got.DoubleCharges+got.Lost+got.ReplayMismatches+got.StatusMismatches+got.NotRecovered+got.UnnamedStops == 0) {
 				t.Fatalf("Broken() = %v for %+v", broken, got)
 			}
 		})

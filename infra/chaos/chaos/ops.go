@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/runtwice/twice/infra/asl"
+	"github.com/runtwice/twice/shared/clock"
 )
 
 // opsClient reads the stack's operator API.
@@ -88,20 +90,35 @@ func readRecoveries(ctx context.Context, data string) (*Recoveries, error) {
 	r := &Recoveries{Started: len(recs)}
 	for _, rec := range recs {
 		ex := rec.Execution
+		var out struct {
+			Outcome string `json:"outcome"`
+			Plan    struct {
+				Reason      string `json:"reason"`
+				Explanation string `json:"explanation"`
+			} `json:"plan"`
+			DeadLetter struct {
+				ID string `json:"id"`
+			} `json:"dead_letter"`
+		}
+		_ = json.Unmarshal(ex.Output, &out)
 		switch ex.Status {
 		case asl.StatusSucceeded:
-			var out struct {
-				Outcome string `json:"outcome"`
-			}
-			if json.Unmarshal(ex.Output, &out) == nil && (out.Outcome == "succeeded" || out.Outcome == "settled") {
+			if out.Outcome == "succeeded" || out.Outcome == "settled" {
 				r.Succeeded++
-			} else {
-				r.Stopped++
+				continue
+			}
+			r.Stopped++
+			// A stop names its reason and explains it, and a person has its record.
+			if out.Plan.Reason == "" || out.Plan.Explanation == "" || out.DeadLetter.ID == "" {
+				r.Unnamed++
 			}
 		case asl.StatusRunning:
 			r.Running++
 		default:
 			r.Failed++
+			if ex.Error == "" {
+				r.Unnamed++
+			}
 		}
 	}
 	return r, nil
@@ -110,4 +127,20 @@ func readRecoveries(ctx context.Context, data string) (*Recoveries, error) {
 func (r *Recoveries) String() string {
 	return fmt.Sprintf("%d started: %d recovered, %d stopped (dead letter), %d still waiting, %d failed",
 		r.Started, r.Succeeded, r.Stopped, r.Running, r.Failed)
+}
+
+// stackNow reads the stack's clock from its data directory (clock.json, written by
+// infra/localstack), so that windows sent to the stack are in its time, not the wall's.
+func stackNow(data string) (time.Time, error) {
+	b, err := os.ReadFile(filepath.Join(data, "clock.json"))
+	if err != nil {
+		return time.Time{}, err
+	}
+	var f struct {
+		Domain *clock.Accelerated `json:"domain"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil || f.Domain == nil {
+		return time.Time{}, fmt.Errorf("chaos: clock.json has no stack clock: %v", err)
+	}
+	return f.Domain.Now(), nil
 }

@@ -52,6 +52,28 @@ func TestPlanShape(t *testing.T) {
 					t.Fatalf("kill points %v out of range for %d payments", p.KillAt, tc.payments)
 				}
 			}
+			if p.ClockStart.Before(clockStarts[0]) || !p.ClockStart.Before(clockStarts[1]) || p.ClockStart.Second() != 0 {
+				t.Fatalf("clock start %s outside %v", p.ClockStart, clockStarts)
+			}
+			recoverable := 0
+			for _, pay := range p.Payments {
+				if pay.Recover != nil {
+					recoverable++
+					if !strings.HasPrefix(pay.Card, "pm_chaos_recoverable_") || pay.Recover.Times < 1 {
+						t.Fatalf("recoverable payment %+v", pay)
+					}
+					cards[Recoverable]++
+					cards[pay.Card]--
+				}
+			}
+			if recoverable != p.Recoverable() {
+				t.Fatalf("Recoverable() = %d, counted %d", p.Recoverable(), recoverable)
+			}
+			for k, n := range cards {
+				if n == 0 {
+					delete(cards, k)
+				}
+			}
 			if tc.payments >= 1000 && (cards["pm_card_visa"] < tc.payments*7/10 || len(cards) != len(Cards)) {
 				t.Fatalf("card mix %v", cards)
 			}

@@ -14,6 +14,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\n", name, v) }
 	row("seed", r.Seed)
+	row("clock start", r.ClockStart.Format("Mon 2 Jan 2006 15:04 MST"))
 	row("logical payments", r.Payments)
 	row("requests sent", r.Requests)
 	row("webhook deliveries", r.WebhookDeliveries)
@@ -22,6 +23,8 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("lost payments", r.Lost)
 	row("replay mismatches", r.ReplayMismatches)
 	row("status mismatches", r.StatusMismatches)
+	row("recoverable payments recovered", fmt.Sprintf("%d of %d", r.Recovered, r.Recoverable))
+	row("recoveries ended without a named reason", r.UnnamedStops)
 	row("unanswered (client gave up)", r.Unanswered)
 	if r.Incomplete != "" {
 		row("unsettled (run cut off)", r.Unsettled)

@@ -66,11 +66,17 @@ func ShortConfig(seed uint64) Config {
 
 // Report is the outcome of a run: the table the command prints.
 type Report struct {
-	Seed              uint64 `json:"seed"`
-	Payments          int    `json:"logical_payments"`
-	Requests          int64  `json:"requests_sent"`
-	WebhookDeliveries int64  `json:"webhook_deliveries"`
-	ProviderIntents   int    `json:"provider_payment_intents"`
+	Seed     uint64 `json:"seed"`
+	Payments int    `json:"logical_payments"`
+	// ClockStart is the stack's clock start, drawn from the seed.
+	ClockStart time.Time `json:"clock_start"`
+	// Recoverable counts the payments on cards programmed to decline a few times and then
+	// succeed; Recovered, those of them that ended succeeded.
+	Recoverable       int   `json:"recoverable_payments"`
+	Recovered         int   `json:"recoverable_recovered"`
+	Requests          int64 `json:"requests_sent"`
+	WebhookDeliveries int64 `json:"webhook_deliveries"`
+	ProviderIntents   int   `json:"provider_payment_intents"`
 	Findings
 	// DeadLetters counts dead-letter records by source/class; nil when the stack has no
 	// operator route for them.
@@ -105,6 +111,9 @@ type Recoveries struct {
 	Stopped   int `json:"stopped"`   // ended without one, in a dead letter
 	Running   int `json:"running"`
 	Failed    int `json:"failed"`
+	// Unnamed counts the ended ones that give no reason: a stop without a plan reason,
+	// explanation or dead-letter record, a failure without an error name. Must be 0.
+	Unnamed int `json:"ended_without_a_named_reason"`
 }
 
 // run holds the state of one run.
@@ -154,9 +163,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if data == "" {
 		data = filepath.Join(tmp, "data")
 	}
+	plan := NewPlan(cfg.Seed, cfg.Payments, cfg.Kills, cfg.MaxDelay)
 	proc, err := newProcess(cfg.Bin, data, []string{"-provider-timeout", cfg.ProviderTimeout.String(),
 		"-request-timeout", cfg.RequestTimeout.String(), "-resolve-delay", cfg.ResolveDelay.String(),
-		"-time-factor", fmt.Sprint(cfg.TimeFactor)})
+		"-time-factor", fmt.Sprint(cfg.TimeFactor), "-clock-start", plan.ClockStart.Format(time.RFC3339)})
 	if err != nil {
 		return Report{}, err
 	}
@@ -167,15 +177,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	defer proc.stop()
 
 	transport := &http.Transport{MaxIdleConnsPerHost: 4 * cfg.Concurrency}
-	r := &run{cfg: cfg, plan: NewPlan(cfg.Seed, cfg.Payments, cfg.Kills, cfg.MaxDelay), proc: proc, log: log,
+	r := &run{cfg: cfg, plan: plan, proc: proc, log: log,
 		sim: &simClient{http: &http.Client{Transport: transport, Timeout: 10 * time.Second}, base: "http://" + proc.sim,
 			apiKey: localstack.DefaultStripeAPIKey}}
 	r.client = &client{http: &http.Client{Transport: transport, Timeout: cfg.RequestTimeout + 2*time.Second},
 		base: func() string { return "http://" + proc.api }, requests: &r.requests, answers: &counts{}, attempts: 8, budget: 60 * time.Second}
-	rep := Report{Seed: cfg.Seed, Payments: cfg.Payments}
+	rep := Report{Seed: cfg.Seed, Payments: cfg.Payments, ClockStart: plan.ClockStart, Recoverable: plan.Recoverable()}
 	r.ledgers = make([]*ledger, cfg.Payments)
 	for i := range r.ledgers {
 		r.ledgers[i] = &ledger{}
+	}
+	if err := r.programCards(ctx); err != nil {
+		return rep, err
 	}
 
 	driving := time.Now() // after the build and the first start
@@ -208,6 +221,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		rep.Incomplete = "the duration bound ended the run before every payment settled"
 	}
 	rep.Findings = Check(obs, intents, rep.Incomplete == "")
+	for _, o := range obs {
+		if o.Recoverable && o.Status == "succeeded" {
+			rep.Recovered++
+		}
+	}
 	rep.ProviderIntents = len(intents)
 	if st, err := r.sim.stats(checkCtx); err == nil {
 		r.mu.Lock()
@@ -216,8 +234,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		r.mu.Unlock()
 	}
 	ops := opsClient{&simClient{http: r.sim.http, base: "http://" + proc.api, apiKey: localstack.DefaultOperatorToken}}
-	// The window ends now: a reconciliation refuses one that ends in the future.
-	rep.Reconciliation = ops.reconcile(checkCtx, begin.Add(-time.Minute), time.Now().Add(-time.Second))
+	// The window is the run's, on the stack's clock, ending now: a reconciliation refuses one
+	// that ends in the future.
+	if now, err := stackNow(data); err == nil {
+		rep.Reconciliation = ops.reconcile(checkCtx, plan.ClockStart.Add(-time.Minute), now.Add(-time.Second))
+	} else {
+		log.Warn("stack clock unreadable; no reconciliation", "error", err)
+	}
 	rep.DeadLetters = ops.deadLetters(checkCtx)
 	rep.Answers = r.client.answers.snapshot()
 	rep.Requests, rep.Kills = r.requests.Load(), int(r.kills.Load())
@@ -233,6 +256,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	proc.stop()
 	if rec, err := readRecoveries(checkCtx, data); err == nil {
 		rep.Recoveries = rec
+		rep.UnnamedStops = rec.Unnamed
 	} else {
 		log.Warn("recovery executions unreadable", "error", err)
 	}
@@ -384,12 +408,12 @@ func (r *run) settle(ctx context.Context) []Observation {
 	})
 	obs := make([]Observation, len(r.plan.Payments))
 	for i, p := range r.plan.Payments {
-		obs[i] = Observation{Key: p.Key, ID: ids[i]}
+		obs[i] = Observation{Key: p.Key, ID: ids[i], Recoverable: p.Recover != nil}
 	}
 	read := make([]bool, len(obs)) // the stack answered a GET (200 or 404)
 	readAll := func(ctx context.Context) {
 		r.parallel(ctx, func(i int) {
-			if o := &obs[i]; read[i] && o.Found && !stillMoving(o.Status) {
+			if o := &obs[i]; read[i] && o.Found && !stillMoving(o.Status) && !awaitingRecovery(*o) {
 				return
 			}
 			status, found, err := r.client.get(ctx, ids[i])
@@ -402,7 +426,7 @@ func (r *run) settle(ctx context.Context) []Observation {
 		open := 0
 		readAll(ctx)
 		for i := range obs {
-			if l := r.ledgers[i]; obs[i].Found && stillMoving(obs[i].Status) || (!obs[i].Found && l.isAccepted()) {
+			if l := r.ledgers[i]; obs[i].Found && (stillMoving(obs[i].Status) || awaitingRecovery(obs[i])) || (!obs[i].Found && l.isAccepted()) {
 				open++
 			}
 		}
@@ -431,6 +455,23 @@ func (r *run) settle(ctx context.Context) []Observation {
 
 func stillMoving(status string) bool {
 	return status == "pending" || status == "processing" || status == ""
+}
+
+// awaitingRecovery: a recoverable payment still declined has its recovery to come.
+func awaitingRecovery(o Observation) bool { return o.Recoverable && o.Status == "declined" }
+
+// programCards makes each recoverable payment's card decline as its plan says, then succeed.
+func (r *run) programCards(ctx context.Context) error {
+	for _, p := range r.plan.Payments {
+		if p.Recover == nil {
+			continue
+		}
+		card := map[string]any{"payment_method": p.Card, "brand": "visa", "decline_code": p.Recover.Code, "times": p.Recover.Times}
+		if err := r.sim.do(ctx, http.MethodPost, "/_sim/cards", card, nil); err != nil {
+			return fmt.Errorf("chaos: program card %s: %w", p.Card, err)
+		}
+	}
+	return nil
 }
 
 // parallel runs f for every payment index on cfg.Concurrency goroutines.

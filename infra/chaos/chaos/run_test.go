@@ -28,6 +28,9 @@ func TestShortRun(t *testing.T) {
 	if broken := rep.Broken(); len(broken) > 0 {
 		t.Fatalf("invariants broken (seed %d): %v", cfg.Seed, broken)
 	}
+	if rep.Recoveries == nil || rep.Recoverable == 0 {
+		t.Fatalf("no recoveries to check: %+v", rep)
+	}
 	if rep.ProviderIntents == 0 || rep.Requests == 0 || rep.Unanswered == cfg.Payments {
 		t.Fatalf("the run did nothing: %+v", rep)
 	}
@@ -36,6 +39,9 @@ func TestShortRun(t *testing.T) {
 		// above held for everything that ran, which is what this test guards.
 		t.Logf("incomplete: %s", rep.Incomplete)
 		return
+	}
+	if rep.Recovered != rep.Recoverable {
+		t.Fatalf("%d of %d recoverable payments recovered", rep.Recovered, rep.Recoverable)
 	}
 	if rep.Kills != cfg.Kills || rep.ProviderIntents != cfg.Payments || rep.Requests < int64(3*cfg.Payments) ||
 		rep.Faults == 0 || rep.Replays == 0 || rep.Unanswered != 0 {
