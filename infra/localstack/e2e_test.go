@@ -16,9 +16,16 @@ import (
 )
 
 // newStack starts a stack on free loopback ports over a fresh data directory.
+// testClockStart is where every stack of these tests starts its clock unless the test picks
+// another start, so that no outcome depends on the day the tests run.
+var testClockStart = time.Date(2027, 6, 9, 14, 0, 0, 0, time.UTC)
+
 func newStack(t *testing.T, cfg Config) *Stack {
 	t.Helper()
 	cfg.Addr, cfg.SimAddr = "127.0.0.1:0", "127.0.0.1:0"
+	if cfg.ClockStart.IsZero() {
+		cfg.ClockStart = testClockStart
+	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}

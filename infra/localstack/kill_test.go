@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,6 +66,9 @@ func freeAddr(t *testing.T) string {
 }
 
 func startProcess(t *testing.T, data string, extra ...string) *process {
+	if !slices.Contains(extra, "-clock-start") {
+		extra = append(extra, "-clock-start", testClockStart.Format(time.RFC3339))
+	}
 	p := &process{t: t, bin: buildLocal(t), data: data, api: freeAddr(t), sim: freeAddr(t), extra: extra}
 	p.start()
 	return p

@@ -40,7 +40,7 @@ func succeeded(t *testing.T, s *Stack, key string) payments.View {
 // dead-letter record each, and that a re-run and an overlapping run add nothing.
 func TestSeededDivergenceIsReportedExactly(t *testing.T) {
 	s := newStack(t, Config{ReconcileGrace: time.Nanosecond, ReconcileEvery: -1})
-	start := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	start := s.clock.Now().UTC().Truncate(time.Second).Add(-time.Minute)
 	clean := succeeded(t, s, "clean")
 	dup := succeeded(t, s, "duplicated")
 	gone := succeeded(t, s, "gone")
@@ -65,7 +65,7 @@ func TestSeededDivergenceIsReportedExactly(t *testing.T) {
 	_ = clean
 
 	// Windows are inclusive at second precision: ending at this second covers everything so far.
-	window := fmt.Sprintf(`{"from":%q,"to":%q}`, start.Format(time.RFC3339), time.Now().UTC().Truncate(time.Second).Format(time.RFC3339))
+	window := fmt.Sprintf(`{"from":%q,"to":%q}`, start.Format(time.RFC3339), s.clock.Now().UTC().Truncate(time.Second).Format(time.RFC3339))
 	a := ops(t, s, "POST", "/ops/reconcile", window)
 	if a.status != http.StatusOK {
 		t.Fatalf("reconcile: %d %s", a.status, a.body)
@@ -87,7 +87,7 @@ func TestSeededDivergenceIsReportedExactly(t *testing.T) {
 	if a := ops(t, s, "POST", "/ops/reconcile", window); a.status != http.StatusOK || !strings.Contains(a.body, `"replayed":true`) {
 		t.Fatalf("re-run: %d %s", a.status, a.body)
 	}
-	wider := fmt.Sprintf(`{"from":%q,"to":%q}`, start.Add(-time.Hour).Format(time.RFC3339), time.Now().UTC().Truncate(time.Second).Format(time.RFC3339))
+	wider := fmt.Sprintf(`{"from":%q,"to":%q}`, start.Add(-time.Hour).Format(time.RFC3339), s.clock.Now().UTC().Truncate(time.Second).Format(time.RFC3339))
 	if a := ops(t, s, "POST", "/ops/reconcile", wider); a.status != http.StatusOK {
 		t.Fatalf("overlapping run: %d %s", a.status, a.body)
 	}

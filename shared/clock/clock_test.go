@@ -247,7 +247,7 @@ func TestAcceleratedRebase(t *testing.T) {
 }
 
 func TestAcceleratedSurvivesJSON(t *testing.T) {
-	start := time.Now() // carries a monotonic reading, which JSON drops
+	start := time.Now() // carries a monotonic reading, which JSON drops (Accelerated is wall-based by design)
 	c := &Accelerated{Base: start.Add(-time.Hour), Anchor: start, Factor: 7}
 	b, err := json.Marshal(c)
 	if err != nil {

@@ -29,6 +29,8 @@ type fakeClock struct {
 	t  time.Time
 }
 
+// newClock starts at the wall time: stripe-go's webhook.ConstructEvent, which these tests use
+// to verify the simulator's signatures, checks the timestamp against the wall clock.
 func newClock() *fakeClock { return &fakeClock{t: time.Now().Truncate(time.Second)} }
 
 func (c *fakeClock) Now() time.Time {
