@@ -28,6 +28,10 @@
 // idempotency keys derived from the invoice and attempt). A Task whose result was
 // checkpointed never runs again, and a Wait resumes with its original due time.
 //
-// Time comes from a shared/clock Clock (WithClock): clock.Real by default, a clock.Accelerated
-// for a local stack whose waits run N times faster, and a clock.Fake in tests.
+// Time comes from a shared/clock Clock (WithClock): clock.Real by default, a clock.Fake in
+// tests. WithTimeFactor(N) gives each execution its own clock, starting at the runner clock's
+// time when the execution starts and running N times faster, checkpointed with it: a local
+// stack's recovery waits days in seconds, and an execution started an hour after the runner
+// is not an hour times N ahead of the rest of the stack. Tasks see their execution's time
+// through $$.State.EnteredTime.
 package asl
