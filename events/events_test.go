@@ -69,11 +69,6 @@ func resolveJob(t *testing.T, b []byte) {
 }
 
 // stepInput mirrors the input recovery.Steps.Handle reads ({"step", "state"}).
-type stepInput struct {
-	Step  string         `json:"step"`
-	State recovery.State `json:"state"`
-}
-
 // parsers maps each file (relative to events/) to the check of its handler's type.
 var parsers = map[string]func(t *testing.T, b []byte){
 	"payments-api/post-payment.json": func(t *testing.T, b []byte) {
@@ -124,9 +119,9 @@ var parsers = map[string]func(t *testing.T, b []byte){
 }
 
 func step(t *testing.T, b []byte, want string) {
-	var in stepInput
+	var in recovery.StepInput
 	strict(t, b, &in)
-	if in.Step != want || in.State.PaymentID == "" || in.State.Round < 1 || in.State.Attempts == nil {
+	if in.Step != want || in.State.PaymentID == "" || in.State.Round < 1 || in.State.Attempts == nil || in.Now.IsZero() {
 		t.Fatalf("step input %+v", in)
 	}
 }

@@ -172,7 +172,8 @@ func NewSteps(c StepsConfig) (*Steps, error) {
 	return &Steps{planner: pl, now: c.Now, provider: c.Provider, store: c.Store, deadLetters: c.DeadLetters, log: log}, nil
 }
 
-type request struct {
+// StepInput is what every Task of the state machine passes to Steps.Handle.
+type StepInput struct {
 	Step  string `json:"step"`
 	State State  `json:"state"`
 	// Now is the workflow's time when the step's state was entered ($$.State.EnteredTime).
@@ -192,7 +193,7 @@ type DeadLetterResult struct {
 // functions/recovery-steps (through LambdaHandler) and the local runner's TaskFunc. Errors
 // are *TransientError, *InvalidError or *RejectedError, named for Retry and Catch.
 func (s *Steps) Handle(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
-	var req request
+	var req StepInput
 	if err := json.Unmarshal(in, &req); err != nil {
 		return nil, invalid("decode: %w", err)
 	}
