@@ -68,7 +68,6 @@ func resolveJob(t *testing.T, b []byte) {
 	}
 }
 
-// stepInput mirrors the input recovery.Steps.Handle reads ({"step", "state"}).
 // parsers maps each file (relative to events/) to the check of its handler's type.
 var parsers = map[string]func(t *testing.T, b []byte){
 	"payments-api/post-payment.json": func(t *testing.T, b []byte) {
