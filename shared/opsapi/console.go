@@ -189,8 +189,11 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	exp := h.cfg.Now().Add(sessionTTL)
 	payload := base64.RawURLEncoding.EncodeToString([]byte(hex.EncodeToString(nonce[:]) + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + name))
+	// Max-Age, not Expires: the browser counts it from its own clock, so a server clock that
+	// differs from the browser's (skew, or a fixed clock in tests) neither shortens nor
+	// lengthens the session; the signed expiry is checked against the server's.
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: payload + "." + h.mac("session", payload), Path: "/ops",
-		Expires: exp, HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
+		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ops/", http.StatusSeeOther)
 }
 
