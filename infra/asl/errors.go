@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-lambda-go/lambda/messages"
 	"reflect"
 	"strings"
 )
@@ -67,13 +68,18 @@ func runtimeErr(name, format string, args ...any) *StatesError {
 }
 
 // ErrorName returns the name Retry and Catch see for an error returned by a task: the
-// error's own ErrorName() if it has one, else the Go Lambda runtime's convention, the
-// dynamic type's name without package or pointer (*recovery.DeclineError -> "DeclineError",
-// errors.New -> "errorString", fmt.Errorf with %w -> "wrapError").
+// error's own ErrorName() if it has one; the Type of a messages.InvokeResponse_Error, which a
+// Go Lambda handler returns to name its error and Lambda reports as the errorType; else the
+// Go Lambda runtime's convention, the dynamic type's name without package or pointer
+// (*recovery.DeclineError -> "DeclineError", errors.New -> "errorString", fmt.Errorf with %w
+// -> "wrapError").
 func ErrorName(err error) string {
 	var named interface{ ErrorName() string }
 	if errors.As(err, &named) {
 		return named.ErrorName()
+	}
+	if ire, ok := invokeError(err); ok && ire.Type != "" {
+		return ire.Type
 	}
 	t := reflect.TypeOf(err)
 	if t.Kind() == reflect.Pointer {
@@ -84,9 +90,25 @@ func ErrorName(err error) string {
 
 // lambdaCause renders a task error the way Lambda reports a function error in Cause.
 func lambdaCause(name string, err error) string {
+	msg := err.Error()
+	if ire, ok := invokeError(err); ok {
+		msg = ire.Message
+	}
 	b, _ := json.Marshal(struct {
 		ErrorMessage string `json:"errorMessage"`
 		ErrorType    string `json:"errorType"`
-	}{err.Error(), name})
+	}{msg, name})
 	return string(b)
+}
+
+func invokeError(err error) (messages.InvokeResponse_Error, bool) {
+	var v messages.InvokeResponse_Error
+	if errors.As(err, &v) {
+		return v, true
+	}
+	var p *messages.InvokeResponse_Error
+	if errors.As(err, &p) && p != nil {
+		return *p, true
+	}
+	return v, false
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/aws/aws-lambda-go/lambda/messages"
 	"slices"
 	"strings"
 	"testing"
@@ -185,6 +187,11 @@ func TestErrorName(t *testing.T) {
 		"fmt.Errorf wrap":  {fmt_wrap(), "wrapError"},
 		"ErrorName method": {namedErr("Lambda.ServiceException"), "Lambda.ServiceException"},
 		"StatesError":      {&StatesError{Name: ErrNameTimeout}, ErrNameTimeout},
+		// A Go Lambda handler names its error with an InvokeResponse_Error; Lambda reports its
+		// Type as the errorType (recovery.LambdaHandler does this).
+		"InvokeResponse_Error":          {messages.InvokeResponse_Error{Type: "Recovery.Transient", Message: "x"}, "Recovery.Transient"},
+		"*InvokeResponse_Error wrapped": {fmt.Errorf("w: %w", &messages.InvokeResponse_Error{Type: "Recovery.Invalid"}), "Recovery.Invalid"},
+		"InvokeResponse_Error, no Type": {messages.InvokeResponse_Error{Message: "x"}, "InvokeResponse_Error"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

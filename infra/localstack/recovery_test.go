@@ -214,3 +214,46 @@ func TestExhaustedScheduleLeavesADeadLetter(t *testing.T) {
 		t.Logf("transitions: %d", done.StateTransitions)
 	})
 }
+
+// TestTransientChargeFailureIsRetried: the provider answers 500 to the recovery's charge more
+// often than the provider call retries inline, so the Charge step fails with
+// Recovery.Transient and the state machine's own Retry runs it again with the same attempt
+// key; the payment recovers, with no dead letter. (The local runner once saw the Lambda
+// handler's named error as "InvokeResponse_Error" and sent it straight to the Catch.)
+func TestTransientChargeFailureIsRetried(t *testing.T) {
+	s := newStack(t, Config{TimeFactor: recoveryFactor, ClockStart: recoveryStarts["17th"]})
+	programCard(t, s.SimURL(), "pm_flaky_provider", "insufficient_funds", 1)
+	v := createDeclined(t, s, "flaky-1", "pm_flaky_provider")
+	ex := execution(t, s)
+	// Only the recovery talks to the provider from here on: these hit its confirms.
+	if a := call(t, "POST", s.SimURL()+"/_sim/faults", "", `{"path_prefix":"/v1/payment_intents/","fault":"http_500","count":6}`); a.status != http.StatusCreated {
+		t.Fatalf("arm: %d %s", a.status, a.body)
+	}
+	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	if err != nil || done.Status != asl.StatusSucceeded {
+		t.Fatalf("execution %+v %v", done, err)
+	}
+	hist, err := s.runner.GetExecutionHistory(context.Background(), ex.ExecutionArn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, e := range hist {
+		if e.Type == "TaskFailed" {
+			failed++
+			if e.Error != "Recovery.Transient" {
+				t.Fatalf("the charge failed as %q, want Recovery.Transient: %s", e.Error, e.Cause)
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no charge failed: the faults did not reach the recovery")
+	}
+	if got := call(t, "GET", s.APIURL()+"/payments/"+v.ID, "", "").body; !strings.Contains(got, `"status":"succeeded"`) {
+		t.Fatalf("payment %s", got)
+	}
+	if recs := opsList(t, s, "source=recovery"); len(recs) != 0 {
+		t.Fatalf("dead letters %v", recs)
+	}
+	t.Logf("%d charge attempts failed with Recovery.Transient before the Retry succeeded", failed)
+}
