@@ -56,6 +56,25 @@ func run() int {
 		}
 	})
 	cfg.DataDir, cfg.Bin, cfg.Progress = *data, *bin, os.Stderr
+	// Without -data the stack's data goes to a temporary directory that is kept when the run
+	// breaks an invariant or ends incomplete, so the evidence (stack.log, the executions'
+	// histories in twice.db, the simulator's records) outlives the run.
+	keep := true
+	if cfg.DataDir == "" {
+		d, err := os.MkdirTemp("", "twice-chaos-data")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			return 2
+		}
+		cfg.DataDir, keep = d, false
+		defer func() {
+			if keep {
+				fmt.Fprintln(os.Stderr, "chaos: the stack's data is kept in", d)
+			} else {
+				os.RemoveAll(d)
+			}
+		}()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -73,6 +92,7 @@ func run() int {
 			return 2
 		}
 	}
+	keep = keep || len(rep.Broken()) > 0 || rep.Incomplete != ""
 	if broken := rep.Broken(); len(broken) > 0 {
 		fmt.Fprintf(os.Stderr, "chaos: INVARIANTS BROKEN (seed %d): %v\n", cfg.Seed, broken)
 		return 1
