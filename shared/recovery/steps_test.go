@@ -324,7 +324,13 @@ func TestDefinitionRules(t *testing.T) {
 				retried[e] = true
 			}
 		}
-		for _, e := range []string{"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException", recovery.ErrNameTransient} {
+		// Lambda.Unknown is a function that timed out or crashed; every step is idempotent
+		// (reads, a charge under its attempt key, a record opened by its key), so it repeats.
+		if s.Parameters.Payload["now.$"] != "$$.State.EnteredTime" {
+			t.Errorf("%s does not pass the workflow's time: payload %v", name, s.Parameters.Payload)
+		}
+		for _, e := range []string{"Lambda.ServiceException", "Lambda.AWSLambdaException", "Lambda.SdkClientException", "Lambda.TooManyRequestsException",
+			"Lambda.Unknown", "Lambda.ClientExecutionTimeoutException", recovery.ErrNameTransient} {
 			if !retried[e] {
 				t.Errorf("%s does not retry %s", name, e)
 			}

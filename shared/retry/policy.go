@@ -173,8 +173,11 @@ func (p *Policy) Decide(err error, idempotent bool, retry int) Decision {
 // provider's typed errors; when ctx ends during a wait, ctx's error is joined to it.
 func (p *Policy) Do(ctx context.Context, op string, idempotent bool, fn func(context.Context) error) error {
 	taken := 0
+	var longest time.Duration // the longest call so far: what the next one may take
 	for attempt := 1; ; attempt++ {
+		began := p.Now()
 		err := fn(ctx)
+		longest = max(longest, p.Now().Sub(began))
 		if err == nil {
 			if taken > 0 {
 				p.Budget.Refund(taken)
@@ -195,11 +198,13 @@ func (p *Policy) Do(ctx context.Context, op string, idempotent bool, fn func(con
 		if ctx.Err() != nil {
 			return errors.Join(err, ctx.Err())
 		}
-		if dl, ok := ctx.Deadline(); ok && dl.Sub(p.Now()) <= d.Wait {
-			// The caller could not use the answer: fail now rather than sleep into the deadline.
-			p.Logger.LogAttrs(ctx, slog.LevelInfo, "retry skipped: deadline before the wait ends",
+		if dl, ok := ctx.Deadline(); ok && dl.Sub(p.Now()) <= d.Wait+longest {
+			// The wait and a call as long as the longest so far would not end before the
+			// deadline (a Lambda's, an API request's): the caller could not use the answer, and a
+			// call cut off by the deadline is one more unknown outcome. Fail now instead.
+			p.Logger.LogAttrs(ctx, slog.LevelInfo, "retry skipped: deadline before the wait and the call end",
 				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()),
-				slog.Duration("wait", d.Wait))
+				slog.Duration("wait", d.Wait), slog.Duration("call", longest))
 			return err
 		}
 		if !p.Budget.Take(d.Cost) {

@@ -330,19 +330,24 @@ func TestDoDoesNotSleepIntoTheDeadline(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	tests := map[string]struct {
-		left      time.Duration
+		left      time.Duration // before the deadline when the first call starts
+		call      time.Duration // how long each call takes
 		wantCalls int
 	}{
-		"deadline before the wait ends": {left: 1 * time.Second, wantCalls: 1},
-		"deadline after the wait ends":  {left: 3 * time.Second, wantCalls: 2},
+		"deadline before the wait ends":               {left: 1 * time.Second, wantCalls: 1},
+		"deadline after the wait ends":                {left: 3 * time.Second, wantCalls: 2},
+		"the wait fits, the wait and a call do not":   {left: 5 * time.Second, call: 1500 * time.Millisecond, wantCalls: 1},
+		"the wait and a call as long as the last fit": {left: 6 * time.Second, call: 1500 * time.Millisecond, wantCalls: 2},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			p, s := testPolicy(1)
-			p.Now = func() time.Time { return deadline.Add(-tc.left) }
+			now := deadline.Add(-tc.left)
+			p.Now = func() time.Time { return now }
 			calls := 0
 			err := p.Do(ctx, "create", true, func(context.Context) error {
 				calls++
+				now = now.Add(tc.call)
 				if calls == 1 {
 					return &provider.ThrottledError{RetryAfter: 2 * time.Second}
 				}
