@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -18,6 +19,9 @@ func (s *Service) HandleResolve(ctx context.Context, ev events.SQSEvent) (events
 	for _, m := range ev.Records {
 		var job ResolveJob
 		err := json.Unmarshal([]byte(m.Body), &job)
+		if err == nil && (job.Scope == "" || job.Key == "" || job.PaymentID == "") {
+			err = errors.New("payments: resolve job without scope, key or payment id")
+		}
 		if err == nil {
 			err = s.Resolve(ctx, job)
 		}

@@ -34,11 +34,11 @@ func TestQueueResolverSendsTheJobDelayed(t *testing.T) {
 	}
 }
 
-// HandleResolve reports each bad job alone; a job that cannot be parsed never reaches the
-// provider or the store.
+// HandleResolve reports each bad job alone; a job that cannot be parsed, or names no key, never
+// reaches the provider or the store.
 func TestHandleResolveReportsEachFailure(t *testing.T) {
 	s := &payments.Service{}
-	bad, _ := json.Marshal(payments.ResolveJob{Scope: "s", Key: "k", Body: []byte(`{"amount":"x"}`)})
+	bad, _ := json.Marshal(payments.ResolveJob{Scope: "s", PaymentID: "pay_1"})
 	resp, err := s.HandleResolve(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
 		{MessageId: "not-json", Body: "{"},
 		{MessageId: "bad-body", Body: string(bad)},
