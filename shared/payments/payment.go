@@ -151,4 +151,3 @@ func Decode(it store.Item) (Payment, error) {
 	p.Version = it.Version
 	return p, nil
 }
-

@@ -45,7 +45,7 @@ var ErrPaymentNotYet = errors.New("worker: payment not stored yet")
 type Worker struct {
 	Store store.Store
 	// Classify names a decline's class for the payment record.
-	Classify func(provider.Decline) string
+	Classify  func(provider.Decline) string
 	Retention time.Duration
 	Now       func() time.Time
 	Log       *slog.Logger
