@@ -278,7 +278,7 @@ func (s *Stack) build() error {
 		return err
 	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
-		Resolver: payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
+		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: s.payments.FollowOns(), Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}

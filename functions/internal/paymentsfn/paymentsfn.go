@@ -86,7 +86,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		Store:     st,
 		Keeper:    keeper,
 		Provider:  &retry.Provider{Next: stripe, Policy: policy},
-		Resolver:  payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
+		Resolver:  &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
 		Classify:  declines.ClassOf,
 		OnDecline: recoverer,
 		Log:       log,
