@@ -71,22 +71,33 @@ func (s *Stack) faultsHandler() http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost {
-			var req struct {
-				Target string `json:"target"`
-				Count  int    `json:"count"`
-			}
-			dec := json.NewDecoder(io.LimitReader(r.Body, 4<<10))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&req); err != nil || req.Target != "start_execution" || req.Count < 0 || req.Count > 1000 {
+			n, err := parseFaults(r.Body)
+			if err != nil {
 				problem.Error(w, http.StatusBadRequest, `The body must be {"target":"start_execution","count":0..1000}.`)
 				return
 			}
 			s.starter.mu.Lock()
-			s.starter.armed = req.Count
+			s.starter.armed = n
 			s.starter.mu.Unlock()
-			s.log.Info("fault armed", "target", req.Target, "count", req.Count)
+			s.log.Info("fault armed", "target", "start_execution", "count", n)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.starter.counts())
 	})
+}
+
+var errFaultBody = errors.New("localstack: bad fault body")
+
+// parseFaults reads {"target":"start_execution","count":N} (0..1000), at most 4 KiB.
+func parseFaults(body io.Reader) (int, error) {
+	var req struct {
+		Target string `json:"target"`
+		Count  int    `json:"count"`
+	}
+	dec := json.NewDecoder(io.LimitReader(body, 4<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || dec.More() || req.Target != "start_execution" || req.Count < 0 || req.Count > 1000 {
+		return 0, errFaultBody
+	}
+	return req.Count, nil
 }

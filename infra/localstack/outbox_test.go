@@ -162,3 +162,16 @@ func TestOutboxSurvivesKill9(t *testing.T) {
 	})
 	_ = v
 }
+
+// FuzzFaultsBody: the /ops/_faults parser takes only the one documented shape and never panics.
+func FuzzFaultsBody(f *testing.F) {
+	for _, s := range []string{`{"target":"start_execution","count":5}`, `{"target":"x","count":1}`, `{"count":-1}`, `[`, `{"target":"start_execution","count":1}{}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		n, err := parseFaults(strings.NewReader(body))
+		if err == nil && (n < 0 || n > 1000 || !strings.Contains(body, "start_execution")) {
+			t.Fatalf("accepted %q as %d", body, n)
+		}
+	})
+}

@@ -152,3 +152,28 @@ func TestStreamRejectsForeignImages(t *testing.T) {
 		t.Fatalf("%+v", resp)
 	}
 }
+
+// FuzzStreamImage: any new image, however malformed, is delivered only when it is an outbox
+// item with a known kind, and otherwise reported, never panicking.
+func FuzzStreamImage(f *testing.F) {
+	f.Add("m1", []byte(`{"id":"m1","kind":"k","payload":null,"created_at":"2026-12-01T00:00:00Z"}`), "1", "outbox#due")
+	f.Add("m2", []byte(`{`), "x", "")
+	f.Add("", []byte(`{"id":"","kind":""}`), "-1", "outbox#due")
+	f.Fuzz(func(t *testing.T, pk string, doc []byte, ver, index string) {
+		delivered := 0
+		r := &Relay{Store: nopStore{}, Handlers: map[string]Handler{"k": func(context.Context, Message) error { delivered++; return nil }},
+			Log: slog.New(slog.DiscardHandler)}
+		img := map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(pk), "doc": events.NewBinaryAttribute(doc),
+			"ver": events.NewNumberAttribute(ver), "gsi1pk": events.NewStringAttribute(index)}
+		resp, err := r.HandleStream(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+			{EventName: "INSERT", Change: events.DynamoDBStreamRecord{SequenceNumber: "1", NewImage: img}}}})
+		if err != nil || delivered+len(resp.BatchItemFailures) > 1 {
+			t.Fatalf("delivered %d, failures %v, %v", delivered, resp.BatchItemFailures, err)
+		}
+	})
+}
+
+// nopStore accepts every delete.
+type nopStore struct{ store.Store }
+
+func (nopStore) Delete(context.Context, string, string, string, store.Cond) error { return nil }
