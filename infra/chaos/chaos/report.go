@@ -22,6 +22,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("lost payments", r.Lost)
 	row("replay mismatches", r.ReplayMismatches)
 	row("status mismatches", r.StatusMismatches)
+	row("follow-on effects lost", r.FollowOnsLost)
 	row("unanswered (client gave up)", r.Unanswered)
 	if r.Incomplete != "" {
 		row("unsettled (run cut off)", r.Unsettled)
