@@ -147,3 +147,26 @@ func (s *Service) FollowOns() map[string]outbox.Handler {
 		},
 	}
 }
+
+// Transition moves p to a state the provider reported: status, the decline that came with it
+// (classified by classify, when given), the version that orders it against every other writer's
+// view (VersionAt for our own observations, EventVersion for an event's), at time at. It is the
+// one state change the API, the resolver, the webhook worker and the recovery steps make. A
+// decline without a card brand keeps the brand an earlier write knew, so network caps still
+// apply; a success clears the decline.
+func (p *Payment) Transition(status string, d *provider.Decline, classify func(provider.Decline) string, version int64, at time.Time) {
+	p.Status, p.Version, p.UpdatedAt = status, version, at.UTC()
+	switch {
+	case status == StatusDeclined && d != nil:
+		nd := *d
+		if nd.Network == "" && p.Decline != nil {
+			nd.Network = p.Decline.Network
+		}
+		p.Decline = &nd
+		if classify != nil {
+			p.DeclineClass = classify(nd)
+		}
+	case status == StatusSucceeded:
+		p.Decline, p.DeclineClass = nil, ""
+	}
+}

@@ -229,12 +229,8 @@ func (s *Service) apply(p *Payment, pp provider.Payment) {
 	if !pp.Created.IsZero() {
 		p.CreatedAt = pp.Created.UTC()
 	}
-	p.Status = statusOf(pp.Status)
-	p.Decline = pp.Decline
-	if p.Status == StatusDeclined && pp.Decline != nil && s.Classify != nil {
-		p.DeclineClass = s.Classify(*pp.Decline)
-	}
-	p.Version = VersionAt(s.now(), p.Status)
+	st := statusOf(pp.Status)
+	p.Transition(st, pp.Decline, s.Classify, VersionAt(s.now(), st), s.now())
 }
 
 // final returns the stored response and the payment write. The payment is written only if newer

@@ -187,27 +187,17 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		return nil, err
 	}
 	p.ProviderPaymentID = pi.ID
-	p.Status = status
-	p.UpdatedAt = now.UTC()
-	p.Version = payments.EventVersion(ev.ObjectVersion)
+	var d *provider.Decline
 	if status == payments.StatusDeclined && pi.LastPaymentError != nil {
 		e := pi.LastPaymentError
 		code := e.DeclineCode
 		if code == "" {
 			code = e.Code
 		}
-		d := provider.Decline{Code: code, ErrorCode: e.Code, AdviceCode: e.AdviceCode,
+		d = &provider.Decline{Code: code, ErrorCode: e.Code, AdviceCode: e.AdviceCode,
 			NetworkAdviceCode: e.NetworkAdviceCode, NetworkDeclineCode: e.NetworkDeclineCode, Network: e.Brand()}
-		if d.Network == "" && p.Decline != nil {
-			d.Network = p.Decline.Network // the API's own write knew the brand; keep it
-		}
-		p.Decline = &d
-		if w.Classify != nil {
-			p.DeclineClass = w.Classify(d)
-		}
-	} else if status == payments.StatusSucceeded {
-		p.Decline, p.DeclineClass = nil, ""
 	}
+	p.Transition(status, d, w.Classify, payments.EventVersion(ev.ObjectVersion), now)
 	return &p, nil
 }
 

@@ -299,3 +299,45 @@ func FuzzHandle(f *testing.F) {
 		}
 	})
 }
+
+// A decline applied from a webhook keeps the card brand (Stripe sends the declined card in
+// last_payment_error.payment_method), so the recovery plan applies that network's caps; an event
+// without one keeps the brand the API's own write knew.
+func TestWebhookDeclineKeepsTheCardBrand(t *testing.T) {
+	cases := map[string]struct {
+		eventBrand, storedBrand, want string
+	}{
+		"brand in the event":      {eventBrand: "mastercard", want: "mastercard"},
+		"brand only from the API": {storedBrand: "visa", want: "visa"},
+		"event wins":              {eventBrand: "amex", storedBrand: "visa", want: "amex"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w, s := newWorker(t)
+			seed(t, s, "pay_1")
+			p := status(t, s, "pay_1")
+			if tc.storedBrand != "" {
+				p.Decline = &provider.Decline{Code: "insufficient_funds", Network: tc.storedBrand}
+				p.Version++
+				pw, _ := p.Put()
+				if err := s.Put(context.Background(), pw.Table, *pw.Put, store.Cond{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d := stripeEvent("evt_b", "payment_intent.payment_failed", t0.Add(time.Second), "pi_1", "pay_1", nil)
+			if tc.eventBrand != "" {
+				var ev map[string]any
+				_ = json.Unmarshal(d.Body, &ev)
+				obj := ev["data"].(map[string]any)["object"].(map[string]any)
+				obj["last_payment_error"].(map[string]any)["payment_method"] = map[string]any{"card": map[string]any{"brand": tc.eventBrand}}
+				d.Body, _ = json.Marshal(ev)
+			}
+			if _, err := w.Apply(context.Background(), d); err != nil {
+				t.Fatal(err)
+			}
+			if got := status(t, s, "pay_1"); got.Decline == nil || got.Decline.Network != tc.want {
+				t.Fatalf("decline %+v, want network %s", got.Decline, tc.want)
+			}
+		})
+	}
+}
