@@ -36,6 +36,8 @@ build-OperatorApiFunction:
 	$(call build_lambda,operator-api)
 build-ReconcilerFunction:
 	$(call build_lambda,reconciler)
+build-OutboxRelayFunction:
+	$(call build_lambda,outbox-relay)
 
 # `sam local invoke` without Docker: make invoke FN=payments-api EVENT=events/payments-api/post-payment.json
 # Starts DynamoDB Local and moto, creates the tables, queues and parameters, builds FN for

@@ -10,9 +10,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
@@ -111,6 +113,17 @@ var parsers = map[string]func(t *testing.T, b []byte){
 	"operator-api/console.json": func(t *testing.T, b []byte) {
 		if ev := httpEvent(t, b, "GET /ops/"); ev.RequestContext.Authorizer.JWT.Claims["sub"] == "" {
 			t.Fatal("want an operator's JWT")
+		}
+	},
+	"outbox-relay/dynamodb-stream.json": func(t *testing.T, b []byte) {
+		var ev events.DynamoDBEvent
+		strict(t, b, &ev)
+		for _, r := range ev.Records {
+			img := r.Change.NewImage
+			m, err := outbox.Decode(store.Item{PK: img["pk"].String(), Doc: img["doc"].Binary()})
+			if err != nil || r.EventName != "INSERT" || r.Change.SequenceNumber == "" || m.Kind != payments.KindStartRecovery {
+				t.Fatalf("stream record %+v: %+v, %v", r, m, err)
+			}
 		}
 	},
 	"reconciler/scheduled.json":       reconEvent,

@@ -6,10 +6,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
@@ -21,12 +21,11 @@ func main() {
 		lambdaenv.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
-	tables := env.Tables(worker.Table, payments.Table)
-	recoverer := recoveryfn.Recoverer(cfg, env, log) // payment_intent.payment_failed starts recovery
+	// payment_intent.payment_failed starts recovery through the outbox (functions/outbox-relay).
+	tables := env.Tables(worker.Table, payments.Table, outbox.Table)
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: declines.ClassOf,
-		OnDecline: recoverer, Log: log}
+	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: declines.ClassOf, Log: log}
 	lambda.Start(w.Handle) // per-message failures: ReportBatchItemFailures
 }

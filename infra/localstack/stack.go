@@ -24,6 +24,7 @@ import (
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/opsapi"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
@@ -161,6 +162,9 @@ type Stack struct {
 	recoverer   *recovery.Recoverer
 	deadletters *deadletter.Table
 	recon       *recon.Reconciler
+	// starter is the runner's StartExecution with armable faults; relay delivers the outbox.
+	starter *faultyStarter
+	relay   *outbox.Relay
 
 	apiLn, simLn   net.Listener
 	apiSrv, simSrv *http.Server
@@ -278,9 +282,11 @@ func (s *Stack) build() error {
 		return err
 	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
-		Resolver: payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
+		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
-	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
+	s.relay = &outbox.Relay{Store: s.store, Handlers: s.payments.FollowOns(), Now: s.clock.Now,
+		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
+	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
 	return nil
 }
 
@@ -319,7 +325,8 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 	if err := s.runner.Define(recoveryMachine, def); err != nil {
 		return nil, err
 	}
-	return &recovery.Recoverer{Starter: &recovery.LocalStarter{Runner: s.runner, StateMachine: recoveryMachine}, Log: s.log}, nil
+	s.starter = &faultyStarter{next: s.runner}
+	return &recovery.Recoverer{Starter: &recovery.LocalStarter{Runner: s.starter, StateMachine: recoveryMachine}, Log: s.log}, nil
 }
 
 // Handler is every route of template.yaml. The adapters it wires (QueueSink, QueueResolver,
@@ -355,6 +362,7 @@ func (s *Stack) Handler() http.Handler {
 	} else {
 		mux.Handle("/ops/", ops)
 	}
+	mux.Handle("/ops/_faults", s.faultsHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	return mux
 }
@@ -384,6 +392,8 @@ func (s *Stack) Start() {
 	for _, c := range consumers {
 		s.goRun(func() { _ = c.Run(ctx) })
 	}
+	// Follow-on work committed before a kill -9 is still in the outbox: delivered now.
+	s.goRun(func() { s.relay.Run(ctx, outboxEvery, nil) })
 	if s.cfg.ReconcileEvery > 0 {
 		s.goRun(func() {
 			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) {
@@ -402,6 +412,9 @@ func (s *Stack) Start() {
 		s.log.Info("resumed recoveries", "executions", n)
 	}
 }
+
+// outboxEvery is how often the local relay drains the outbox.
+const outboxEvery = 100 * time.Millisecond
 
 // withDeadline gives every request the deadline API Gateway would.
 func withDeadline(h http.Handler, d time.Duration) http.Handler {

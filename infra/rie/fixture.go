@@ -30,6 +30,7 @@ var TableLayout = map[string]struct{ SortKey, Index bool }{
 	"deadletters":       {Index: true},
 	"recon_differences": {},
 	"recon_runs":        {Index: true},
+	"outbox":            {Index: true},
 }
 
 // Region and credentials every emulated function and fixture client uses.

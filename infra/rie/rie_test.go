@@ -3,6 +3,7 @@ package rie_test
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -230,6 +232,30 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		bad := `{"Records":[{"messageId":"m-bad","body":"not json","eventSource":"aws:sqs"}]}`
 		if r := invokeSQS(t, em, []byte(bad)); len(r.BatchItemFailures) != 1 || r.BatchItemFailures[0].ItemIdentifier != "m-bad" {
 			t.Fatalf("undecodable job: %+v", r.BatchItemFailures)
+		}
+	})
+
+	t.Run("outbox-relay", func(t *testing.T) {
+		em := e.start(t, "outbox-relay")
+		// pay_sample exists (the webhook above applied it, succeeded): the recovery start is
+		// delivered (nothing to recover) and the message marked done.
+		b, err := em.Invoke(ctx, e.event(t, "outbox-relay/dynamodb-stream.json"))
+		var r events.DynamoDBEventResponse
+		if err != nil || json.Unmarshal(b, &r) != nil || strings.Contains(string(b), "errorType") || len(r.BatchItemFailures) != 0 {
+			t.Fatalf("stream batch: %s %v", b, err)
+		}
+		// A message for a payment that does not exist is reported by its sequence number, never
+		// dropped.
+		missing := strings.ReplaceAll(string(e.event(t, "outbox-relay/dynamodb-stream.json")), "111100000000000000000001", "222")
+		missing = strings.Replace(missing, `"pk": {"S": "recovery#pay_sample#r1"},
+          "doc"`, `"pk": {"S": "recovery#pay_missing#r1"},
+          "doc"`, 1)
+		doc := base64.StdEncoding.EncodeToString([]byte(`{"id":"recovery#pay_missing#r1","kind":"start_recovery","payload":{"payment_id":"pay_missing","round":1},"created_at":"2026-12-01T09:00:00Z"}`))
+		missing = regexp.MustCompile(`"doc": \{"B": "[^"]*"\}`).ReplaceAllString(missing, `"doc": {"B": "`+doc+`"}`)
+		b, err = em.Invoke(ctx, []byte(missing))
+		r = events.DynamoDBEventResponse{}
+		if err != nil || json.Unmarshal(b, &r) != nil || len(r.BatchItemFailures) != 1 || r.BatchItemFailures[0].ItemIdentifier != "222" {
+			t.Fatalf("missing payment: %s %v", b, err)
 		}
 	})
 

@@ -223,7 +223,7 @@ func httpTransient(f Facts) (string, string) {
 
 func httpUnknown(f Facts) (string, string) {
 	return "We could not find out whether payment " + name(f.PaymentID, "this payment") + " went through: the provider did not answer in time, and resolving it in the background failed" + times(f.Deliveries) + ".",
-		"Retry: it repeats the same request with the same idempotency key, so the customer cannot be charged twice."
+		"Retry: it resolves the payment from the request the customer sent; within a day it repeats the provider call with the same idempotency key, after that it looks the payment up at the provider by its id before anything is sent, so the customer cannot be charged twice."
 }
 
 func httpPermanent(f Facts) (string, string) {

@@ -71,4 +71,26 @@ func TestDynamoDBCallsPerRequest(t *testing.T) {
 		t.Fatal(rep, err)
 	}
 	expect("duplicate after completion", map[string]int{"PutItem": 1})
+
+	// An unknown outcome keeps the key pending in the same one transaction a release cost; a
+	// repeat of it is still one call, and resuming it one more.
+	pend, err := k.Acquire(ctx, "local", "pending", f)
+	if err != nil || pend.Kind != New {
+		t.Fatal(pend.Kind, err)
+	}
+	calls.Reset()
+	pendEffect := store.Write{Table: "payments", Put: &store.Item{PK: "pay_2", Doc: []byte(`{}`)}, Cond: store.Cond{Kind: store.NotExists}}
+	if err := k.Pend(ctx, pend.Lease, Response{Status: 202}, []byte(`{"amount":1}`), pendEffect); err != nil {
+		t.Fatal(err)
+	}
+	expect("pend with effect", map[string]int{"TransactWriteItems": 1})
+	rp, err := k.Acquire(ctx, "local", "pending", f)
+	if err != nil || rp.Kind != Pending {
+		t.Fatal(rp.Kind, err)
+	}
+	expect("repeat of a pending key", map[string]int{"PutItem": 1})
+	if _, err := k.Resume(ctx, rp); err != nil {
+		t.Fatal(err)
+	}
+	expect("resume", map[string]int{"PutItem": 1})
 }

@@ -35,6 +35,8 @@ type staged struct {
 	effects  []store.Write
 	ifNewer  []store.Write
 	notFinal bool
+	pending  bool
+	lease    *Lease
 }
 
 // Stage adds writes to commit atomically with the response of the request ctx belongs to. It
@@ -66,11 +68,34 @@ func NotFinal(ctx context.Context) {
 	}
 }
 
+// MarkPending marks the response of the request ctx belongs to as the interim answer of an
+// unknown outcome: the key keeps the request and this response (Keeper.Pend), so a repeat gets
+// it replayed and resumes the operation, and a different body gets 422.
+func MarkPending(ctx context.Context) {
+	if s, ok := ctx.Value(stagedKey{}).(*staged); ok {
+		s.pending = true
+	}
+}
+
+// LeaseOf returns the lease the request ctx belongs to runs under, inside Middleware: its
+// FirstTried says when the key's operation first ran (earlier than now for a resumed pending
+// key).
+func LeaseOf(ctx context.Context) (*Lease, bool) {
+	s, ok := ctx.Value(stagedKey{}).(*staged)
+	if !ok || s.lease == nil {
+		return nil, false
+	}
+	return s.lease, true
+}
+
 // Middleware makes an HTTP handler idempotent by the Idempotency-Key header, with the semantics
 // of the IETF draft and Stripe: missing or malformed key 400, a different body under the same
 // key 422 naming the fields, a concurrent duplicate 409 with Retry-After, a completed duplicate
 // the stored status, headers and body with Idempotent-Replayed: true. Responses with a 5xx
-// status are not stored, and neither are those the handler marks NotFinal.
+// status are not stored, and neither are those the handler marks NotFinal. A response the
+// handler marks MarkPending is stored as the interim answer of a pending key: a repeat gets it
+// (Idempotent-Replayed: true) after the handler ran once more from the stored request, or
+// the final answer once that resolved it.
 func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handler {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = 64 << 10
@@ -104,17 +129,27 @@ func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handle
 				fp = FingerprintBytes(body)
 			}
 			st := &staged{}
-			out, err := k.Do(r.Context(), cfg.Scope(r), key, fp, func(ctx context.Context) (Result, error) {
+			out, err := k.Run(r.Context(), cfg.Scope(r), key, fp, func(ctx context.Context, l *Lease) (Result, error) {
 				rec := &recorder{header: http.Header{}, status: http.StatusOK}
+				st.lease = l
 				req := r.WithContext(context.WithValue(ctx, stagedKey{}, st))
-				req.Body = io.NopCloser(bytes.NewReader(body))
+				// A resumed pending key runs from the bytes its first request sent.
+				run := body
+				if l.Request != nil {
+					run = l.Request
+				}
+				req.Body = io.NopCloser(bytes.NewReader(run))
 				next.ServeHTTP(rec, req)
-				return Result{
+				res := Result{
 					Response: rec.response(),
 					Effects:  st.effects,
 					IfNewer:  st.ifNewer,
-					Final:    !st.notFinal && rec.status < 500,
-				}, nil
+					Final:    !st.notFinal && !st.pending && rec.status < 500,
+				}
+				if st.pending && !st.notFinal {
+					res.Pending, res.Request = true, run
+				}
+				return res, nil
 			})
 			switch {
 			case errors.Is(err, ErrLeaseLost):
@@ -129,7 +164,7 @@ func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handle
 			switch out.Kind {
 			case New:
 				writeResponse(w, *out.Response, false)
-			case Replay:
+			case Replay, Pending:
 				writeResponse(w, *out.Response, true)
 			case InProgress:
 				w.Header().Set("Retry-After", strconv.Itoa(int(out.RetryAfter.Seconds()+0.999)))

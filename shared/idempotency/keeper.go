@@ -19,6 +19,10 @@ const Table = "idempotency"
 const (
 	StatusInProgress = "in_progress"
 	StatusCompleted  = "completed"
+	// StatusPending holds a key whose operation ran with an outcome nobody knows yet (a
+	// provider timeout): the caller's fingerprint and request bytes stay under the key until a
+	// resolution completes it, so a repeat is checked against them and never runs afresh.
+	StatusPending = "pending"
 )
 
 // Kind says what Acquire found.
@@ -33,6 +37,9 @@ const (
 	InProgress
 	// Mismatch: the key was used with a different request; Outcome.Fields names what differs.
 	Mismatch
+	// Pending: the operation ran and its outcome is unknown; Outcome.Response is the interim
+	// answer it gave (a 202), Outcome.Request the caller's original bytes. Do resumes it.
+	Pending
 )
 
 func (k Kind) String() string {
@@ -45,6 +52,8 @@ func (k Kind) String() string {
 		return "in_progress"
 	case Mismatch:
 		return "mismatch"
+	case Pending:
+		return "pending"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -65,6 +74,17 @@ type Outcome struct {
 	RetryAfter time.Duration // InProgress
 	Fields     []string      // Mismatch: differing top-level fields, possibly empty
 	TakenOver  bool          // New: an expired lock or record was taken over
+	// Pending: the request bytes stored with the key, and whether another caller is resolving
+	// it right now (then Do answers the interim response without resuming).
+	Request   []byte
+	Resolving bool
+	// Resumed: Do resumed a pending key and ran the operation again under it; Kind is Replay
+	// (it completed) or Pending (still unknown).
+	Resumed bool
+
+	pending *record // Pending: the stored record, for Resume
+	version int64   // Pending: the stored record's version, for Resume
+	key     string
 }
 
 // Lease is the right to complete one key. Its version is a fencing token: a holder whose lock
@@ -74,6 +94,16 @@ type Lease struct {
 	Version     int64
 	Fingerprint Fingerprint
 	AcquiredAt  time.Time
+	// FirstTried is when the operation first ran under the key: AcquiredAt for a new key, the
+	// original acquisition for a resumed pending one. Time rules about the first try (a
+	// provider's key horizon) read it.
+	FirstTried time.Time
+	// Request is the caller's original request bytes of a resumed pending key; nil for a new one.
+	Request []byte
+	// Tries counts the earlier runs of a resumed pending key whose outcome stayed unknown.
+	Tries int
+
+	prior *record // a resumed pending record, put back if the resumption is released
 }
 
 // record is the stored document.
@@ -84,6 +114,12 @@ type record struct {
 	CreatedAt     time.Time   `json:"created_at"`
 	CompletedAt   *time.Time  `json:"completed_at,omitempty"`
 	LockExpiresAt *time.Time  `json:"lock_expires_at,omitempty"`
+	// Pending only: the caller's request bytes, and until when a resolver holds the key. The
+	// resolver's lock lives in the document, not in the item's lock attribute, so an Acquire can
+	// never take a pending key over (and lose its request) when a resolver dies.
+	Request      []byte     `json:"request,omitempty"`
+	ResolveUntil *time.Time `json:"resolve_until,omitempty"`
+	Tries        int        `json:"tries,omitempty"`
 }
 
 // Sentinel errors of the lifecycle.
@@ -204,7 +240,7 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 		LockExpiresAt: ceilUnix(lockUntil), ExpiresAt: now.Add(k.cfg.Retention).Unix()}
 	replaced, err := k.store.Replace(ctx, Table, it, store.Cond{Kind: store.NotExistsOrLapsed, Now: now.Unix()})
 	if err == nil {
-		out := Outcome{Kind: New, Lease: &Lease{Key: pk, Version: version, Fingerprint: fp, AcquiredAt: now}}
+		out := Outcome{Kind: New, Lease: &Lease{Key: pk, Version: version, Fingerprint: fp, AcquiredAt: now, FirstTried: now}}
 		if replaced != nil {
 			// The put replaced an expired lock (or an expired record): a holder died or ran
 			// out of time. Its lease can no longer commit (the version moved on).
@@ -231,6 +267,9 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 		k.event(ctx, "replayed", pk)
 		return Outcome{Kind: Replay, Response: old.Response}, nil
 	}
+	if old.Status == StatusPending {
+		return k.pendingOutcome(ctx, pk, &old, ce.Old.Version, now), nil
+	}
 	wait := time.Unix(ce.Old.LockExpiresAt, 0).Sub(now)
 	wait = min(max(wait, time.Second), k.cfg.MaxRetryAfter)
 	k.event(ctx, "conflicted", pk, "retry_after", wait)
@@ -244,7 +283,7 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 func (k *Keeper) Complete(ctx context.Context, l *Lease, resp Response, effects ...store.Write) error {
 	now := k.now()
 	rec := record{Status: StatusCompleted, Fingerprint: l.Fingerprint, Response: &resp,
-		CreatedAt: l.AcquiredAt.UTC(), CompletedAt: ptr(now.UTC())}
+		CreatedAt: l.firstTried().UTC(), CompletedAt: ptr(now.UTC())}
 	doc, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -263,13 +302,129 @@ func (k *Keeper) Complete(ctx context.Context, l *Lease, resp Response, effects 
 // Release gives the key back after a failure that may be retried, so the next request with it
 // runs again; effects (say, a pending payment) commit with the release. An unknown outcome is
 // released, never completed.
+//
+// A resumed pending key is not given back but put back pending, as it was: its outcome is
+// still unknown.
 func (k *Keeper) Release(ctx context.Context, l *Lease, effects ...store.Write) error {
+	if l.prior != nil {
+		if err := k.put(ctx, l, *l.prior, k.now(), effects); err != nil {
+			return err
+		}
+		k.event(ctx, "released", l.Key, "pending", true)
+		return nil
+	}
 	ws := append([]store.Write{{Table: Table, Delete: &store.Key{PK: l.Key}, Cond: store.Cond{Kind: store.VersionIs, Version: l.Version}}}, effects...)
 	if err := k.store.Transact(ctx, ws...); err != nil {
 		return k.commitErr(ctx, l, err)
 	}
 	k.event(ctx, "released", l.Key)
 	return nil
+}
+
+// Pend stores resp as the interim answer for the lease's key, with the caller's request bytes,
+// and commits effects with it: the key stays pending (a repeat with the same request gets resp
+// and may resume it; a different request is a Mismatch) until a resumption completes it.
+// Use it for an unknown outcome, which must be neither replayed as final nor run afresh.
+func (k *Keeper) Pend(ctx context.Context, l *Lease, resp Response, request []byte, effects ...store.Write) error {
+	now := k.now()
+	rec := record{Status: StatusPending, Fingerprint: l.Fingerprint, Response: &resp, CreatedAt: l.firstTried().UTC(),
+		Request: request}
+	if l.prior != nil {
+		rec.Tries = l.prior.Tries
+		if request == nil {
+			rec.Request = l.prior.Request
+		}
+	}
+	rec.Tries++
+	if err := k.put(ctx, l, rec, now, effects); err != nil {
+		return err
+	}
+	k.event(ctx, "pending", l.Key, "tries", rec.Tries)
+	return nil
+}
+
+func (k *Keeper) put(ctx context.Context, l *Lease, rec record, now time.Time, effects []store.Write) error {
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	it := store.Item{PK: l.Key, Doc: doc, Version: l.Version + 1, ExpiresAt: now.Add(k.cfg.Retention).Unix()}
+	ws := append([]store.Write{{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: l.Version}}}, effects...)
+	if err := k.store.Transact(ctx, ws...); err != nil {
+		return k.commitErr(ctx, l, err)
+	}
+	return nil
+}
+
+func (k *Keeper) pendingOutcome(ctx context.Context, pk string, old *record, version int64, now time.Time) Outcome {
+	out := Outcome{Kind: Pending, Response: old.Response, Request: old.Request, pending: old, version: version, key: pk}
+	out.Resolving = old.ResolveUntil != nil && old.ResolveUntil.After(now)
+	k.event(ctx, "replayed_pending", pk, "resolving", out.Resolving)
+	return out
+}
+
+// Resume takes the right to run a pending key's operation again, in one conditional write
+// against the version Acquire (or Lookup) read: at most one caller resumes a pending key at a
+// time, until the lock expires. It returns ErrLeaseLost when another caller got there first.
+// The lease carries the caller's stored request bytes and the time of the first try.
+func (k *Keeper) Resume(ctx context.Context, out Outcome) (*Lease, error) {
+	if out.Kind != Pending || out.pending == nil {
+		return nil, fmt.Errorf("idempotency: resume of a %s key", out.Kind)
+	}
+	now := k.now()
+	lockUntil := now.Add(k.cfg.DefaultLock)
+	if dl, ok := ctx.Deadline(); ok {
+		lockUntil = dl.Add(k.cfg.LockMargin)
+	}
+	rec := *out.pending
+	rec.ResolveUntil = ptr(lockUntil.UTC())
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	it := store.Item{PK: out.key, Doc: doc, Version: out.version + 1, ExpiresAt: now.Add(k.cfg.Retention).Unix()}
+	if err := k.store.Put(ctx, Table, it, store.Cond{Kind: store.VersionIs, Version: out.version}); err != nil {
+		if errors.Is(err, store.ErrConditionFailed) {
+			return nil, ErrLeaseLost
+		}
+		return nil, fmt.Errorf("idempotency: resume %s: %w", out.key, err)
+	}
+	prior := *out.pending
+	prior.ResolveUntil = nil
+	k.event(ctx, "resumed", out.key, "tries", prior.Tries)
+	return &Lease{Key: out.key, Version: out.version + 1, Fingerprint: rec.Fingerprint, AcquiredAt: now,
+		FirstTried: rec.CreatedAt, Request: rec.Request, Tries: rec.Tries, prior: &prior}, nil
+}
+
+// Lookup reads the record of a scoped key, for a background resolver that has no request of its
+// own: Pending (resumable with Resume), Replay (already completed), InProgress, or New when no
+// record exists (nothing to resolve). It costs one strongly consistent read.
+func (k *Keeper) Lookup(ctx context.Context, scope, key string) (Outcome, error) {
+	pk := Scoped(scope, key)
+	it, err := k.store.Get(ctx, Table, pk, "")
+	if errors.Is(err, store.ErrNotFound) {
+		return Outcome{Kind: New}, nil
+	}
+	if err != nil {
+		return Outcome{}, fmt.Errorf("idempotency: lookup %s: %w", pk, err)
+	}
+	now := k.now()
+	if it.ExpiresAt != 0 && it.ExpiresAt < now.Unix() {
+		return Outcome{Kind: New}, nil
+	}
+	var rec record
+	if err := json.Unmarshal(it.Doc, &rec); err != nil {
+		return Outcome{}, fmt.Errorf("idempotency: stored record for %s: %w", pk, err)
+	}
+	switch {
+	case rec.Status == StatusCompleted && rec.Response != nil:
+		return Outcome{Kind: Replay, Response: rec.Response}, nil
+	case rec.Status == StatusPending:
+		out := k.pendingOutcome(ctx, pk, &rec, it.Version, now)
+		return out, nil
+	}
+	wait := min(max(time.Unix(it.LockExpiresAt, 0).Sub(now), time.Second), k.cfg.MaxRetryAfter)
+	return Outcome{Kind: InProgress, RetryAfter: wait}, nil
 }
 
 func (k *Keeper) commitErr(ctx context.Context, l *Lease, err error) error {
@@ -282,6 +437,13 @@ func (k *Keeper) commitErr(ctx context.Context, l *Lease, err error) error {
 		return &store.ConditionError{Index: ce.Index - 1, Old: ce.Old}
 	}
 	return fmt.Errorf("idempotency: commit %s: %w", l.Key, err)
+}
+
+func (l *Lease) firstTried() time.Time {
+	if l.FirstTried.IsZero() {
+		return l.AcquiredAt
+	}
+	return l.FirstTried
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -23,7 +23,7 @@ func TestPropertyOneEffectPerKey(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) {
 				iteration++
 				m := &lifecycleModel{s: s, scope: fmt.Sprintf("it%d", iteration), clock: newClock(),
-					leases: map[int]*Lease{}, leaseKey: map[int]string{}, committed: map[string]string{}}
+					leases: map[int]*Lease{}, leaseKey: map[int]string{}, committed: map[string]string{}, pending: map[string]bool{}}
 				k, err := NewKeeper(s, Config{}, WithClock(m.clock.Now), WithLogger(quiet))
 				if err != nil {
 					rt.Fatal(err)
@@ -33,6 +33,7 @@ func TestPropertyOneEffectPerKey(t *testing.T) {
 					"acquire":  m.acquire,
 					"complete": m.complete,
 					"release":  m.release,
+					"pend":     m.pend,
 					"crash":    m.crash,
 					"advance":  m.advance,
 					"":         m.check,
@@ -51,6 +52,7 @@ type lifecycleModel struct {
 	leases    map[int]*Lease    // caller -> lease it believes it holds
 	leaseKey  map[int]string    // caller -> key of that lease
 	committed map[string]string // key -> body of the one committed response
+	pending   map[string]bool   // keys left pending (an unknown outcome), never to run afresh
 }
 
 var modelKeys = []string{"a", "b", "c"}
@@ -67,7 +69,28 @@ func (m *lifecycleModel) acquire(t *rapid.T) {
 		if body, done := m.committed[key]; done {
 			t.Fatalf("key %s acquired anew although it completed with %s within retention", key, body)
 		}
+		if m.pending[key] {
+			t.Fatalf("pending key %s acquired anew: it would run again from scratch", key)
+		}
 		m.leases[caller], m.leaseKey[caller] = out.Lease, key
+	case Pending:
+		if !m.pending[key] {
+			t.Fatalf("key %s reported pending, never pended", key)
+		}
+		if string(out.Request) != `{"key":"`+key+`"}` {
+			t.Fatalf("pending key %s lost its request: %q", key, out.Request)
+		}
+		if out.Resolving {
+			return
+		}
+		l, err := m.k.Resume(context.Background(), out)
+		if errors.Is(err, ErrLeaseLost) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.leases[caller], m.leaseKey[caller] = l, key
 	case Replay:
 		want, done := m.committed[key]
 		if !done {
@@ -79,6 +102,9 @@ func (m *lifecycleModel) acquire(t *rapid.T) {
 	case InProgress:
 		if _, done := m.committed[key]; done {
 			t.Fatalf("completed key %s reported in progress", key)
+		}
+		if m.pending[key] {
+			t.Fatalf("pending key %s reported in progress", key)
 		}
 	case Mismatch:
 		t.Fatalf("mismatch on an identical request")
@@ -105,6 +131,7 @@ func (m *lifecycleModel) complete(t *rapid.T) {
 			t.Fatalf("key %s committed twice: %s then %s", key, prev, body)
 		}
 		m.committed[key] = body
+		delete(m.pending, key)
 	case errors.Is(err, ErrLeaseLost):
 	default:
 		t.Fatal(err)
@@ -119,6 +146,28 @@ func (m *lifecycleModel) release(t *rapid.T) {
 	}
 	delete(m.leases, caller)
 	if err := m.k.Release(context.Background(), l); err != nil && !errors.Is(err, ErrLeaseLost) {
+		t.Fatal(err)
+	}
+}
+
+// pend leaves the lease's key pending, as an unknown outcome does.
+func (m *lifecycleModel) pend(t *rapid.T) {
+	caller := rapid.IntRange(0, 4).Draw(t, "caller")
+	l, ok := m.leases[caller]
+	if !ok {
+		t.Skip("caller holds no lease")
+	}
+	key := m.leaseKey[caller]
+	delete(m.leases, caller)
+	err := m.k.Pend(context.Background(), l, Response{Status: 202, Body: []byte(`"pending"`)}, []byte(`{"key":"`+key+`"}`))
+	switch {
+	case err == nil:
+		if _, done := m.committed[key]; done {
+			t.Fatalf("completed key %s pended", key)
+		}
+		m.pending[key] = true
+	case errors.Is(err, ErrLeaseLost):
+	default:
 		t.Fatal(err)
 	}
 }

@@ -19,13 +19,9 @@ const MaxBody = 64 << 10
 func (s *Service) Handler(scope func(*http.Request) string) http.Handler {
 	mux := http.NewServeMux()
 	create := s.Keeper.Middleware(idempotency.MiddlewareConfig{Scope: scope, MaxBody: MaxBody})(s.createHandler(scope))
-	mux.Handle("POST /payments", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		create.ServeHTTP(sw, r)
-		if sw.status == http.StatusPaymentRequired && w.Header().Get(idempotency.HeaderReplayed) == "" {
-			s.afterCommit(r.Context(), PaymentID(scope(r), r.Header.Get(idempotency.HeaderKey)), sw.status)
-		}
-	}))
+	// Recovery of a decline and resolution of an unknown outcome are outbox messages committed
+	// with the answer; nothing runs after the commit.
+	mux.Handle("POST /payments", create)
 	mux.HandleFunc("GET /payments/{id}", func(w http.ResponseWriter, r *http.Request) {
 		p, err := Get(r.Context(), s.Store, r.PathValue("id"))
 		if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope(r)) {
@@ -59,14 +55,18 @@ func (s *Service) createHandler(scope func(*http.Request) string) http.Handler {
 			problem.Write(w, p)
 			return
 		}
-		res, err := s.Create(r.Context(), scope(r), r.Header.Get(idempotency.HeaderKey), req)
+		l, _ := idempotency.LeaseOf(r.Context())
+		res, err := s.create(r.Context(), scope(r), r.Header.Get(idempotency.HeaderKey), req, l)
 		if err != nil {
 			idempotency.NotFinal(r.Context())
 			s.log().ErrorContext(r.Context(), "create payment", "error", err)
 			problem.Error(w, http.StatusInternalServerError, "The payment could not be processed; it is safe to retry with the same Idempotency-Key.")
 			return
 		}
-		if !res.Final {
+		switch {
+		case res.Pending:
+			idempotency.MarkPending(r.Context())
+		case !res.Final:
 			idempotency.NotFinal(r.Context())
 		}
 		idempotency.Stage(r.Context(), res.Effects...)
@@ -88,23 +88,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
 }

@@ -10,22 +10,11 @@ import (
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
-	"github.com/runtwice/twice/shared/webhooks"
 )
 
 // Table holds one item per payment, keyed by payment id, indexed by creation day for
 // reconciliation.
 const Table = "payments"
-
-// Status values of a payment, as the API shows them.
-const (
-	StatusPending    = "pending"
-	StatusProcessing = "processing"
-	StatusSucceeded  = "succeeded"
-	StatusDeclined   = "declined"
-	StatusRefunded   = "refunded"
-	StatusCanceled   = "canceled"
-)
 
 // Payment is the stored record of one payment.
 type Payment struct {
@@ -162,44 +151,3 @@ func Decode(it store.Item) (Payment, error) {
 	p.Version = it.Version
 	return p, nil
 }
-
-// statusOf maps the provider's status to the API's.
-func statusOf(s provider.Status) string {
-	switch s {
-	case provider.StatusSucceeded:
-		return StatusSucceeded
-	case provider.StatusProcessing:
-		return StatusProcessing
-	case provider.StatusDeclined:
-		return StatusDeclined
-	case provider.StatusRefunded:
-		return StatusRefunded
-	case provider.StatusCanceled:
-		return StatusCanceled
-	}
-	return StatusPending
-}
-
-// statusEvent names the provider event that reports each status, so the API's own writes and
-// the provider's events share one ordering (webhooks.StripeVersion).
-var statusEvent = map[string]string{
-	StatusPending:    "payment_intent.created",
-	StatusProcessing: "payment_intent.processing",
-	StatusDeclined:   "payment_intent.payment_failed",
-	StatusSucceeded:  "payment_intent.succeeded",
-	StatusCanceled:   "payment_intent.canceled",
-	StatusRefunded:   "charge.refunded",
-}
-
-// VersionAt is the version of a payment state our own code observed at t: seconds first, then
-// the state's place in the PaymentIntent lifecycle (the scheme the webhook worker derives from
-// an event, so the two order against each other), then one more step, so that our write of a
-// state beats the provider's event for the same state in the same second: ours carries the
-// request's details (payment method, invoice, key) that an event lacks.
-func VersionAt(t time.Time, status string) int64 {
-	return webhooks.StripeVersion(t.Unix(), statusEvent[status])*2 + 1
-}
-
-// EventVersion is the version of a payment state a provider event reports, from the event's
-// object version (webhooks.Event.ObjectVersion).
-func EventVersion(objectVersion int64) int64 { return objectVersion * 2 }

@@ -3,6 +3,9 @@ package payments
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -18,6 +21,9 @@ func (s *Service) HandleResolve(ctx context.Context, ev events.SQSEvent) (events
 	for _, m := range ev.Records {
 		var job ResolveJob
 		err := json.Unmarshal([]byte(m.Body), &job)
+		if err == nil && (job.Scope == "" || job.Key == "" || job.PaymentID == "") {
+			err = errors.New("payments: resolve job without scope, key or payment id")
+		}
 		if err == nil {
 			err = s.Resolve(ctx, job)
 		}
@@ -35,21 +41,48 @@ type Sender interface {
 	Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error)
 }
 
-// QueueResolver queues resolve jobs as JSON on a queue, each delayed by Delay so the provider
-// has time to settle before the repeat.
+// QueueResolver queues resolve jobs as JSON on a queue. The first waits Delay, so the provider
+// has time to settle before the repeat; each later one waits Delay plus a full-jitter backoff
+// that doubles per attempt up to MaxResolveDelay: resolution keeps going until the outcome is
+// known, without hammering a provider that is down.
 type QueueResolver struct {
 	Queue Sender
 	Delay time.Duration
+	// Rand is the jitter source (default: seeded from the clock).
+	Rand *rand.Rand
+
+	mu sync.Mutex
 }
 
-var _ Resolver = QueueResolver{}
+// MaxResolveDelay is SQS's longest message delay.
+const MaxResolveDelay = 15 * time.Minute
+
+// delay is the wait before resolve attempt n (1 for the first).
+func (r *QueueResolver) delay(n int) time.Duration {
+	if n <= 1 {
+		return r.Delay
+	}
+	ceiling := MaxResolveDelay
+	if n < 40 {
+		ceiling = min(MaxResolveDelay, max(r.Delay, time.Second)<<(n-1))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.Rand == nil {
+		seed := uint64(time.Now().UnixNano())
+		r.Rand = rand.New(rand.NewPCG(seed, seed^0xa54ff53a5f1d36f1))
+	}
+	return min(MaxResolveDelay, r.Delay+time.Duration(r.Rand.Int64N(int64(ceiling)+1)))
+}
+
+var _ Resolver = (*QueueResolver)(nil)
 
 // EnqueueResolve implements Resolver.
-func (r QueueResolver) EnqueueResolve(ctx context.Context, job ResolveJob) error {
+func (r *QueueResolver) EnqueueResolve(ctx context.Context, job ResolveJob) error {
 	b, err := json.Marshal(job)
 	if err != nil {
 		return err
 	}
-	_, err = r.Queue.Send(ctx, b, queue.SendOptions{Delay: r.Delay})
+	_, err = r.Queue.Send(ctx, b, queue.SendOptions{Delay: r.delay(job.Attempt)})
 	return err
 }

@@ -11,27 +11,32 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 )
 
-// ResolveJob asks for a payment with an unknown outcome to be resolved in the background by
-// repeating the provider call with the same provider key.
+// ResolveJob asks for a payment with an unknown outcome to be resolved in the background. The
+// resolver works from the request bytes stored with the pending key, never from this job: Body
+// is kept only so jobs queued by an older version still decode.
 type ResolveJob struct {
 	Scope     string `json:"scope"`
 	Key       string `json:"key"`
 	PaymentID string `json:"payment_id"`
-	Body      []byte `json:"body"` // the original request, so the repeat has the same fingerprint
+	// Attempt counts resolutions (1 for the first): the queue delay grows with it.
+	Attempt int    `json:"attempt,omitempty"`
+	Body    []byte `json:"body,omitempty"`
 }
 
-// Resolver queues resolve jobs (SQS in AWS, the local queue locally).
+// Resolver queues resolve jobs (SQS in AWS, the local queue locally). The outbox relay calls it.
 type Resolver interface {
 	EnqueueResolve(ctx context.Context, job ResolveJob) error
 }
 
-// DeclineHandler is told about a declined payment once its record is committed, to start
-// recovery. It must be idempotent: a crash can make it run again for the same payment.
+// DeclineHandler starts recovery for a declined payment. The outbox relay calls it, after the
+// payment's record committed with the outbox message; it must be idempotent (a message can be
+// delivered twice).
 type DeclineHandler interface {
 	Declined(ctx context.Context, p Payment) error
 }
@@ -41,10 +46,12 @@ type Service struct {
 	Store    store.Store
 	Keeper   *idempotency.Keeper
 	Provider provider.Provider
+	// Resolver and OnDecline are the follow-on deliveries the outbox relay makes
+	// (FollowOns); the service itself only writes outbox messages.
 	Resolver Resolver
 	// Classify names a decline's class ("hard", "soft_limit", ...) for the API's decline_class.
 	Classify func(provider.Decline) string
-	// OnDecline, if set, starts recovery for a declined payment.
+	// OnDecline starts recovery for a declined payment.
 	OnDecline DeclineHandler
 	Now       func() time.Time
 	Log       *slog.Logger
@@ -64,24 +71,58 @@ func (s *Service) log() *slog.Logger {
 	return slog.Default()
 }
 
-// Create runs one payment request under its idempotency key. It is the operation both the HTTP
-// handler and the background resolver run, so the response a resolved payment stores is exactly
-// the one the first request would have stored.
+// Create runs one payment request under its idempotency key, as a new key's first try.
 func (s *Service) Create(ctx context.Context, scope, key string, req CreateRequest) (idempotency.Result, error) {
+	return s.create(ctx, scope, key, req, nil)
+}
+
+// create is the operation both the HTTP handler and the background resolver run, so the
+// response a resolved payment stores is exactly the one the first request would have stored.
+// l is the lease it runs under (nil: a first try now); a resumed pending key's lease says when
+// the provider key was first sent, which decides whether re-sending it is still safe.
+func (s *Service) create(ctx context.Context, scope, key string, req CreateRequest, l *idempotency.Lease) (idempotency.Result, error) {
 	now := s.now().UTC()
 	id := PaymentID(scope, key)
-	meta := map[string]string{"twice_payment_id": id, "twice_scope": scope}
+	meta := map[string]string{MetaPaymentID: id, MetaScope: scope}
 	for k, v := range req.Metadata {
 		meta[k] = v
 	}
 	if req.Invoice != "" {
-		meta["twice_invoice"] = req.Invoice
+		meta[MetaInvoice] = req.Invoice
 	}
 	p := Payment{ID: id, Scope: scope, IdempotencyKey: key, ProviderKey: provider.IdempotencyKey(scope, key),
 		Amount: req.Amount, Currency: req.Currency, Customer: req.Customer, PaymentMethod: req.PaymentMethod,
 		Invoice: req.Invoice, Description: req.Description, Metadata: req.Metadata, CreatedAt: now, UpdatedAt: now}
-	pp, err := s.Provider.Create(ctx, provider.CreateRequest{Amount: req.Amount, Currency: req.Currency,
-		Customer: req.Customer, PaymentMethod: req.PaymentMethod, Description: req.Description,
+	tries := 0
+	if l != nil && l.Request != nil {
+		tries = l.Tries
+		// A resumed key: the provider may have charged under our key, and may have forgotten
+		// the key since. Past half its horizon, look for the payment by our own id first.
+		if age := now.Sub(l.FirstTried); age >= s.resendWithin() {
+			return s.stillPending(s.findOrSettle(ctx, p, meta, age, tries))(p, tries)
+		}
+		return s.stillPending(s.send(ctx, p, meta, tries))(p, tries)
+	}
+	return s.send(ctx, p, meta, tries)
+}
+
+// stillPending keeps a resumed key pending, with its next resolution queued, whatever kept
+// this try from a final answer (a busy or unreachable provider): resolution keeps going until
+// the outcome is known.
+func (s *Service) stillPending(res idempotency.Result, err error) func(Payment, int) (idempotency.Result, error) {
+	return func(p Payment, tries int) (idempotency.Result, error) {
+		if err != nil || res.Final || res.Pending {
+			return res, err
+		}
+		return s.pending(p, tries)
+	}
+}
+
+// send creates and confirms the payment at the provider with its provider key.
+func (s *Service) send(ctx context.Context, p Payment, meta map[string]string, tries int) (idempotency.Result, error) {
+	id := p.ID
+	pp, err := s.Provider.Create(ctx, provider.CreateRequest{Amount: p.Amount, Currency: p.Currency,
+		Customer: p.Customer, PaymentMethod: p.PaymentMethod, Description: p.Description,
 		Metadata: meta, IdempotencyKey: p.ProviderKey})
 	var decline *provider.DeclineError
 	var unknown *provider.UnknownOutcomeError
@@ -96,12 +137,8 @@ func (s *Service) Create(ctx context.Context, scope, key string, req CreateReque
 		s.apply(&p, decline.Payment)
 		return s.final(p, http.StatusPaymentRequired)
 	case errors.As(err, &unknown):
-		// Nothing final: record the payment as pending, release the key, and resolve in the
-		// background with the same provider key.
-		p.Status = StatusPending
-		p.Version = VersionAt(now, StatusPending)
-		s.log().WarnContext(ctx, "payment outcome unknown; resolving in background", "payment_id", id, "error", err)
-		return s.notFinal(ctx, p)
+		s.log().WarnContext(ctx, "payment outcome unknown; the key stays pending", "payment_id", id, "error", err)
+		return s.pending(p, tries)
 	case errors.As(err, &throttled):
 		return s.unavailable(max(throttled.RetryAfter, time.Second))
 	case errors.As(err, &transient):
@@ -122,6 +159,69 @@ func (s *Service) Create(ctx context.Context, scope, key string, req CreateReque
 	}
 }
 
+// resendWithin is how long after the first try a create may be re-sent with the same provider
+// key: half the provider's declared key horizon ("well inside" it). A provider that declares
+// no horizon is searched every time.
+func (s *Service) resendWithin() time.Duration {
+	if h, ok := s.Provider.(provider.Searcher); ok {
+		return h.KeyHorizon() / 2
+	}
+	return 0
+}
+
+// settleMargin is how long before the key horizon an empty search already settles a payment as
+// never made: the search index lags its writes by about a minute, so hours after the create an
+// empty answer means no payment exists, and re-sending the key so near its end is no longer
+// safe.
+const settleMargin = time.Hour
+
+// findOrSettle looks the payment up at the provider by our own id (the metadata every create
+// of ours carries) instead of re-sending the create:
+//   - found: the payment is adopted as the provider has it (one found is the normal case; more
+//     than one is a duplicate charge, which reconciliation reports for a person; the oldest is
+//     adopted);
+//   - nothing found while the provider still surely remembers the key: re-sending is safe;
+//   - nothing found near or past the horizon: the create never took effect. The payment
+//     settles as canceled (402, nothing charged), and nothing is ever created again under
+//     this key, so no second charge is possible; a new Idempotency-Key makes a new payment.
+//   - the search fails: the outcome stays unknown, the key pending.
+func (s *Service) findOrSettle(ctx context.Context, p Payment, meta map[string]string, age time.Duration, tries int) (idempotency.Result, error) {
+	searcher, ok := s.Provider.(provider.Searcher)
+	if !ok {
+		s.log().ErrorContext(ctx, "provider cannot search; pending payment left pending", "payment_id", p.ID)
+		return s.pending(p, tries)
+	}
+	found, err := searcher.SearchMetadata(ctx, MetaPaymentID, p.ID)
+	switch {
+	case err != nil:
+		s.log().WarnContext(ctx, "payment search failed; the key stays pending", "payment_id", p.ID, "error", err)
+		return s.pending(p, tries)
+	case len(found) > 0:
+		if len(found) > 1 {
+			s.log().ErrorContext(ctx, "provider holds more than one payment for one of ours", "payment_id", p.ID, "count", len(found))
+		}
+		pp := found[0]
+		for _, f := range found[1:] {
+			if f.Created.Before(pp.Created) {
+				pp = f
+			}
+		}
+		s.log().InfoContext(ctx, "pending payment found at the provider; adopted", "payment_id", p.ID, "provider_payment_id", pp.ID)
+		s.apply(&p, pp)
+		if p.Status == StatusDeclined {
+			return s.final(p, http.StatusPaymentRequired)
+		}
+		return s.final(p, http.StatusCreated)
+	case age < searcher.KeyHorizon()-settleMargin:
+		return s.send(ctx, p, meta, tries)
+	default:
+		s.log().WarnContext(ctx, "pending payment never reached the provider; settled as canceled", "payment_id", p.ID, "age", age)
+		p.Status = StatusCanceled
+		p.Version = VersionAt(s.now(), StatusCanceled)
+		return s.final(p, http.StatusPaymentRequired)
+	}
+}
+
 func (s *Service) apply(p *Payment, pp provider.Payment) {
 	p.ProviderPaymentID = pp.ID
 	// The provider's creation time is the same on every retry, so a resolved payment keeps the
@@ -129,12 +229,8 @@ func (s *Service) apply(p *Payment, pp provider.Payment) {
 	if !pp.Created.IsZero() {
 		p.CreatedAt = pp.Created.UTC()
 	}
-	p.Status = statusOf(pp.Status)
-	p.Decline = pp.Decline
-	if p.Status == StatusDeclined && pp.Decline != nil && s.Classify != nil {
-		p.DeclineClass = s.Classify(*pp.Decline)
-	}
-	p.Version = VersionAt(s.now(), p.Status)
+	st := statusOf(pp.Status)
+	p.Transition(st, pp.Decline, s.Classify, VersionAt(s.now(), st), s.now())
 }
 
 // final returns the stored response and the payment write. The payment is written only if newer
@@ -152,26 +248,33 @@ func (s *Service) final(p Payment, status int) (idempotency.Result, error) {
 	if p.ProviderPaymentID != "" {
 		res.Effects = append(res.Effects, AliasWrite(p.ProviderPaymentID, p.ID))
 	}
+	if p.Status == StatusDeclined {
+		rw, err := RecoveryMessage(p.ID, s.now())
+		if err != nil {
+			return res, err
+		}
+		res.Effects = append(res.Effects, rw)
+	}
 	return res, nil
 }
 
-func (s *Service) notFinal(ctx context.Context, p Payment) (idempotency.Result, error) {
+// pending is the interim answer of an unknown outcome: 202 with the payment as pending, kept
+// under the key with the caller's request (idempotency.Result.Pending), and, in the same
+// transaction, the outbox message that queues the next resolution.
+func (s *Service) pending(p Payment, tries int) (idempotency.Result, error) {
+	p.Status = StatusPending
+	p.Version = VersionAt(s.now(), StatusPending)
 	res, err := s.final(p, http.StatusAccepted)
 	if err != nil {
 		return res, err
 	}
-	res.Final = false
-	if s.Resolver != nil {
-		job := ResolveJob{Scope: p.Scope, Key: p.IdempotencyKey, PaymentID: p.ID}
-		if body, err := json.Marshal(CreateRequest{Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,
-			PaymentMethod: p.PaymentMethod, Invoice: p.Invoice, Description: p.Description, Metadata: p.Metadata}); err == nil {
-			job.Body = body
-		}
-		if err := s.Resolver.EnqueueResolve(ctx, job); err != nil {
-			// The pending payment is still recorded; a client retry or reconciliation resolves it.
-			s.log().ErrorContext(ctx, "could not queue resolve job", "payment_id", p.ID, "error", err)
-		}
+	res.Final, res.Pending = false, true
+	job := ResolveJob{Scope: p.Scope, Key: p.IdempotencyKey, PaymentID: p.ID, Attempt: tries + 1}
+	w, err := outbox.New(KindResolve, fmt.Sprintf("resolve#%s#%d", p.ID, job.Attempt), job, s.now())
+	if err != nil {
+		return res, err
 	}
+	res.Effects = append(res.Effects, w)
 	return res, nil
 }
 
@@ -198,58 +301,35 @@ func jsonResponse(status int, body []byte, id string) idempotency.Response {
 		"Content-Type": "application/json", "Location": "/payments/" + id}}
 }
 
-// ErrStillUnknown means a resolve job found the outcome still unknown; the queue retries it.
-var ErrStillUnknown = errors.New("payments: outcome still unknown")
-
-// ErrBusy means another request holds the key; the queue retries the job.
+// ErrBusy means another caller holds the key; the queue retries the job.
 var ErrBusy = errors.New("payments: key in progress")
 
-// Resolve repeats a pending payment's provider call under its idempotency key, so the stored
-// response becomes the resolved outcome. A client retry may have resolved it first: then the key
-// replays and there is nothing to do.
+// Resolve resumes a pending payment's key and runs the create again from the request bytes the
+// caller sent, under the provider-horizon rule (create). Still unknown: the key stays pending
+// and the same commit queued the next resolution, so the job is done. A client retry may have
+// resolved it first: then the key replays and there is nothing to do.
 func (s *Service) Resolve(ctx context.Context, job ResolveJob) error {
-	req, err := ParseCreateRequest(job.Body)
-	if err != nil {
-		return fmt.Errorf("payments: resolve %s: %w", job.PaymentID, err)
-	}
-	fp, err := idempotency.FingerprintJSON(job.Body)
-	if err != nil {
-		return err
-	}
-	out, err := s.Keeper.Do(ctx, job.Scope, job.Key, fp, func(ctx context.Context) (idempotency.Result, error) {
-		return s.Create(ctx, job.Scope, job.Key, req)
+	out, err := s.Keeper.Resolve(ctx, job.Scope, job.Key, func(ctx context.Context, l *idempotency.Lease) (idempotency.Result, error) {
+		req, err := ParseCreateRequest(l.Request)
+		if err != nil {
+			return idempotency.Result{}, fmt.Errorf("payments: stored request of %s: %w", job.PaymentID, err)
+		}
+		return s.create(ctx, job.Scope, job.Key, req, l)
 	})
 	if err != nil {
 		return err
 	}
-	switch out.Kind {
-	case idempotency.New:
-		if out.Response.Status == http.StatusAccepted || out.Response.Status >= 500 {
-			return ErrStillUnknown
-		}
-		s.log().InfoContext(ctx, "payment resolved", "payment_id", job.PaymentID, "status", out.Response.Status)
-		s.afterCommit(ctx, job.PaymentID, out.Response.Status)
-		return nil
-	case idempotency.InProgress:
+	switch {
+	case out.Kind == idempotency.InProgress, out.Kind == idempotency.Pending && !out.Resumed:
 		return ErrBusy
-	case idempotency.Mismatch:
-		return fmt.Errorf("payments: resolve %s: fingerprint mismatch on fields %v", job.PaymentID, out.Fields)
+	case out.Kind == idempotency.Pending && out.Response.Status >= 500:
+		return ErrBusy // the provider was unavailable; the key was put back pending as it was
+	case out.Kind == idempotency.Pending:
+		s.log().InfoContext(ctx, "payment still unknown; next resolution queued", "payment_id", job.PaymentID)
+	case out.Kind == idempotency.Replay && out.Resumed:
+		s.log().InfoContext(ctx, "payment resolved", "payment_id", job.PaymentID, "status", out.Response.Status)
+	case out.Kind == idempotency.New:
+		s.log().WarnContext(ctx, "resolve job for a key with no pending record", "payment_id", job.PaymentID)
 	}
-	return nil // Replay: resolved already
-}
-
-// afterCommit runs what follows a committed outcome: recovery for a decline.
-func (s *Service) afterCommit(ctx context.Context, paymentID string, status int) {
-	if status != http.StatusPaymentRequired || s.OnDecline == nil {
-		return
-	}
-	p, err := Get(ctx, s.Store, paymentID)
-	if err != nil {
-		s.log().ErrorContext(ctx, "declined payment not readable for recovery", "payment_id", paymentID, "error", err)
-		return
-	}
-	if err := s.OnDecline.Declined(ctx, p); err != nil {
-		// The payment_failed webhook and reconciliation start recovery too; log and go on.
-		s.log().ErrorContext(ctx, "could not start recovery", "payment_id", paymentID, "error", err)
-	}
+	return nil
 }

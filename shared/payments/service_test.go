@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/provider"
 )
 
@@ -24,6 +25,7 @@ import (
 type scriptedProvider struct {
 	mu      sync.Mutex
 	calls   map[string]int // provider key -> calls
+	made    []provider.Payment
 	outcome func(req provider.CreateRequest, call int) (provider.Payment, error)
 }
 
@@ -32,7 +34,27 @@ func (p *scriptedProvider) Create(_ context.Context, req provider.CreateRequest)
 	p.calls[req.IdempotencyKey]++
 	n := p.calls[req.IdempotencyKey]
 	p.mu.Unlock()
-	return p.outcome(req, n)
+	pay, err := p.outcome(req, n)
+	if pay.ID != "" {
+		p.mu.Lock()
+		p.made = append(p.made, pay)
+		p.mu.Unlock()
+	}
+	return pay, err
+}
+
+func (p *scriptedProvider) KeyHorizon() time.Duration { return provider.StripeKeyHorizon }
+
+func (p *scriptedProvider) SearchMetadata(_ context.Context, key, value string) ([]provider.Payment, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []provider.Payment
+	for _, m := range p.made {
+		if m.Metadata[key] == value {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 func (p *scriptedProvider) Get(context.Context, string) (provider.Payment, error) {
 	return provider.Payment{}, errors.New("not scripted")
@@ -96,6 +118,7 @@ func (d *declines) Declined(_ context.Context, p Payment) error {
 }
 
 type fixture struct {
+	relay    *outbox.Relay
 	svc      *Service
 	prov     *scriptedProvider
 	jobs     *jobs
@@ -120,7 +143,16 @@ func newFixture(t *testing.T) *fixture {
 	f.svc = &Service{Store: s, Keeper: k, Provider: f.prov, Resolver: f.jobs, OnDecline: f.declines, Now: now, Log: quiet,
 		Classify: func(d provider.Decline) string { return "class-of-" + d.Code }}
 	f.h = f.svc.Handler(func(*http.Request) string { return "local" })
+	f.relay = &outbox.Relay{Store: s, Handlers: f.svc.FollowOns(), Now: now, Log: quiet}
 	return f
+}
+
+// drain delivers the outbox, as the relay does after each commit.
+func (f *fixture) drain(t *testing.T) {
+	t.Helper()
+	if _, failed, err := f.relay.Drain(context.Background()); err != nil || failed != 0 {
+		t.Fatalf("drain: %d failed, %v", failed, err)
+	}
 }
 
 func (f *fixture) do(t *testing.T, method, path, key, body string) *httptest.ResponseRecorder {
@@ -146,12 +178,15 @@ func TestCreateOutcomes(t *testing.T) {
 		wantStatus  string
 		declineCode string
 		stored      bool // replayed with the same bytes
+		replayed    bool // answered with Idempotent-Replayed
 	}{
-		{"success", "pm_card_visa", 201, "succeeded", "", true},
-		{"decline", "pm_decline_funds", 402, "declined", "insufficient_funds", true},
-		{"unknown outcome", "pm_timeout_once", 202, "pending", "", false},
-		{"throttled", "pm_throttled", 503, "", "", false},
-		{"provider rejects", "pm_missing", 422, "", "", true},
+		{"success", "pm_card_visa", 201, "succeeded", "", true, true},
+		{"decline", "pm_decline_funds", 402, "declined", "insufficient_funds", true, true},
+		// A repeat of a pending key resumes it: the provider answers this time, and the repeat
+		// gets the resolved payment, as a replay.
+		{"unknown outcome", "pm_timeout_once", 202, "pending", "", false, true},
+		{"throttled", "pm_throttled", 503, "", "", false, false},
+		{"provider rejects", "pm_missing", 422, "", "", true, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,8 +216,8 @@ func TestCreateOutcomes(t *testing.T) {
 			}
 			again := f.do(t, "POST", "/payments", "k-"+strings.ReplaceAll(tc.name, " ", "-"), body(tc.pm))
 			replayed := again.Header().Get("Idempotent-Replayed") == "true"
-			if replayed != tc.stored {
-				t.Fatalf("replayed=%v, want %v", replayed, tc.stored)
+			if replayed != tc.replayed {
+				t.Fatalf("replayed=%v, want %v", replayed, tc.replayed)
 			}
 			if tc.stored && (again.Code != first.Code || again.Body.String() != first.Body.String()) {
 				t.Fatalf("replay differs: %d %s vs %d %s", again.Code, again.Body, first.Code, first.Body)
@@ -202,6 +237,7 @@ func TestDeclineStartsRecoveryOnce(t *testing.T) {
 	f := newFixture(t)
 	for range 3 {
 		f.do(t, "POST", "/payments", "k", body("pm_decline_funds"))
+		f.drain(t)
 	}
 	if len(f.declines.ids) != 1 {
 		t.Fatalf("recovery started %d times", len(f.declines.ids))
@@ -211,6 +247,10 @@ func TestDeclineStartsRecoveryOnce(t *testing.T) {
 func TestUnknownOutcomeResolvesInBackground(t *testing.T) {
 	f := newFixture(t)
 	first := f.do(t, "POST", "/payments", "k", body("pm_timeout_once"))
+	if len(f.jobs.list) != 0 {
+		t.Fatal("the resolve job was queued before the relay ran: it is outbox work")
+	}
+	f.drain(t)
 	if first.Code != 202 || len(f.jobs.list) != 1 {
 		t.Fatalf("first: %d, %d jobs", first.Code, len(f.jobs.list))
 	}

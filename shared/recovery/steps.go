@@ -327,7 +327,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 	now = now.UTC()
 	switch pp.Status {
 	case provider.StatusSucceeded:
-		p.Status, p.Decline, p.DeclineClass = payments.StatusSucceeded, nil, ""
+		p.Transition(payments.StatusSucceeded, nil, nil, payments.VersionAt(now, payments.StatusSucceeded), now)
 		if err := s.record(ctx, p, now); err != nil {
 			return st, err
 		}
@@ -337,7 +337,8 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		return st, nil
 	case provider.StatusDeclined:
 		c := classifyDecline(pp.Decline)
-		p.Status, p.Decline, p.DeclineClass = payments.StatusDeclined, pp.Decline, string(c.Class)
+		p.Transition(payments.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
+			payments.VersionAt(now, payments.StatusDeclined), now)
 		if err := s.record(ctx, p, now); err != nil {
 			return st, err
 		}
@@ -456,9 +457,7 @@ func classifyDecline(d *provider.Decline) declines.Classification {
 	if d == nil {
 		return declines.Classify(declines.Decline{})
 	}
-	return declines.Classify(declines.Decline{Code: d.Code, AdviceCode: d.AdviceCode,
-		NetworkAdviceCode: d.NetworkAdviceCode, NetworkDeclineCode: d.NetworkDeclineCode,
-		Network: declines.Network(d.Network)})
+	return declines.Classify(declines.FromProvider(*d))
 }
 
 // providerError names a provider failure for Retry and Catch. Anything not known to be

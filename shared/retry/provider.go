@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"iter"
+	"time"
 
 	"github.com/runtwice/twice/shared/provider"
 )
@@ -79,4 +80,31 @@ func (p *Provider) List(ctx context.Context, params provider.ListParams) iter.Se
 			yield(provider.Payment{}, err)
 		}
 	}
+}
+
+var _ provider.Searcher = (*Provider)(nil)
+
+// KeyHorizon is the wrapped provider's; zero when it declares none (then every unknown create
+// is searched for before anything is re-sent: the safe reading of "no promise").
+func (p *Provider) KeyHorizon() time.Duration {
+	if s, ok := p.Next.(provider.Searcher); ok {
+		return s.KeyHorizon()
+	}
+	return 0
+}
+
+// SearchMetadata is a read: every unknown outcome may be repeated. A wrapped provider without
+// search answers provider.ErrSearchUnsupported.
+func (p *Provider) SearchMetadata(ctx context.Context, key, value string) ([]provider.Payment, error) {
+	s, ok := p.Next.(provider.Searcher)
+	if !ok {
+		return nil, provider.ErrSearchUnsupported
+	}
+	var out []provider.Payment
+	err := p.Policy.Do(ctx, "search", true, func(ctx context.Context) error {
+		var err error
+		out, err = s.SearchMetadata(ctx, key, value)
+		return err
+	})
+	return out, err
 }

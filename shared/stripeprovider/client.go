@@ -198,3 +198,35 @@ func (quietLogger) Debugf(string, ...any) {}
 func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Infof(string, ...any)  {}
 func (quietLogger) Warnf(string, ...any)  {}
+
+var _ provider.Searcher = (*Client)(nil)
+
+// KeyHorizon implements provider.Searcher: Stripe keeps an idempotency key at least 24 hours.
+func (c *Client) KeyHorizon() time.Duration { return provider.StripeKeyHorizon }
+
+// SearchMetadata finds PaymentIntents by one metadata value with the Search API
+// (GET /v1/payment_intents/search, query metadata['key']:'value'), at most
+// provider.MaxSearchResults. Search results, like list items, carry no advice codes.
+func (c *Client) SearchMetadata(ctx context.Context, key, value string) ([]provider.Payment, error) {
+	if err := provider.CheckSearchValue(key); err != nil {
+		return nil, err
+	}
+	if err := provider.CheckSearchValue(value); err != nil {
+		return nil, err
+	}
+	params := &stripe.PaymentIntentSearchParams{}
+	params.Query = "metadata['" + key + "']:'" + value + "'"
+	params.Limit = stripe.Int64(provider.MaxSearchResults)
+	ctx, ex := withExchange(ctx)
+	var out []provider.Payment
+	for pi, err := range c.sc.V1PaymentIntents.Search(ctx, params) {
+		if err != nil {
+			return nil, c.mapError("search", "", err, ex)
+		}
+		out = append(out, toPayment(pi, nil))
+		if len(out) == provider.MaxSearchResults {
+			break
+		}
+	}
+	return out, nil
+}

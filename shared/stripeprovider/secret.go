@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"time"
 
 	"github.com/runtwice/twice/shared/provider"
 )
@@ -102,4 +103,18 @@ func (s *SecretKeyed) List(ctx context.Context, p provider.ListParams) iter.Seq2
 			}
 		}
 	}
+}
+
+var _ provider.Searcher = (*SecretKeyed)(nil)
+
+// KeyHorizon implements provider.Searcher.
+func (s *SecretKeyed) KeyHorizon() time.Duration { return provider.StripeKeyHorizon }
+
+// SearchMetadata implements provider.Searcher.
+func (s *SecretKeyed) SearchMetadata(ctx context.Context, key, value string) ([]provider.Payment, error) {
+	c, err := s.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.SearchMetadata(ctx, key, value)
 }

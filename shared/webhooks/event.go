@@ -100,6 +100,21 @@ type PaymentError struct {
 	AdviceCode         string `json:"advice_code"`
 	NetworkAdviceCode  string `json:"network_advice_code"`
 	NetworkDeclineCode string `json:"network_decline_code"`
+	// PaymentMethod is the declined card, when Stripe sends it: its brand decides which
+	// network's retry caps apply.
+	PaymentMethod *struct {
+		Card *struct {
+			Brand string `json:"brand"`
+		} `json:"card"`
+	} `json:"payment_method"`
+}
+
+// Brand is the declined card's brand ("visa", "mastercard"), or "".
+func (e *PaymentError) Brand() string {
+	if e == nil || e.PaymentMethod == nil || e.PaymentMethod.Card == nil {
+		return ""
+	}
+	return e.PaymentMethod.Card.Brand
 }
 
 // Charge holds the fields of a Stripe Charge the worker needs.

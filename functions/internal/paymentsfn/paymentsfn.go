@@ -19,6 +19,7 @@ import (
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/retry"
@@ -41,7 +42,7 @@ const (
 const ResolveDelay = 5 * time.Second
 
 // Tables are the logical tables the service writes.
-var Tables = []string{idempotency.Table, payments.Table, attempts.Table}
+var Tables = []string{idempotency.Table, payments.Table, attempts.Table, outbox.Table}
 
 // Build returns the service. It makes no network call: the Stripe key is read from SSM on the
 // first provider call and cached (secrets.Cached refreshes it).
@@ -85,7 +86,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		Store:     st,
 		Keeper:    keeper,
 		Provider:  &retry.Provider{Next: stripe, Policy: policy},
-		Resolver:  payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
+		Resolver:  &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
 		Classify:  declines.ClassOf,
 		OnDecline: recoverer,
 		Log:       log,

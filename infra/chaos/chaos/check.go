@@ -33,6 +33,9 @@ type Findings struct {
 	// Unsettled counts payments still pending when a run cut off by its time bound ended:
 	// not judged, since the stack was not given the time to settle them.
 	Unsettled int `json:"unsettled,omitempty"`
+	// FollowOnsLost counts follow-on effects committed but never carried out (an outbox message
+	// never delivered, a declined payment with no recovery), read after the stack settled.
+	FollowOnsLost int `json:"follow_on_effects_lost"`
 	// Examples names the first broken cases, for a person to reproduce.
 	Examples []string `json:"examples,omitempty"`
 }
@@ -149,7 +152,7 @@ func (f Findings) Broken() []string {
 		name string
 		n    int
 	}{{"double charges", f.DoubleCharges}, {"lost payments", f.Lost}, {"replay mismatches", f.ReplayMismatches}, {"status mismatches", f.StatusMismatches},
-		{"recoverable payments not recovered", f.NotRecovered}, {"recoveries ended without a named reason", f.UnnamedStops}} {
+		{"follow-on effects lost", f.FollowOnsLost}, {"recoverable payments not recovered", f.NotRecovered}, {"recoveries ended without a named reason", f.UnnamedStops}} {
 		if c.n != 0 {
 			out = append(out, fmt.Sprintf("%s: %d", c.name, c.n))
 		}

@@ -23,6 +23,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("lost payments", r.Lost)
 	row("replay mismatches", r.ReplayMismatches)
 	row("status mismatches", r.StatusMismatches)
+	row("follow-on effects lost", r.FollowOnsLost)
 	row("recoverable payments recovered", fmt.Sprintf("%d of %d", r.Recovered, r.Recoverable))
 	row("recoveries ended without a named reason", r.UnnamedStops)
 	row("unanswered (client gave up)", r.Unanswered)

@@ -260,6 +260,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	} else {
 		log.Warn("recovery executions unreadable", "error", err)
 	}
+	if n, ex, err := readFollowOns(checkCtx, data, obs); err == nil && rep.Incomplete == "" {
+		rep.FollowOnsLost, rep.Examples = n, append(rep.Examples, ex...)
+	} else if err != nil {
+		log.Warn("outbox unreadable", "error", err)
+	}
 	rep.Seconds = time.Since(begin).Seconds()
 	return rep, nil
 }
@@ -354,10 +359,18 @@ var faultKinds = []string{"timeout_after_effect", "http_500", "http_429", "laten
 // chaos arms simulator faults and replays webhooks at random moments until ctx ends.
 func (r *run) chaos(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.plan.Seed, 0x6661756c74)) // "fault"
+	opsRng := rand.New(rand.NewPCG(r.plan.Seed, 0x6f7073))  // "ops"
 	nextFault := time.Now()
 	nextReplay := time.Now()
 	for {
 		now := time.Now()
+		if !now.Before(nextFault) && opsRng.IntN(4) == 0 {
+			// Now and then the stack's own StartExecution fails instead (its own generator, so a
+			// seed's provider faults stay what they were).
+			if (opsClient{&simClient{http: r.sim.http, base: "http://" + r.proc.api, apiKey: localstack.DefaultOperatorToken}}).armStartFailures(ctx, 1+opsRng.IntN(5)) == nil {
+				r.faults.Add(1)
+			}
+		}
 		if !now.Before(nextFault) {
 			f := fault{PathPrefix: "/v1/payment_intents", Fault: faultKinds[rng.IntN(len(faultKinds))], Count: 1 + rng.IntN(3)}
 			switch f.Fault {

@@ -9,6 +9,8 @@
 //	POST /v1/payment_intents              create; confirm=true confirms at once
 //	POST /v1/payment_intents/{id}/confirm confirm with payment_method (or the stored one)
 //	GET  /v1/payment_intents/{id}         retrieve (expand[]=latest_charge)
+//	GET  /v1/payment_intents/search       query=metadata['key']:'value' (the one clause supported),
+//	                                      limit 1..100 (10); oldest first, never lagging
 //	GET  /v1/payment_intents              list: limit 1..100 (10), starting_after, ending_before,
 //	                                      created / created[gt|gte|lt|lte], customer; newest first
 //	POST /v1/refunds                      payment_intent or charge, amount (default: the rest)
@@ -35,6 +37,7 @@
 //
 //	POST   /_sim/faults  {"path_prefix","fault","count","retry_after_s","latency_ms","method"}
 //	GET    /_sim/faults ; DELETE /_sim/faults
+//	POST   /_sim/idempotency/expire {"older_than_s"}  (forget keys at least that old; 0: all)
 //	POST   /_sim/webhooks/replay {"event_id","times","shuffle","reverse","delay_ms"}
 //	POST   /_sim/webhooks/pause ; POST /_sim/webhooks/resume
 //	POST   /_sim/webhooks/flush  (send every queued entry now, retry waits included;
@@ -50,7 +53,8 @@
 //	POST   /_sim/payment_intents/{id}/settle {"outcome":"succeeded|failed","decline_code"}
 //	DELETE /_sim/payment_intents/{id}  (forget it silently: "missing at provider")
 //
-// Faults arm the next count /v1 requests whose path starts with path_prefix:
+// Faults arm the next count /v1 requests whose path starts with path_prefix (so
+// "/v1/payment_intents" also arms searches, "/v1/payment_intents/search" searches alone):
 // timeout_after_effect performs the request (and saves its idempotent response), then
 // holds the connection until the client gives up (or HoldTimeout) and closes it without
 // an answer; http_500 answers 500 api_error without any effect; http_429 answers 429

@@ -246,6 +246,12 @@ const sweepEvery = time.Hour
 // returns how many it removed. Start runs it hourly; an expired key is also simply
 // overwritten when it is used again.
 func (s *Simulator) SweepIdempotencyKeys() (int, error) {
+	return s.ExpireIdempotencyKeys(IdempotencyKeyTTL)
+}
+
+// ExpireIdempotencyKeys deletes idempotency records at least olderThan old (0: all of them)
+// and returns how many it removed (POST /_sim/idempotency/expire).
+func (s *Simulator) ExpireIdempotencyKeys(olderThan time.Duration) (int, error) {
 	n := 0
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		n = 0
@@ -253,7 +259,7 @@ func (s *Simulator) SweepIdempotencyKeys() (int, error) {
 		c := bucket(tx, bucketIdem).Cursor()
 		for k, v := c.First(); k != nil; {
 			var rec idemRecord
-			if err := rec.unmarshal(v); err != nil || now.Sub(time.Unix(0, rec.CreatedAt)) < IdempotencyKeyTTL {
+			if err := rec.unmarshal(v); err != nil || now.Sub(time.Unix(0, rec.CreatedAt)) < olderThan {
 				k, v = c.Next()
 				continue
 			}
@@ -315,6 +321,7 @@ func (s *Simulator) routes() {
 	api := func(h http.HandlerFunc) http.Handler { return s.apiMiddleware(h) }
 	m.Handle("POST /v1/payment_intents", api(s.handleCreate))
 	m.Handle("GET /v1/payment_intents", api(s.handleList))
+	m.Handle("GET /v1/payment_intents/search", api(s.handleSearch))
 	m.Handle("GET /v1/payment_intents/{id}", api(s.handleRetrieve))
 	m.Handle("POST /v1/payment_intents/{id}/confirm", api(s.handleConfirm))
 	m.Handle("POST /v1/refunds", api(s.handleRefund))
@@ -323,6 +330,7 @@ func (s *Simulator) routes() {
 	m.HandleFunc("POST /_sim/faults", s.handleArmFault)
 	m.HandleFunc("GET /_sim/faults", s.handleListFaults)
 	m.HandleFunc("DELETE /_sim/faults", s.handleClearFaults)
+	m.HandleFunc("POST /_sim/idempotency/expire", s.handleExpire)
 	m.HandleFunc("POST /_sim/webhooks/replay", s.handleReplay)
 	m.HandleFunc("POST /_sim/webhooks/pause", s.handlePause(true))
 	m.HandleFunc("POST /_sim/webhooks/resume", s.handlePause(false))

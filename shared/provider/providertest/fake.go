@@ -31,8 +31,12 @@ var TestCardDeclines = map[string]string{
 // so tests of the payments API, recovery and reconciliation can use it in place of Stripe.
 // Safe for concurrent use.
 type Fake struct {
-	// Now stamps Created. Default time.Now.
+	// Now stamps Created and ages idempotency keys. Default time.Now.
 	Now func() time.Time
+	// Horizon is how long a key is remembered (default provider.StripeKeyHorizon): a key older
+	// than that is forgotten, as Stripe forgets them, so the same key may create a second
+	// payment.
+	Horizon time.Duration
 
 	mu       sync.Mutex
 	payments map[string]provider.Payment
@@ -45,6 +49,7 @@ type Fake struct {
 type keyed struct {
 	request string
 	id      string
+	at      time.Time
 }
 
 type fault struct {
@@ -52,7 +57,10 @@ type fault struct {
 	afterEffect bool
 }
 
-var _ provider.Provider = (*Fake)(nil)
+var (
+	_ provider.Provider = (*Fake)(nil)
+	_ provider.Searcher = (*Fake)(nil)
+)
 
 // FailNext makes the next n write calls (Create, Confirm) return err. With afterEffect the call
 // applies its effect first, as a provider does when the connection drops after it charged.
@@ -156,7 +164,7 @@ func (f *Fake) Confirm(_ context.Context, req provider.ConfirmRequest) (provider
 
 // idempotent applies effect once per key and answers a repeat from the stored result.
 func (f *Fake) idempotent(key, request string, effect func() provider.Payment) (provider.Payment, error) {
-	if k, ok := f.keys[key]; ok {
+	if k, ok := f.keys[key]; ok && f.now().Sub(k.at) < f.KeyHorizon() {
 		if k.request != request {
 			return provider.Payment{}, &provider.PermanentError{Op: "create", StatusCode: 400, Code: "idempotency_error"}
 		}
@@ -164,7 +172,7 @@ func (f *Fake) idempotent(key, request string, effect func() provider.Payment) (
 	}
 	p := effect()
 	f.payments[p.ID] = p
-	f.keys[key] = keyed{request: request, id: p.ID}
+	f.keys[key] = keyed{request: request, id: p.ID, at: f.now()}
 	return result(p)
 }
 
@@ -234,4 +242,52 @@ func (f *Fake) List(_ context.Context, lp provider.ListParams) iter.Seq2[provide
 			}
 		}
 	}
+}
+
+// KeyHorizon implements provider.Searcher.
+func (f *Fake) KeyHorizon() time.Duration {
+	if f.Horizon > 0 {
+		return f.Horizon
+	}
+	return provider.StripeKeyHorizon
+}
+
+// ForgetKeys forgets every idempotency key now, as the provider does past its horizon.
+func (f *Fake) ForgetKeys() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.keys)
+}
+
+// CountMetadata counts the payments whose metadata key has value: a double charge of one
+// payment of ours shows up as 2.
+func (f *Fake) CountMetadata(key, value string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, p := range f.payments {
+		if p.Metadata[key] == value {
+			n++
+		}
+	}
+	return n
+}
+
+// SearchMetadata implements provider.Searcher, oldest first.
+func (f *Fake) SearchMetadata(_ context.Context, key, value string) ([]provider.Payment, error) {
+	if err := provider.CheckSearchValue(key); err != nil {
+		return nil, err
+	}
+	if err := provider.CheckSearchValue(value); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []provider.Payment
+	for _, id := range f.order {
+		if p := f.payments[id]; p.Metadata[key] == value && len(out) < provider.MaxSearchResults {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }

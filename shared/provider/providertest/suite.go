@@ -106,6 +106,40 @@ func Run(t *testing.T, scope string, newProvider func(t *testing.T) provider.Pro
 		}
 	})
 
+	t.Run("the key horizon is declared", func(t *testing.T) {
+		s, ok := newProvider(t).(provider.Searcher)
+		if !ok {
+			t.Fatal("the provider declares no key horizon (provider.Searcher)")
+		}
+		// Stripe's own number: a provider contract that promised longer would let a create be
+		// re-sent after the provider forgot its key.
+		if h := s.KeyHorizon(); h != provider.StripeKeyHorizon {
+			t.Fatalf("KeyHorizon = %s, want %s", h, provider.StripeKeyHorizon)
+		}
+	})
+
+	t.Run("search by metadata finds our payment by our own id", func(t *testing.T) {
+		p := newProvider(t)
+		s := p.(provider.Searcher)
+		ours := "pay_" + provider.IdempotencyKey(scope, t.Name())[10:34]
+		got, err := p.Create(ctx, provider.CreateRequest{Amount: 300, Currency: "usd", Customer: customer(t),
+			PaymentMethod: "pm_card_visa", Metadata: map[string]string{"twice_payment_id": ours}, IdempotencyKey: key(t, "1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found, err := s.SearchMetadata(ctx, "twice_payment_id", ours)
+		if err != nil || len(found) != 1 || found[0].ID != got.ID || found[0].Status != provider.StatusSucceeded {
+			t.Fatalf("SearchMetadata = %+v, %v; want exactly %s", found, err, got.ID)
+		}
+		none, err := s.SearchMetadata(ctx, "twice_payment_id", ours+"x")
+		if err != nil || len(none) != 0 {
+			t.Fatalf("search for an id never used = %+v, %v", none, err)
+		}
+		if _, err := s.SearchMetadata(ctx, "twice_payment_id", "x' OR '1"); !errors.Is(err, provider.ErrBadSearchValue) {
+			t.Fatalf("a value that needs escaping: %v", err)
+		}
+	})
+
 	t.Run("list finds the payments of a window once each", func(t *testing.T) {
 		p := newProvider(t)
 		cus := customer(t)

@@ -45,10 +45,7 @@ var ErrPaymentNotYet = errors.New("worker: payment not stored yet")
 type Worker struct {
 	Store store.Store
 	// Classify names a decline's class for the payment record.
-	Classify func(provider.Decline) string
-	// OnDecline starts recovery for a payment a webhook reports declined; it must be
-	// idempotent.
-	OnDecline payments.DeclineHandler
+	Classify  func(provider.Decline) string
 	Retention time.Duration
 	Now       func() time.Time
 	Log       *slog.Logger
@@ -117,6 +114,15 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 			return "", err
 		}
 		ws = append(ws, pw, payments.AliasWrite(pay.ProviderPaymentID, pay.ID))
+		if pay.Status == payments.StatusDeclined {
+			// Recovery starts from the outbox, committed with the dedupe records and the state:
+			// a failed start is retried by the relay, never lost behind a deduped redelivery.
+			rw, err := payments.RecoveryMessage(pay.ID, now)
+			if err != nil {
+				return "", err
+			}
+			ws = append(ws, rw)
+		}
 	}
 	err = w.Store.Transact(ctx, ws...)
 	var ce *store.ConditionError
@@ -126,11 +132,6 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 		return Recorded, nil
 	case err == nil:
 		w.log().InfoContext(ctx, "webhook event applied", "event_id", ev.ID, "type", ev.Type, "payment_id", pay.ID, "status", pay.Status)
-		if pay.Status == payments.StatusDeclined && w.OnDecline != nil {
-			if err := w.OnDecline.Declined(ctx, *pay); err != nil {
-				w.log().ErrorContext(ctx, "could not start recovery", "payment_id", pay.ID, "error", err)
-			}
-		}
 		return Applied, nil
 	case !errors.As(err, &ce):
 		return "", err
@@ -162,7 +163,7 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		return nil, nil
 	}
 	pi := ev.PaymentIntent
-	id := pi.Metadata["twice_payment_id"]
+	id := pi.Metadata[payments.MetaPaymentID]
 	if id == "" {
 		var err error
 		id, err = payments.ByProviderID(ctx, w.Store, pi.ID)
@@ -175,53 +176,36 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 	}
 	p, err := payments.Get(ctx, w.Store, id)
 	switch {
-	case errors.Is(err, payments.ErrNotFound) && pi.Metadata["twice_scope"] != "":
+	case errors.Is(err, payments.ErrNotFound) && pi.Metadata[payments.MetaScope] != "":
 		// The API call reached the provider but its commit never happened (a crash): the
 		// provider's event is the first we hear of the payment.
-		p = payments.Payment{ID: id, Scope: pi.Metadata["twice_scope"], Amount: pi.Amount, Currency: pi.Currency,
-			Customer: pi.Customer, Invoice: pi.Metadata["twice_invoice"], CreatedAt: ev.Created.UTC()}
+		p = payments.Payment{ID: id, Scope: pi.Metadata[payments.MetaScope], Amount: pi.Amount, Currency: pi.Currency,
+			Customer: pi.Customer, Invoice: pi.Metadata[payments.MetaInvoice], CreatedAt: ev.Created.UTC()}
 	case errors.Is(err, payments.ErrNotFound):
 		return nil, fmt.Errorf("%w: %s", ErrPaymentNotYet, id)
 	case err != nil:
 		return nil, err
 	}
 	p.ProviderPaymentID = pi.ID
-	p.Status = status
-	p.UpdatedAt = now.UTC()
-	p.Version = payments.EventVersion(ev.ObjectVersion)
+	var d *provider.Decline
 	if status == payments.StatusDeclined && pi.LastPaymentError != nil {
 		e := pi.LastPaymentError
 		code := e.DeclineCode
 		if code == "" {
 			code = e.Code
 		}
-		d := provider.Decline{Code: code, ErrorCode: e.Code, AdviceCode: e.AdviceCode,
-			NetworkAdviceCode: e.NetworkAdviceCode, NetworkDeclineCode: e.NetworkDeclineCode}
-		p.Decline = &d
-		if w.Classify != nil {
-			p.DeclineClass = w.Classify(d)
-		}
-	} else if status == payments.StatusSucceeded {
-		p.Decline, p.DeclineClass = nil, ""
+		d = &provider.Decline{Code: code, ErrorCode: e.Code, AdviceCode: e.AdviceCode,
+			NetworkAdviceCode: e.NetworkAdviceCode, NetworkDeclineCode: e.NetworkDeclineCode, Network: e.Brand()}
 	}
+	p.Transition(status, d, w.Classify, payments.EventVersion(ev.ObjectVersion), now)
 	return &p, nil
 }
 
-// statusOf maps an event to the payment status it reports.
+// statusOf maps an event to the payment status it reports (payments.StatusOfEvent); a
+// charge.refunded reports refunded only once the whole charge is refunded.
 func statusOf(ev webhooks.Event) (string, bool) {
-	switch ev.Type {
-	case "payment_intent.succeeded":
-		return payments.StatusSucceeded, true
-	case "payment_intent.payment_failed":
-		return payments.StatusDeclined, true
-	case "payment_intent.processing":
-		return payments.StatusProcessing, true
-	case "payment_intent.canceled":
-		return payments.StatusCanceled, true
-	case "charge.refunded":
-		if ev.Charge != nil && ev.Charge.Refunded {
-			return payments.StatusRefunded, true
-		}
+	if ev.Type == "charge.refunded" && (ev.Charge == nil || !ev.Charge.Refunded) {
+		return "", false
 	}
-	return "", false
+	return payments.StatusOfEvent(ev.Type)
 }

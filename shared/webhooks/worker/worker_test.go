@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
@@ -23,28 +23,36 @@ import (
 
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-type recorder struct {
-	mu  sync.Mutex
-	ids []string
+// outboxMessages lists the follow-on messages the worker committed.
+func outboxMessages(t *testing.T, s store.Store) []string {
+	t.Helper()
+	var ids []string
+	for _, id := range []string{"recovery#pay_1#r1", "recovery#pay_2#r1"} {
+		it, err := s.Get(context.Background(), outbox.Table, id, "")
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := outbox.Decode(it)
+		if err != nil || m.Kind != payments.KindStartRecovery {
+			t.Fatalf("outbox %s: %+v, %v", id, m, err)
+		}
+		ids = append(ids, m.ID)
+	}
+	return ids
 }
 
-func (r *recorder) Declined(_ context.Context, p payments.Payment) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ids = append(r.ids, p.ID)
-	return nil
-}
-
-func newWorker(t *testing.T) (*Worker, store.Store, *recorder) {
+func newWorker(t *testing.T) (*Worker, store.Store) {
 	t.Helper()
 	s, err := boltstore.Open(filepath.Join(t.TempDir(), "w.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	rec := &recorder{}
-	return &Worker{Store: s, OnDecline: rec, Now: func() time.Time { return t0 }, Log: slog.New(slog.DiscardHandler),
-		Classify: func(d provider.Decline) string { return "class-" + d.Code }}, s, rec
+	return &Worker{Store: s, Now: func() time.Time { return t0 }, Log: slog.New(slog.DiscardHandler),
+		Classify: func(d provider.Decline) string { return "class-" + d.Code }}, s
 }
 
 // seed stores a pending payment as the API would have.
@@ -89,7 +97,7 @@ func status(t *testing.T, s store.Store, id string) payments.Payment {
 }
 
 func TestFiveDeliveriesApplyOnce(t *testing.T) {
-	w, s, rec := newWorker(t)
+	w, s := newWorker(t)
 	seed(t, s, "pay_1")
 	d := stripeEvent("evt_1", "payment_intent.payment_failed", t0, "pi_1", "pay_1", nil)
 	var got []Outcome
@@ -107,8 +115,10 @@ func TestFiveDeliveriesApplyOnce(t *testing.T) {
 	if p.Status != payments.StatusDeclined || p.Decline == nil || p.Decline.Code != "insufficient_funds" || p.DeclineClass != "class-insufficient_funds" {
 		t.Fatalf("payment %+v", p)
 	}
-	if len(rec.ids) != 1 {
-		t.Fatalf("recovery started %d times", len(rec.ids))
+	// Recovery starts from one outbox message, committed with the state (and the first
+	// delivery's dedupe records), whatever the redeliveries.
+	if got := outboxMessages(t, s); fmt.Sprint(got) != "[recovery#pay_1#r1]" {
+		t.Fatalf("outbox %v, want one recovery start", got)
 	}
 }
 
@@ -123,7 +133,7 @@ func TestShuffledDeliveriesEndAtTheNewestState(t *testing.T) {
 	}
 	for seedN := range uint64(20) {
 		t.Run(fmt.Sprint("shuffle", seedN), func(t *testing.T) {
-			w, s, _ := newWorker(t)
+			w, s := newWorker(t)
 			seed(t, s, "pay_2")
 			// The alias lets charge.refunded (no metadata) find the payment even if it comes first.
 			if err := s.Transact(context.Background(), payments.AliasWrite("pi_2", "pay_2")); err != nil {
@@ -165,7 +175,7 @@ func ids(ds []webhooks.Delivery) []string {
 }
 
 func TestOlderEventIsIgnored(t *testing.T) {
-	w, s, _ := newWorker(t)
+	w, s := newWorker(t)
 	seed(t, s, "pay_3")
 	if o, _ := w.Apply(context.Background(), stripeEvent("evt_new", "payment_intent.succeeded", t0.Add(time.Second), "pi_3", "pay_3", nil)); o != Applied {
 		t.Fatal(o)
@@ -199,7 +209,7 @@ func (f *failingStore) Transact(ctx context.Context, ws ...store.Write) error {
 }
 
 func TestCrashBetweenDedupeAndApplyLosesNothing(t *testing.T) {
-	w, s, _ := newWorker(t)
+	w, s := newWorker(t)
 	seed(t, s, "pay_4")
 	w.Store = &failingStore{Store: s, n: 1}
 	d := stripeEvent("evt_4", "payment_intent.succeeded", t0, "pi_4", "pay_4", nil)
@@ -232,7 +242,7 @@ func sqsEvent(ds ...webhooks.Delivery) events.SQSEvent {
 }
 
 func TestBatchReportsFailuresPerMessage(t *testing.T) {
-	w, s, _ := newWorker(t)
+	w, s := newWorker(t)
 	seed(t, s, "pay_5")
 	ev := sqsEvent(
 		stripeEvent("evt_ok", "payment_intent.succeeded", t0, "pi_5", "pay_5", nil),
@@ -256,7 +266,7 @@ func TestBatchReportsFailuresPerMessage(t *testing.T) {
 }
 
 func TestEventsForPaymentsWeDoNotHaveYet(t *testing.T) {
-	w, s, _ := newWorker(t)
+	w, s := newWorker(t)
 	// The API's request reached the provider but never committed: the event creates the payment.
 	meta := map[string]string{"twice_payment_id": "pay_6", "twice_scope": "local"}
 	if o, err := w.Apply(context.Background(), stripeEvent("evt_6", "payment_intent.succeeded", t0, "pi_6", "pay_6", meta)); err != nil || o != Applied {
@@ -279,7 +289,7 @@ func FuzzHandle(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		w, _, _ := newWorker(t)
+		w, _ := newWorker(t)
 		resp, err := w.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: body}}})
 		if err != nil {
 			t.Fatalf("batch error %v", err)
@@ -288,4 +298,46 @@ func FuzzHandle(f *testing.F) {
 			t.Fatalf("%d failures for one message", len(resp.BatchItemFailures))
 		}
 	})
+}
+
+// A decline applied from a webhook keeps the card brand (Stripe sends the declined card in
+// last_payment_error.payment_method), so the recovery plan applies that network's caps; an event
+// without one keeps the brand the API's own write knew.
+func TestWebhookDeclineKeepsTheCardBrand(t *testing.T) {
+	cases := map[string]struct {
+		eventBrand, storedBrand, want string
+	}{
+		"brand in the event":      {eventBrand: "mastercard", want: "mastercard"},
+		"brand only from the API": {storedBrand: "visa", want: "visa"},
+		"event wins":              {eventBrand: "amex", storedBrand: "visa", want: "amex"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w, s := newWorker(t)
+			seed(t, s, "pay_1")
+			p := status(t, s, "pay_1")
+			if tc.storedBrand != "" {
+				p.Decline = &provider.Decline{Code: "insufficient_funds", Network: tc.storedBrand}
+				p.Version++
+				pw, _ := p.Put()
+				if err := s.Put(context.Background(), pw.Table, *pw.Put, store.Cond{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d := stripeEvent("evt_b", "payment_intent.payment_failed", t0.Add(time.Second), "pi_1", "pay_1", nil)
+			if tc.eventBrand != "" {
+				var ev map[string]any
+				_ = json.Unmarshal(d.Body, &ev)
+				obj := ev["data"].(map[string]any)["object"].(map[string]any)
+				obj["last_payment_error"].(map[string]any)["payment_method"] = map[string]any{"card": map[string]any{"brand": tc.eventBrand}}
+				d.Body, _ = json.Marshal(ev)
+			}
+			if _, err := w.Apply(context.Background(), d); err != nil {
+				t.Fatal(err)
+			}
+			if got := status(t, s, "pay_1"); got.Decline == nil || got.Decline.Network != tc.want {
+				t.Fatalf("decline %+v, want network %s", got.Decline, tc.want)
+			}
+		})
+	}
 }

@@ -1,0 +1,229 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/runtwice/twice/shared/store"
+)
+
+// Table is the logical table of outbox messages, keyed by message id alone.
+const Table = "outbox"
+
+// duePartition is the secondary-index partition of undelivered messages, sorted by when each
+// is next due: the local relay's work list.
+const duePartition = "outbox#due"
+
+// MaxIDLen caps a message id (a DynamoDB key stays far below its 2 KiB limit).
+const MaxIDLen = 512
+
+// Message is one follow-on effect.
+type Message struct {
+	ID        string          `json:"id"`
+	Kind      string          `json:"kind"`
+	Payload   json.RawMessage `json:"payload"`
+	CreatedAt time.Time       `json:"created_at"`
+	Attempts  int             `json:"attempts,omitempty"`
+	LastError string          `json:"last_error,omitempty"`
+}
+
+// ErrInvalid means a message has no id or kind, or too long an id.
+var ErrInvalid = errors.New("outbox: a message needs a kind and an id of 1-512 bytes")
+
+// New returns the write that puts a message in the outbox, for the caller's transaction. The
+// id must be a deterministic function of the state change (the same change always names the
+// same message), so a repeated change writes the same message again instead of a second one.
+func New(kind, id string, payload any, now time.Time) (store.Write, error) {
+	if kind == "" || id == "" || len(id) > MaxIDLen {
+		return store.Write{}, ErrInvalid
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return store.Write{}, fmt.Errorf("outbox: payload of %s: %w", id, err)
+	}
+	m := Message{ID: id, Kind: kind, Payload: raw, CreatedAt: now.UTC()}
+	it, err := m.item(now, now)
+	if err != nil {
+		return store.Write{}, err
+	}
+	return store.Write{Table: Table, Put: &it}, nil
+}
+
+// item stores m due at due; the version is the write's time, so the relay's delete of a
+// delivered message never removes a newer write of the same id.
+func (m Message) item(due, now time.Time) (store.Item, error) {
+	doc, err := json.Marshal(m)
+	if err != nil {
+		return store.Item{}, err
+	}
+	return store.Item{PK: m.ID, Doc: doc, Version: now.UnixNano(), IndexPK: duePartition,
+		IndexSK: due.UTC().Format("20060102T150405.000000000Z") + "#" + m.ID}, nil
+}
+
+// Decode reads a message from its item.
+func Decode(it store.Item) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(it.Doc, &m); err != nil {
+		return Message{}, fmt.Errorf("outbox: stored message %s: %w", it.PK, err)
+	}
+	if m.ID == "" || m.Kind == "" {
+		return Message{}, fmt.Errorf("outbox: stored message %s: %w", it.PK, ErrInvalid)
+	}
+	return m, nil
+}
+
+// Handler delivers one message. It must be idempotent.
+type Handler func(ctx context.Context, m Message) error
+
+// ErrNoHandler means no handler is registered for a message's kind; the message stays.
+var ErrNoHandler = errors.New("outbox: no handler for the message kind")
+
+// Relay delivers outbox messages.
+type Relay struct {
+	Store    store.Store
+	Handlers map[string]Handler
+	Now      func() time.Time
+	// Base and Cap bound the full-jitter backoff between attempts at one message (defaults
+	// 200 ms and 1 min).
+	Base, Cap time.Duration
+	// Rand is the jitter source (default seeded from the clock).
+	Rand *rand.Rand
+	Log  *slog.Logger
+
+	mu sync.Mutex
+}
+
+func (r *Relay) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Relay) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default()
+}
+
+// Deliver runs m's handler and, when it succeeded, marks m done by deleting its item at the
+// version it was read at (version 0: whatever is stored). A later write of the same id stays.
+func (r *Relay) Deliver(ctx context.Context, m Message, version int64) error {
+	h, ok := r.Handlers[m.Kind]
+	if !ok {
+		return fmt.Errorf("%w %q (%s)", ErrNoHandler, m.Kind, m.ID)
+	}
+	if err := h(ctx, m); err != nil {
+		return fmt.Errorf("outbox: deliver %s: %w", m.ID, err)
+	}
+	c := store.Cond{Kind: store.Always}
+	if version != 0 {
+		c = store.Cond{Kind: store.VersionIs, Version: version}
+	}
+	if err := r.Store.Delete(ctx, Table, m.ID, "", c); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+		return fmt.Errorf("outbox: mark %s done: %w", m.ID, err)
+	}
+	r.log().InfoContext(ctx, "outbox delivered", "id", m.ID, "kind", m.Kind, "attempts", m.Attempts+1)
+	return nil
+}
+
+// Drain delivers every message due now, oldest due first, and reschedules each failure with
+// backoff. It returns how many it delivered and how many failed.
+func (r *Relay) Drain(ctx context.Context) (delivered, failed int, err error) {
+	now := r.now()
+	cursor := ""
+	for {
+		page, err := r.Store.Query(ctx, store.Query{Table: Table, Index: true, PK: duePartition,
+			SKTo: now.UTC().Format("20060102T150405.000000000Z") + "#\xff", Limit: 100, Cursor: cursor})
+		if err != nil {
+			return delivered, failed, fmt.Errorf("outbox: list due: %w", err)
+		}
+		for _, it := range page.Items {
+			if r.attempt(ctx, it) {
+				delivered++
+			} else {
+				failed++
+			}
+		}
+		if page.Cursor == "" || ctx.Err() != nil {
+			return delivered, failed, ctx.Err()
+		}
+		cursor = page.Cursor
+	}
+}
+
+func (r *Relay) attempt(ctx context.Context, it store.Item) bool {
+	m, err := Decode(it)
+	if err != nil {
+		// Unreadable: keep it where a person finds it, out of the due list, never delete it.
+		r.log().ErrorContext(ctx, "outbox message unreadable; parked", "id", it.PK, "error", err)
+		it.IndexPK = ""
+		_ = r.Store.Put(ctx, Table, it, store.Cond{Kind: store.VersionIs, Version: it.Version})
+		return false
+	}
+	err = r.Deliver(ctx, m, it.Version)
+	if err == nil {
+		return true
+	}
+	m.Attempts++
+	m.LastError = err.Error()
+	now := r.now()
+	due := now.Add(r.backoff(m.Attempts))
+	next, ierr := m.item(due, now)
+	if ierr == nil {
+		next.Version = max(next.Version, it.Version+1)
+		ierr = r.Store.Put(ctx, Table, next, store.Cond{Kind: store.VersionIs, Version: it.Version})
+	}
+	r.log().WarnContext(ctx, "outbox delivery failed; will retry", "id", m.ID, "kind", m.Kind,
+		"attempts", m.Attempts, "next", due, "error", err)
+	if ierr != nil && !errors.Is(ierr, store.ErrConditionFailed) {
+		r.log().ErrorContext(ctx, "outbox reschedule failed; the message stays due", "id", m.ID, "error", ierr)
+	}
+	return false
+}
+
+// backoff is full jitter: uniform in [0, min(Cap, Base*2^(n-1))].
+func (r *Relay) backoff(n int) time.Duration {
+	base, ceiling := r.Base, r.Cap
+	if base <= 0 {
+		base = 200 * time.Millisecond
+	}
+	if ceiling <= 0 {
+		ceiling = time.Minute
+	}
+	d := ceiling
+	if n < 30 {
+		d = min(ceiling, base<<max(n-1, 0))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.Rand == nil {
+		seed := uint64(time.Now().UnixNano())
+		r.Rand = rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	}
+	return time.Duration(r.Rand.Int64N(int64(d) + 1))
+}
+
+// Run drains the outbox every interval until ctx ends; kick, when non-nil, drains at once.
+func (r *Relay) Run(ctx context.Context, every time.Duration, kick <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, _, err := r.Drain(ctx); err != nil && ctx.Err() == nil {
+			r.log().ErrorContext(ctx, "outbox drain", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-kick:
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/clock"
+	"github.com/runtwice/twice/shared/store"
+)
+
+var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+
+func newStore(t *testing.T) store.Store {
+	t.Helper()
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "o.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// flaky fails its first n deliveries, then records each one.
+type flaky struct {
+	mu        sync.Mutex
+	fail      int
+	failures  int
+	delivered []string
+}
+
+func (f *flaky) handle(_ context.Context, m Message) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail > 0 {
+		f.fail--
+		f.failures++
+		return errors.New("throttled")
+	}
+	f.delivered = append(f.delivered, m.ID)
+	return nil
+}
+
+// A message committed with its state change is delivered once the handler works again: five
+// failures, each rescheduled with backoff on the fake clock, then exactly one delivery, and the
+// message is gone.
+func TestFailedDeliveriesRetryUntilDone(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	c := clock.NewFake(t0)
+	h := &flaky{fail: 5}
+	r := &Relay{Store: s, Handlers: map[string]Handler{"start": h.handle}, Now: c.Now,
+		Rand: rand.New(rand.NewPCG(1, 2)), Log: slog.New(slog.DiscardHandler)}
+	w, err := New("start", "recovery#pay_1#r1", map[string]string{"payment_id": "pay_1"}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := store.Write{Table: "payments", Put: &store.Item{PK: "pay_1", Doc: []byte(`{}`)}}
+	if err := s.Transact(ctx, state, w); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(h.delivered) == 0; i++ {
+		if i > 100 {
+			t.Fatal("never delivered")
+		}
+		if _, _, err := r.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(time.Minute) // past the longest backoff
+	}
+	if h.failures != 5 || fmt.Sprint(h.delivered) != "[recovery#pay_1#r1]" {
+		t.Fatalf("%d failures, delivered %v", h.failures, h.delivered)
+	}
+	if _, err := s.Get(ctx, Table, "recovery#pay_1#r1", ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delivered message still in the outbox: %v", err)
+	}
+	if d, f, _ := r.Drain(ctx); d+f != 0 {
+		t.Fatalf("drained again: %d delivered, %d failed", d, f)
+	}
+}
+
+// A failed delivery waits its backoff: draining before it is due delivers nothing.
+func TestBackoffIsHonoured(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	c := clock.NewFake(t0)
+	h := &flaky{fail: 1}
+	r := &Relay{Store: s, Handlers: map[string]Handler{"k": h.handle}, Now: c.Now, Base: time.Second, Cap: time.Second,
+		Rand: rand.New(rand.NewPCG(3, 4)), Log: slog.New(slog.DiscardHandler)}
+	w, _ := New("k", "m1", nil, t0)
+	if err := s.Transact(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if d, f, _ := r.Drain(ctx); d != 0 || f != 1 {
+		t.Fatalf("first drain: %d, %d", d, f)
+	}
+	it, err := s.Get(ctx, Table, "m1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := Decode(it)
+	if m.Attempts != 1 || m.LastError == "" {
+		t.Fatalf("after a failure: %+v", m)
+	}
+	c.Advance(time.Second + time.Millisecond)
+	if d, _, _ := r.Drain(ctx); d != 1 {
+		t.Fatalf("after the backoff: %d delivered", d)
+	}
+}
+
+// A message of a kind nobody handles stays (it is never dropped), and a new write of a
+// delivered id is delivered again rather than lost to the earlier delete.
+func TestNothingIsDropped(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	c := clock.NewFake(t0)
+	h := &flaky{}
+	r := &Relay{Store: s, Handlers: map[string]Handler{"k": h.handle}, Now: c.Now, Log: slog.New(slog.DiscardHandler)}
+	unknown, _ := New("other", "x1", nil, t0)
+	known, _ := New("k", "m1", nil, t0)
+	if err := s.Transact(ctx, unknown, known); err != nil {
+		t.Fatal(err)
+	}
+	if d, f, _ := r.Drain(ctx); d != 1 || f != 1 {
+		t.Fatalf("drain: %d delivered, %d failed", d, f)
+	}
+	if _, err := s.Get(ctx, Table, "x1", ""); err != nil {
+		t.Fatalf("a message without a handler was dropped: %v", err)
+	}
+	c.Advance(time.Second)
+	again, _ := New("k", "m1", nil, c.Now())
+	if err := s.Transact(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if d, _, _ := r.Drain(ctx); d != 1 || len(h.delivered) != 2 {
+		t.Fatalf("rewritten message: %d delivered, %v", d, h.delivered)
+	}
+	if _, err := New("", "id", nil, t0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("kindless message: %v", err)
+	}
+}

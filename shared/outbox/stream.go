@@ -1,0 +1,76 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/store"
+)
+
+// Attribute names of the DynamoDB store's item layout (shared/dynamo) that a stream record's
+// new image carries.
+const (
+	attrPK      = "pk"
+	attrDoc     = "doc"
+	attrVersion = "ver"
+	attrIndexPK = "gsi1pk"
+)
+
+// ErrBadImage means a stream record's image is not an outbox item.
+var ErrBadImage = errors.New("outbox: stream record is not an outbox item")
+
+// HandleStream is the relay function's handler for the outbox table's DynamoDB stream (new
+// images). Each inserted or rewritten message is delivered and then deleted; the first failure
+// stops the batch and is reported by its sequence number (ReportBatchItemFailures), so Lambda
+// retries from there, bisects a failing batch (BisectBatchOnFunctionError), and after its
+// retries sends the batch's description to the on-failure destination, which becomes a
+// dead-letter record. The message itself is never deleted undelivered: it stays in the table.
+// Removals (the relay's own deletes) and parked messages are skipped.
+func (r *Relay) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	var resp events.DynamoDBEventResponse
+	for _, rec := range ev.Records {
+		if rec.EventName != string(events.DynamoDBOperationTypeInsert) && rec.EventName != string(events.DynamoDBOperationTypeModify) {
+			continue
+		}
+		it, err := itemOf(rec.Change.NewImage)
+		if err == nil && it.IndexPK == "" {
+			continue // parked as unreadable by a relay: a person looks at it
+		}
+		var m Message
+		if err == nil {
+			m, err = Decode(it)
+		}
+		if err == nil {
+			err = r.Deliver(ctx, m, it.Version)
+		}
+		if err != nil {
+			r.log().ErrorContext(ctx, "outbox stream record not delivered", "sequence", rec.Change.SequenceNumber, "error", err)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
+			return resp, nil
+		}
+	}
+	return resp, nil
+}
+
+func itemOf(img map[string]events.DynamoDBAttributeValue) (store.Item, error) {
+	pk, ok := img[attrPK]
+	doc, ok2 := img[attrDoc]
+	if !ok || !ok2 || pk.DataType() != events.DataTypeString || doc.DataType() != events.DataTypeBinary {
+		return store.Item{}, ErrBadImage
+	}
+	it := store.Item{PK: pk.String(), Doc: doc.Binary()}
+	if v, ok := img[attrVersion]; ok && v.DataType() == events.DataTypeNumber {
+		n, err := strconv.ParseInt(v.Number(), 10, 64)
+		if err != nil {
+			return store.Item{}, ErrBadImage
+		}
+		it.Version = n
+	}
+	if x, ok := img[attrIndexPK]; ok && x.DataType() == events.DataTypeString {
+		it.IndexPK = x.String()
+	}
+	return it, nil
+}

@@ -1,0 +1,179 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/runtwice/twice/infra/testenv"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// streamTable creates an outbox table with a NEW_IMAGE stream on DynamoDB Local and returns the
+// store over it (plus a payments table) and the stream's ARN.
+func streamTable(t *testing.T) (store.Store, string) {
+	t.Helper()
+	db := testenv.DynamoDB(t)
+	name := testenv.CreateTable(t, db, testenv.Schema{GSI1: true})
+	ctx := context.Background()
+	if _, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(name),
+		StreamSpecification: &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewImage}}); err != nil {
+		t.Fatalf("enable the stream: %v", err)
+	}
+	d, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil || d.Table.LatestStreamArn == nil {
+		t.Fatalf("describe: %v", err)
+	}
+	s := dynamo.New(db, map[string]string{Table: name, "payments": testenv.CreateTable(t, db, testenv.Schema{})})
+	return s, *d.Table.LatestStreamArn
+}
+
+// readStream reads every record of the stream so far, from the start of each shard, as Lambda's
+// event source mapping would hand them to the function.
+func readStream(t *testing.T, arn string, want int) events.DynamoDBEvent {
+	t.Helper()
+	ctx := context.Background()
+	c := dynamodbstreams.NewFromConfig(testenv.DynamoDBConfig(t))
+	var ev events.DynamoDBEvent
+	deadline := time.Now().Add(20 * time.Second)
+	for len(ev.Records) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream gave %d records, want %d", len(ev.Records), want)
+		}
+		ev.Records = nil
+		d, err := c.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sh := range d.StreamDescription.Shards {
+			it, err := c.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn),
+				ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon})
+			if err != nil {
+				t.Fatal(err)
+			}
+			iter := it.ShardIterator
+			for iter != nil {
+				out, err := c.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range out.Records {
+					ev.Records = append(ev.Records, lambdaRecord(r))
+				}
+				if len(out.Records) == 0 {
+					break
+				}
+				iter = out.NextShardIterator
+			}
+		}
+	}
+	return ev
+}
+
+func lambdaRecord(r streamtypes.Record) events.DynamoDBEventRecord {
+	img := map[string]events.DynamoDBAttributeValue{}
+	for k, v := range r.Dynamodb.NewImage {
+		switch v := v.(type) {
+		case *streamtypes.AttributeValueMemberS:
+			img[k] = events.NewStringAttribute(v.Value)
+		case *streamtypes.AttributeValueMemberN:
+			img[k] = events.NewNumberAttribute(v.Value)
+		case *streamtypes.AttributeValueMemberB:
+			img[k] = events.NewBinaryAttribute(v.Value)
+		}
+	}
+	return events.DynamoDBEventRecord{EventName: string(r.EventName), EventSource: "aws:dynamodb",
+		Change: events.DynamoDBStreamRecord{NewImage: img, SequenceNumber: aws.ToString(r.Dynamodb.SequenceNumber),
+			StreamViewType: string(r.Dynamodb.StreamViewType)}}
+}
+
+// TestStreamRelayOnDynamoDBLocal: an outbox message committed with its state change in one
+// TransactWriteItems appears on the table's stream; a failed delivery is reported by its
+// sequence number and the message stays; the next delivery succeeds and deletes it, and the
+// relay's own delete (a REMOVE record) is not delivered again.
+func TestStreamRelayOnDynamoDBLocal(t *testing.T) {
+	s, arn := streamTable(t)
+	ctx := context.Background()
+	w, err := New("start", "recovery#pay_s#r1", map[string]string{"payment_id": "pay_s"}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Transact(ctx, store.Write{Table: "payments", Put: &store.Item{PK: "pay_s", Doc: []byte(`{}`)}}, w); err != nil {
+		t.Fatal(err)
+	}
+	ev := readStream(t, arn, 1)
+	if ev.Records[0].EventName != "INSERT" {
+		t.Fatalf("first record %s", ev.Records[0].EventName)
+	}
+	h := &flaky{fail: 1}
+	r := &Relay{Store: s, Handlers: map[string]Handler{"start": h.handle}, Log: slog.New(slog.DiscardHandler)}
+	resp, err := r.HandleStream(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[0].Change.SequenceNumber {
+		t.Fatalf("failed delivery: %+v, %v", resp, err)
+	}
+	if _, err := s.Get(ctx, Table, "recovery#pay_s#r1", ""); err != nil {
+		t.Fatalf("undelivered message gone: %v", err)
+	}
+	// Lambda retries the batch from the failed record.
+	resp, err = r.HandleStream(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 || len(h.delivered) != 1 {
+		t.Fatalf("retry: %+v, %v, delivered %v", resp, err, h.delivered)
+	}
+	if _, err := s.Get(ctx, Table, "recovery#pay_s#r1", ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delivered message not marked done: %v", err)
+	}
+	all := readStream(t, arn, 2)
+	if all.Records[1].EventName != "REMOVE" {
+		t.Fatalf("second record %s", all.Records[1].EventName)
+	}
+	if resp, _ := r.HandleStream(ctx, events.DynamoDBEvent{Records: all.Records[1:]}); len(resp.BatchItemFailures) != 0 || len(h.delivered) != 1 {
+		t.Fatalf("the REMOVE record was delivered: %v", h.delivered)
+	}
+}
+
+// A record that is not an outbox item fails alone and loudly, never silently skipped.
+func TestStreamRejectsForeignImages(t *testing.T) {
+	r := &Relay{Log: slog.New(slog.DiscardHandler)}
+	resp, _ := r.HandleStream(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		{EventName: "INSERT", Change: events.DynamoDBStreamRecord{SequenceNumber: "7", NewImage: map[string]events.DynamoDBAttributeValue{
+			"pk": events.NewStringAttribute("x")}}},
+	}})
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "7" {
+		t.Fatalf("%+v", resp)
+	}
+}
+
+// FuzzStreamImage: any new image, however malformed, is delivered only when it is an outbox
+// item with a known kind, and otherwise reported, never panicking.
+func FuzzStreamImage(f *testing.F) {
+	f.Add("m1", []byte(`{"id":"m1","kind":"k","payload":null,"created_at":"2026-12-01T00:00:00Z"}`), "1", "outbox#due")
+	f.Add("m2", []byte(`{`), "x", "")
+	f.Add("", []byte(`{"id":"","kind":""}`), "-1", "outbox#due")
+	f.Fuzz(func(t *testing.T, pk string, doc []byte, ver, index string) {
+		delivered := 0
+		r := &Relay{Store: nopStore{}, Handlers: map[string]Handler{"k": func(context.Context, Message) error { delivered++; return nil }},
+			Log: slog.New(slog.DiscardHandler)}
+		img := map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(pk), "doc": events.NewBinaryAttribute(doc),
+			"ver": events.NewNumberAttribute(ver), "gsi1pk": events.NewStringAttribute(index)}
+		resp, err := r.HandleStream(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+			{EventName: "INSERT", Change: events.DynamoDBStreamRecord{SequenceNumber: "1", NewImage: img}}}})
+		if err != nil || delivered+len(resp.BatchItemFailures) > 1 {
+			t.Fatalf("delivered %d, failures %v, %v", delivered, resp.BatchItemFailures, err)
+		}
+	})
+}
+
+// nopStore accepts every delete.
+type nopStore struct{ store.Store }
+
+func (nopStore) Delete(context.Context, string, string, string, store.Cond) error { return nil }

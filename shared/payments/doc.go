@@ -1,0 +1,15 @@
+// Package payments is POST /payments and GET /payments/{id}: idempotent payment creation on
+// package idempotency, and the payment lifecycle (lifecycle.go: statuses, the event-to-status
+// table, the version rule, the metadata keys, Transition, the outbox kinds).
+//
+// A request runs under its Idempotency-Key: a success (201) or a decline (402) is stored with the
+// payment in one transaction and replayed byte for byte. An unknown outcome (a provider timeout
+// after the request was sent) answers 202 and keeps the key pending with the caller's request
+// bytes; a repeat resumes it, and a resolve job (queued through the outbox) does too, until the
+// outcome is known. Re-sending a create under the same provider key is allowed only within half
+// the provider's key horizon (provider.Searcher: Stripe 24 h); later the payment is found at the
+// provider by its twice_payment_id metadata and adopted, or, when nothing is found near or past the
+// horizon, settled as canceled without ever creating again. Follow-on work (resolve jobs, recovery
+// starts) is never called after a commit: it is an outbox message in the same transaction, and
+// FollowOns are the handlers a relay delivers them to.
+package payments

@@ -1,0 +1,70 @@
+package payments
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runtwice/twice/infra/testenv"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/provider/providertest"
+)
+
+// TestDynamoDBCallsWithTheOutbox counts the SDK's calls per request on DynamoDB Local: the
+// outbox message of a decline (start recovery) and of an unknown outcome (resolve) ride in the
+// transaction the answer commits in, so a new key stays one conditional put plus one
+// transaction, and a replay, or a repeat of a key another caller is resolving, one call.
+func TestDynamoDBCallsWithTheOutbox(t *testing.T) {
+	calls := &dynamo.CallCounter{}
+	client := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.Middleware()) })
+	st := dynamo.New(client, map[string]string{
+		idempotency.Table: testenv.CreateTable(t, client, testenv.Schema{}),
+		Table:             testenv.CreateTable(t, client, testenv.Schema{GSI1: true}),
+		outbox.Table:      testenv.CreateTable(t, client, testenv.Schema{GSI1: true}),
+	})
+	now := func() time.Time { return created }
+	quiet := slog.New(slog.DiscardHandler)
+	k, err := idempotency.NewKeeper(st, idempotency.Config{}, idempotency.WithClock(now), idempotency.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := &providertest.Fake{Now: now}
+	svc := &Service{Store: st, Keeper: k, Provider: prov, Now: now, Log: quiet}
+	h := svc.Handler(func(*http.Request) string { return "local" })
+	post := func(key, pm string) int {
+		r := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"amount":100,"currency":"usd","customer":"cus_1","payment_method":"`+pm+`"}`))
+		r.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	expect := func(step string, code, wantCode int, want map[string]int) {
+		t.Helper()
+		if got := calls.Counts(); code != wantCode || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: %d, calls %v; want %d, %v", step, code, got, wantCode, want)
+		}
+		calls.Reset()
+	}
+	calls.Reset()
+	expect("decline (payment, alias and recovery message in one transaction)", post("d", "pm_card_visa_chargeDeclinedInsufficientFunds"), 402,
+		map[string]int{"PutItem": 1, "TransactWriteItems": 1})
+	expect("replay of the decline", post("d", "pm_card_visa_chargeDeclinedInsufficientFunds"), 402, map[string]int{"PutItem": 1})
+	prov.FailNext(1, &provider.UnknownOutcomeError{Op: "create"}, true)
+	expect("unknown outcome (pending key, payment and resolve message in one transaction)", post("u", "pm_card_visa"), 202,
+		map[string]int{"PutItem": 1, "TransactWriteItems": 1})
+	if _, err := st.Get(t.Context(), outbox.Table, "recovery#"+PaymentID("local", "d")+"#r1", ""); err != nil {
+		t.Fatalf("recovery message: %v", err)
+	}
+	if _, err := st.Get(t.Context(), outbox.Table, "resolve#"+PaymentID("local", "u")+"#1", ""); err != nil {
+		t.Fatalf("resolve message: %v", err)
+	}
+}

@@ -1,0 +1,172 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+// The payment lifecycle in one place: the statuses, how a provider status and a provider event
+// name map to them, the version rule that orders our writes against the provider's events, the
+// metadata keys our creates carry, and the follow-on work a state requires (outbox kinds). The
+// API, the resolver, the webhook worker and the recovery steps all go through it.
+
+// Status values of a payment, as the API shows them.
+const (
+	StatusPending    = "pending"
+	StatusProcessing = "processing"
+	StatusSucceeded  = "succeeded"
+	StatusDeclined   = "declined"
+	StatusRefunded   = "refunded"
+	// StatusCanceled: the provider canceled the intent, or a pending payment turned out never
+	// to have reached the provider (nothing was charged).
+	StatusCanceled = "canceled"
+)
+
+// Metadata keys every create of ours puts on the provider's payment. MetaPaymentID is how a
+// payment whose outcome was unknown is found at the provider once its idempotency key may be
+// forgotten (provider.Searcher).
+const (
+	MetaPaymentID = "twice_payment_id"
+	MetaScope     = "twice_scope"
+	MetaInvoice   = "twice_invoice"
+)
+
+// Outbox kinds: the follow-on work a payment state requires, committed with the state.
+const (
+	// KindResolve queues the next resolution of a pending payment (payload ResolveJob).
+	KindResolve = "resolve"
+	// KindStartRecovery starts recovery of a declined payment (payload RecoveryStart).
+	KindStartRecovery = "start_recovery"
+)
+
+// statusOf maps the provider's status to the API's.
+func statusOf(s provider.Status) string {
+	switch s {
+	case provider.StatusSucceeded:
+		return StatusSucceeded
+	case provider.StatusProcessing:
+		return StatusProcessing
+	case provider.StatusDeclined:
+		return StatusDeclined
+	case provider.StatusRefunded:
+		return StatusRefunded
+	case provider.StatusCanceled:
+		return StatusCanceled
+	}
+	return StatusPending
+}
+
+// statusEvent names the provider event that reports each status, so the API's own writes and
+// the provider's events share one ordering (webhooks.StripeVersion).
+var statusEvent = map[string]string{
+	StatusPending:    "payment_intent.created",
+	StatusProcessing: "payment_intent.processing",
+	StatusDeclined:   "payment_intent.payment_failed",
+	StatusSucceeded:  "payment_intent.succeeded",
+	StatusCanceled:   "payment_intent.canceled",
+	StatusRefunded:   "charge.refunded",
+}
+
+// eventStatus is statusEvent read the other way: the status a provider event reports.
+var eventStatus = func() map[string]string {
+	m := make(map[string]string, len(statusEvent))
+	for st, ev := range statusEvent {
+		m[ev] = st
+	}
+	return m
+}()
+
+// StatusOfEvent is the status a provider event type reports ("payment_intent.succeeded":
+// succeeded), and false for an event that reports no payment status.
+func StatusOfEvent(eventType string) (string, bool) {
+	st, ok := eventStatus[eventType]
+	return st, ok && eventType != "payment_intent.created"
+}
+
+// VersionAt is the version of a payment state our own code observed at t: seconds first, then
+// the state's place in the PaymentIntent lifecycle (the scheme the webhook worker derives from
+// an event, so the two order against each other), then one more step, so that our write of a
+// state beats the provider's event for the same state in the same second: ours carries the
+// request's details (payment method, invoice, key) that an event lacks.
+func VersionAt(t time.Time, status string) int64 {
+	return webhooks.StripeVersion(t.Unix(), statusEvent[status])*2 + 1
+}
+
+// EventVersion is the version of a payment state a provider event reports, from the event's
+// object version (webhooks.Event.ObjectVersion).
+func EventVersion(objectVersion int64) int64 { return objectVersion * 2 }
+
+// RecoveryStart is the payload of a KindStartRecovery message.
+type RecoveryStart struct {
+	PaymentID string `json:"payment_id"`
+	Round     int    `json:"round"`
+}
+
+// RecoveryMessage is the outbox write that starts the first recovery round of a declined
+// payment. Its id is the same from every writer (the API, the resolver, the webhook worker), so
+// the decline seen twice is one message, and the execution name makes a second delivery
+// harmless.
+func RecoveryMessage(paymentID string, now time.Time) (store.Write, error) {
+	return outbox.New(KindStartRecovery, "recovery#"+paymentID+"#r1", RecoveryStart{PaymentID: paymentID, Round: 1}, now)
+}
+
+// FollowOns returns the outbox handlers of the payment lifecycle: queue a resolve job, start a
+// recovery (reading the payment as stored).
+func (s *Service) FollowOns() map[string]outbox.Handler {
+	return map[string]outbox.Handler{
+		KindResolve: func(ctx context.Context, m outbox.Message) error {
+			var job ResolveJob
+			if err := json.Unmarshal(m.Payload, &job); err != nil {
+				return fmt.Errorf("payments: resolve message %s: %w", m.ID, err)
+			}
+			if s.Resolver == nil {
+				return fmt.Errorf("payments: no resolver for %s", m.ID)
+			}
+			return s.Resolver.EnqueueResolve(ctx, job)
+		},
+		KindStartRecovery: func(ctx context.Context, m outbox.Message) error {
+			var rs RecoveryStart
+			if err := json.Unmarshal(m.Payload, &rs); err != nil {
+				return fmt.Errorf("payments: recovery message %s: %w", m.ID, err)
+			}
+			if s.OnDecline == nil {
+				return fmt.Errorf("payments: no recovery starter for %s", m.ID)
+			}
+			p, err := Get(ctx, s.Store, rs.PaymentID)
+			if err != nil {
+				return err
+			}
+			return s.OnDecline.Declined(ctx, p)
+		},
+	}
+}
+
+// Transition moves p to a state the provider reported: status, the decline that came with it
+// (classified by classify, when given), the version that orders it against every other writer's
+// view (VersionAt for our own observations, EventVersion for an event's), at time at. It is the
+// one state change the API, the resolver, the webhook worker and the recovery steps make. A
+// decline without a card brand keeps the brand an earlier write knew, so network caps still
+// apply; a success clears the decline.
+func (p *Payment) Transition(status string, d *provider.Decline, classify func(provider.Decline) string, version int64, at time.Time) {
+	p.Status, p.Version, p.UpdatedAt = status, version, at.UTC()
+	switch {
+	case status == StatusDeclined && d != nil:
+		nd := *d
+		if nd.Network == "" && p.Decline != nil {
+			nd.Network = p.Decline.Network
+		}
+		p.Decline = &nd
+		if classify != nil {
+			p.DeclineClass = classify(nd)
+		}
+	case status == StatusSucceeded:
+		p.Decline, p.DeclineClass = nil, ""
+	}
+}
