@@ -315,7 +315,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 	if err := s.runner.Define(recoveryMachine, def); err != nil {
 		return nil, err
 	}
-	return &recovery.Recoverer{Starter: &recovery.LocalStarter{Runner: s.runner, StateMachine: recoveryMachine}, Log: s.log}, nil
+	return &recovery.Recoverer{Starter: &asl.Starter{Runner: s.runner, StateMachine: recoveryMachine}, Log: s.log}, nil
 }
 
 // Handler is every route of template.yaml. The adapters it wires (QueueSink, QueueResolver,
