@@ -2,16 +2,15 @@ package opsapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"embed"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"io"
 	"net/http"
 	"net/url"
@@ -19,31 +18,36 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a-h/templ"
+
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
 )
 
-//go:embed console.html
-var consoleFS embed.FS
+//go:generate go run github.com/a-h/templ/cmd/templ@v0.3.1100 generate -f console.templ
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"when": func(t time.Time) string {
-		if t.IsZero() {
-			return ""
-		}
-		return t.UTC().Format("2006-01-02 15:04:05 UTC")
-	},
-	"pretty": func(b json.RawMessage) string {
-		var out bytes.Buffer
-		if json.Indent(&out, b, "", "  ") != nil {
-			return string(b)
-		}
-		return out.String()
-	},
-	"query": func(f deadletter.Filter, cursor string) template.URL {
-		return template.URL("?" + filterQuery(f, cursor).Encode())
-	},
-}).ParseFS(consoleFS, "console.html"))
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+func pretty(b json.RawMessage) string {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") != nil {
+		return string(b)
+	}
+	return out.String()
+}
+
+func query(f deadletter.Filter, cursor string) string {
+	return "?" + filterQuery(f, cursor).Encode()
+}
+
+func lookupURL(by, value string) templ.SafeURL {
+	return templ.SafeURL("/ops/lookup?" + url.Values{"by": {by}, "value": {value}}.Encode())
+}
 
 // CookieName is the console session cookie.
 const CookieName = "twice_ops"
@@ -114,13 +118,15 @@ type view struct {
 	Session session
 	Error   string
 	Notice  string
-	Data    any
+	// LoginURL, on the sign-in page, sends the browser to the identity provider instead of
+	// asking for the operator token.
+	LoginURL string
 }
 
-func (h *Handler) render(w http.ResponseWriter, status int, name string, v view) {
+func (h *Handler) render(w http.ResponseWriter, status int, page templ.Component) {
 	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, name, v); err != nil {
-		h.cfg.Logger.Error("console template", "page", name, "err", err)
+	if err := page.Render(context.Background(), &buf); err != nil {
+		h.cfg.Logger.Error("console page", "err", err)
 		http.Error(w, "Something went wrong; it has been logged.", http.StatusInternalServerError)
 		return
 	}
@@ -155,11 +161,11 @@ func (h *Handler) form(fn func(http.ResponseWriter, *http.Request, session)) htt
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		if err := r.ParseForm(); err != nil {
-			h.render(w, http.StatusBadRequest, "error", view{Title: "Bad request", Session: s, Error: "The form could not be read."})
+			h.render(w, http.StatusBadRequest, errorView(view{Title: "Bad request", Session: s, Error: "The form could not be read."}))
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.CSRF)) != 1 {
-			h.render(w, http.StatusForbidden, "error", view{Title: "Forbidden", Session: s, Error: "This form has expired. Reload the page and try again."})
+			h.render(w, http.StatusForbidden, errorView(view{Title: "Forbidden", Session: s, Error: "This form has expired. Reload the page and try again."}))
 			return
 		}
 		fn(w, r, s)
@@ -167,14 +173,14 @@ func (h *Handler) form(fn func(http.ResponseWriter, *http.Request, session)) htt
 }
 
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
-	h.render(w, http.StatusOK, "login", view{Title: "Sign in"})
+	h.render(w, http.StatusOK, loginView(view{Title: "Sign in"}))
 }
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if err := r.ParseForm(); err != nil || h.cfg.Token == "" ||
 		subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(h.cfg.Token)) != 1 {
-		h.render(w, http.StatusUnauthorized, "login", view{Title: "Sign in", Error: "That token is not valid."})
+		h.render(w, http.StatusUnauthorized, loginView(view{Title: "Sign in", Error: "That token is not valid."}))
 		return
 	}
 	name := cleanName(r.PostForm.Get("name"))
@@ -184,13 +190,15 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		rd = rand.Reader
 	}
 	if _, err := io.ReadFull(rd, nonce[:]); err != nil {
-		h.render(w, http.StatusInternalServerError, "login", view{Title: "Sign in", Error: "Could not start a session."})
+		h.render(w, http.StatusInternalServerError, loginView(view{Title: "Sign in", Error: "Could not start a session."}))
 		return
 	}
 	exp := h.cfg.Now().Add(sessionTTL)
 	payload := base64.RawURLEncoding.EncodeToString([]byte(hex.EncodeToString(nonce[:]) + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + name))
+	// Max-Age rather than Expires: the browser counts it from its own clock, and the signed
+	// expiry inside the value is what the server checks against its clock.
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: payload + "." + h.mac("session", payload), Path: "/ops",
-		Expires: exp, HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
+		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ops/", http.StatusSeeOther)
 }
 
@@ -284,8 +292,7 @@ func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	d.Chart = drawChart(hist)
-	v.Data = d
-	h.render(w, status, "list", v)
+	h.render(w, status, listView(v, d))
 }
 
 func notice(done string) string {
@@ -311,7 +318,7 @@ func (h *Handler) consoleFail(w http.ResponseWriter, r *http.Request, s session,
 	if status == http.StatusInternalServerError {
 		h.cfg.Logger.ErrorContext(r.Context(), "console error", "path", r.URL.Path, "err", err)
 	}
-	h.render(w, status, "error", view{Title: http.StatusText(status), Session: s, Error: detail})
+	h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
 }
 
 func (h *Handler) detailPage(w http.ResponseWriter, r *http.Request, s session) {
@@ -320,7 +327,7 @@ func (h *Handler) detailPage(w http.ResponseWriter, r *http.Request, s session) 
 		h.consoleFail(w, r, s, err)
 		return
 	}
-	h.render(w, http.StatusOK, "detail", view{Title: rec.ID, Session: s, Notice: notice(r.URL.Query().Get("done")), Data: rec})
+	h.render(w, http.StatusOK, detailView(view{Title: rec.ID, Session: s, Notice: notice(r.URL.Query().Get("done"))}, rec))
 }
 
 func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) {
@@ -341,7 +348,7 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 	case "ignore":
 		_, err = h.cfg.Records.Ignore(ctx, id, s.Actor, note)
 	default:
-		h.render(w, http.StatusNotFound, "error", view{Title: "Not found", Session: s, Error: "No such action."})
+		h.render(w, http.StatusNotFound, errorView(view{Title: "Not found", Session: s, Error: "No such action."}))
 		return
 	}
 	if err != nil {
@@ -354,7 +361,7 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 			h.consoleFail(w, r, s, gerr)
 			return
 		}
-		h.render(w, status, "detail", view{Title: rec.ID, Session: s, Error: detail, Data: rec})
+		h.render(w, status, detailView(view{Title: rec.ID, Session: s, Error: detail}, rec))
 		return
 	}
 	http.Redirect(w, r, "/ops/records/"+url.PathEscape(id)+"?done="+done, http.StatusSeeOther)
@@ -411,8 +418,7 @@ func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) 
 			d.Asked = err == nil
 		}
 	}
-	v.Data = d
-	h.render(w, status, "lookup", v)
+	h.render(w, status, lookupView(v, d))
 }
 
 // chart is an inline SVG line chart of the open count per hour.
