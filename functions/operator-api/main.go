@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"net/http"
-	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -43,7 +42,7 @@ func main() {
 		recoveryfn.QueueName(webhookURL): sqsqueue.New(sq, webhookURL),
 		recoveryfn.QueueName(resolveURL): sqsqueue.New(sq, resolveURL),
 	}}
-	emf := &deadletter.EMF{W: os.Stdout, Service: env.Optional("TWICE_METRICS_SERVICE", "twice")}
+	emf := &deadletter.EMF{Out: env.Metrics()}
 	table := deadletter.NewTable(st, requeue, deadletter.WithLogger(log), deadletter.WithMetrics(emf))
 	attemptLog, err := attempts.NewLog(st, attempts.Config{})
 	if err != nil {
@@ -64,5 +63,5 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	lambda.Start(apigw.New(apigw.RequireScope(ops)).Invoke)
+	lambda.Start(lambdaenv.Handler(apigw.New(apigw.RequireScope(ops)).Invoke))
 }

@@ -28,5 +28,5 @@ func main() {
 	}
 	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: declines.ClassOf,
 		OnDecline: recoverer, Log: log}
-	lambda.Start(w.Handle) // per-message failures: ReportBatchItemFailures
+	lambda.Start(lambdaenv.Handler(w.Handle)) // per-message failures: ReportBatchItemFailures
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/metrics"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -53,7 +54,7 @@ func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			sink := &deadletter.Sink{Table: e.table, Metrics: &deadletter.EMF{W: e.metrics}, Count: e.table.OpenCount}
+			sink := &deadletter.Sink{Table: e.table, Metrics: &deadletter.EMF{Out: &metrics.EMF{W: e.metrics}}, Count: e.table.OpenCount}
 			msg := tc.msg(t)
 			// The same dead message delivered twice (SQS is at least once) is one record.
 			for i := 0; i < 2; i++ {
