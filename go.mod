@@ -20,6 +20,7 @@ require (
 	github.com/svix/svix-webhooks v1.44.0
 	github.com/theory/jsonpath v0.12.3
 	go.etcd.io/bbolt v1.4.3
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/text v0.44.0
 	pgregory.net/rapid v1.3.0
 )
