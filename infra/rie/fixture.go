@@ -155,7 +155,6 @@ func (f *Fixture) Env(extra ...string) []string {
 		"TWICE_RECOVERY_STATE_MACHINE_ARN=" + f.StateMachine,
 		"TWICE_IDEMPOTENCY_RETENTION_DAYS=7",
 		"TWICE_STAGE=" + f.Prefix,
-		"TWICE_OPS_SESSION_SEED=" + f.Prefix,
 	}
 	for logical, physical := range f.Tables {
 		env = append(env, lambdaenv.TableVar(logical)+"="+physical)

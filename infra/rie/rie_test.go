@@ -80,8 +80,9 @@ func (e *env) event(t *testing.T, name string) []byte {
 	return b
 }
 
-// start builds fn for this machine (the emulator runs natively) and starts it.
-func (e *env) start(t *testing.T, fn string) *rie.Emulator {
+// start builds fn for this machine (the emulator runs natively) and starts it; extra
+// environment entries ("K=V") override the fixture's.
+func (e *env) start(t *testing.T, fn string, extra ...string) *rie.Emulator {
 	t.Helper()
 	bin, err := rie.Build(t.Context(), e.root, "./functions/"+fn, runtime.GOARCH, t.TempDir())
 	if err != nil {
@@ -99,8 +100,8 @@ func (e *env) start(t *testing.T, fn string) *rie.Emulator {
 	}
 	e.calls[fn] = append(e.calls[fn], ddb, moto)
 	t.Cleanup(func() { ddb.Close(); moto.Close() })
-	em, err := rie.Start(t.Context(), e.rie, bin, e.fx.Env("AWS_ENDPOINT_URL_DYNAMODB="+ddb.URL,
-		"AWS_ENDPOINT_URL_SQS="+moto.URL, "AWS_ENDPOINT_URL_SSM="+moto.URL, "AWS_ENDPOINT_URL_SFN="+moto.URL))
+	em, err := rie.Start(t.Context(), e.rie, bin, e.fx.Env(append([]string{"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL,
+		"AWS_ENDPOINT_URL_SQS=" + moto.URL, "AWS_ENDPOINT_URL_SSM=" + moto.URL, "AWS_ENDPOINT_URL_SFN=" + moto.URL}, extra...)...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -67,12 +68,30 @@ func (h *Handler) console() {
 	h.mux.HandleFunc("POST /ops/records/{id}/{action}", h.form(h.actionForm))
 	h.mux.HandleFunc("POST /ops/bulk-retry", h.form(h.bulkForm))
 	h.mux.HandleFunc("GET /ops/login", h.loginPage)
+	h.mux.HandleFunc("GET /ops/callback", h.callback)
+	// HTTP APIs route /ops and /ops/ to the same route; the console lives at /ops/.
+	h.mux.HandleFunc("GET /ops", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ops/", http.StatusSeeOther)
+	})
 	h.mux.HandleFunc("POST /ops/login", h.login)
 	h.mux.HandleFunc("POST /ops/logout", h.form(h.logout))
 }
 
-func (h *Handler) mac(parts ...string) string {
-	m := hmac.New(sha256.New, h.key)
+// sessionKey is the key that signs sessions and CSRF tokens: SessionKeySource's (a secret read
+// on first use in AWS) or the fixed one.
+func (h *Handler) sessionKey(ctx context.Context) ([]byte, error) {
+	if h.cfg.SessionKeySource != nil {
+		k, err := h.cfg.SessionKeySource(ctx)
+		if err == nil && len(k) < 16 {
+			err = errors.New("opsapi: the session key is shorter than 16 bytes")
+		}
+		return k, err
+	}
+	return h.key, nil
+}
+
+func mac(key []byte, parts ...string) string {
+	m := hmac.New(sha256.New, key)
 	for _, p := range parts {
 		m.Write([]byte(p))
 		m.Write([]byte{0})
@@ -84,17 +103,22 @@ func (h *Handler) mac(parts ...string) string {
 // login form set. The CSRF token is bound to the session, so a form from another session or
 // site does not carry it.
 func (h *Handler) session(r *http.Request) (session, bool) {
+	key, err := h.sessionKey(r.Context())
+	if err != nil {
+		h.cfg.Logger.ErrorContext(r.Context(), "console session key", "err", err)
+		return session{}, false
+	}
 	if h.cfg.Principal != nil {
 		if p, ok := h.cfg.Principal(r); ok && p != "" {
-			return session{Actor: p, CSRF: h.mac("csrf", "principal", p)}, true
+			return session{Actor: p, CSRF: mac(key, "csrf", "principal", p)}, true
 		}
 	}
 	c, err := r.Cookie(CookieName)
-	if err != nil || h.cfg.Token == "" {
+	if err != nil || (h.cfg.Token == "" && h.cfg.OIDC == nil) {
 		return session{}, false
 	}
 	payload, sig, ok := strings.Cut(c.Value, ".")
-	if !ok || subtle.ConstantTimeCompare([]byte(sig), []byte(h.mac("session", payload))) != 1 {
+	if !ok || subtle.ConstantTimeCompare([]byte(sig), []byte(mac(key, "session", payload))) != 1 {
 		return session{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)
@@ -110,7 +134,7 @@ func (h *Handler) session(r *http.Request) (session, bool) {
 	if err != nil || h.cfg.Now().Unix() > exp {
 		return session{}, false
 	}
-	return session{Actor: parts[2], CSRF: h.mac("csrf", parts[0])}, true
+	return session{Actor: parts[2], CSRF: mac(key, "csrf", parts[0])}, true
 }
 
 type view struct {
@@ -173,6 +197,10 @@ func (h *Handler) form(fn func(http.ResponseWriter, *http.Request, session)) htt
 }
 
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.OIDC != nil {
+		h.cfg.OIDC.start(w, r, h)
+		return
+	}
 	h.render(w, http.StatusOK, loginView(view{Title: "Sign in"}))
 }
 
@@ -183,23 +211,45 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusUnauthorized, loginView(view{Title: "Sign in", Error: "That token is not valid."}))
 		return
 	}
-	name := cleanName(r.PostForm.Get("name"))
-	var nonce [16]byte
+	if err := h.startSession(w, r, cleanName(r.PostForm.Get("name"))); err != nil {
+		h.render(w, http.StatusInternalServerError, loginView(view{Title: "Sign in", Error: "Could not start a session."}))
+		return
+	}
+	http.Redirect(w, r, "/ops/", http.StatusSeeOther)
+}
+
+// startSession sets the console session cookie for actor (HttpOnly, SameSite=Strict, Secure
+// behind HTTPS), signed with the session key and valid for sessionTTL.
+func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, actor string) error {
+	key, err := h.sessionKey(r.Context())
+	if err != nil {
+		h.cfg.Logger.ErrorContext(r.Context(), "console session key", "err", err)
+		return err
+	}
+	nonce, err := h.random(16)
+	if err != nil {
+		return err
+	}
+	exp := h.cfg.Now().Add(sessionTTL)
+	payload := base64.RawURLEncoding.EncodeToString([]byte(nonce + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + actor))
+	// Max-Age rather than Expires: the browser counts it from its own clock, and the signed
+	// expiry inside the value is what the server checks against its clock.
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: payload + "." + mac(key, "session", payload), Path: "/ops",
+		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
+	return nil
+}
+
+// random returns n random bytes, hex.
+func (h *Handler) random(n int) (string, error) {
 	rd := h.cfg.Rand
 	if rd == nil {
 		rd = rand.Reader
 	}
-	if _, err := io.ReadFull(rd, nonce[:]); err != nil {
-		h.render(w, http.StatusInternalServerError, loginView(view{Title: "Sign in", Error: "Could not start a session."}))
-		return
+	b := make([]byte, n)
+	if _, err := io.ReadFull(rd, b); err != nil {
+		return "", err
 	}
-	exp := h.cfg.Now().Add(sessionTTL)
-	payload := base64.RawURLEncoding.EncodeToString([]byte(hex.EncodeToString(nonce[:]) + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + name))
-	// Max-Age rather than Expires: the browser counts it from its own clock, and the signed
-	// expiry inside the value is what the server checks against its clock.
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: payload + "." + h.mac("session", payload), Path: "/ops",
-		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/ops/", http.StatusSeeOther)
+	return hex.EncodeToString(b), nil
 }
 
 // cleanName keeps the operator's name for the audit trail short and printable.

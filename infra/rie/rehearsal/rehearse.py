@@ -65,9 +65,9 @@ def main():
         return resolve(x, params, phys, conds)
 
     # SSM parameters: SecureStrings an operator creates before the first deploy.
-    for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter"):
+    for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter", "ConsoleSessionKeyParameter"):
         moto("ssm").put_parameter(Name=params[p], Value="rehearsal", Type="SecureString", Overwrite=True)
-    ssm_names = {params[p] for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter")}
+    ssm_names = {params[p] for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter", "ConsoleSessionKeyParameter")}
     created.append(f"SSM parameters: {len(ssm_names)} SecureString (created by an operator before deploy)")
 
     handlers = {
@@ -134,6 +134,8 @@ def main():
         envv = ev(res[lid]["Properties"].get("Environment", {}).get("Variables", {}))
         for k, v in envv.items():
             ok = True
+            if v == "":
+                continue  # an optional setting left empty (TWICE_OIDC_CLIENT_SECRET_PARAM)
             if k.startswith("TWICE_TABLE_"):
                 ok = v in table_names
             elif k.endswith("_QUEUE_URL"):
