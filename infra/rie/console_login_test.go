@@ -31,7 +31,7 @@ import (
 // authorization-code flow and PKCE. The operator retries a dead letter; the audit names the
 // issuer's subject.
 func TestConsoleLoginInAWS(t *testing.T) {
-	bin := testenv.Chromium(t)
+	testenv.Chromium(t) // fails or skips before any server starts
 	e := setup(t)
 	ctx := t.Context()
 
@@ -116,32 +116,14 @@ func TestConsoleLoginInAWS(t *testing.T) {
 		}
 	})
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 1400),
-	}
-	bctx0, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(bctx0, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
+	br := testenv.NewBrowser(t, 90*time.Second)
 	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
+		if err := chromedp.Do(br.Ctx, steps...); err != nil {
 			t.Fatalf("browser, %s: %v\noperator-api output:\n%s", what, err, gw.Emulator.Output())
 		}
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("browser, reading %s: %v", sel, err)
-		}
-		return s
-	}
+	text := br.Text
 	// /ops/ -> /ops/login -> the issuer -> /ops/callback -> /ops/, signed in.
 	step("sign in through the issuer", chromedp.Navigate(srv.URL+"/ops/"), chromedp.WaitVisible(`#records`))
 	if list := text("#records"); !strings.Contains(list, rec.ID) {

@@ -22,16 +22,11 @@ type Grants struct {
 // TemplateGrants reads every AWS::Serverless::Function of the template, keyed by the function
 // name's suffix after the stage (twice-${Stage}-payments-api -> payments-api).
 func TemplateGrants(path string) (map[string]Grants, error) {
-	b, err := os.ReadFile(path)
+	resources, err := templateResources(path)
 	if err != nil {
 		return nil, err
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, err
-	}
 	out := map[string]Grants{}
-	resources := get(get(&doc, "Resources"))
 	for i := 0; resources != nil && i+1 < len(resources.Content); i += 2 {
 		r := resources.Content[i+1]
 		if t := get(r, "Type"); t == nil || t.Value != "AWS::Serverless::Function" {
@@ -77,16 +72,11 @@ func TemplateGrants(path string) (map[string]Grants, error) {
 // PolicyTemplates lists the SAM policy templates (DynamoDBCrudPolicy, ...) a function uses;
 // they grant by table name with actions the code may never call.
 func PolicyTemplates(path string) (map[string][]string, error) {
-	b, err := os.ReadFile(path)
+	resources, err := templateResources(path)
 	if err != nil {
 		return nil, err
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, err
-	}
 	out := map[string][]string{}
-	resources := get(get(&doc, "Resources"))
 	for i := 0; resources != nil && i+1 < len(resources.Content); i += 2 {
 		props := get(resources.Content[i+1], "Properties")
 		for _, pol := range contentOf(get(props, "Policies")) {
@@ -96,6 +86,24 @@ func PolicyTemplates(path string) (map[string][]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// templateResources parses the template (keeping its !Ref and !GetAtt tags) and returns its
+// Resources mapping.
+func templateResources(path string) (*yaml.Node, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	r := get(get(&doc), "Resources")
+	if r == nil {
+		return nil, fmt.Errorf("rie: no Resources in %s", path)
+	}
+	return r, nil
 }
 
 var subRef = regexp.MustCompile(`^\$\{([A-Za-z0-9]+)(?:\.Arn)?\}(.*)$`)
@@ -170,15 +178,10 @@ func get(n *yaml.Node, key ...string) *yaml.Node {
 // FunctionName suffix): a route is JWT-guarded unless its Auth.Authorizer is NONE (the API's
 // default authorizer is the JWT one).
 func TemplateRoutes(path, fn string) ([]Route, error) {
-	b, err := os.ReadFile(path)
+	resources, err := templateResources(path)
 	if err != nil {
 		return nil, err
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, err
-	}
-	resources := get(get(&doc, "Resources"))
 	var out []Route
 	for i := 0; resources != nil && i+1 < len(resources.Content); i += 2 {
 		props := get(resources.Content[i+1], "Properties")
