@@ -17,6 +17,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/chromedp/chromedp"
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/runtwice/twice/infra/rie"
@@ -113,6 +114,26 @@ func TestConsoleLoginInAWS(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("GET /ops/deadletters: %d", resp.StatusCode)
+		}
+	})
+
+	t.Run("JSON API with the issuer's JWT: the authorizer's subject is the caller", func(t *testing.T) {
+		tok, err := idp.Keypair.SignJWT(jwt.MapClaims{"iss": idp.Issuer(), "aud": idp.ClientID, "sub": "svc-ops",
+			"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/ops/deadletters?status=open", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct{ Records []struct{ ID string } }
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil || len(page.Records) == 0 {
+			t.Fatalf("GET /ops/deadletters with a JWT: %d %+v (%v)", resp.StatusCode, page, err)
 		}
 	})
 
