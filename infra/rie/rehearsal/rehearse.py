@@ -14,6 +14,8 @@ from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 REGION, ACCOUNT, PARTITION = "us-east-1", "123456789012", "aws"
+# Stripe's default live-mode limit of 100 write requests a second times 0.5 s, a slow call.
+PROVIDER_CONCURRENCY = 50
 
 
 class Unresolved(Exception):
@@ -267,6 +269,33 @@ def main():
             problems.append(f"{fn}: ApplicationLogLevel {lvl} filters out the WARN-level metric lines")
     created.append(f"checked  {sources} invokers (event sources, API routes, the schedule, the state machine) use a function's live alias; "
                    f"{len(groups)} deployment groups ({ev(params.get('DeploymentType'))}) roll back on their alarms")
+
+    # Check 6: every function that calls the provider (its environment names the Stripe key)
+    # has a concurrency ceiling, reserved or on each of its SQS sources, and the ceilings add
+    # up to at most PROVIDER_CONCURRENCY (template.yaml, the functions section, states the rule).
+    ceilings, total = [], 0
+    for fn in types.get("AWS::Lambda::Function", []):
+        p = res[fn]["Properties"]
+        if "TWICE_STRIPE_API_KEY_PARAM" not in p.get("Environment", {}).get("Variables", {}):
+            continue
+        name = ev(p["FunctionName"]).split("-", 2)[-1]
+        if "ReservedConcurrentExecutions" in p:
+            n = int(ev(p["ReservedConcurrentExecutions"]))
+            ceilings.append(f"{name} {n} reserved")
+            total += n
+            continue
+        maps = [res[l]["Properties"] for l in types.get("AWS::Lambda::EventSourceMapping", [])
+                if fn in json.dumps(res[l]["Properties"]["FunctionName"])]
+        caps = [m.get("ScalingConfig", {}).get("MaximumConcurrency") for m in maps]
+        if not maps or None in caps:
+            problems.append(f"{fn}: calls the provider with no concurrency ceiling")
+            continue
+        n = sum(int(c) for c in caps)
+        ceilings.append(f"{name} {n} (SQS MaximumConcurrency)")
+        total += n
+    if total > PROVIDER_CONCURRENCY:
+        problems.append(f"provider-calling concurrency adds up to {total}, over {PROVIDER_CONCURRENCY}")
+    created.append(f"checked  every path to the provider has a ceiling: {', '.join(sorted(ceilings))}; total {total} <= {PROVIDER_CONCURRENCY}")
 
     print("== deploy rehearsal (stage %s): %d CloudFormation resources after the SAM transform" % (args.stage, len(res)))
     for c in created:
