@@ -102,8 +102,21 @@ var parsers = map[string]func(t *testing.T, b []byte){
 	"payment-resolver/sqs-resolve.json":     func(t *testing.T, b []byte) { sqsEvent(t, b, "-resolve", resolveJob) },
 	"deadletter-sink/sqs-webhooks-dlq.json": func(t *testing.T, b []byte) { sqsEvent(t, b, "-webhooks-dlq", delivery) },
 	"deadletter-sink/sqs-resolve-dlq.json":  func(t *testing.T, b []byte) { sqsEvent(t, b, "-resolve-dlq", resolveJob) },
-	"recovery-steps/plan.json":              func(t *testing.T, b []byte) { step(t, b, recovery.StepPlan) },
-	"recovery-steps/dead-letter.json":       func(t *testing.T, b []byte) { step(t, b, recovery.StepDeadLetter) },
+	"deadletter-sink/sqs-reconcile-dlq.json": func(t *testing.T, b []byte) {
+		sqsEvent(t, b, "-reconcile-dlq", func(t *testing.T, body []byte) {
+			var rec struct {
+				RequestContext  struct{ Condition string }    `json:"requestContext"`
+				RequestPayload  json.RawMessage               `json:"requestPayload"`
+				ResponsePayload struct{ ErrorMessage string } `json:"responsePayload"`
+			}
+			if err := json.Unmarshal(body, &rec); err != nil || rec.RequestContext.Condition == "" || rec.ResponsePayload.ErrorMessage == "" {
+				t.Fatalf("not a Lambda on-failure destination record: %v", err)
+			}
+			reconEvent(t, rec.RequestPayload)
+		})
+	},
+	"recovery-steps/plan.json":        func(t *testing.T, b []byte) { step(t, b, recovery.StepPlan) },
+	"recovery-steps/dead-letter.json": func(t *testing.T, b []byte) { step(t, b, recovery.StepDeadLetter) },
 	"operator-api/list-deadletters.json": func(t *testing.T, b []byte) {
 		ev := httpEvent(t, b, "ANY /ops/{proxy+}")
 		if ev.RequestContext.Authorizer.JWT.Claims["sub"] == "" || ev.PathParameters["proxy"] == "" {
@@ -111,8 +124,10 @@ var parsers = map[string]func(t *testing.T, b []byte){
 		}
 	},
 	"operator-api/console.json": func(t *testing.T, b []byte) {
-		if ev := httpEvent(t, b, "GET /ops/"); ev.RequestContext.Authorizer.JWT.Claims["sub"] == "" {
-			t.Fatal("want an operator's JWT")
+		// A browser's navigation: the console route has no authorizer; the function's own
+		// session (OIDC sign-in) is what lets it in.
+		if ev := httpEvent(t, b, "GET /ops"); ev.RequestContext.Authorizer != nil || ev.Headers["authorization"] != "" {
+			t.Fatal("want a navigation with no bearer token and no authorizer")
 		}
 	},
 	"outbox-relay/dynamodb-stream.json": func(t *testing.T, b []byte) {

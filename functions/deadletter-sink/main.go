@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
@@ -25,10 +24,10 @@ func main() {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	// The open count goes to stdout as EMF; the dead-letter growth alarm watches it.
-	emf := &deadletter.EMF{W: os.Stdout, Service: env.Optional("TWICE_METRICS_SERVICE", "twice")}
+	emf := &deadletter.EMF{Out: env.Metrics()}
 	// No Requeuer: the sink only opens records; retries are the operator API's.
 	table := deadletter.NewTable(dynamo.New(lambdaenv.DynamoDB(cfg), tables), nil,
 		deadletter.WithLogger(log), deadletter.WithMetrics(emf))
 	sink := &deadletter.Sink{Table: table, Metrics: emf, Count: table.OpenCount}
-	lambda.Start(sink.Handle) // per-message failures: ReportBatchItemFailures
+	lambda.Start(lambdaenv.Handler(sink.Handle)) // per-message failures: ReportBatchItemFailures
 }

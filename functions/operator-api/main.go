@@ -1,14 +1,17 @@
-// Command operator-api serves /ops: the dead-letter actions, attempt lookup and the console,
-// behind the HTTP API's JWT authorizer.
+// Command operator-api serves /ops: the dead-letter JSON API behind the HTTP API's JWT
+// authorizer, and the console, whose routes have no authorizer: the function signs operators
+// in through the OIDC issuer (authorization code + PKCE) and enforces its own session.
 package main
 
 import (
 	"context"
-	"crypto/sha256"
+	"errors"
+	"log/slog"
 	"net/http"
-	"os"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
@@ -20,7 +23,9 @@ import (
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/sqsqueue"
+	"github.com/runtwice/twice/shared/ssmparam"
 )
 
 func main() {
@@ -33,7 +38,7 @@ func main() {
 	tables := env.Tables(deadletter.TableName, attempts.Table, payments.Table)
 	webhookURL, resolveURL := env.Get("TWICE_WEBHOOK_QUEUE_URL"), env.Get("TWICE_RESOLVE_QUEUE_URL")
 	recoverer := recoveryfn.Recoverer(cfg, env, log)
-	seed := env.Get("TWICE_OPS_SESSION_SEED")
+	login, sessionKey := consoleLogin(cfg, env, log)
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
@@ -43,26 +48,62 @@ func main() {
 		recoveryfn.QueueName(webhookURL): sqsqueue.New(sq, webhookURL),
 		recoveryfn.QueueName(resolveURL): sqsqueue.New(sq, resolveURL),
 	}}
-	emf := &deadletter.EMF{W: os.Stdout, Service: env.Optional("TWICE_METRICS_SERVICE", "twice")}
+	emf := &deadletter.EMF{Out: env.Metrics()}
 	table := deadletter.NewTable(st, requeue, deadletter.WithLogger(log), deadletter.WithMetrics(emf))
 	attemptLog, err := attempts.NewLog(st, attempts.Config{})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	// Every request carries its own bearer JWT, checked by API Gateway, which a cross-site form
-	// cannot attach; the console's CSRF tokens are defence in depth and only need a key that
-	// every container shares, not a secret: the stack id the template passes in.
-	key := sha256.Sum256([]byte("twice-ops-session:" + seed))
 	ops, err := opsapi.New(opsapi.Config{
-		Records:    table,
-		Attempts:   attemptLog,
-		Principal:  func(r *http.Request) (string, bool) { p := apigw.Scope(r); return p, p != "" },
-		SessionKey: key[:],
-		Secure:     true,
-		Logger:     log,
+		Records:  table,
+		Attempts: attemptLog,
+		// JSON API routes: the JWT authorizer's subject. Console routes carry none.
+		Principal:        func(r *http.Request) (string, bool) { p := apigw.Scope(r); return p, p != "" },
+		SessionKeySource: sessionKey,
+		OIDC:             login,
+		Secure:           true,
+		Logger:           log,
 	})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	lambda.Start(apigw.New(apigw.RequireScope(ops)).Invoke)
+	lambda.Start(lambdaenv.Handler(apigw.New(ops).Invoke))
+}
+
+// consoleLogin is the console's OIDC sign-in from the environment (TWICE_OIDC_*), and the
+// session key: an SSM SecureString read on first use, because a console session cookie is a
+// credential. Without TWICE_OIDC_ISSUER the console has no sign-in in AWS.
+func consoleLogin(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*opsapi.OIDCLogin, func(context.Context) ([]byte, error)) {
+	issuer := env.Optional("TWICE_OIDC_ISSUER", "")
+	if issuer == "" {
+		return nil, nil
+	}
+	params := secrets.NewCached(ssmparam.New(cfg))
+	params.Logger = log
+	first := func(name string) func(context.Context) (string, error) {
+		return func(ctx context.Context) (string, error) {
+			v, err := params.Secrets(ctx, name)
+			if err != nil || len(v) == 0 {
+				return "", errors.Join(errors.New("operator-api: parameter "+name), err)
+			}
+			return v[0], nil
+		}
+	}
+	keyParam := env.Get("TWICE_OPS_SESSION_KEY_PARAM")
+	login := &opsapi.OIDCLogin{
+		Issuer:      issuer,
+		ClientID:    env.Get("TWICE_OIDC_CLIENT_ID"),
+		RedirectURL: env.Optional("TWICE_OIDC_REDIRECT_URL", ""),
+		Scopes:      strings.Fields(env.Optional("TWICE_OIDC_SCOPES", "openid email")),
+		GroupClaim:  env.Optional("TWICE_OPS_GROUP_CLAIM", "groups"),
+		Group:       env.Optional("TWICE_OPS_GROUP", ""),
+	}
+	if p := env.Optional("TWICE_OIDC_CLIENT_SECRET_PARAM", ""); p != "" {
+		login.ClientSecret = first(p)
+	}
+	key := first(keyParam)
+	return login, func(ctx context.Context) ([]byte, error) {
+		k, err := key(ctx)
+		return []byte(k), err
+	}
 }

@@ -21,5 +21,5 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	lambda.Start(svc.HandleResolve) // per-message failures: ReportBatchItemFailures
+	lambda.Start(lambdaenv.Handler(svc.HandleResolve)) // per-message failures: ReportBatchItemFailures
 }

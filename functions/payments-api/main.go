@@ -22,5 +22,5 @@ func main() {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	// Keys are scoped by the authorizer's principal; a request without one is refused.
-	lambda.Start(apigw.New(apigw.RequireScope(svc.Handler(apigw.Scope))).Invoke)
+	lambda.Start(lambdaenv.Handler(apigw.New(apigw.RequireScope(svc.Handler(apigw.Scope))).Invoke))
 }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -41,15 +40,17 @@ func main() {
 	// Listing is a read: every failure may be retried, with the policy's budget.
 	policy := retry.New(paymentsfn.NewRand())
 	policy.Logger = log
+	emf := env.Metrics()
 	r, err := recon.New(recon.Config{
 		Store:    st,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
-		Sink:     adapt.ReconSink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log))},
-		Metrics:  &recon.Metrics{W: os.Stdout}, // EMF: the run's counts become CloudWatch metrics
-		Log:      log,
+		// Each difference opens a dead-letter record: DeadLetterOpen moves with it.
+		Sink:    adapt.ReconSink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log), deadletter.WithMetrics(&deadletter.EMF{Out: emf}))},
+		Metrics: &recon.Metrics{Out: emf}, // EMF: the run's counts become CloudWatch metrics
+		Log:     log,
 	})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	lambda.Start(r.Handle) // input: the Scheduler's {"scheduled_time": ...} or {"from","to"}
+	lambda.Start(lambdaenv.Handler(r.Handle)) // input: the Scheduler's {"scheduled_time": ...} or {"from","to"}
 }

@@ -41,17 +41,19 @@ func main() {
 	policy := retry.New(paymentsfn.NewRand())
 	policy.Logger = log
 	steps, err := recovery.NewSteps(recovery.StepsConfig{
-		Provider:    &retry.Provider{Next: stripe, Policy: policy},
-		Store:       st,
-		DeadLetters: adapt.RecoverySink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log))},
-		Policy:      recovery.DefaultPolicy(),
-		Now:         time.Now,
-		Rand:        paymentsfn.NewRand(),
-		Log:         log,
+		Provider: &retry.Provider{Next: stripe, Policy: policy},
+		Store:    st,
+		// An exhausted or hard-declined recovery opens a record: DeadLetterOpen moves with it.
+		DeadLetters: adapt.RecoverySink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log),
+			deadletter.WithMetrics(&deadletter.EMF{Out: env.Metrics()}))},
+		Policy: recovery.DefaultPolicy(),
+		Now:    time.Now,
+		Rand:   paymentsfn.NewRand(),
+		Log:    log,
 	})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	// Errors reach Step Functions under their names (Recovery.Transient, ...) for Retry/Catch.
-	lambda.Start(recovery.LambdaHandler(steps.Handle))
+	lambda.Start(lambdaenv.Handler(recovery.LambdaHandler(steps.Handle)))
 }

@@ -27,5 +27,5 @@ func main() {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: declines.ClassOf, Log: log}
-	lambda.Start(w.Handle) // per-message failures: ReportBatchItemFailures
+	lambda.Start(lambdaenv.Handler(w.Handle)) // per-message failures: ReportBatchItemFailures
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/problem"
-	"github.com/runtwice/twice/shared/recovery"
 )
 
 // ErrInjected is the failure an armed start_execution fault returns, standing in for a
@@ -21,7 +20,7 @@ var ErrInjected = errors.New("localstack: injected start_execution failure")
 // faultyStarter is the local runner's StartExecution with faults an outside test can arm
 // (POST /ops/_faults), so it can prove that a failed recovery start is retried from the outbox.
 type faultyStarter struct {
-	next recovery.ExecutionStarter
+	next asl.ExecutionStarter
 
 	mu      sync.Mutex
 	armed   int

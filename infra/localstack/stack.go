@@ -326,7 +326,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 		return nil, err
 	}
 	s.starter = &faultyStarter{next: s.runner}
-	return &recovery.Recoverer{Starter: &recovery.LocalStarter{Runner: s.starter, StateMachine: recoveryMachine}, Log: s.log}, nil
+	return &recovery.Recoverer{Starter: &asl.Starter{Runner: s.starter, StateMachine: recoveryMachine}, Log: s.log}, nil
 }
 
 // Handler is every route of template.yaml. The adapters it wires (QueueSink, QueueResolver,

@@ -155,8 +155,7 @@ func (f *Fixture) Env(extra ...string) []string {
 		"TWICE_STRIPE_API_BASE=" + f.StripeAPI,
 		"TWICE_RECOVERY_STATE_MACHINE_ARN=" + f.StateMachine,
 		"TWICE_IDEMPOTENCY_RETENTION_DAYS=7",
-		"TWICE_METRICS_SERVICE=" + f.Prefix,
-		"TWICE_OPS_SESSION_SEED=" + f.Prefix,
+		"TWICE_STAGE=" + f.Prefix,
 	}
 	for logical, physical := range f.Tables {
 		env = append(env, lambdaenv.TableVar(logical)+"="+physical)

@@ -40,6 +40,11 @@ type env struct {
 	rie  string
 	fx   *rie.Fixture
 	sim  *httptest.Server
+	// calls are the AWS actions each started function made, recorded by proxies in front of
+	// DynamoDB Local and moto (see least_privilege_test.go).
+	calls map[string][]*rie.Recorder
+	// ran are the emulators each function ran in, for their output.
+	ran map[string][]*rie.Emulator
 }
 
 func setup(t *testing.T) *env {
@@ -65,7 +70,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{root: root, rie: rieBin, fx: fx, sim: srv}
+	return &env{root: root, rie: rieBin, fx: fx, sim: srv, calls: map[string][]*rie.Recorder{}, ran: map[string][]*rie.Emulator{}}
 }
 
 func (e *env) event(t *testing.T, name string) []byte {
@@ -77,17 +82,32 @@ func (e *env) event(t *testing.T, name string) []byte {
 	return b
 }
 
-// start builds fn for this machine (the emulator runs natively) and starts it.
-func (e *env) start(t *testing.T, fn string) *rie.Emulator {
+// start builds fn for this machine (the emulator runs natively) and starts it; extra
+// environment entries ("K=V") override the fixture's.
+func (e *env) start(t *testing.T, fn string, extra ...string) *rie.Emulator {
 	t.Helper()
 	bin, err := rie.Build(t.Context(), e.root, "./functions/"+fn, runtime.GOARCH, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	em, err := rie.Start(t.Context(), e.rie, bin, e.fx.Env())
+	// Every AWS call goes through a recording proxy, so the least-privilege test sees what the
+	// function really asked for.
+	ddb, err := rie.NewRecorder(e.fx.DynamoDB)
 	if err != nil {
 		t.Fatal(err)
 	}
+	moto, err := rie.NewRecorder(e.fx.Moto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.calls[fn] = append(e.calls[fn], ddb, moto)
+	t.Cleanup(func() { ddb.Close(); moto.Close() })
+	em, err := rie.Start(t.Context(), e.rie, bin, e.fx.Env(append([]string{"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL,
+		"AWS_ENDPOINT_URL_SQS=" + moto.URL, "AWS_ENDPOINT_URL_SSM=" + moto.URL, "AWS_ENDPOINT_URL_SFN=" + moto.URL}, extra...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ran[fn] = append(e.ran[fn], em)
 	t.Cleanup(func() {
 		em.Close()
 		if t.Failed() {
@@ -284,14 +304,14 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range []string{"deadletter-sink/sqs-webhooks-dlq.json", "deadletter-sink/sqs-resolve-dlq.json"} {
+		for _, f := range []string{"deadletter-sink/sqs-webhooks-dlq.json", "deadletter-sink/sqs-resolve-dlq.json", "deadletter-sink/sqs-reconcile-dlq.json"} {
 			if r := invokeSQS(t, em, e.event(t, f)); len(r.BatchItemFailures) != 0 {
 				t.Fatalf("%s: failures %+v", f, r.BatchItemFailures)
 			}
 		}
 		after, err := table.OpenCount(ctx)
-		if err != nil || after != before+2 {
-			t.Fatalf("open count %d -> %d (%v), want +2", before, after, err)
+		if err != nil || after != before+3 {
+			t.Fatalf("open count %d -> %d (%v), want +3", before, after, err)
 		}
 		if !strings.Contains(em.Output(), `"DeadLetterOpen":`) {
 			t.Fatalf("no EMF open-count line in the output:\n%s", em.Output())
@@ -306,8 +326,9 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		if r.StatusCode != http.StatusOK || !strings.Contains(r.Body, "pay_sample") {
 			t.Fatalf("list: %d %s", r.StatusCode, r.Body)
 		}
-		if r := invokeHTTP(t, em, e.event(t, "operator-api/console.json")); r.StatusCode != http.StatusOK ||
-			!strings.HasPrefix(r.Headers["Content-Type"], "text/html") {
+		// A browser without a session is sent to sign in (TestConsoleLoginInAWS goes on from there).
+		if r := invokeHTTP(t, em, e.event(t, "operator-api/console.json")); r.StatusCode != http.StatusSeeOther ||
+			r.Headers["Location"] != "/ops/login" {
 			t.Fatalf("console: %d %v", r.StatusCode, r.Headers)
 		}
 		anonymous := edit(t, e.event(t, "operator-api/list-deadletters.json"), func(ev *events.APIGatewayV2HTTPRequest) {
@@ -316,17 +337,52 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		if r := invokeHTTP(t, em, anonymous); r.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("no principal: %d %s", r.StatusCode, r.Body)
 		}
+		// Retry the recovery record recovery-steps opened: a new round starts on moto's Step
+		// Functions, and the record and its audit are written. (The queue records' targets are
+		// the sample events' queue names, which this fixture does not have.)
+		page, err := deadletter.NewTable(e.store(), nil).List(ctx, deadletter.Filter{Status: deadletter.StatusOpen, Source: deadletter.SourceRecovery})
+		if err != nil || len(page.Records) == 0 {
+			t.Fatalf("open recovery records: %d (%v)", len(page.Records), err)
+		}
+		rec := page.Records[0]
+		retry := edit(t, e.event(t, "operator-api/list-deadletters.json"), func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RequestContext.HTTP.Method = http.MethodPost
+			ev.RawPath, ev.RawQueryString = "/ops/deadletters/"+rec.ID+"/retry", ""
+			ev.Body = `{"note":"emulator retry"}`
+		})
+		if r := invokeHTTP(t, em, retry); r.StatusCode != http.StatusOK || !strings.Contains(r.Body, `"retried":true`) {
+			t.Fatalf("retry %s (%s): %d %s", rec.ID, rec.Target.Kind, r.StatusCode, r.Body)
+		}
 	})
 
 	t.Run("reconciler", func(t *testing.T) {
 		em := e.start(t, "reconciler")
+		// A charge the provider made that twice never recorded, inside the scheduled window
+		// (it ends 5 minutes before the scheduled time): one missing_locally difference.
+		var sched struct {
+			ScheduledTime time.Time `json:"scheduled_time"`
+		}
+		if err := json.Unmarshal(e.event(t, "reconciler/scheduled.json"), &sched); err != nil {
+			t.Fatal(err)
+		}
+		lost, _ := json.Marshal(map[string]any{"amount": 4200, "currency": "usd", "customer": "cus_lost", "webhook": false,
+			"created": sched.ScheduledTime.Add(-2 * time.Hour).Unix()})
+		resp, err := http.Post(e.sim.URL+"/_sim/payment_intents", "application/json", strings.NewReader(string(lost)))
+		if err != nil || resp.StatusCode >= 300 {
+			t.Fatalf("sim: %v %v", resp, err)
+		}
+		resp.Body.Close()
 		var first, again struct {
-			RunID    string `json:"run_id"`
-			Replayed bool   `json:"replayed"`
+			RunID    string         `json:"run_id"`
+			Replayed bool           `json:"replayed"`
+			Opened   map[string]int `json:"opened"`
 		}
 		b, err := em.Invoke(ctx, e.event(t, "reconciler/scheduled.json"))
 		if err != nil || json.Unmarshal(b, &first) != nil || first.RunID == "" || first.Replayed {
 			t.Fatalf("scheduled run: %s %v", b, err)
+		}
+		if n := first.Opened["missing_locally"]; n != 1 {
+			t.Fatalf("opened %v, want one missing_locally difference: %s", first.Opened, b)
 		}
 		// The Scheduler retrying the same scheduled time gets the stored report: run id = window.
 		b, err = em.Invoke(ctx, e.event(t, "reconciler/scheduled.json"))
@@ -334,4 +390,53 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 			t.Fatalf("repeated run: %s %v", b, err)
 		}
 	})
+
+	t.Run("least privilege", func(t *testing.T) { e.checkLeastPrivilege(t) })
+	t.Run("alarm metrics emitted", func(t *testing.T) { e.checkMetricsEmitted(t) })
+}
+
+// checkMetricsEmitted: every function metricEmitters names printed, under the emulator, an
+// EMF line with the metric in namespace Twice, with the Stage dimension and level WARN (so a
+// log-level filter up to WARN keeps it).
+func (e *env) checkMetricsEmitted(t *testing.T) {
+	for metric, fns := range metricEmitters {
+		for _, fn := range fns {
+			ems, ok := e.ran[fn]
+			if !ok {
+				t.Errorf("%s did not run", fn)
+				continue
+			}
+			found := false
+			for _, em := range ems {
+				for line := range strings.Lines(em.Output()) {
+					var l struct {
+						Level string `json:"level"`
+						Stage string `json:"Stage"`
+						AWS   struct {
+							CloudWatchMetrics []struct {
+								Namespace  string
+								Dimensions [][]string
+								Metrics    []struct{ Name string }
+							}
+						} `json:"_aws"`
+					}
+					if json.Unmarshal([]byte(line), &l) != nil || l.Level != "WARN" || l.Stage == "" {
+						continue
+					}
+					for _, d := range l.AWS.CloudWatchMetrics {
+						for _, m := range d.Metrics {
+							if d.Namespace == "Twice" && m.Name == metric && len(d.Dimensions) > 0 && d.Dimensions[0][0] == "Stage" {
+								found = true
+							}
+						}
+					}
+				}
+			}
+			if !found {
+				t.Errorf("%s printed no EMF line for Twice/%s (with Stage, level WARN)", fn, metric)
+			} else {
+				t.Logf("%s emits Twice/%s", fn, metric)
+			}
+		}
+	}
 }

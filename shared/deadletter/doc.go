@@ -22,7 +22,7 @@
 //
 // The open count lives in a counter item updated in the same transaction as each status
 // change, with a per-hour snapshot for the console's chart (OpenHistory). EMF writes the count
-// as a CloudWatch metric (namespace Twice, metric DeadLetterOpen, dimension Service) in
+// as a CloudWatch metric (namespace Twice, metric DeadLetterOpen, dimension Stage) in
 // Embedded Metric Format, whenever it changes and after each sink batch; the alarm watches its
 // growth over several periods, never single failures.
 package deadletter

@@ -46,6 +46,9 @@ const (
 	ClassReconStatusMismatch    Class = "recon_status_mismatch"
 	ClassReconAmountMismatch    Class = "recon_amount_mismatch"
 	ClassReconDuplicateCharge   Class = "recon_duplicate_charge"
+	// ClassReconRunFailed is a scheduled reconciliation run that failed after its retries (the
+	// reconciler's on-failure destination or the schedule's dead-letter queue).
+	ClassReconRunFailed Class = "recon_run_failed"
 )
 
 // Classes lists every class with a text, in the order the console's filter shows them.
@@ -55,7 +58,7 @@ var Classes = []Class{
 	ClassHTTPThrottled, ClassHTTPTransient, ClassHTTPUnknown, ClassHTTPPermanent, ClassHTTPCredentials,
 	ClassSignature, ClassValidation, ClassExhaustedRecovery, ClassProcessing, ClassPoison,
 	ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconStatusMismatch,
-	ClassReconAmountMismatch, ClassReconDuplicateCharge,
+	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconRunFailed,
 }
 
 // DeclineClass maps a decline class to its failure class.
@@ -118,6 +121,7 @@ var texts = map[Class]func(Facts) (string, string){
 	ClassProcessing:          processing,
 	ClassPoison:              poison,
 	ClassReconMissingLocally: reconMissingLocally,
+	ClassReconRunFailed:      reconRunFailed,
 	ClassReconMissingAtProvider: func(f Facts) (string, string) {
 		return fmt.Sprintf("Payment %s is recorded here but the payment provider has no record of it.", name(f.PaymentID, "a payment")),
 			"Check whether the customer was charged; if not, mark the payment failed and ask the customer to pay again."
@@ -267,6 +271,15 @@ func processing(f Facts) (string, string) {
 func poison(f Facts) (string, string) {
 	return "A message could not be read at all" + times(f.Deliveries) + "; it is not in any format twice understands.",
 		"Look at the payload; if it is junk, ignore it. If it came from a bug, fix the sender."
+}
+
+func reconRunFailed(f Facts) (string, string) {
+	what := "A scheduled reconciliation run"
+	if at, err := time.Parse(time.RFC3339, f.Local); err == nil { // only a time is shown
+		what = "The reconciliation run scheduled for " + at.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	return what + " failed after its retries, so that window was not compared with the payment provider.",
+		"Fix the cause shown in the attempts, then invoke the reconciler with the payload below (the run id is the window, so running it again is safe) and resolve this record."
 }
 
 func reconMissingLocally(f Facts) (string, string) {

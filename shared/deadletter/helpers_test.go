@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/metrics"
 )
 
 // clock is a settable test clock.
@@ -65,7 +66,7 @@ func newEnv(t *testing.T) env {
 	var m bytes.Buffer
 	tb := deadletter.NewTable(s, q, deadletter.WithClock(c.Now),
 		deadletter.WithLogger(slog.New(slog.DiscardHandler)),
-		deadletter.WithMetrics(&deadletter.EMF{W: &m}))
+		deadletter.WithMetrics(&deadletter.EMF{Out: &metrics.EMF{W: &m}}))
 	return env{table: tb, clock: c, sent: q, metrics: &m}
 }
 

@@ -72,6 +72,8 @@ func SourceOf(dlq string) Source {
 		return SourceWebhook
 	case strings.HasSuffix(dlq, "resolve-dlq"):
 		return SourceResolve
+	case strings.HasSuffix(dlq, "reconcile-dlq"):
+		return SourceReconciliation
 	}
 	return SourceUnknown
 }
@@ -119,8 +121,64 @@ func (s *Sink) Record(m events.SQSMessage) Record {
 		r.Class, r.Key, r.PaymentID, r.Facts.PaymentID = ClassHTTPUnknown, "resolve:"+j.PaymentID, j.PaymentID, j.PaymentID
 		r.IdempotencyKey = j.Key
 		r.Target = target
+	case SourceReconciliation:
+		reconFailure(&r, m)
 	}
 	return r
+}
+
+// reconFailure fills the record of a failed reconciliation run. Two senders use the queue: the
+// reconciler's on-failure destination (a Lambda invocation record: requestPayload, and the
+// error in responsePayload) and the schedule's dead-letter queue (the schedule's input, the
+// error in message attributes). Both carry the scheduled time, which is the run's identity,
+// so the two copies of one failed run are one record. There is no queue to retry to: the
+// action is to invoke the reconciler again.
+func reconFailure(r *Record, m events.SQSMessage) {
+	type input struct {
+		ScheduledTime string `json:"scheduled_time,omitempty"`
+		From          string `json:"from,omitempty"`
+		To            string `json:"to,omitempty"`
+	}
+	var dest struct {
+		RequestContext struct {
+			Condition string `json:"condition"`
+		} `json:"requestContext"`
+		RequestPayload  *input `json:"requestPayload"`
+		ResponsePayload struct {
+			ErrorType    string `json:"errorType"`
+			ErrorMessage string `json:"errorMessage"`
+		} `json:"responsePayload"`
+	}
+	if json.Unmarshal([]byte(m.Body), &dest) != nil {
+		return
+	}
+	in, cause := dest.RequestPayload, ""
+	if in != nil { // the Lambda destination's record
+		cause = strings.TrimSpace(dest.ResponsePayload.ErrorType + ": " + dest.ResponsePayload.ErrorMessage)
+		if dest.RequestContext.Condition != "" {
+			cause += " (" + dest.RequestContext.Condition + ")"
+		}
+		r.Payload, _ = json.Marshal(in)
+	} else { // the schedule's own dead letter: the body is the input
+		in = &input{}
+		if json.Unmarshal([]byte(m.Body), in) != nil {
+			return
+		}
+		if a, ok := m.MessageAttributes["ERROR_MESSAGE"]; ok && a.StringValue != nil {
+			cause = *a.StringValue
+		}
+	}
+	run := in.ScheduledTime
+	if run == "" && in.From != "" {
+		run = in.From + "/" + in.To
+	}
+	if run == "" {
+		return
+	}
+	r.Class, r.Key, r.Facts.Local, r.Target = ClassReconRunFailed, "reconcile:"+run, run, Target{}
+	if cause != "" && cause != ":" {
+		r.Attempts[0].Error = cause
+	}
 }
 
 // RecoveryDeadLetter mirrors recovery.DeadLetter (branch recovery), which this package does not

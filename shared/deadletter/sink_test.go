@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/metrics"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -53,7 +54,7 @@ func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			sink := &deadletter.Sink{Table: e.table, Metrics: &deadletter.EMF{W: e.metrics}, Count: e.table.OpenCount}
+			sink := &deadletter.Sink{Table: e.table, Metrics: &deadletter.EMF{Out: &metrics.EMF{W: e.metrics}}, Count: e.table.OpenCount}
 			msg := tc.msg(t)
 			// The same dead message delivered twice (SQS is at least once) is one record.
 			for i := 0; i < 2; i++ {
@@ -103,4 +104,45 @@ type openerFunc func(ctx context.Context, r deadletter.Record) (deadletter.Recor
 
 func (f openerFunc) Open(ctx context.Context, r deadletter.Record) (deadletter.Record, bool, error) {
 	return f(ctx, r)
+}
+
+// A failed reconciliation run reaches the sink twice: as the reconciler's on-failure
+// destination record and as the schedule's own dead letter. Both are one record about the run.
+func TestSinkOpensOneRecordPerFailedReconciliationRun(t *testing.T) {
+	e := newEnv(t)
+	sink := &deadletter.Sink{Table: e.table, Metrics: &deadletter.EMF{Out: &metrics.EMF{W: e.metrics}}, Count: e.table.OpenCount}
+	const run = "2026-11-29T08:00:00Z"
+	destination := map[string]any{
+		"version":         "1.0",
+		"requestContext":  map[string]any{"requestId": "r-1", "condition": "RetriesExhausted", "approximateInvokeCount": 3},
+		"requestPayload":  map[string]any{"scheduled_time": run},
+		"responsePayload": map[string]any{"errorType": "Runtime.ExitError", "errorMessage": "provider list failed"},
+	}
+	scheduler := sqsMessage(t, "s1", "twice-prod-reconcile-dlq", map[string]any{"scheduled_time": run}, 1)
+	msg := "target unreachable"
+	scheduler.MessageAttributes = map[string]events.SQSMessageAttribute{"ERROR_MESSAGE": {StringValue: &msg, DataType: "String"}}
+	ev := events.SQSEvent{Records: []events.SQSMessage{sqsMessage(t, "d1", "twice-prod-reconcile-dlq", destination, 1), scheduler}}
+	resp, err := sink.Handle(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("handle: %v %+v", err, resp)
+	}
+	first := sink.Record(ev.Records[0])
+	second := sink.Record(ev.Records[1])
+	if first.Source != deadletter.SourceReconciliation || first.Class != deadletter.ClassReconRunFailed ||
+		first.Key != "reconcile:"+run || second.Key != first.Key || first.Target.Retryable() {
+		t.Fatalf("records %+v / %+v", first, second)
+	}
+	if first.Attempts[0].Error != "Runtime.ExitError: provider list failed (RetriesExhausted)" || second.Attempts[0].Error != msg {
+		t.Fatalf("causes %q / %q", first.Attempts[0].Error, second.Attempts[0].Error)
+	}
+	if string(first.Payload) != `{"scheduled_time":"`+run+`"}` {
+		t.Fatalf("payload %s", first.Payload)
+	}
+	rec, err := e.table.Get(context.Background(), deadletter.RecordID(deadletter.SourceReconciliation, first.Key))
+	if err != nil || rec.Status != deadletter.StatusOpen || rec.Explanation == "" {
+		t.Fatalf("stored %+v, %v", rec, err)
+	}
+	if n, err := e.table.OpenCount(context.Background()); err != nil || n != 1 {
+		t.Fatalf("open count %d (%v), want 1", n, err)
+	}
 }

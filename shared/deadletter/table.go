@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/runtwice/twice/shared/metrics"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -710,12 +710,11 @@ func (t *Table) BulkRetry(ctx context.Context, f Filter, actor, note string) (Bu
 	return res, nil
 }
 
-// EMF writes the open count as a CloudWatch metric in Embedded Metric Format: one JSON log
-// line that CloudWatch Logs turns into a metric, no API call and no library.
+// EMF writes the open count as the DeadLetterOpen metric (namespace Twice, dimension Stage)
+// in Embedded Metric Format; the dead-letter alarms watch it. Every writer of records
+// (deadletter-sink, operator-api, recovery-steps, reconciler) wires one.
 type EMF struct {
-	W         io.Writer
-	Namespace string // default "Twice"
-	Service   string // the Service dimension, default "twice"
+	Out *metrics.EMF
 }
 
 // MetricOpen is the metric name of the open count.
@@ -723,25 +722,8 @@ const MetricOpen = "DeadLetterOpen"
 
 // Open writes one metric line for the open count n at time at.
 func (m *EMF) Open(n int64, at time.Time) {
-	ns, svc := m.Namespace, m.Service
-	if ns == "" {
-		ns = "Twice"
+	if m == nil {
+		return
 	}
-	if svc == "" {
-		svc = "twice"
-	}
-	line := map[string]any{
-		"_aws": map[string]any{
-			"Timestamp": at.UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  ns,
-				"Dimensions": [][]string{{"Service"}},
-				"Metrics":    []any{map[string]string{"Name": MetricOpen, "Unit": "Count"}},
-			}},
-		},
-		"Service":  svc,
-		MetricOpen: n,
-	}
-	b, _ := json.Marshal(line)
-	_, _ = m.W.Write(append(b, '\n'))
+	m.Out.Put(at, nil, nil, metrics.Value{Name: MetricOpen, Unit: metrics.Count, V: float64(n)})
 }

@@ -88,11 +88,6 @@ func DynamoDB(cfg aws.Config) *dynamodb.Client {
 	})
 }
 
-// Logger is the JSON logger every function uses (Lambda's JSON log format keeps it as is).
-func Logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
-}
-
 // Fatal logs err and exits non-zero: the one place a main gives up, during INIT, where Lambda
 // reports the failure and retries the cold start.
 func Fatal(log *slog.Logger, msg string, err error) {

@@ -58,6 +58,12 @@ type Config struct {
 	Principal func(*http.Request) (string, bool)
 	// SessionKey signs console sessions and CSRF tokens; default: derived from Token.
 	SessionKey []byte
+	// SessionKeySource, when set, supplies the session key instead (a secret read on first
+	// use, as in AWS where a session cookie is the credential): at least 16 bytes.
+	SessionKeySource func(ctx context.Context) ([]byte, error)
+	// OIDC, when set, is the console's sign-in: an authorization-code flow with PKCE against
+	// an OpenID Connect issuer, ending in the same session cookie (see OIDCLogin).
+	OIDC *OIDCLogin
 	// Secure marks the console cookie Secure (set it behind HTTPS).
 	Secure bool
 	Now    func() time.Time
@@ -85,8 +91,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Records == nil {
 		return nil, errors.New("opsapi: Records is required")
 	}
-	if cfg.Token == "" && cfg.Principal == nil {
-		return nil, errors.New("opsapi: a Token or a Principal is required")
+	if cfg.Token == "" && cfg.Principal == nil && cfg.OIDC == nil {
+		return nil, errors.New("opsapi: a Token, a Principal or an OIDC login is required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

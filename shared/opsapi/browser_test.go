@@ -1,7 +1,6 @@
 package opsapi_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,55 +8,17 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/runtwice/twice/infra/testenv"
 )
 
 // TestBrowserRetry drives the console in headless chromium: sign in, find the seeded record,
 // open it, click Retry, and see the new status and the audit entry. CI sets CI=true, so a
 // missing browser fails there instead of skipping.
 func TestBrowserRetry(t *testing.T) {
-	bin := os.Getenv("TWICE_TEST_CHROMIUM")
-	if bin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TWICE_TEST_CHROMIUM is not set; CI needs the browser test")
-		}
-		t.Skip("TWICE_TEST_CHROMIUM not set (e.g. /usr/bin/chromium)")
-	}
 	f := newFixture(t)
-
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(bin),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1200, 1400),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-
-	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("browser, %s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("browser, reading %s: %v", sel, err)
-		}
-		return s
-	}
+	br := testenv.NewBrowser(t, 60*time.Second)
+	step, text := br.Step, br.Text
 	step("sign in",
 		chromedp.Navigate(f.srv.URL+"/ops/"),
 		chromedp.WaitVisible(`input[name="token"]`),
@@ -69,7 +30,7 @@ func TestBrowserRetry(t *testing.T) {
 	step("open the record", chromedp.Click(`#records a`), chromedp.WaitVisible(`#retry`))
 	step("retry", chromedp.Click(`#retry`), chromedp.WaitVisible(`div.msg.ok`))
 	notice, status, audit := text(`div.msg.ok`), text(`#status`), text(`#audit`)
-	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	shot, err := chromedp.Run(br.Ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}

@@ -2,16 +2,16 @@ package opsapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"embed"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"net/http"
 	"net/url"
@@ -19,31 +19,36 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a-h/templ"
+
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
 )
 
-//go:embed console.html
-var consoleFS embed.FS
+//go:generate go run github.com/a-h/templ/cmd/templ@v0.3.1100 generate -f console.templ
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"when": func(t time.Time) string {
-		if t.IsZero() {
-			return ""
-		}
-		return t.UTC().Format("2006-01-02 15:04:05 UTC")
-	},
-	"pretty": func(b json.RawMessage) string {
-		var out bytes.Buffer
-		if json.Indent(&out, b, "", "  ") != nil {
-			return string(b)
-		}
-		return out.String()
-	},
-	"query": func(f deadletter.Filter, cursor string) template.URL {
-		return template.URL("?" + filterQuery(f, cursor).Encode())
-	},
-}).ParseFS(consoleFS, "console.html"))
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+func pretty(b json.RawMessage) string {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", "  ") != nil {
+		return string(b)
+	}
+	return out.String()
+}
+
+func query(f deadletter.Filter, cursor string) string {
+	return "?" + filterQuery(f, cursor).Encode()
+}
+
+func lookupURL(by, value string) templ.SafeURL {
+	return templ.SafeURL("/ops/lookup?" + url.Values{"by": {by}, "value": {value}}.Encode())
+}
 
 // CookieName is the console session cookie.
 const CookieName = "twice_ops"
@@ -63,12 +68,30 @@ func (h *Handler) console() {
 	h.mux.HandleFunc("POST /ops/records/{id}/{action}", h.form(h.actionForm))
 	h.mux.HandleFunc("POST /ops/bulk-retry", h.form(h.bulkForm))
 	h.mux.HandleFunc("GET /ops/login", h.loginPage)
+	h.mux.HandleFunc("GET /ops/callback", h.callback)
+	// HTTP APIs route /ops and /ops/ to the same route; the console lives at /ops/.
+	h.mux.HandleFunc("GET /ops", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ops/", http.StatusSeeOther)
+	})
 	h.mux.HandleFunc("POST /ops/login", h.login)
 	h.mux.HandleFunc("POST /ops/logout", h.form(h.logout))
 }
 
-func (h *Handler) mac(parts ...string) string {
-	m := hmac.New(sha256.New, h.key)
+// sessionKey is the key that signs sessions and CSRF tokens: SessionKeySource's (a secret read
+// on first use in AWS) or the fixed one.
+func (h *Handler) sessionKey(ctx context.Context) ([]byte, error) {
+	if h.cfg.SessionKeySource != nil {
+		k, err := h.cfg.SessionKeySource(ctx)
+		if err == nil && len(k) < 16 {
+			err = errors.New("opsapi: the session key is shorter than 16 bytes")
+		}
+		return k, err
+	}
+	return h.key, nil
+}
+
+func mac(key []byte, parts ...string) string {
+	m := hmac.New(sha256.New, key)
 	for _, p := range parts {
 		m.Write([]byte(p))
 		m.Write([]byte{0})
@@ -80,17 +103,22 @@ func (h *Handler) mac(parts ...string) string {
 // login form set. The CSRF token is bound to the session, so a form from another session or
 // site does not carry it.
 func (h *Handler) session(r *http.Request) (session, bool) {
+	key, err := h.sessionKey(r.Context())
+	if err != nil {
+		h.cfg.Logger.ErrorContext(r.Context(), "console session key", "err", err)
+		return session{}, false
+	}
 	if h.cfg.Principal != nil {
 		if p, ok := h.cfg.Principal(r); ok && p != "" {
-			return session{Actor: p, CSRF: h.mac("csrf", "principal", p)}, true
+			return session{Actor: p, CSRF: mac(key, "csrf", "principal", p)}, true
 		}
 	}
 	c, err := r.Cookie(CookieName)
-	if err != nil || h.cfg.Token == "" {
+	if err != nil || (h.cfg.Token == "" && h.cfg.OIDC == nil) {
 		return session{}, false
 	}
 	payload, sig, ok := strings.Cut(c.Value, ".")
-	if !ok || subtle.ConstantTimeCompare([]byte(sig), []byte(h.mac("session", payload))) != 1 {
+	if !ok || subtle.ConstantTimeCompare([]byte(sig), []byte(mac(key, "session", payload))) != 1 {
 		return session{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)
@@ -106,7 +134,7 @@ func (h *Handler) session(r *http.Request) (session, bool) {
 	if err != nil || h.cfg.Now().Unix() > exp {
 		return session{}, false
 	}
-	return session{Actor: parts[2], CSRF: h.mac("csrf", parts[0])}, true
+	return session{Actor: parts[2], CSRF: mac(key, "csrf", parts[0])}, true
 }
 
 type view struct {
@@ -114,13 +142,15 @@ type view struct {
 	Session session
 	Error   string
 	Notice  string
-	Data    any
+	// LoginURL, on the sign-in page, sends the browser to the identity provider instead of
+	// asking for the operator token.
+	LoginURL string
 }
 
-func (h *Handler) render(w http.ResponseWriter, status int, name string, v view) {
+func (h *Handler) render(w http.ResponseWriter, status int, page templ.Component) {
 	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, name, v); err != nil {
-		h.cfg.Logger.Error("console template", "page", name, "err", err)
+	if err := page.Render(context.Background(), &buf); err != nil {
+		h.cfg.Logger.Error("console page", "err", err)
 		http.Error(w, "Something went wrong; it has been logged.", http.StatusInternalServerError)
 		return
 	}
@@ -155,11 +185,11 @@ func (h *Handler) form(fn func(http.ResponseWriter, *http.Request, session)) htt
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		if err := r.ParseForm(); err != nil {
-			h.render(w, http.StatusBadRequest, "error", view{Title: "Bad request", Session: s, Error: "The form could not be read."})
+			h.render(w, http.StatusBadRequest, errorView(view{Title: "Bad request", Session: s, Error: "The form could not be read."}))
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.CSRF)) != 1 {
-			h.render(w, http.StatusForbidden, "error", view{Title: "Forbidden", Session: s, Error: "This form has expired. Reload the page and try again."})
+			h.render(w, http.StatusForbidden, errorView(view{Title: "Forbidden", Session: s, Error: "This form has expired. Reload the page and try again."}))
 			return
 		}
 		fn(w, r, s)
@@ -167,34 +197,59 @@ func (h *Handler) form(fn func(http.ResponseWriter, *http.Request, session)) htt
 }
 
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
-	h.render(w, http.StatusOK, "login", view{Title: "Sign in"})
+	if h.cfg.OIDC != nil {
+		h.cfg.OIDC.start(w, r, h)
+		return
+	}
+	h.render(w, http.StatusOK, loginView(view{Title: "Sign in"}))
 }
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if err := r.ParseForm(); err != nil || h.cfg.Token == "" ||
 		subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(h.cfg.Token)) != 1 {
-		h.render(w, http.StatusUnauthorized, "login", view{Title: "Sign in", Error: "That token is not valid."})
+		h.render(w, http.StatusUnauthorized, loginView(view{Title: "Sign in", Error: "That token is not valid."}))
 		return
 	}
-	name := cleanName(r.PostForm.Get("name"))
-	var nonce [16]byte
+	if err := h.startSession(w, r, cleanName(r.PostForm.Get("name"))); err != nil {
+		h.render(w, http.StatusInternalServerError, loginView(view{Title: "Sign in", Error: "Could not start a session."}))
+		return
+	}
+	http.Redirect(w, r, "/ops/", http.StatusSeeOther)
+}
+
+// startSession sets the console session cookie for actor (HttpOnly, SameSite=Strict, Secure
+// behind HTTPS), signed with the session key and valid for sessionTTL.
+func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, actor string) error {
+	key, err := h.sessionKey(r.Context())
+	if err != nil {
+		h.cfg.Logger.ErrorContext(r.Context(), "console session key", "err", err)
+		return err
+	}
+	nonce, err := h.random(16)
+	if err != nil {
+		return err
+	}
+	exp := h.cfg.Now().Add(sessionTTL)
+	payload := base64.RawURLEncoding.EncodeToString([]byte(nonce + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + actor))
+	// Max-Age rather than Expires: the browser counts it from its own clock, and the signed
+	// expiry inside the value is what the server checks against its clock.
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: payload + "." + mac(key, "session", payload), Path: "/ops",
+		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
+	return nil
+}
+
+// random returns n random bytes, hex.
+func (h *Handler) random(n int) (string, error) {
 	rd := h.cfg.Rand
 	if rd == nil {
 		rd = rand.Reader
 	}
-	if _, err := io.ReadFull(rd, nonce[:]); err != nil {
-		h.render(w, http.StatusInternalServerError, "login", view{Title: "Sign in", Error: "Could not start a session."})
-		return
+	b := make([]byte, n)
+	if _, err := io.ReadFull(rd, b); err != nil {
+		return "", err
 	}
-	exp := h.cfg.Now().Add(sessionTTL)
-	payload := base64.RawURLEncoding.EncodeToString([]byte(hex.EncodeToString(nonce[:]) + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + name))
-	// Max-Age, not Expires: the browser counts it from its own clock, so a server clock that
-	// differs from the browser's (skew, or a fixed clock in tests) neither shortens nor
-	// lengthens the session; the signed expiry is checked against the server's.
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: payload + "." + h.mac("session", payload), Path: "/ops",
-		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/ops/", http.StatusSeeOther)
+	return hex.EncodeToString(b), nil
 }
 
 // cleanName keeps the operator's name for the audit trail short and printable.
@@ -287,8 +342,7 @@ func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	d.Chart = drawChart(hist)
-	v.Data = d
-	h.render(w, status, "list", v)
+	h.render(w, status, listView(v, d))
 }
 
 func notice(done string) string {
@@ -314,7 +368,7 @@ func (h *Handler) consoleFail(w http.ResponseWriter, r *http.Request, s session,
 	if status == http.StatusInternalServerError {
 		h.cfg.Logger.ErrorContext(r.Context(), "console error", "path", r.URL.Path, "err", err)
 	}
-	h.render(w, status, "error", view{Title: http.StatusText(status), Session: s, Error: detail})
+	h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
 }
 
 func (h *Handler) detailPage(w http.ResponseWriter, r *http.Request, s session) {
@@ -323,7 +377,7 @@ func (h *Handler) detailPage(w http.ResponseWriter, r *http.Request, s session) 
 		h.consoleFail(w, r, s, err)
 		return
 	}
-	h.render(w, http.StatusOK, "detail", view{Title: rec.ID, Session: s, Notice: notice(r.URL.Query().Get("done")), Data: rec})
+	h.render(w, http.StatusOK, detailView(view{Title: rec.ID, Session: s, Notice: notice(r.URL.Query().Get("done"))}, rec))
 }
 
 func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) {
@@ -344,7 +398,7 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 	case "ignore":
 		_, err = h.cfg.Records.Ignore(ctx, id, s.Actor, note)
 	default:
-		h.render(w, http.StatusNotFound, "error", view{Title: "Not found", Session: s, Error: "No such action."})
+		h.render(w, http.StatusNotFound, errorView(view{Title: "Not found", Session: s, Error: "No such action."}))
 		return
 	}
 	if err != nil {
@@ -357,7 +411,7 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 			h.consoleFail(w, r, s, gerr)
 			return
 		}
-		h.render(w, status, "detail", view{Title: rec.ID, Session: s, Error: detail, Data: rec})
+		h.render(w, status, detailView(view{Title: rec.ID, Session: s, Error: detail}, rec))
 		return
 	}
 	http.Redirect(w, r, "/ops/records/"+url.PathEscape(id)+"?done="+done, http.StatusSeeOther)
@@ -414,8 +468,7 @@ func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) 
 			d.Asked = err == nil
 		}
 	}
-	v.Data = d
-	h.render(w, status, "lookup", v)
+	h.render(w, status, lookupView(v, d))
 }
 
 // chart is an inline SVG line chart of the open count per hour.

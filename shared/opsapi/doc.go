@@ -25,4 +25,14 @@
 // for the audit trail), never the token itself. Every form carries a CSRF token derived from
 // the session nonce, and every POST checks it. Behind an authorizer (Principal set), the
 // session is the principal and the CSRF token derives from it and SessionKey.
+//
+// In AWS (Config.OIDC set) /ops/login sends the browser to an OpenID Connect issuer instead:
+// the authorization-code flow with PKCE, state and nonce, back to GET /ops/callback, where the
+// ID token is verified (go-oidc) and its group claim checked; the session is the same cookie,
+// its actor "oidc:" + the token's subject. SessionKeySource supplies the key there, a secret,
+// since the cookie is then the only credential a page request carries.
+//
+// The pages are templ components (console.templ, compiled to console_templ.go by
+// go generate), not html/template: text/template's method lookup by name at run time would
+// make the linker keep every exported method of every reachable type in the Lambda binary.
 package opsapi

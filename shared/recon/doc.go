@@ -50,7 +50,7 @@
 //
 // # Metrics
 //
-// Each run writes CloudWatch Embedded Metric Format lines to Metrics.W (stdout in Lambda):
-// Differences and NewDifferences per Class, Compared and DurationMs per run, namespace
-// twice/Reconciliation. A replayed run writes none.
+// Each run writes CloudWatch Embedded Metric Format lines through Metrics.Out (stdout in
+// Lambda; shared/metrics): Differences and NewDifferences per Class, Compared, DurationMs and
+// the total NewDifferences per run, namespace Twice, dimension Stage. A replayed run writes none.
 package recon

@@ -1,61 +1,36 @@
 package recon
 
 import (
-	"encoding/json"
-	"io"
-	"sync"
+	"github.com/runtwice/twice/shared/metrics"
 )
 
-// DefaultNamespace is the CloudWatch namespace of the reconciliation metrics.
-const DefaultNamespace = "twice/Reconciliation"
-
-// Metrics writes each run's counts as CloudWatch Embedded Metric Format lines: Lambda's log
-// stream is the transport, CloudWatch extracts the metrics, no API call and no library. One line
-// per class (dimension Class: Differences found, NewDifferences opened) and one for the run
-// (Compared, DurationMs).
+// Metrics writes each run's counts as CloudWatch Embedded Metric Format lines (namespace
+// Twice, dimension Stage): Lambda's log stream is the transport, CloudWatch extracts the
+// metrics. One line per class (dimension Class: Differences found, NewDifferences opened) and
+// one for the run (Compared, DurationMs, and NewDifferences over every class, which the
+// new-differences alarm watches).
 type Metrics struct {
-	W         io.Writer // os.Stdout in Lambda
-	Namespace string    // default DefaultNamespace
-	mu        sync.Mutex
+	Out *metrics.EMF // nil writes nothing
 }
 
-type emfMetric struct {
-	Name string `json:"Name"`
-	Unit string `json:"Unit"`
-}
-
-type emfDirective struct {
-	Namespace  string      `json:"Namespace"`
-	Dimensions [][]string  `json:"Dimensions"`
-	Metrics    []emfMetric `json:"Metrics"`
-}
-
-type emfMeta struct {
-	Timestamp         int64          `json:"Timestamp"`
-	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
-}
+// MetricNewDifferences is the run's count of differences opened for the first time.
+const MetricNewDifferences = "NewDifferences"
 
 func (m *Metrics) emit(rep Report) {
-	if m == nil || m.W == nil {
+	if m == nil {
 		return
 	}
-	ns := m.Namespace
-	if ns == "" {
-		ns = DefaultNamespace
-	}
-	ts := rep.FinishedAt.UnixMilli()
-	line := func(dims []string, metrics []emfMetric, fields map[string]any) {
-		fields["_aws"] = emfMeta{Timestamp: ts, CloudWatchMetrics: []emfDirective{{Namespace: ns, Dimensions: [][]string{dims}, Metrics: metrics}}}
-		fields["RunId"] = rep.RunID
-		b, _ := json.Marshal(fields)
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.W.Write(append(b, '\n')) //nolint:errcheck // a lost metric line must not fail the run
-	}
+	at := rep.FinishedAt
+	fields := map[string]any{"RunId": rep.RunID}
+	opened := 0
 	for _, c := range Classes {
-		line([]string{"Class"}, []emfMetric{{"Differences", "Count"}, {"NewDifferences", "Count"}},
-			map[string]any{"Class": string(c), "Differences": rep.Found[c], "NewDifferences": rep.Opened[c]})
+		opened += rep.Opened[c]
+		m.Out.Put(at, []metrics.Dim{{Name: "Class", Value: string(c)}}, fields,
+			metrics.Value{Name: "Differences", Unit: metrics.Count, V: float64(rep.Found[c])},
+			metrics.Value{Name: MetricNewDifferences, Unit: metrics.Count, V: float64(rep.Opened[c])})
 	}
-	line([]string{}, []emfMetric{{"Compared", "Count"}, {"DurationMs", "Milliseconds"}},
-		map[string]any{"Compared": rep.ComparedLocal + rep.ComparedProvider, "DurationMs": rep.DurationMS})
+	m.Out.Put(at, nil, fields,
+		metrics.Value{Name: "Compared", Unit: metrics.Count, V: float64(rep.ComparedLocal + rep.ComparedProvider)},
+		metrics.Value{Name: "DurationMs", Unit: metrics.Milliseconds, V: float64(rep.DurationMS)},
+		metrics.Value{Name: MetricNewDifferences, Unit: metrics.Count, V: float64(opened)})
 }

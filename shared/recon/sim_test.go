@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
+	"github.com/runtwice/twice/shared/metrics"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
@@ -124,7 +125,7 @@ func newEnv(t *testing.T) *env {
 	counted := &countingStore{Store: st}
 	e := &env{t: t, counted: counted, lists: lists, clock: clock, simURL: srv.URL, prov: prov, store: counted, sink: &recordingSink{}, metrics: &bytes.Buffer{}}
 	e.rec, err = recon.New(recon.Config{Store: counted, Provider: prov, Sink: e.sink, Now: clock.Now,
-		Metrics: &recon.Metrics{W: e.metrics}, Log: slog.New(slog.DiscardHandler)})
+		Metrics: &recon.Metrics{Out: &metrics.EMF{W: e.metrics}}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +377,7 @@ func TestMetricsAreEMF(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := first.AWS.CloudWatchMetrics
-	if first.AWS.Timestamp != rep.FinishedAt.UnixMilli() || len(m) != 1 || m[0].Namespace != recon.DefaultNamespace ||
+	if first.AWS.Timestamp != rep.FinishedAt.UnixMilli() || len(m) != 1 || m[0].Namespace != metrics.Namespace ||
 		first.Class != string(recon.MissingLocally) || first.Differences != 1 || first.NewDifferences != 1 {
 		t.Fatalf("first line %s", lines[0])
 	}

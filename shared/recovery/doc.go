@@ -44,6 +44,6 @@
 // declined payment, hard declines included, so the dead-letter step is the one place that
 // records them; the execution name is ExecutionName(invoice or payment id, round), so a
 // second start (the payment_failed webhook, a replay) is already started. SFNStarter starts
-// on AWS Step Functions, LocalStarter on the local runner (infra/asl); both count
-// ExecutionAlreadyExists as success.
+// on AWS Step Functions; the local runner's asl.Starter (infra/asl, so no Lambda binary links
+// the interpreter) satisfies Starter too. Both count ExecutionAlreadyExists as success.
 package recovery

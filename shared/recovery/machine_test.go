@@ -220,7 +220,7 @@ func newHarness(t *testing.T, file string, clock *clock.Fake, prov provider.Prov
 		t.Fatal(err)
 	}
 	h := &harness{t: t, clock: clock, sink: dl, store: st, runner: runner, logs: logs,
-		rec: &recovery.Recoverer{Starter: &recovery.LocalStarter{Runner: runner, StateMachine: machineName}, Log: log}}
+		rec: &recovery.Recoverer{Starter: &asl.Starter{Runner: runner, StateMachine: machineName}, Log: log}}
 	t.Cleanup(h.close)
 	return h
 }

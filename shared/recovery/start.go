@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/payments"
 )
 
@@ -27,7 +26,6 @@ type Starter interface {
 
 var (
 	_ Starter                 = (*SFNStarter)(nil)
-	_ Starter                 = (*LocalStarter)(nil)
 	_ payments.DeclineHandler = (*Recoverer)(nil)
 )
 
@@ -54,29 +52,6 @@ func (s *SFNStarter) Start(ctx context.Context, executionName string, input []by
 	})
 	var exists *sfntypes.ExecutionAlreadyExists
 	if errors.As(err, &exists) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("recovery: start %s: %w", executionName, err)
-	}
-	return nil
-}
-
-// ExecutionStarter is the part of the local runner (*asl.Runner) LocalStarter uses.
-type ExecutionStarter interface {
-	StartExecution(ctx context.Context, stateMachine, name string, input []byte) (asl.Execution, error)
-}
-
-// LocalStarter starts recoveries on the local state-machine runner.
-type LocalStarter struct {
-	Runner       ExecutionStarter
-	StateMachine string // the name the definition was registered under
-}
-
-// Start starts the execution; asl.ErrExecutionAlreadyExists is success, as on AWS.
-func (s *LocalStarter) Start(ctx context.Context, executionName string, input []byte) error {
-	_, err := s.Runner.StartExecution(ctx, s.StateMachine, executionName, input)
-	if errors.Is(err, asl.ErrExecutionAlreadyExists) {
 		return nil
 	}
 	if err != nil {

@@ -175,34 +175,6 @@ func TestRecovererStartsDeclinedPaymentsOnly(t *testing.T) {
 	}
 }
 
-// fakeRunner answers StartExecution with a fixed error.
-type fakeRunner struct{ err error }
-
-func (f fakeRunner) StartExecution(context.Context, string, string, []byte) (asl.Execution, error) {
-	return asl.Execution{}, f.err
-}
-
-func TestLocalStarterErrors(t *testing.T) {
-	other := errors.New("disk full")
-	tests := map[string]struct {
-		err  error
-		want error
-	}{
-		"started":        {nil, nil},
-		"already exists": {asl.ErrExecutionAlreadyExists, nil},
-		"other failure":  {other, other},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			s := &recovery.LocalStarter{Runner: fakeRunner{tc.err}, StateMachine: machineName}
-			err := s.Start(context.Background(), "inv_1-r1", []byte(`{}`))
-			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
-				t.Errorf("Start = %v, want %v", err, tc.want)
-			}
-		})
-	}
-}
-
 // TestSFNStarterOnMoto starts the same recovery twice against moto's Step Functions API:
 // the second start is ExecutionAlreadyExists (or the running execution), and both succeed.
 func TestSFNStarterOnMoto(t *testing.T) {

@@ -14,6 +14,8 @@ from samtranslator.translator.translator import Translator
 from samtranslator.yaml_helper import yaml_parse
 
 REGION, ACCOUNT, PARTITION = "us-east-1", "123456789012", "aws"
+# Stripe's default live-mode limit of 100 write requests a second times 0.5 s, a slow call.
+PROVIDER_CONCURRENCY = 50
 
 
 class Unresolved(Exception):
@@ -26,6 +28,7 @@ def main():
     ap.add_argument("--moto", required=True)
     ap.add_argument("--dynamodb", required=True)
     ap.add_argument("--stage", default="rehearsal" + str(int(time.time()) % 100000))
+    ap.add_argument("--emitters", default="{}", help='JSON {"Metric": ["function", ...]}: who writes each Twice metric')
     args = ap.parse_args()
     root = os.path.dirname(os.path.abspath(args.template))
     phys_stage[0] = args.stage
@@ -64,15 +67,22 @@ def main():
         return resolve(x, params, phys, conds)
 
     # SSM parameters: SecureStrings an operator creates before the first deploy.
-    for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter"):
+    for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter", "ConsoleSessionKeyParameter"):
         moto("ssm").put_parameter(Name=params[p], Value="rehearsal", Type="SecureString", Overwrite=True)
-    ssm_names = {params[p] for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter")}
+    ssm_names = {params[p] for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter", "ConsoleSessionKeyParameter")}
     created.append(f"SSM parameters: {len(ssm_names)} SecureString (created by an operator before deploy)")
 
     handlers = {
         "AWS::DynamoDB::Table": lambda lid, p: make_table(ddb, lid, p, ev, phys, lacks),
         "AWS::SQS::Queue": lambda lid, p: make_queue(moto("sqs"), lid, p, ev, phys),
-        "AWS::SNS::Topic": lambda lid, p: phys.__setitem__(lid, {"Ref": moto("sns").create_topic(Name=ev(p["TopicName"]))["TopicArn"]}),
+        "AWS::SNS::Topic": lambda lid, p: make_topic(moto("sns"), lid, p, ev, phys),
+        "AWS::KMS::Key": lambda lid, p: make_key(moto("kms"), lid, p, ev, phys),
+        "AWS::KMS::Alias": lambda lid, p: make_key_alias(moto("kms"), lid, p, ev, phys),
+        "AWS::CloudWatch::Dashboard": lambda lid, p: make_dashboard(moto("cloudwatch"), lid, p, ev, phys),
+        "AWS::CodeDeploy::Application": lambda lid, p: make_codedeploy_app(moto("codedeploy"), lid, p, ev, phys),
+        "AWS::CodeDeploy::DeploymentGroup": lambda lid, p: make_deployment_group(moto("codedeploy"), lid, p, ev, phys, lacks),
+        "AWS::Lambda::Version": lambda lid, p: make_version(lid, p, ev, phys),
+        "AWS::Lambda::Alias": lambda lid, p: make_alias(lid, p, ev, phys),
         "AWS::Logs::LogGroup": lambda lid, p: make_log_group(moto("logs"), lid, p, ev, phys),
         "AWS::IAM::Role": lambda lid, p: make_role(moto("iam"), lid, p, ev, phys),
         "AWS::Lambda::Function": lambda lid, p: make_function(lid, p, ev, phys),
@@ -98,11 +108,14 @@ def main():
         problems.append(f"{lid}: references that never resolve")
 
     for t, lids in sorted(types.items()):
-        if t in handlers and t != "AWS::Lambda::Function":
+        if t in handlers and t not in ("AWS::Lambda::Function", "AWS::Lambda::Version", "AWS::Lambda::Alias"):
             made = [l for l in lids if l in phys]
             created.append(f"{t}: {len(made)}/{len(lids)}")
     not_supported = {
         "AWS::Lambda::Function": "moto runs Lambda code only in Docker; functions were resolved and checked, not created",
+        "AWS::Lambda::Version": "needs the functions in moto's Lambda (Docker); resolved, not created",
+        "AWS::Lambda::Alias": "needs the functions in moto's Lambda (Docker); resolved and checked, not created",
+        "AWS::Lambda::EventInvokeConfig": "needs the functions in moto's Lambda (Docker); checked below",
         "AWS::Lambda::EventSourceMapping": "needs the functions in moto's Lambda (Docker)",
         "AWS::Lambda::Permission": "needs the functions in moto's Lambda (Docker)",
         "AWS::ApiGatewayV2::Stage": "the $default stage is implicit in moto's HTTP API",
@@ -123,6 +136,8 @@ def main():
         envv = ev(res[lid]["Properties"].get("Environment", {}).get("Variables", {}))
         for k, v in envv.items():
             ok = True
+            if v == "":
+                continue  # an optional setting left empty (TWICE_OIDC_CLIENT_SECRET_PARAM)
             if k.startswith("TWICE_TABLE_"):
                 ok = v in table_names
             elif k.endswith("_QUEUE_URL"):
@@ -158,9 +173,133 @@ def main():
                     elif not any(r.rstrip("*") == k or r.startswith(k + "/") or r.startswith(k + ":") for k in known):
                         problems.append(f"{lid}: {pol['PolicyName']} grants on {r}, which the stack does not create")
 
+    # Check 3: the alarm topic's key lets CloudWatch publish (read back from moto's KMS).
+    emitters = json.loads(args.emitters)
+    for lid in types.get("AWS::SNS::Topic", []):
+        key = ev(res[lid]["Properties"].get("KmsMasterKeyId"))
+        if not key:
+            problems.append(f"{lid}: not encrypted")
+            continue
+        if key.startswith("alias/aws/"):
+            problems.append(f"{lid}: encrypted with the AWS-managed {key}, whose policy cannot let CloudWatch publish")
+            continue
+        got = moto("sns").get_topic_attributes(TopicArn=phys[lid]["Ref"])["Attributes"].get("KmsMasterKeyId")
+        policy = json.loads(moto("kms").get_key_policy(KeyId=key, PolicyName="default")["Policy"])
+        ok = any(st.get("Effect") == "Allow" and "cloudwatch.amazonaws.com" in as_list(st.get("Principal", {}).get("Service", []))
+                 and {"kms:Decrypt", "kms:GenerateDataKey*"} <= set(as_list(st["Action"])) for st in policy["Statement"])
+        if not ok or got != key:
+            problems.append(f"{lid}: key {key} (topic says {got}) does not let cloudwatch.amazonaws.com use it")
+        else:
+            created.append(f"checked  {lid} is under key {key}; its key policy lets cloudwatch.amazonaws.com Decrypt and GenerateDataKey*")
+
+    # Check 4: every alarm watches a metric something in the stack emits: AWS metrics of a
+    # function, queue, state machine or API of this stack; Twice metrics written (EMF) by the
+    # functions the test names.
+    fn_names = {ev(res[l]["Properties"]["FunctionName"]): l for l in types.get("AWS::Lambda::Function", [])}
+    queues = {phys[l]["QueueName"] for l in types.get("AWS::SQS::Queue", []) if l in phys}
+    machines_ = {phys[l]["Ref"] for l in types.get("AWS::StepFunctions::StateMachine", []) if l in phys}
+    apis = {phys[l]["Ref"] for l in types.get("AWS::ApiGatewayV2::Api", []) if l in phys}
+    by_ns = {}
+    for lid in types.get("AWS::CloudWatch::Alarm", []):
+        p = ev(res[lid]["Properties"])
+        ms = [dict(Namespace=p["Namespace"], MetricName=p["MetricName"], Dimensions=p.get("Dimensions", []))] if "MetricName" in p \
+            else [m["MetricStat"]["Metric"] for m in p.get("Metrics", []) if "MetricStat" in m]
+        for m in ms:
+            dims = {d["Name"]: d["Value"] for d in m.get("Dimensions", [])}
+            ns, name = m["Namespace"], m["MetricName"]
+            who = None
+            if ns == "AWS/Lambda":
+                who = fn_names.get(dims.get("FunctionName")) and dims["FunctionName"].split("-", 2)[-1]
+            elif ns == "AWS/SQS":
+                who = "SQS" if dims.get("QueueName") in queues else None
+            elif ns == "AWS/States":
+                who = "Step Functions" if dims.get("StateMachineArn") in machines_ else None
+            elif ns == "AWS/ApiGateway":
+                who = "API Gateway" if dims.get("ApiId") in apis else None
+            elif ns == "Twice":
+                who = emitters.get(name) if dims.get("Stage") == args.stage else None
+            if not who:
+                problems.append(f"{lid}: watches {ns} {name} {dims}, which nothing in this stack emits")
+            else:
+                by_ns.setdefault(f"{ns} {name}" if ns == "Twice" else ns, set()).update(as_list(who))
+    created.append("checked  every alarm's metric has an emitter: " + "; ".join(
+        f"{k} by {', '.join(sorted(v)) if len(v) < 5 else str(len(v)) + ' functions'}" for k, v in sorted(by_ns.items())))
+
+    # Check 5: every event source, the schedule, the API and the state machine invoke the
+    # "live" alias, and every function has a canary with a rollback alarm.
+    aliases = {l: ev(res[l]["Properties"]["FunctionName"]) for l in types.get("AWS::Lambda::Alias", [])}
+    alias_of = {}  # function logical id -> alias logical id
+    for l, r in res.items():
+        if r["Type"] == "AWS::Lambda::Alias":
+            fn = r["Properties"]["FunctionName"].get("Ref")
+            alias_of[fn] = l
+    def uses_alias(x):
+        return any(a in json.dumps(x) for a in alias_of.values())
+    sources = 0
+    for lid in types.get("AWS::Lambda::EventSourceMapping", []) + types.get("AWS::Lambda::Permission", []):
+        sources += 1
+        if not uses_alias(res[lid]["Properties"]["FunctionName"]):
+            problems.append(f"{lid}: invokes {res[lid]['Properties']['FunctionName']}, not its alias")
+    for lid in types.get("AWS::Scheduler::Schedule", []):
+        sources += 1
+        if not uses_alias(res[lid]["Properties"]["Target"]["Arn"]):
+            problems.append(f"{lid}: the schedule targets the function, not its alias")
+    for lid in types.get("AWS::Lambda::EventInvokeConfig", []):
+        if res[lid]["Properties"].get("Qualifier") != "live":
+            problems.append(f"{lid}: on-failure destination set on {res[lid]['Properties'].get('Qualifier')}, not the alias")
+    for lid in types.get("AWS::StepFunctions::StateMachine", []):
+        sources += 1
+        if not uses_alias(res[lid]["Properties"].get("DefinitionSubstitutions", {})):
+            problems.append(f"{lid}: its tasks call the function, not its alias")
+    for lid in types.get("AWS::ApiGatewayV2::Api", []):
+        for path, methods in res[lid]["Properties"].get("Body", {}).get("paths", {}).items():
+            for m, op in methods.items():
+                sources += 1
+                if not uses_alias(op.get("x-amazon-apigateway-integration", {}).get("uri")):
+                    problems.append(f"{lid}: {m.upper()} {path} integrates the function, not its alias")
+    groups = types.get("AWS::CodeDeploy::DeploymentGroup", [])
+    for fn in types.get("AWS::Lambda::Function", []):
+        if fn not in alias_of:
+            problems.append(f"{fn}: no alias (AutoPublishAlias)")
+        dg = res.get(fn + "DeploymentGroup")
+        if not dg or not dg["Properties"].get("AlarmConfiguration", {}).get("Alarms"):
+            problems.append(f"{fn}: no deployment group with rollback alarms")
+        lvl = ev(res[fn]["Properties"].get("LoggingConfig", {})).get("ApplicationLogLevel", "INFO")
+        if lvl not in ("TRACE", "DEBUG", "INFO", "WARN"):
+            problems.append(f"{fn}: ApplicationLogLevel {lvl} filters out the WARN-level metric lines")
+    created.append(f"checked  {sources} invokers (event sources, API routes, the schedule, the state machine) use a function's live alias; "
+                   f"{len(groups)} deployment groups ({ev(params.get('DeploymentType'))}) roll back on their alarms")
+
+    # Check 6: every function that calls the provider (its environment names the Stripe key)
+    # has a concurrency ceiling, reserved or on each of its SQS sources, and the ceilings add
+    # up to at most PROVIDER_CONCURRENCY (template.yaml, the functions section, states the rule).
+    ceilings, total = [], 0
+    for fn in types.get("AWS::Lambda::Function", []):
+        p = res[fn]["Properties"]
+        if "TWICE_STRIPE_API_KEY_PARAM" not in p.get("Environment", {}).get("Variables", {}):
+            continue
+        name = ev(p["FunctionName"]).split("-", 2)[-1]
+        if "ReservedConcurrentExecutions" in p:
+            n = int(ev(p["ReservedConcurrentExecutions"]))
+            ceilings.append(f"{name} {n} reserved")
+            total += n
+            continue
+        maps = [res[l]["Properties"] for l in types.get("AWS::Lambda::EventSourceMapping", [])
+                if fn in json.dumps(res[l]["Properties"]["FunctionName"])]
+        caps = [m.get("ScalingConfig", {}).get("MaximumConcurrency") for m in maps]
+        if not maps or None in caps:
+            problems.append(f"{fn}: calls the provider with no concurrency ceiling")
+            continue
+        n = sum(int(c) for c in caps)
+        ceilings.append(f"{name} {n} (SQS MaximumConcurrency)")
+        total += n
+    if total > PROVIDER_CONCURRENCY:
+        problems.append(f"provider-calling concurrency adds up to {total}, over {PROVIDER_CONCURRENCY}")
+    created.append(f"checked  every path to the provider has a ceiling: {', '.join(sorted(ceilings))}; total {total} <= {PROVIDER_CONCURRENCY}")
+
     print("== deploy rehearsal (stage %s): %d CloudFormation resources after the SAM transform" % (args.stage, len(res)))
     for c in created:
-        print("   created  " + c)
+        print("   " + (c if c.startswith("checked  ") else "created  " + c))
     for l in lacks:
         print("   skipped  " + l)
     print(f"   checked  {checked} environment references of {len(types.get('AWS::Lambda::Function', []))} functions: "
@@ -359,10 +498,75 @@ def make_schedule(sch, lid, p, ev, phys):
 def make_alarm(cw, lid, p, ev, phys):
     p = ev(p)
     kw = {k: p[k] for k in ("AlarmName", "AlarmDescription", "ComparisonOperator", "Threshold", "EvaluationPeriods",
-                             "DatapointsToAlarm", "TreatMissingData", "AlarmActions", "OKActions", "Metrics") if k in p}
+                             "DatapointsToAlarm", "TreatMissingData", "AlarmActions", "OKActions", "Metrics",
+                             "Namespace", "MetricName", "Dimensions", "Statistic", "Period") if k in p}
+    for k in ("EvaluationPeriods", "DatapointsToAlarm", "Period"):
+        if k in kw:
+            kw[k] = int(kw[k])
     kw["Threshold"] = float(kw["Threshold"])
     cw.put_metric_alarm(**kw)
     phys[lid] = {"Ref": p["AlarmName"], "Arn": arn("cloudwatch", "alarm:" + p["AlarmName"])}
+
+
+def make_topic(sns, lid, p, ev, phys):
+    p = ev(p)
+    attrs = {"KmsMasterKeyId": p["KmsMasterKeyId"]} if p.get("KmsMasterKeyId") else {}
+    phys[lid] = {"Ref": sns.create_topic(Name=p["TopicName"], Attributes=attrs)["TopicArn"]}
+
+
+def make_key(kms, lid, p, ev, phys):
+    p = ev(p)
+    k = kms.create_key(Policy=json.dumps(p["KeyPolicy"]), Description=p.get("Description", ""))["KeyMetadata"]
+    if p.get("EnableKeyRotation"):
+        kms.enable_key_rotation(KeyId=k["KeyId"])
+    phys[lid] = {"Ref": k["KeyId"], "Arn": k["Arn"]}
+
+
+def make_key_alias(kms, lid, p, ev, phys):
+    p = ev(p)
+    kms.create_alias(AliasName=p["AliasName"], TargetKeyId=p["TargetKeyId"])
+    phys[lid] = {"Ref": p["AliasName"]}
+
+
+def make_dashboard(cw, lid, p, ev, phys):
+    p = ev(p)
+    body = json.loads(p["DashboardBody"])  # the body must be JSON after substitution
+    cw.put_dashboard(DashboardName=p["DashboardName"], DashboardBody=json.dumps(body))
+    phys[lid] = {"Ref": p["DashboardName"], "Widgets": len(body["widgets"])}
+
+
+def make_codedeploy_app(cd, lid, p, ev, phys):
+    p = ev(p)
+    name = p.get("ApplicationName") or f"{phys_stage[0]}-{lid}"
+    cd.create_application(applicationName=name, computePlatform=p.get("ComputePlatform", "Lambda"))
+    phys[lid] = {"Ref": name}
+
+
+def make_deployment_group(cd, lid, p, ev, phys, lacks):
+    p = ev(p)
+    name = p.get("DeploymentGroupName") or f"{phys_stage[0]}-{lid}"[:100]
+    kw = dict(applicationName=p["ApplicationName"], deploymentGroupName=name, serviceRoleArn=p["ServiceRoleArn"],
+              deploymentConfigName=p["DeploymentConfigName"],
+              deploymentStyle={"deploymentType": p["DeploymentStyle"]["DeploymentType"], "deploymentOption": p["DeploymentStyle"]["DeploymentOption"]})
+    ac = p.get("AlarmConfiguration")
+    if ac:
+        kw["alarmConfiguration"] = {"enabled": bool(ac.get("Enabled", True)), "alarms": [{"name": a["Name"]} for a in ac["Alarms"]]}
+    ar = p.get("AutoRollbackConfiguration")
+    if ar:
+        kw["autoRollbackConfiguration"] = {"enabled": bool(ar["Enabled"]), "events": ar["Events"]}
+    cd.create_deployment_group(**kw)
+    phys[lid] = {"Ref": name}
+
+
+def make_version(lid, p, ev, phys):
+    p = ev(p)
+    phys[lid] = {"Ref": arn("lambda", f"function:{p['FunctionName']}:1"), "Version": "1"}
+
+
+def make_alias(lid, p, ev, phys):
+    p = ev(p)
+    a = arn("lambda", f"function:{p['FunctionName']}:{p['Name']}")
+    phys[lid] = {"Ref": a, "Arn": a}
 
 
 if __name__ == "__main__":

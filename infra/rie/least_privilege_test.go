@@ -1,0 +1,140 @@
+package rie_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/runtwice/twice/infra/rie"
+)
+
+// unexercised lists what template.yaml grants that the events/ samples do not reach under the
+// emulator, each with the code path that needs it. Everything else a function is granted it
+// must have called, and everything it called it must be granted.
+var unexercised = map[string]map[rie.Call]string{
+	"payments-api": {
+		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}:       "a retryable failure releases the key (idempotency.Keeper, in a transaction)",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:               "an unknown provider outcome queues a resolve job",
+		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "a decline starts recovery",
+	},
+	"payment-resolver": {
+		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}:       "a retryable failure releases the key",
+		{Action: "dynamodb:GetItem", Resource: "PaymentsTable"}:             "the resolved payment is read and written with its key",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:             "the resolved payment is read and written with its key",
+		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}:             "the repeated provider call is logged",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:               "an outcome still unknown is queued again",
+		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "a resolved decline starts recovery",
+	},
+	"webhook-worker": {
+		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "payment_intent.payment_failed starts recovery",
+	},
+	"recovery-steps": {
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}: "the charge step records the outcome on the payment",
+		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
+	},
+	"operator-api": {
+		{Action: "dynamodb:GetItem", Resource: "AttemptsTable"}: "GET /ops/attempts reads each attempt",
+		{Action: "dynamodb:Query", Resource: "AttemptsTable"}:   "GET /ops/attempts looks attempts up by key",
+		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:   "retrying a webhook record re-enqueues the delivery",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:   "retrying a resolve record re-enqueues the job",
+	},
+}
+
+// checked are the services whose actions the template lists by hand (logs, X-Ray and the
+// SQS event source's polling are Lambda's own, granted by SAM's managed policies).
+var checked = []string{"dynamodb:", "sqs:", "states:"}
+
+func isChecked(action string) bool {
+	return slices.ContainsFunc(checked, func(p string) bool { return strings.HasPrefix(action, p) })
+}
+
+// checkLeastPrivilege compares, per function, the DynamoDB, SQS and Step Functions actions the
+// function called under the emulator (recorded by the proxies in front of DynamoDB Local and
+// moto) with the statements template.yaml gives its role. It fails if the template grants
+// less (the call would be denied in AWS) or more (a grant no code needs), and if any function
+// still uses a SAM policy template (DynamoDBCrudPolicy grants Scan and batch writes nobody
+// calls).
+func (e *env) checkLeastPrivilege(t *testing.T) {
+	path := filepath.Join(e.root, "template.yaml")
+	grants, err := rie.TemplateGrants(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	templates, err := rie.PolicyTemplates(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lid, names := range templates {
+		for _, n := range names {
+			if strings.HasSuffix(lid, "Function") && (strings.Contains(n, "DynamoDB") || strings.Contains(n, "SQS") || strings.Contains(n, "StepFunctions")) {
+				t.Errorf("%s uses the policy template %s: list the actions it calls instead", lid, n)
+			}
+		}
+	}
+	envVar := map[string]string{} // physical name -> the variable the fixture passes it in
+	for _, kv := range e.fx.Env() {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" {
+			envVar[v] = k
+		}
+	}
+	if len(e.calls) == 0 {
+		t.Skip("no function ran")
+	}
+	var report []string
+	for fn, recs := range e.calls {
+		g, ok := grants[fn]
+		if !ok {
+			t.Errorf("%s: not in template.yaml", fn)
+			continue
+		}
+		called := map[rie.Call]bool{}
+		for _, r := range recs {
+			for _, c := range r.Calls() {
+				if !isChecked(c.Action) {
+					continue
+				}
+				base, index, _ := strings.Cut(c.Resource, "/index/")
+				v := envVar[base]
+				id, ok := g.Env[v]
+				if !ok {
+					t.Errorf("%s: called %s on %s, which its template environment does not name (%q)", fn, c.Action, c.Resource, v)
+					continue
+				}
+				if index != "" {
+					id += "/index/" + index
+				}
+				called[rie.Call{Action: c.Action, Resource: id}] = true
+			}
+		}
+		var lines []string
+		for c := range called {
+			lines = append(lines, c.Action+" "+c.Resource)
+			if !g.Actions[c] {
+				t.Errorf("%s calls %s on %s: template.yaml does not grant it (denied in AWS)", fn, c.Action, c.Resource)
+			}
+		}
+		for c := range g.Actions {
+			if !isChecked(c.Action) || called[c] {
+				continue
+			}
+			if _, ok := unexercised[fn][c]; !ok {
+				t.Errorf("%s is granted %s on %s, which it never called: remove it, or name the path that needs it in unexercised", fn, c.Action, c.Resource)
+			}
+		}
+		for c, why := range unexercised[fn] {
+			switch {
+			case called[c]:
+				t.Errorf("%s: %s on %s is listed as unexercised (%s) but was called: drop it from the list", fn, c.Action, c.Resource, why)
+			case !g.Actions[c]:
+				t.Errorf("%s: %s on %s is listed as unexercised but not granted", fn, c.Action, c.Resource)
+			}
+		}
+		slices.Sort(lines)
+		report = append(report, fmt.Sprintf("%s: %d actions called, %d granted, %d granted for paths the samples do not reach\n    %s",
+			fn, len(called), len(g.Actions), len(unexercised[fn]), strings.Join(lines, "\n    ")))
+	}
+	slices.Sort(report)
+	t.Logf("least privilege (recorded under the emulator vs template.yaml):\n%s", strings.Join(report, "\n"))
+}
