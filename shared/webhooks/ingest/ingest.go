@@ -43,8 +43,10 @@ type Attempt struct {
 	// for operators, never for the caller.
 	Err error
 	// Header is a copy of the request headers with signatures and credentials redacted.
-	Header     http.Header
-	Body       []byte // nil when over the cap
+	Header http.Header
+	Body   []byte // nil when over the cap
+	// Source is where the delivery came from: the peer address as the server saw it.
+	Source     string
 	ReceivedAt time.Time
 	Duration   time.Duration
 }
@@ -84,7 +86,7 @@ const (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	start := h.Now()
-	a := Attempt{Provider: r.PathValue("provider"), ReceivedAt: start}
+	a := Attempt{Provider: r.PathValue("provider"), ReceivedAt: start, Source: r.RemoteAddr}
 	defer func() {
 		a.Duration = h.Now().Sub(start)
 		if h.Observer != nil {
@@ -92,7 +94,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.Observer.Observe(ctx, a)
 		}
 	}()
-	log := h.Logger.With("provider", a.Provider)
+	// The provider name comes from the path: cap it before it reaches a log line.
+	log := h.Logger.With("provider", capField(a.Provider))
 
 	v, err := h.verifiers.Verifier(ctx, a.Provider)
 	if err != nil {
@@ -159,6 +162,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 var okBody = []byte(`{"received":true}`)
+
+// maxLogField caps a string from the request before it is logged.
+const maxLogField = 64
+
+func capField(s string) string {
+	if len(s) <= maxLogField {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxLogField], "") + "…[+" + strconv.Itoa(len(s)-maxLogField) + " bytes]"
+}
 
 func (h *Handler) unavailable(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "5")
