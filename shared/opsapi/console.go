@@ -23,7 +23,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 )
 
-//go:embed console.html
+//go:embed console.html timeline.html
 var consoleFS embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
@@ -43,7 +43,12 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"query": func(f deadletter.Filter, cursor string) template.URL {
 		return template.URL("?" + filterQuery(f, cursor).Encode())
 	},
-}).ParseFS(consoleFS, "console.html"))
+	"human":   HumanDuration,
+	"money":   money,
+	"payment": timelineLink,
+	"lookups": func() []attempts.By { return attempts.Lookups },
+	"label":   func(b attempts.By) string { return strings.ReplaceAll(string(b), "_", " ") },
+}).ParseFS(consoleFS, "console.html", "timeline.html"))
 
 // CookieName is the console session cookie.
 const CookieName = "twice_ops"
@@ -60,6 +65,7 @@ func (h *Handler) console() {
 	h.mux.HandleFunc("GET /ops/{$}", h.page(h.listPage))
 	h.mux.HandleFunc("GET /ops/records/{id}", h.page(h.detailPage))
 	h.mux.HandleFunc("GET /ops/lookup", h.page(h.lookupPage))
+	h.mux.HandleFunc("GET /ops/payments/{id}", h.page(h.timelinePage))
 	h.mux.HandleFunc("POST /ops/records/{id}/{action}", h.form(h.actionForm))
 	h.mux.HandleFunc("POST /ops/bulk-retry", h.form(h.bulkForm))
 	h.mux.HandleFunc("GET /ops/login", h.loginPage)
@@ -190,7 +196,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	exp := h.cfg.Now().Add(sessionTTL)
 	payload := base64.RawURLEncoding.EncodeToString([]byte(hex.EncodeToString(nonce[:]) + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + name))
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: payload + "." + h.mac("session", payload), Path: "/ops",
-		Expires: exp, HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
+		Expires: exp, MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ops/", http.StatusSeeOther)
 }
 
@@ -380,10 +386,12 @@ func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s session) {
 }
 
 type lookupData struct {
-	By    string
-	Value string
-	Page  attempts.Page
-	Asked bool
+	By        string
+	Value     string
+	Page      attempts.Page
+	Asked     bool
+	PaymentID string
+	Scope     string
 }
 
 func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) {
@@ -400,7 +408,9 @@ func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) 
 		case h.cfg.Attempts == nil:
 			v.Error = "The attempt log is not configured."
 		default:
-			d.Page, err = h.cfg.Attempts.Lookup(r.Context(), by, value, "")
+			var res Lookup
+			res, err = h.find(r.Context(), by, value, "", "")
+			d.Page, d.PaymentID, d.Scope = res.Page, res.PaymentID, res.Scope
 			if err != nil {
 				st, detail := statusOf(err)
 				if st == http.StatusInternalServerError {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -135,7 +136,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := v.Verify(r.Header, body); err != nil {
 		a.Status, a.Err = http.StatusBadRequest, err
 		// The verifier's errors name the failed check, never a secret or a signature.
-		log.WarnContext(ctx, "webhook rejected", "reason", err.Error(), "bytes", len(body))
+		log.WarnContext(ctx, "webhook rejected", "reason", err.Error(), "bytes", len(body),
+			"claimed_event_id", capField(claimedID(r.Header, body)), "source", capField(r.RemoteAddr))
 		problem.Error(w, a.Status, detailRejected)
 		return
 	}
@@ -162,6 +164,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 var okBody = []byte(`{"received":true}`)
+
+// claimedID is the event id an unverified delivery claims (its Webhook-Id header, or the
+// body's top-level "id"): for the log line only, never to file it under.
+func claimedID(h http.Header, body []byte) string {
+	if id := h.Get(webhooks.StandardIDHeader); id != "" {
+		return id
+	}
+	var ev struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(body, &ev) != nil {
+		return ""
+	}
+	return ev.ID
+}
 
 // maxLogField caps a string from the request before it is logged.
 const maxLogField = 64
