@@ -65,6 +65,10 @@ type Attempt struct {
 	EventID           string `json:"event_id,omitempty"`
 	ProviderPaymentID string `json:"provider_payment_id,omitempty"`
 	Invoice           string `json:"invoice,omitempty"`
+	// CardBrand and CardLast4 are the card the provider named in its answer, where it did
+	// (a decline names it): an operator tells cards apart by them.
+	CardBrand string `json:"card_brand,omitempty"`
+	CardLast4 string `json:"card_last4,omitempty"`
 	// Scope is the caller scope of an API request (the authorizer principal, "local").
 	Scope string `json:"scope,omitempty"`
 

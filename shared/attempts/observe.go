@@ -57,6 +57,7 @@ func (c StripeObserver) Observe(ctx context.Context, call stripeprovider.Call) {
 	a.PaymentID = firstOf(a.PaymentID, resp.Metadata["twice_payment_id"], form.Get("metadata[twice_payment_id]"))
 	a.Invoice = firstOf(resp.Metadata["twice_invoice"], form.Get("metadata[twice_invoice]"))
 	a.ProviderPaymentID = firstOf(resp.ID, intentIDInPath(call.Path))
+	a.CardBrand, a.CardLast4 = cardIn(call.ResponseBody)
 	// A timed-out call is the one an operator most needs in the log, and its context has
 	// expired by now: record it under a fresh bound that keeps the call's values.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
@@ -156,6 +157,63 @@ func intentIn(body []byte) intent {
 		return intent{ID: pi.ID, Metadata: pi.Metadata}
 	}
 	return intent{}
+}
+
+type cardFacts struct {
+	Brand string `json:"brand"`
+	Last4 string `json:"last4"`
+}
+
+type pmFacts struct {
+	Card cardFacts `json:"card"`
+}
+
+type lastError struct {
+	PaymentMethod pmFacts `json:"payment_method"`
+}
+
+// cardIn finds the card's brand and last four digits in a PaymentIntent or card error: the
+// error's payment method, the intent's last_payment_error, or an expanded latest_charge.
+func cardIn(body []byte) (brand, last4 string) {
+	var v struct {
+		LastPaymentError lastError       `json:"last_payment_error"`
+		LatestCharge     json.RawMessage `json:"latest_charge"`
+		Error            struct {
+			PaymentMethod pmFacts `json:"payment_method"`
+			PaymentIntent struct {
+				LastPaymentError lastError `json:"last_payment_error"`
+			} `json:"payment_intent"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return "", ""
+	}
+	var ch struct {
+		PaymentMethodDetails pmFacts `json:"payment_method_details"`
+	}
+	_ = json.Unmarshal(v.LatestCharge, &ch) // a charge id (not expanded) leaves it empty
+	for _, c := range []cardFacts{v.Error.PaymentMethod.Card, v.Error.PaymentIntent.LastPaymentError.PaymentMethod.Card,
+		v.LastPaymentError.PaymentMethod.Card, ch.PaymentMethodDetails.Card} {
+		if c.Brand != "" || validLast4(c.Last4) {
+			if !validLast4(c.Last4) {
+				c.Last4 = ""
+			}
+			return c.Brand, c.Last4
+		}
+	}
+	return "", ""
+}
+
+func validLast4(s string) bool {
+	if len(s) != 4 {
+		return false
+	}
+	for i := 0; i < 4; i++ {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // intentIDInPath finds pi_... in /v1/payment_intents/{id}[/confirm].
