@@ -344,7 +344,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, _ string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	// The payments the records name, by id: amount, customer, card, where known.
+	writeJSON(w, http.StatusOK, struct {
+		deadletter.Page
+		Payments map[string]PaymentFacts `json:"payments,omitempty"`
+	}{page, h.facts(r.Context(), page.Records)})
 }
 
 func (h *Handler) detail(w http.ResponseWriter, r *http.Request, _ string) {

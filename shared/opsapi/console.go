@@ -43,11 +43,12 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"query": func(f deadletter.Filter, cursor string) template.URL {
 		return template.URL("?" + filterQuery(f, cursor).Encode())
 	},
-	"human":   HumanDuration,
-	"money":   money,
-	"payment": timelineLink,
-	"lookups": func() []attempts.By { return attempts.Lookups },
-	"label":   func(b attempts.By) string { return strings.ReplaceAll(string(b), "_", " ") },
+	"human":    HumanDuration,
+	"money":    money,
+	"payment":  timelineLink,
+	"lookups":  func() []attempts.By { return attempts.Lookups },
+	"sortlink": sortLink,
+	"label":    func(b attempts.By) string { return strings.ReplaceAll(string(b), "_", " ") },
 }).ParseFS(consoleFS, "console.html", "timeline.html"))
 
 // CookieName is the console session cookie.
@@ -244,6 +245,9 @@ func filterQuery(f deadletter.Filter, cursor string) url.Values {
 }
 
 type listData struct {
+	Rows     []listRow
+	Sort     string
+	Desc     bool
 	Filter   deadletter.Filter
 	Page     deadletter.Page
 	Open     int64
@@ -258,7 +262,10 @@ func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
 	d := listData{Statuses: deadletter.Statuses, Sources: deadletter.Sources, Classes: deadletter.Classes}
 	v := view{Title: "Dead letters", Session: s, Notice: notice(r.URL.Query().Get("done"))}
 	q := r.URL.Query()
+	d.Sort, d.Desc = readSort(q)
 	q.Del("done")
+	q.Del("sort")
+	q.Del("order")
 	f, err := ParseFilter(q)
 	status := http.StatusOK
 	if err != nil {
@@ -290,6 +297,16 @@ func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	d.Chart = drawChart(hist)
+	facts := h.facts(ctx, d.Page.Records)
+	now := h.cfg.Now()
+	for _, rec := range d.Page.Records {
+		pay := rec.PaymentID
+		if pay == "" {
+			pay = rec.Facts.PaymentID
+		}
+		d.Rows = append(d.Rows, listRow{Record: rec, PaymentFacts: facts[pay], Pay: pay, Age: now.Sub(rec.CreatedAt), Next: nextAction(rec)})
+	}
+	sortRows(d.Rows, d.Sort, d.Desc)
 	v.Data = d
 	h.render(w, status, "list", v)
 }
