@@ -44,7 +44,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return template.URL("?" + filterQuery(f, cursor).Encode())
 	},
 	"human":    HumanDuration,
-	"money":    money,
+	"money":    Money,
 	"payment":  timelineLink,
 	"lookups":  func() []attempts.By { return attempts.Lookups },
 	"sortlink": sortLink,

@@ -279,9 +279,9 @@ func (h *Handler) timelinePage(w http.ResponseWriter, r *http.Request, s session
 // timelineLink is the console path of a payment's timeline.
 func timelineLink(id string) string { return "/ops/payments/" + url.PathEscape(id) }
 
-// money writes minor units in a currency: 2500 usd is "25.00 USD"; zero-decimal currencies
+// Money writes minor units in a currency: 2500 usd is "25.00 USD"; zero-decimal currencies
 // (jpy, krw, ...) have no fraction.
-func money(amount int64, currency string) string {
+func Money(amount int64, currency string) string {
 	cur := strings.ToUpper(currency)
 	if zeroDecimal[strings.ToLower(currency)] {
 		return fmt.Sprintf("%d %s", amount, cur)
