@@ -121,6 +121,9 @@ func New(cfg Config) (*Handler, error) {
 	api("POST /ops/deadletters/retry", h.bulkRetry)
 	api("GET /ops/attempts", h.lookup)
 	api("GET /ops/payments/{id}/timeline", h.timelineAPI)
+	if cfg.Attempts != nil {
+		api("GET /ops/refused", h.refused)
+	}
 	if cfg.Reconcile != nil {
 		api("POST /ops/reconcile", h.reconcile)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/runtwice/twice/shared/attempts"
@@ -110,4 +111,37 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// RefusedLister lists the quarantined (unverified) deliveries of a day; *attempts.Log is one.
+type RefusedLister interface {
+	ListRefused(ctx context.Context, day time.Time, cursor string) (attempts.Page, error)
+}
+
+var _ RefusedLister = (*attempts.Log)(nil)
+
+// refused serves GET /ops/refused?day=yyyy-mm-dd (default today): the deliveries that failed
+// verification that day, newest first, with their source, body hash and the ids they claimed.
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, _ string) {
+	rl, ok := h.cfg.Attempts.(RefusedLister)
+	if !ok {
+		problemNotConfigured(w)
+		return
+	}
+	q := r.URL.Query()
+	day := h.cfg.Now().UTC()
+	if s := q.Get("day"); s != "" {
+		d, err := time.Parse("2006-01-02", s)
+		if err != nil || d.Year() < 2000 {
+			h.fail(w, r, &FieldError{Field: "day", Reason: "want yyyy-mm-dd"})
+			return
+		}
+		day = d
+	}
+	page, err := rl.ListRefused(r.Context(), day, q.Get("cursor"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
 }
