@@ -12,8 +12,12 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/runtwice/twice/infra/testenv/browsertest"
 	"github.com/runtwice/twice/shared/payments"
 )
+
+// browserOrSkip starts chromium before the stack, so a test without one skips at once.
+func browserOrSkip(t *testing.T) context.Context { return browsertest.New(t, 90*time.Second) }
 
 // TestConsoleTimelineAndListInBrowser drives the console of a real stack in headless chromium
 // at a desktop and a phone width: a lost card (a hard decline: the recovery files a dead
@@ -22,13 +26,7 @@ import (
 // durations and a request that opens without JavaScript (the console's CSP allows none).
 // Screenshots go to TWICE_SCREENSHOT_DIR when set.
 func TestConsoleTimelineAndListInBrowser(t *testing.T) {
-	bin := os.Getenv("TWICE_TEST_CHROMIUM")
-	if bin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TWICE_TEST_CHROMIUM is not set; CI needs the browser test")
-		}
-		t.Skip("TWICE_TEST_CHROMIUM not set (e.g. /usr/bin/chromium)")
-	}
+	bctx := browserOrSkip(t)
 	s := newStack(t, Config{})
 	a := call(t, "POST", s.APIURL()+"/payments", "order-lost", `{"amount":4250,"currency":"eur","customer":"cus_ada","payment_method":"pm_card_visa_chargeDeclinedLostCard"}`)
 	var v payments.View
@@ -43,18 +41,6 @@ func TestConsoleTimelineAndListInBrowser(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(bctx, steps...); err != nil {
