@@ -48,6 +48,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"payment":  timelineLink,
 	"lookups":  func() []attempts.By { return attempts.Lookups },
 	"sortlink": sortLink,
+	"sorts":    func() []string { return listSorts },
 	"label":    func(b attempts.By) string { return strings.ReplaceAll(string(b), "_", " ") },
 }).ParseFS(consoleFS, "console.html", "timeline.html"))
 
