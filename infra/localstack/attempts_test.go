@@ -111,7 +111,7 @@ func TestTimedOutCallFoundByCallerKeyAndPaymentID(t *testing.T) {
 			}
 		}
 	}
-	if !sawTimeout || tl.Rows[0].Kind != opsapi.RowAPI || !strings.Contains(strings.Join(kinds, " "), "webhook:ok") {
+	if !sawTimeout || tl.Rows[0].Kind != opsapi.RowAPI || !strings.Contains(strings.Join(kinds, " "), "webhook:ok") || !hasTitle(tl, "webhook payment_intent.succeeded") {
 		t.Errorf("timeline rows: %v", kinds)
 	}
 }
@@ -226,4 +226,13 @@ func TestForgedDeliveriesQuarantined(t *testing.T) {
 	if !sawCapped {
 		t.Errorf("no capped log line names the huge claimed id")
 	}
+}
+
+func hasTitle(tl opsapi.Timeline, title string) bool {
+	for _, r := range tl.Rows {
+		if r.Title == title {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package opsapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -181,6 +182,12 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		if getter != nil {
 			if full, err := getter.Get(ctx, a.ID); err == nil {
 				row.Attempt = &full
+				if row.Kind == RowWebhook {
+					if typ := eventTypeIn(full.RequestBody); typ != "" {
+						row.Title = "webhook " + typ
+						row.Detail = strings.TrimSpace(full.EventID + " " + row.Detail)
+					}
+				}
 			}
 		}
 		if row.Attempt == nil {
@@ -233,8 +240,19 @@ func attemptRow(a attempts.Attempt) Row {
 	return r
 }
 
-// eventType names a webhook by its event id (the type is in the body, kept in the details).
+// eventType names a webhook by its event id until its body gives the type (eventTypeIn).
 func eventType(a attempts.Attempt) string { return a.EventID }
+
+// eventTypeIn reads an event's type ("payment_intent.succeeded") from its stored body.
+func eventTypeIn(body string) string {
+	var ev struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal([]byte(body), &ev) != nil || len(ev.Type) > 64 {
+		return ""
+	}
+	return ev.Type
+}
 
 var errNotConfigured = errors.New("opsapi: not configured")
 
