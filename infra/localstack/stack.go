@@ -178,6 +178,8 @@ type Stack struct {
 // New opens the data directory and builds the stack; Start serves it.
 func New(cfg Config) (*Stack, error) {
 	cfg.defaults()
+	// Every log line goes out redacted and capped, whichever package writes it.
+	cfg.Logger = slog.New(attempts.RedactingHandler(cfg.Logger.Handler()))
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -334,7 +336,8 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 func (s *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
 	local := func(*http.Request) string { return "local" }
-	pay := s.payments.Handler(local)
+	pay := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Scope: local, Now: s.clock.Now,
+		Operation: paymentsOperation, PaymentID: paymentOfRequest}.Wrap(s.payments.Handler(local))
 	mux.Handle("POST /payments", pay)
 	mux.Handle("GET /payments/{id}", pay)
 
@@ -356,7 +359,8 @@ func (s *Stack) Handler() http.Handler {
 	in.Observer = attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}
 	mux.Handle(ingest.Pattern, in)
 	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
-		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon})
+		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon,
+		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store}})
 	if err != nil {
 		s.log.Error("operator API disabled", "error", err)
 	} else {

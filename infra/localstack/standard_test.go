@@ -49,8 +49,14 @@ func TestStandardWebhooksDelivery(t *testing.T) {
 	eventually(t, 10*time.Second, "the delivery is in the attempt log", func() bool {
 		return strings.Contains(ops(t, s, "GET", "/ops/attempts?event_id=msg_ok", "").body, `"status":200`)
 	})
+	// A refused delivery is not filed under the id it claims: the lookup counts it, and the
+	// day's refused list holds it, its signature redacted.
 	a := ops(t, s, "GET", "/ops/attempts?event_id=msg_bad", "")
-	if !strings.Contains(a.body, `"rejected_signature"`) || strings.Contains(a.body, "v1,") {
-		t.Fatalf("rejected delivery not recorded, or its signature kept: %s", a.body)
+	if !strings.Contains(a.body, `"attempts":[]`) || !strings.Contains(a.body, `"unverified_claims":1`) {
+		t.Fatalf("the refused delivery's claimed id: %s", a.body)
+	}
+	r := ops(t, s, "GET", "/ops/refused?day="+s.clock.Now().UTC().Format("2006-01-02"), "")
+	if !strings.Contains(r.body, `"rejected_signature"`) || !strings.Contains(r.body, "msg_bad") || strings.Contains(r.body, "v1,") {
+		t.Fatalf("refused delivery not quarantined, or its signature kept: %s", r.body)
 	}
 }

@@ -26,6 +26,7 @@ const (
 	OutcomeTimeout           = "timeout"      // deadline or network timeout: the outcome is unknown
 	OutcomeError             = "error"        // transport error other than a timeout
 	OutcomeRejectedSignature = "rejected_signature"
+	OutcomeReset             = "reset" // the connection broke after the request was sent: unknown
 )
 
 // Attempt is one outbound provider call or one inbound delivery, as stored.
@@ -56,10 +57,33 @@ type Attempt struct {
 	StartedAt time.Time     `json:"started_at"`
 	Duration  time.Duration `json:"duration_ns"` // until the response headers (or the error)
 
-	// The lookup keys: an attempt can be found by each one that is set.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	PaymentID      string `json:"payment_id,omitempty"`
-	EventID        string `json:"event_id,omitempty"`
+	// The lookup keys: an attempt can be found by each one that is set. They are redacted
+	// and capped like every other field (a key that is a card number is stored masked, and a
+	// lookup masks the value it is given the same way).
+	IdempotencyKey    string `json:"idempotency_key,omitempty"`
+	PaymentID         string `json:"payment_id,omitempty"`
+	EventID           string `json:"event_id,omitempty"`
+	ProviderPaymentID string `json:"provider_payment_id,omitempty"`
+	Invoice           string `json:"invoice,omitempty"`
+	// CardBrand and CardLast4 are the card the provider named in its answer, where it did
+	// (a decline names it): an operator tells cards apart by them.
+	CardBrand string `json:"card_brand,omitempty"`
+	CardLast4 string `json:"card_last4,omitempty"`
+	// Scope is the caller scope of an API request (the authorizer principal, "local").
+	Scope string `json:"scope,omitempty"`
+
+	// Refused marks an inbound delivery that failed verification. A refused attempt is never
+	// filed under the ids it claims (anyone can claim any id): it is stored in the refused
+	// partition of its day, with where it came from and a hash of its body, and each id it
+	// claims only counts towards "an unverified delivery claimed this id" (Page.UnverifiedClaims).
+	Refused bool `json:"refused,omitempty"`
+	// Claimed are the ids a refused delivery claimed (event id, payment id), capped.
+	Claimed []string `json:"claimed,omitempty"`
+	// Source says where an inbound delivery came from: the peer address, and the request id
+	// when the sender gave one.
+	Source string `json:"source,omitempty"`
+	// BodySHA256 is the hex SHA-256 of the whole body as received (before redaction or cap).
+	BodySHA256 string `json:"body_sha256,omitempty"`
 
 	CorrelationID string `json:"correlation_id,omitempty"`
 	Outcome       string `json:"outcome"`
@@ -102,4 +126,15 @@ func (a Attempt) Summary() Attempt {
 	a.RequestHeader, a.ResponseHeader = nil, nil
 	a.RequestBody, a.ResponseBody = "", ""
 	return a
+}
+
+type lookupKey struct {
+	by    By
+	value string
+}
+
+// lookupKeys are the keys a (redacted) attempt is filed under.
+func (a Attempt) lookupKeys() []lookupKey {
+	return []lookupKey{{ByIdempotencyKey, a.IdempotencyKey}, {ByPaymentID, a.PaymentID}, {ByEventID, a.EventID},
+		{ByProviderPaymentID, a.ProviderPaymentID}, {ByInvoice, a.Invoice}}
 }

@@ -1,6 +1,8 @@
 // Package attempts is the attempt log: every outbound provider call and every inbound webhook
-// delivery, stored so that "was this delivered?" is one lookup by idempotency key, payment id or
-// event id.
+// delivery (and, through API, every API request), stored so that "was this delivered?" is one
+// lookup by idempotency key, payment id, event id, provider payment id or invoice. Every attempt
+// is filed under the payment it concerns, the timed-out and reset ones included (a create that
+// got no answer is filed by the payment id in its own request).
 //
 // An Attempt holds the request and the response (method, path, headers, bodies, status), when
 // it started and how long it took, the lookup keys, a correlation id and an outcome ("ok",
@@ -11,13 +13,24 @@
 //
 //   - Authorization, Proxy-Authorization, Cookie, Set-Cookie, Stripe-Signature,
 //     Webhook-Signature and X-Api-Key headers become "[redacted]" ("Bearer [redacted]").
-//   - Body fields named number, cvc, cvv, password, secret, client_secret, api_key, token (and
-//     a few close relatives), at any depth of a JSON body or as the last bracketed segment of a
-//     form key (card[number], payment_method_data[card][cvc]), lose their values; a card
-//     number keeps its last four digits: "[card ****4242]". Expiry month and year are kept.
-//   - Everywhere, in headers, bodies, the path and error text: Stripe secret and restricted
-//     keys, webhook secrets and client secrets keep only their prefix, and Luhn-valid card
-//     numbers of 13 to 19 digits (grouped by spaces or dashes or not) keep their last four.
+//   - Body fields with a sensitive name (sensitiveName: card_cvc, security_code, cvv, pin,
+//     password, client_secret, api_key, anything ending in token or signature; the list and
+//     the patterns are documented there, SensitiveFieldNames has examples), at any depth of a
+//     JSON body or as the last bracketed segment of a form key (card[number],
+//     payment_method_data[card][security_code]), lose their values; a card number field keeps
+//     its last four digits: "[card ****4242]". Expiry month and year are kept.
+//   - Everywhere, in headers (names too), bodies, the path, error text and every other field,
+//     the lookup keys included: Stripe secret and restricted keys, webhook secrets and client
+//     secrets keep only their prefix, and Luhn-valid card numbers of 13 to 19 digits (grouped
+//     by single spaces, dashes, dots or slashes, or not) keep their last four. A lookup masks
+//     the value it is given the same way, so a key that was a card number is still found.
+//
+// A delivery that failed verification is quarantined: stored by the day it came, with its
+// source and body hash, never under the ids it claims, which only count towards "an unverified
+// delivery claimed this id" (Page.UnverifiedClaims).
+//
+// RedactingHandler wraps a slog.Handler so that every log line, from any package, is redacted
+// and every string in it capped (CapLog): the local stack logs through it.
 //
 // Redaction runs before the cap, so a cut never leaves half a secret; each body is then capped
 // (8 KiB by default) on a UTF-8 boundary and marked truncated, with its original size kept.

@@ -3,6 +3,7 @@ package attempts
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,13 @@ import (
 //	PK "idem#<key>" SK "<started_at>#<id>"             Lookup by idempotency key
 //	PK "pay#<id>"   SK "<started_at>#<id>"             Lookup by payment id
 //	PK "evt#<id>"   SK "<started_at>#<id>"             Lookup by event id
+//	PK "ppi#<id>"   SK "<started_at>#<id>"             Lookup by provider payment id
+//	PK "inv#<id>"   SK "<started_at>#<id>"             Lookup by invoice
+//
+// A refused (unverified) delivery is never filed under the ids it claims:
+//
+//	PK "ref#<yyyy-mm-dd>" SK "<started_at>#<id>"       Refused, by the day it came (ListRefused)
+//	PK "clm#<sha256 of a claimed id>" SK "<started_at>#<id>"  a count, no content
 //
 // Every item carries the whole (redacted, capped) attempt, so a lookup is one query and no
 // further reads. started_at is UTC with a fixed nine-digit fraction, so the sort key orders by
@@ -36,7 +44,13 @@ const (
 	ByIdempotencyKey By = "idempotency_key"
 	ByPaymentID      By = "payment_id"
 	ByEventID        By = "event_id"
+	// ByProviderPaymentID is the provider's object id (a PaymentIntent's pi_...).
+	ByProviderPaymentID By = "provider_payment_id"
+	ByInvoice           By = "invoice"
 )
+
+// Lookups are every By, in the order the operator API lists them.
+var Lookups = []By{ByIdempotencyKey, ByPaymentID, ByEventID, ByProviderPaymentID, ByInvoice}
 
 // prefix is the partition key prefix of each lookup key.
 func (b By) prefix() (string, bool) {
@@ -47,6 +61,10 @@ func (b By) prefix() (string, bool) {
 		return "pay#", true
 	case ByEventID:
 		return "evt#", true
+	case ByProviderPaymentID:
+		return "ppi#", true
+	case ByInvoice:
+		return "inv#", true
 	}
 	return "", false
 }
@@ -158,6 +176,7 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 		a.StartedAt = l.now()
 	}
 	a.StartedAt = a.StartedAt.UTC()
+	claims := a.Claimed // hashed whole, before the cap, so a lookup of the whole id counts them
 	a = a.Redacted(l.cfg.BodyCap)
 	doc, err := json.Marshal(a)
 	if err != nil {
@@ -177,18 +196,30 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 		return fmt.Errorf("attempts: encode %s: %w", a.ID, err)
 	}
 	sk := a.StartedAt.Format(skTime) + "#" + a.ID
-	for _, k := range []struct {
-		by    By
-		value string
-	}{{ByIdempotencyKey, a.IdempotencyKey}, {ByPaymentID, a.PaymentID}, {ByEventID, a.EventID}} {
-		if k.value == "" {
-			continue
+	item := func(pk string, doc []byte) store.Write {
+		return store.Write{Table: Table, Put: &store.Item{PK: pk, SK: sk, Doc: doc, ExpiresAt: expires}}
+	}
+	if a.Refused {
+		// Quarantine: filed by when it came, never under what it claims. Each claimed id gets
+		// an empty marker under its hash (fixed length, whatever was claimed), so a lookup of
+		// that id can say how many unverified deliveries claimed it and show none of them.
+		ws = append(ws, item(refusedPK(a.StartedAt), sumDoc))
+		seen := map[string]bool{}
+		for _, c := range claims {
+			if c == "" || seen[c] {
+				continue
+			}
+			seen[c] = true
+			ws = append(ws, item(claimPK(c), []byte("{}")))
 		}
-		p, _ := k.by.prefix()
-		ws = append(ws, store.Write{
-			Table: Table,
-			Put:   &store.Item{PK: p + k.value, SK: sk, Doc: sumDoc, ExpiresAt: expires},
-		})
+	} else {
+		for _, k := range a.lookupKeys() {
+			if k.value == "" {
+				continue
+			}
+			p, _ := k.by.prefix()
+			ws = append(ws, item(p+k.value, sumDoc))
+		}
 	}
 	if err := l.store.Transact(ctx, ws...); err != nil {
 		if errors.Is(err, store.ErrConditionFailed) {
@@ -203,6 +234,10 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 type Page struct {
 	Attempts []Attempt `json:"attempts"`
 	Cursor   string    `json:"cursor,omitempty"`
+	// UnverifiedClaims counts the refused deliveries that claimed the id looked up (at most
+	// 100), none of which is in Attempts; Notice says so in words.
+	UnverifiedClaims int    `json:"unverified_claims,omitempty"`
+	Notice           string `json:"notice,omitempty"`
 }
 
 // Lookup answers "was this delivered?": every attempt recorded under the idempotency key,
@@ -212,14 +247,70 @@ type Page struct {
 func (l *Log) Lookup(ctx context.Context, by By, value, cursor string) (Page, error) {
 	p, ok := by.prefix()
 	if !ok || value == "" {
-		return Page{}, fmt.Errorf("%w: by %q value %q", ErrInvalid, by, value)
+		return Page{}, fmt.Errorf("%w: by %q", ErrInvalid, by)
 	}
-	res, err := l.store.Query(ctx, store.Query{Table: Table, PK: p + value, Desc: true, Limit: l.cfg.PageSize, Cursor: cursor})
+	raw := value
+	value = lookupValue(value) // stored keys are redacted and capped: ask the same way
+	page, err := l.query(ctx, p+value, cursor)
+	if err != nil {
+		return Page{}, fmt.Errorf("attempts: lookup %s: %w", by, err)
+	}
+	if cursor == "" && by != ByIdempotencyKey && by != ByInvoice {
+		// Refused deliveries that claimed this id: a count only.
+		if page.UnverifiedClaims, err = l.countClaims(ctx, raw); err != nil {
+			return Page{}, fmt.Errorf("attempts: lookup %s: %w", by, err)
+		}
+		if page.UnverifiedClaims > 0 {
+			page.Notice = UnverifiedNotice
+		}
+	}
+	return page, nil
+}
+
+// UnverifiedNotice is what a lookup says of refused deliveries that claimed the id looked up.
+const UnverifiedNotice = "An unverified delivery claimed this id; it was refused and is not shown here."
+
+// maxClaimCount bounds the count of unverified claims a lookup reports ("100 or more").
+const maxClaimCount = 100
+
+func (l *Log) countClaims(ctx context.Context, id string) (int, error) {
+	res, err := l.store.Query(ctx, store.Query{Table: Table, PK: claimPK(id), Limit: maxClaimCount})
+	if err != nil {
+		return 0, err
+	}
+	now := l.now().Unix()
+	n := 0
+	for _, it := range res.Items {
+		if !lapsed(it, now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// ListRefused lists the refused deliveries that arrived on day (UTC), newest first.
+func (l *Log) ListRefused(ctx context.Context, day time.Time, cursor string) (Page, error) {
+	page, err := l.query(ctx, refusedPK(day), cursor)
+	if err != nil {
+		return Page{}, fmt.Errorf("attempts: refused: %w", err)
+	}
+	return page, nil
+}
+
+func refusedPK(t time.Time) string { return "ref#" + t.UTC().Format("2006-01-02") }
+
+func claimPK(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "clm#" + hex.EncodeToString(sum[:])
+}
+
+func (l *Log) query(ctx context.Context, pk, cursor string) (Page, error) {
+	res, err := l.store.Query(ctx, store.Query{Table: Table, PK: pk, Desc: true, Limit: l.cfg.PageSize, Cursor: cursor})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {
 			return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		return Page{}, fmt.Errorf("attempts: lookup %s: %w", by, err)
+		return Page{}, err
 	}
 	now := l.now().Unix()
 	page := Page{Cursor: res.Cursor, Attempts: make([]Attempt, 0, len(res.Items))}
@@ -275,17 +366,18 @@ func BestEffort(rec Recorder, log *slog.Logger) RecordFunc {
 	}
 	return func(ctx context.Context, a Attempt) {
 		if err := rec.Record(ctx, a); err != nil {
+			// Every field can come from outside (a claimed id, a caller's key): capped.
 			log.LogAttrs(ctx, slog.LevelError, "attempt not recorded",
-				slog.String("error", RedactText(err.Error())),
-				slog.String("attempt_id", a.ID),
-				slog.String("direction", string(a.Direction)),
-				slog.String("provider", a.Provider),
-				slog.String("operation", a.Operation),
-				slog.String("idempotency_key", a.IdempotencyKey),
-				slog.String("payment_id", a.PaymentID),
-				slog.String("event_id", a.EventID),
-				slog.String("correlation_id", a.CorrelationID),
-				slog.String("outcome", a.Outcome),
+				slog.String("error", CapLog(err.Error())),
+				slog.String("attempt_id", CapLog(a.ID)),
+				slog.String("direction", CapLog(string(a.Direction))),
+				slog.String("provider", CapLog(a.Provider)),
+				slog.String("operation", CapLog(a.Operation)),
+				slog.String("idempotency_key", CapLog(a.IdempotencyKey)),
+				slog.String("payment_id", CapLog(a.PaymentID)),
+				slog.String("event_id", CapLog(a.EventID)),
+				slog.String("correlation_id", CapLog(a.CorrelationID)),
+				slog.String("outcome", CapLog(a.Outcome)),
 			)
 		}
 	}

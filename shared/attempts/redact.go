@@ -6,7 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"regexp"
-	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -19,9 +19,39 @@ const Redacted = "[redacted]"
 // Caps on the parts of an attempt that are not bodies.
 const (
 	maxHeaderValue = 1024
+	maxHeaderName  = 128
 	maxErr         = 1024
 	maxPath        = 2048
+	// maxKey caps a lookup key or a short field (an Idempotency-Key is at most 255).
+	maxKey    = 255
+	maxClaims = 4
+	// MaxLogField caps each string a log line carries from outside input (CapLog).
+	MaxLogField = 256
 )
+
+// lookupValue is a lookup key as stored and as looked up: redacted, control characters (a NUL
+// is not a valid store key) replaced, then capped.
+func lookupValue(v string) string {
+	v = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, RedactText(v))
+	v, _ = Cap(v, maxKey)
+	return v
+}
+
+// CapLog readies a string from outside input for a log line: redacted and cut at MaxLogField
+// bytes, the cut marked with the size it had ("…[+204772 bytes]").
+func CapLog(s string) string {
+	s = RedactText(s)
+	c, cut := Cap(s, MaxLogField)
+	if !cut {
+		return s
+	}
+	return c + "…[+" + strconv.Itoa(len(s)-len(c)) + " bytes]"
+}
 
 // sensitiveHeaders are replaced whole, whatever their value looks like.
 var sensitiveHeaders = map[string]bool{
@@ -34,15 +64,57 @@ var sensitiveHeaders = map[string]bool{
 	"X-Api-Key":           true,
 }
 
-// sensitiveFields are body field names (JSON keys at any depth; the last bracketed segment of
-// a form key, so card[number] is "number") whose values are never stored. Expiry month and
-// year are kept: without the number they identify nothing, and they explain expired-card
-// declines.
-var sensitiveFields = map[string]bool{
-	"number": true, "cvc": true, "cvv": true, "cvc2": true, "cvv2": true,
-	"password": true, "passwd": true, "secret": true, "client_secret": true,
-	"api_key": true, "apikey": true,
-	"token": true, "access_token": true, "refresh_token": true, "id_token": true,
+// Sensitive body fields. A field's name (a JSON key at any depth; the last bracketed segment
+// of a form key, so card[number] is "number") is compared lower-cased with "_", "-" and "."
+// removed, so card_cvc, Card-CVC and cardCvc are one name. Its value is never stored when the
+// name is
+//
+//   - a card number field, exactly: number, cardnumber, ccnumber, pan, primaryaccountnumber
+//     (the value keeps its last four digits: "[card ****4242]");
+//   - or contains: cvc, cvv, cvn, securitycode, secret, password, passwd, passphrase, apikey,
+//     privatekey, or ends in token or signature;
+//   - or is, exactly: pin, csc, cid (the card security code's other names).
+//
+// Expiry month and year are kept: without the number they identify nothing, and they explain
+// expired-card declines. SensitiveFieldNames lists examples for the documentation and tests.
+func sensitiveName(name string) bool {
+	n := normalName(name)
+	if cardNumberNames[n] || exactSecretNames[n] {
+		return true
+	}
+	for _, sub := range secretSubstrings {
+		if strings.Contains(n, sub) {
+			return true
+		}
+	}
+	return strings.HasSuffix(n, "token") || strings.HasSuffix(n, "signature")
+}
+
+var (
+	cardNumberNames  = map[string]bool{"number": true, "cardnumber": true, "ccnumber": true, "pan": true, "primaryaccountnumber": true}
+	exactSecretNames = map[string]bool{"pin": true, "csc": true, "cid": true}
+	secretSubstrings = []string{"cvc", "cvv", "cvn", "securitycode", "secret", "password", "passwd", "passphrase", "apikey", "privatekey"}
+)
+
+// SensitiveFieldNames are examples of field names whose values are never stored.
+var SensitiveFieldNames = []string{"number", "card_number", "cvc", "card_cvc", "cvv", "cvv2", "cvc2", "security_code",
+	"card_security_code", "pin", "password", "client_secret", "api_key", "access_token", "refresh_token", "id_token",
+	"token", "webhook_secret", "signature"}
+
+func normalName(name string) string {
+	var b strings.Builder
+	b.Grow(len(name))
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_' || c == '-' || c == '.':
+		case c >= 'A' && c <= 'Z':
+			b.WriteByte(c + 'a' - 'A')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // RedactHeader flattens h (several values joined by ", ") and redacts it: the sensitive headers
@@ -74,6 +146,7 @@ func redactHeaderMap(h map[string]string) map[string]string {
 
 func addHeader(out map[string]string, k, v string) {
 	k = http.CanonicalHeaderKey(k)
+	k, _ = Cap(RedactText(k), maxHeaderName)
 	v = redactHeaderValue(k, v)
 	if prev, ok := out[k]; ok {
 		// Two spellings of one header in a flattened map: keep both values, deterministically.
@@ -199,8 +272,8 @@ func redactJSON(body []byte) (string, error) {
 		if !atName || tok.Kind() != '"' {
 			continue
 		}
-		name := strings.ToLower(tok.String())
-		if !sensitiveFields[name] {
+		name := tok.String()
+		if !sensitiveName(name) {
 			continue
 		}
 		v, err := dec.ReadValue()
@@ -213,27 +286,34 @@ func redactJSON(body []byte) (string, error) {
 	}
 }
 
-// jsonPair finds "name": value for the sensitive names in text that is not valid JSON; a value
-// cut at the end of the text still matches.
-var jsonPair = regexp.MustCompile(`(?i)("(?:` + fieldAlternation() + `)"\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s]*)`)
-
-func fieldAlternation() string {
-	var names []string
-	for n := range sensitiveFields {
-		names = append(names, regexp.QuoteMeta(n))
-	}
-	// Longest first, so "cvc2" is not matched as "cvc".
-	slices.SortFunc(names, func(a, b string) int {
-		if d := len(b) - len(a); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
-	return strings.Join(names, "|")
-}
+// jsonPair finds "name": value in text that is not valid JSON; a value cut at the end of the
+// text still matches. The name is checked with sensitiveName.
+//
+// No counted repetition: Go compiles {1,128} into 128 copies of the group, which made the
+// pattern cost hundreds of steps a byte (seconds for a 180 KiB body that is not JSON).
+var jsonPair = regexp.MustCompile(`("((?:[^"\\]|\\.)+)"\s*:\s*)("(?:[^"\\]|\\.)*"?|[^,}\]\s]*)`)
 
 func redactJSONText(s string) string {
-	return jsonPair.ReplaceAllString(s, `${1}"`+Redacted+`"`)
+	ms := jsonPair.FindAllStringSubmatchIndex(s, -1)
+	if len(ms) == 0 {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range ms {
+		name := s[m[4]:m[5]]
+		if len(name) > 128 || !sensitiveName(name) || m[6] == m[7] {
+			continue
+		}
+		b.WriteString(s[last:m[6]])
+		b.WriteString(`"` + mask(name, s[m[6]:m[7]]) + `"`)
+		last = m[7]
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 // formEscape escapes what would change the meaning of a form value, and no more, so a redacted
@@ -263,10 +343,13 @@ func redactPair(pair string) string {
 	if !hasVal {
 		return pair
 	}
-	name := strings.ToLower(formFieldName(unescape(rawKey)))
-	if sensitiveFields[name] {
-		return rawKey + "=" + formEscape.Replace(mask(name, unescape(rawVal)))
+	key := unescape(rawKey)
+	name := formFieldName(key)
+	if sensitiveName(name) {
+		return redactFormKey(rawKey, key) + "=" + formEscape.Replace(mask(name, unescape(rawVal)))
 	}
+	rawKey = redactFormKey(rawKey, key)
+	pair = rawKey + "=" + rawVal
 	// A value with escapes may hide a card number ("4242%204242..."); one without is left to
 	// the RedactText pass over the whole body.
 	if hasEscapes(rawVal) {
@@ -276,6 +359,17 @@ func redactPair(pair string) string {
 		}
 	}
 	return pair
+}
+
+// redactFormKey redacts a form key whose escapes hide a card number or a secret.
+func redactFormKey(rawKey, key string) string {
+	if !hasEscapes(rawKey) {
+		return rawKey
+	}
+	if r := RedactText(key); r != key {
+		return formEscape.Replace(r)
+	}
+	return rawKey
 }
 
 // formFieldName is the last bracketed segment of a form key: card[number] -> number,
@@ -330,7 +424,7 @@ func unhex(c byte) byte {
 // mask is what a sensitive field's value becomes: a card number keeps its last four digits, so
 // an operator can tell which card was used; everything else is gone.
 func mask(name, v string) string {
-	if name != "number" {
+	if !cardNumberNames[normalName(name)] {
 		return Redacted
 	}
 	if u := strings.Trim(v, `"`); u == Redacted || isCardMask(u) {
@@ -341,7 +435,7 @@ func mask(name, v string) string {
 		switch c := v[i]; {
 		case isDigit(c):
 			digits = append(digits, c)
-		case c == ' ' || c == '-' || c == '"':
+		case isSeparator(c) || c == '"':
 		default:
 			return Redacted
 		}
@@ -374,7 +468,8 @@ func isCardMask(s string) bool {
 //     secrets (whsec_) keep their prefix: "sk_live_[redacted]".
 //   - Client secrets (pi_123_secret_abc) keep the object id: "pi_123_secret_[redacted]".
 //   - Card numbers become "[card ****4242]". A card number is 13 to 19 digits, possibly in
-//     groups joined by single spaces or dashes, that passes the Luhn check; it starts and ends
+//     groups joined by single separators (space, "-", "." or "/"), that passes the Luhn
+//     check; it starts and ends
 //     at the edges of digit groups, so "4242 4242 4242 4242 12/34" loses its card number and
 //     keeps the expiry, while a 20-digit reference is left alone.
 //
@@ -419,6 +514,10 @@ func RedactText(s string) string {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// isSeparator is what may join the digit groups of a card number: "4242 4242", "4242-4242",
+// "4242.4242", "4242/4242".
+func isSeparator(c byte) bool { return c == ' ' || c == '-' || c == '.' || c == '/' }
 
 func isAlnum(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
@@ -481,7 +580,7 @@ func card(s string, i int) (end int, last4 string, ok bool) {
 		}
 		ends[groups] = k
 		groups++
-		if k+1 < len(s) && (s[k] == ' ' || s[k] == '-') && isDigit(s[k+1]) {
+		if k+1 < len(s) && isSeparator(s[k]) && isDigit(s[k+1]) {
 			j = k + 1
 			continue
 		}
@@ -575,6 +674,23 @@ func (a Attempt) Redacted(bodyCap int) Attempt {
 	a.ResponseHeader = redactHeaderMap(a.ResponseHeader)
 	a.Path = redactPath(a.Path)
 	a.Err, _ = Cap(RedactText(a.Err), maxErr)
+	// Every other field can come from outside too (a claimed id, a caller's key, a header):
+	// redacted and capped like the rest.
+	for _, f := range []*string{&a.IdempotencyKey, &a.PaymentID, &a.EventID, &a.ProviderPaymentID, &a.Invoice,
+		&a.CorrelationID, &a.Scope, &a.Source, &a.Operation, &a.Provider, &a.Method, &a.Outcome, &a.BodySHA256,
+		&a.CardBrand, &a.CardLast4} {
+		*f = lookupValue(*f)
+	}
+	if len(a.Claimed) > maxClaims {
+		a.Claimed = a.Claimed[:maxClaims]
+	}
+	if a.Claimed != nil {
+		claimed := make([]string, len(a.Claimed))
+		for i, c := range a.Claimed {
+			claimed[i] = CapLog(RedactText(c))
+		}
+		a.Claimed = claimed
+	}
 	var cut bool
 	if a.RequestBytes == 0 {
 		a.RequestBytes = len(a.RequestBody)

@@ -150,7 +150,7 @@ func TestRedactBody(t *testing.T) {
 		"json truncated falls back to pattern": {
 			"application/json",
 			`{"a":1,"cvc":"123","card":{"number":"4242424242424242","passw`,
-			`{"a":1,"cvc":"[redacted]","card":{"number":"[redacted]","passw`,
+			`{"a":1,"cvc":"[redacted]","card":{"number":"[card ****4242]","passw`,
 		},
 		"json truncated inside a value": {
 			"application/json",
@@ -259,7 +259,8 @@ var (
 )
 
 // leakedCard returns a card number left in s: 13-19 digits from the start of one digit group
-// to the end of the same or a later one, the groups joined by single spaces or dashes,
+// to the end of the same or a later one, the groups joined by single spaces, dashes, dots or
+// slashes,
 // passing the Luhn check.
 func leakedCard(s string) string {
 	groups := digitGroup.FindAllStringIndex(s, -1)
@@ -268,7 +269,7 @@ func leakedCard(s string) string {
 		for j := i; j < len(groups); j++ {
 			if j > i {
 				gap := s[groups[j-1][1]:groups[j][0]]
-				if gap != " " && gap != "-" {
+				if gap != " " && gap != "-" && gap != "." && gap != "/" {
 					break
 				}
 			}
@@ -387,7 +388,7 @@ func checkMasked(t *testing.T, v any) {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, x := range v {
-			if sensitiveFields[strings.ToLower(k)] {
+			if sensitiveName(k) {
 				s, _ := x.(string)
 				if s != Redacted && !isCardMask(s) {
 					t.Fatalf("member %q kept %v", k, x)

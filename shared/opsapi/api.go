@@ -69,6 +69,14 @@ type Config struct {
 	Now    func() time.Time
 	Rand   io.Reader // session nonces; default crypto/rand
 	Logger *slog.Logger
+	// CallerScope is the scope a lookup by idempotency_key reads a caller's key in when the
+	// request names none ("local" locally), and PaymentIDFor derives the payment that key
+	// created (payments.PaymentID): with both, the caller's own key finds every attempt.
+	CallerScope  string
+	PaymentIDFor func(scope, key string) string
+	// Payments, when set, serves the payment timeline (GET /ops/payments/{id}/timeline and
+	// the console's /ops/payments/{id}).
+	Payments PaymentReader
 	// Reconcile, when set, serves POST /ops/reconcile: an on-demand reconciliation run with the
 	// request body as the run's input ({} for the default window, or {"from","to"}).
 	Reconcile Reconciler
@@ -118,6 +126,10 @@ func New(cfg Config) (*Handler, error) {
 	api("POST /ops/deadletters/{id}/ignore", h.settle(ActionIgnore))
 	api("POST /ops/deadletters/retry", h.bulkRetry)
 	api("GET /ops/attempts", h.lookup)
+	api("GET /ops/payments/{id}/timeline", h.timelineAPI)
+	if cfg.Attempts != nil {
+		api("GET /ops/refused", h.refused)
+	}
 	if cfg.Reconcile != nil {
 		api("POST /ops/reconcile", h.reconcile)
 	}
@@ -341,7 +353,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, _ string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	// The payments the records name, by id: amount, customer, card, where known.
+	writeJSON(w, http.StatusOK, struct {
+		deadletter.Page
+		Payments map[string]PaymentFacts `json:"payments,omitempty"`
+	}{page, h.facts(r.Context(), page.Records)})
 }
 
 func (h *Handler) detail(w http.ResponseWriter, r *http.Request, _ string) {
@@ -466,43 +482,8 @@ func (h *Handler) bulkRetry(w http.ResponseWriter, r *http.Request, who string) 
 	writeJSON(w, http.StatusOK, res)
 }
 
-// ParseLookup reads an attempt lookup: exactly one of idempotency_key, payment_id, event_id.
-func ParseLookup(q url.Values) (attempts.By, string, error) {
-	var by attempts.By
-	var value string
-	for _, b := range []attempts.By{attempts.ByIdempotencyKey, attempts.ByPaymentID, attempts.ByEventID} {
-		if v := q.Get(string(b)); v != "" {
-			if by != "" {
-				return "", "", &FieldError{Field: string(b), Reason: "give exactly one of idempotency_key, payment_id, event_id"}
-			}
-			by, value = b, v
-		}
-	}
-	if by == "" {
-		return "", "", &FieldError{Field: "idempotency_key", Reason: "give one of idempotency_key, payment_id, event_id"}
-	}
-	if len(value) > 255 || !utf8.ValidString(value) {
-		return "", "", &FieldError{Field: string(by), Reason: "at most 255 characters"}
-	}
-	return by, value, nil
-}
-
-func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, _ string) {
-	if h.cfg.Attempts == nil {
-		problem.Error(w, http.StatusNotFound, "The attempt log is not configured.")
-		return
-	}
-	by, value, err := ParseLookup(r.URL.Query())
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	page, err := h.cfg.Attempts.Lookup(r.Context(), by, value, r.URL.Query().Get("cursor"))
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, page)
+func problemNotConfigured(w http.ResponseWriter) {
+	problem.Error(w, http.StatusNotFound, "The attempt log is not configured.")
 }
 
 // reconcile runs a reconciliation now and answers its report. A window already reconciled

@@ -50,6 +50,8 @@ func lookupURL(by, value string) templ.SafeURL {
 	return templ.SafeURL("/ops/lookup?" + url.Values{"by": {by}, "value": {value}}.Encode())
 }
 
+func label(b attempts.By) string { return strings.ReplaceAll(string(b), "_", " ") }
+
 // CookieName is the console session cookie.
 const CookieName = "twice_ops"
 
@@ -65,6 +67,7 @@ func (h *Handler) console() {
 	h.mux.HandleFunc("GET /ops/{$}", h.page(h.listPage))
 	h.mux.HandleFunc("GET /ops/records/{id}", h.page(h.detailPage))
 	h.mux.HandleFunc("GET /ops/lookup", h.page(h.lookupPage))
+	h.mux.HandleFunc("GET /ops/payments/{id}", h.page(h.timelinePage))
 	h.mux.HandleFunc("POST /ops/records/{id}/{action}", h.form(h.actionForm))
 	h.mux.HandleFunc("POST /ops/bulk-retry", h.form(h.bulkForm))
 	h.mux.HandleFunc("GET /ops/login", h.loginPage)
@@ -296,6 +299,9 @@ func filterQuery(f deadletter.Filter, cursor string) url.Values {
 }
 
 type listData struct {
+	Rows     []listRow
+	Sort     string
+	Desc     bool
 	Filter   deadletter.Filter
 	Page     deadletter.Page
 	Open     int64
@@ -310,7 +316,10 @@ func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
 	d := listData{Statuses: deadletter.Statuses, Sources: deadletter.Sources, Classes: deadletter.Classes}
 	v := view{Title: "Dead letters", Session: s, Notice: notice(r.URL.Query().Get("done"))}
 	q := r.URL.Query()
+	d.Sort, d.Desc = readSort(q)
 	q.Del("done")
+	q.Del("sort")
+	q.Del("order")
 	f, err := ParseFilter(q)
 	status := http.StatusOK
 	if err != nil {
@@ -342,6 +351,16 @@ func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	d.Chart = drawChart(hist)
+	facts := h.facts(ctx, d.Page.Records)
+	now := h.cfg.Now()
+	for _, rec := range d.Page.Records {
+		pay := rec.PaymentID
+		if pay == "" {
+			pay = rec.Facts.PaymentID
+		}
+		d.Rows = append(d.Rows, listRow{Record: rec, PaymentFacts: facts[pay], Pay: pay, Age: now.Sub(rec.CreatedAt), Next: nextAction(rec)})
+	}
+	sortRows(d.Rows, d.Sort, d.Desc)
 	h.render(w, status, listView(v, d))
 }
 
@@ -437,10 +456,12 @@ func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s session) {
 }
 
 type lookupData struct {
-	By    string
-	Value string
-	Page  attempts.Page
-	Asked bool
+	By        string
+	Value     string
+	Page      attempts.Page
+	Asked     bool
+	PaymentID string
+	Scope     string
 }
 
 func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) {
@@ -457,7 +478,9 @@ func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) 
 		case h.cfg.Attempts == nil:
 			v.Error = "The attempt log is not configured."
 		default:
-			d.Page, err = h.cfg.Attempts.Lookup(r.Context(), by, value, "")
+			var res Lookup
+			res, err = h.find(r.Context(), by, value, "", "")
+			d.Page, d.PaymentID, d.Scope = res.Page, res.PaymentID, res.Scope
 			if err != nil {
 				st, detail := statusOf(err)
 				if st == http.StatusInternalServerError {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -43,8 +44,10 @@ type Attempt struct {
 	// for operators, never for the caller.
 	Err error
 	// Header is a copy of the request headers with signatures and credentials redacted.
-	Header     http.Header
-	Body       []byte // nil when over the cap
+	Header http.Header
+	Body   []byte // nil when over the cap
+	// Source is where the delivery came from: the peer address as the server saw it.
+	Source     string
 	ReceivedAt time.Time
 	Duration   time.Duration
 }
@@ -84,7 +87,7 @@ const (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	start := h.Now()
-	a := Attempt{Provider: r.PathValue("provider"), ReceivedAt: start}
+	a := Attempt{Provider: r.PathValue("provider"), ReceivedAt: start, Source: r.RemoteAddr}
 	defer func() {
 		a.Duration = h.Now().Sub(start)
 		if h.Observer != nil {
@@ -92,7 +95,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.Observer.Observe(ctx, a)
 		}
 	}()
-	log := h.Logger.With("provider", a.Provider)
+	// The provider name comes from the path: cap it before it reaches a log line.
+	log := h.Logger.With("provider", capField(a.Provider))
 
 	v, err := h.verifiers.Verifier(ctx, a.Provider)
 	if err != nil {
@@ -132,7 +136,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := v.Verify(r.Header, body); err != nil {
 		a.Status, a.Err = http.StatusBadRequest, err
 		// The verifier's errors name the failed check, never a secret or a signature.
-		log.WarnContext(ctx, "webhook rejected", "reason", err.Error(), "bytes", len(body))
+		log.WarnContext(ctx, "webhook rejected", "reason", err.Error(), "bytes", len(body),
+			"claimed_event_id", capField(claimedID(r.Header, body)), "source", capField(r.RemoteAddr))
 		problem.Error(w, a.Status, detailRejected)
 		return
 	}
@@ -159,6 +164,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 var okBody = []byte(`{"received":true}`)
+
+// claimedID is the event id an unverified delivery claims (its Webhook-Id header, or the
+// body's top-level "id"): for the log line only, never to file it under.
+func claimedID(h http.Header, body []byte) string {
+	if id := h.Get(webhooks.StandardIDHeader); id != "" {
+		return id
+	}
+	var ev struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(body, &ev) != nil {
+		return ""
+	}
+	return ev.ID
+}
+
+// maxLogField caps a string from the request before it is logged.
+const maxLogField = 64
+
+func capField(s string) string {
+	if len(s) <= maxLogField {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxLogField], "") + "…[+" + strconv.Itoa(len(s)-maxLogField) + " bytes]"
+}
 
 func (h *Handler) unavailable(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "5")

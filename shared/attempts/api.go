@@ -1,0 +1,95 @@
+package attempts
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"time"
+)
+
+// API records every request to an API handler and its answer as an inbound attempt, so a
+// payment's timeline starts with what the caller asked and what we said.
+type API struct {
+	// Record stores the attempt (build it with BestEffort). Required.
+	Record RecordFunc
+	// Operation names the handler's calls ("payments.create").
+	Operation func(*http.Request) string
+	// Scope is the caller's scope, as the handler scopes keys.
+	Scope func(*http.Request) string
+	// PaymentID names the payment a request concerns: from the scope and Idempotency-Key of a
+	// create (the id is derived from them), or the path of a read. "" files it under no payment.
+	PaymentID func(r *http.Request, scope, key string) string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Wrap returns next with its calls recorded.
+func (a API) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := a.Now
+		if now == nil {
+			now = time.Now
+		}
+		start := now()
+		var body []byte
+		if r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(io.LimitReader(r.Body, DefaultCaptureLimit+1))
+			// Hand the handler the whole body: what was read, then the rest unread.
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+			if err == nil {
+				body = b
+			}
+		}
+		rw := &recordingWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rw, r)
+		at := FromRequest(r, body, rw.status)
+		at.Provider = "api"
+		at.StartedAt, at.Duration = start, now().Sub(start)
+		if len(body) > DefaultCaptureLimit {
+			at.RequestBody, at.RequestTruncated = string(body[:DefaultCaptureLimit]), true
+		}
+		at.ResponseHeader = RedactHeader(rw.Header())
+		at.ResponseBody, at.ResponseBytes, at.ResponseTruncated = rw.body.snapshot()
+		if a.Operation != nil {
+			at.Operation = a.Operation(r)
+		}
+		if a.Scope != nil {
+			at.Scope = a.Scope(r)
+		}
+		if a.PaymentID != nil {
+			at.PaymentID = a.PaymentID(r, at.Scope, at.IdempotencyKey)
+		}
+		if a.Record != nil {
+			a.Record(r.Context(), at)
+		}
+	})
+}
+
+// recordingWriter copies a response aside (up to DefaultCaptureLimit) as it is written.
+type recordingWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	body   capture
+}
+
+func (w *recordingWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recordingWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	if w.body.limit == 0 {
+		w.body.limit = DefaultCaptureLimit
+	}
+	w.body.write(p)
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

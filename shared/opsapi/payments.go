@@ -1,0 +1,28 @@
+package opsapi
+
+import (
+	"context"
+	"errors"
+
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// StorePayments reads payments from the payments table for the timeline (the local stack and
+// the operator-api function wire it the same way).
+type StorePayments struct{ Store store.Store }
+
+var _ PaymentReader = StorePayments{}
+
+// Payment implements PaymentReader.
+func (s StorePayments) Payment(ctx context.Context, id string) (Payment, error) {
+	p, err := payments.Get(ctx, s.Store, id)
+	if errors.Is(err, payments.ErrNotFound) {
+		return Payment{}, ErrNoPayment
+	}
+	if err != nil {
+		return Payment{}, err
+	}
+	return Payment{ID: p.ID, Status: p.Status, Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,
+		ProviderPaymentID: p.ProviderPaymentID, Invoice: p.Invoice, IdempotencyKey: p.IdempotencyKey, CreatedAt: p.CreatedAt}, nil
+}

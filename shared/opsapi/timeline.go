@@ -1,0 +1,315 @@
+package opsapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/problem"
+)
+
+// Payment is what the timeline shows of a payment at its head.
+type Payment struct {
+	ID                string    `json:"id"`
+	Status            string    `json:"status"`
+	Amount            int64     `json:"amount"`
+	Currency          string    `json:"currency"`
+	Customer          string    `json:"customer"`
+	ProviderPaymentID string    `json:"provider_payment_id,omitempty"`
+	Invoice           string    `json:"invoice,omitempty"`
+	IdempotencyKey    string    `json:"idempotency_key,omitempty"`
+	CreatedAt         time.Time `json:"created_at"`
+}
+
+// ErrNoPayment is what a PaymentReader returns for an unknown payment id.
+var ErrNoPayment = errors.New("opsapi: no such payment")
+
+// PaymentReader reads one payment for the timeline.
+type PaymentReader interface {
+	Payment(ctx context.Context, id string) (Payment, error)
+}
+
+// AttemptGetter reads one whole attempt (headers and bodies), for a timeline row's details.
+type AttemptGetter interface {
+	Get(ctx context.Context, id string) (attempts.Attempt, error)
+}
+
+// Row kinds of a timeline.
+const (
+	RowAPI        = "api"
+	RowProvider   = "provider"
+	RowRecovery   = "recovery"
+	RowWebhook    = "webhook"
+	RowRefused    = "refused"
+	RowDeadLetter = "deadletter"
+)
+
+// Row is one line of a payment's timeline.
+type Row struct {
+	At       time.Time `json:"at"`
+	Kind     string    `json:"kind"`
+	Title    string    `json:"title"`
+	Status   int       `json:"status,omitempty"`
+	Outcome  string    `json:"outcome,omitempty"`
+	Duration string    `json:"duration,omitempty"` // human units: "3.3 ms", "1.2 s"
+	// DurationMS is the duration in milliseconds, for scripts.
+	DurationMS float64 `json:"duration_ms,omitempty"`
+	Detail     string  `json:"detail,omitempty"`
+	// Attempt is the whole redacted attempt behind the row (headers and bodies), if any.
+	Attempt *attempts.Attempt `json:"attempt,omitempty"`
+	// Record is the dead-letter record an action belongs to.
+	Record string `json:"record,omitempty"`
+}
+
+// Timeline is a payment's history, oldest first.
+type Timeline struct {
+	Payment Payment `json:"payment"`
+	Rows    []Row   `json:"rows"`
+	// UnverifiedClaims counts refused deliveries that claimed this payment (not in Rows).
+	UnverifiedClaims int    `json:"unverified_claims,omitempty"`
+	Notice           string `json:"notice,omitempty"`
+	// Truncated says the payment has more attempts than a timeline shows (maxTimelineAttempts).
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+const maxTimelineAttempts = 500
+
+// HumanDuration writes d as a person reads it: "850 µs", "3.3 ms", "120 ms", "1.2 s", "2 min 5 s",
+// "3 h 12 min", "2 d 4 h".
+func HumanDuration(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	switch {
+	case d == 0:
+		return "0 ms"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// validID checks an id from a path or query before it is used.
+func validID(s string) bool {
+	if s == "" || len(s) > 255 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < ' ' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// timeline builds the payment's history from the attempt log and the dead-letter table.
+func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
+	if !validID(id) {
+		return Timeline{}, &FieldError{Field: "id", Reason: "not a payment id"}
+	}
+	if h.cfg.Payments == nil || h.cfg.Attempts == nil {
+		return Timeline{}, errNotConfigured
+	}
+	p, err := h.cfg.Payments.Payment(ctx, id)
+	if err != nil {
+		return Timeline{}, err
+	}
+	tl := Timeline{Payment: p, Rows: []Row{}}
+	seen := map[string]bool{}
+	var found []attempts.Attempt
+	collect := func(by attempts.By, value string) error {
+		if value == "" {
+			return nil
+		}
+		cursor := ""
+		for {
+			page, err := h.cfg.Attempts.Lookup(ctx, by, value, cursor)
+			if err != nil {
+				return err
+			}
+			if by == attempts.ByPaymentID && cursor == "" {
+				tl.UnverifiedClaims, tl.Notice = page.UnverifiedClaims, page.Notice
+			}
+			for _, a := range page.Attempts {
+				if seen[a.ID] {
+					continue
+				}
+				if len(found) >= maxTimelineAttempts {
+					tl.Truncated = true
+					return nil
+				}
+				seen[a.ID] = true
+				found = append(found, a)
+			}
+			if page.Cursor == "" {
+				return nil
+			}
+			cursor = page.Cursor
+		}
+	}
+	for _, k := range []struct {
+		by attempts.By
+		v  string
+	}{{attempts.ByPaymentID, p.ID}, {attempts.ByProviderPaymentID, p.ProviderPaymentID}, {attempts.ByInvoice, p.Invoice}} {
+		if err := collect(k.by, k.v); err != nil {
+			return Timeline{}, err
+		}
+	}
+	getter, _ := h.cfg.Attempts.(AttemptGetter)
+	for _, a := range found {
+		row := attemptRow(a)
+		if getter != nil {
+			if full, err := getter.Get(ctx, a.ID); err == nil {
+				row.Attempt = &full
+				if row.Kind == RowWebhook {
+					if typ := eventTypeIn(full.RequestBody); typ != "" {
+						row.Title = "webhook " + typ
+						row.Detail = strings.TrimSpace(full.EventID + " " + row.Detail)
+					}
+				}
+			}
+		}
+		if row.Attempt == nil {
+			row.Attempt = &a
+		}
+		tl.Rows = append(tl.Rows, row)
+	}
+	recs, err := h.cfg.Records.List(ctx, deadletter.Filter{Text: p.ID, Limit: 50})
+	if err != nil {
+		return Timeline{}, err
+	}
+	for _, rec := range recs.Records {
+		if rec.PaymentID != p.ID {
+			continue
+		}
+		tl.Rows = append(tl.Rows, Row{At: rec.CreatedAt, Kind: RowDeadLetter, Title: "dead letter opened (" + string(rec.Source) + ")",
+			Outcome: string(rec.Class), Detail: rec.Explanation, Record: rec.ID})
+		for _, au := range rec.Audit {
+			detail := au.Note
+			if au.Outcome != "" {
+				detail = strings.TrimSpace("outcome: " + au.Outcome + ". " + detail)
+			}
+			title := "dead letter " + au.Action + " by " + au.Actor
+			if au.From != "" {
+				title += " (" + string(au.From) + " → " + string(au.To) + ")"
+			}
+			tl.Rows = append(tl.Rows, Row{At: au.At, Kind: RowDeadLetter, Title: title, Detail: detail, Record: rec.ID})
+		}
+	}
+	slices.SortStableFunc(tl.Rows, func(a, b Row) int { return a.At.Compare(b.At) })
+	return tl, nil
+}
+
+func attemptRow(a attempts.Attempt) Row {
+	r := Row{At: a.StartedAt, Status: a.Status, Outcome: a.Outcome, Detail: a.Err,
+		Duration: HumanDuration(a.Duration), DurationMS: float64(a.Duration) / float64(time.Millisecond)}
+	switch {
+	case a.Provider == "api":
+		r.Kind, r.Title = RowAPI, "API "+a.Method+" "+a.Path
+		if a.Operation != "" {
+			r.Title = "API " + a.Operation
+		}
+	case a.Direction == attempts.Inbound:
+		r.Kind, r.Title = RowWebhook, "webhook "+a.Provider+" "+eventType(a)
+	case strings.HasPrefix(a.IdempotencyKey, "twice_rec_"):
+		r.Kind, r.Title = RowRecovery, "recovery charge "+a.Operation
+	default:
+		r.Kind, r.Title = RowProvider, a.Provider+" "+a.Operation
+	}
+	return r
+}
+
+// eventType names a webhook by its event id until its body gives the type (eventTypeIn).
+func eventType(a attempts.Attempt) string { return a.EventID }
+
+// eventTypeIn reads an event's type ("payment_intent.succeeded") from its stored body.
+func eventTypeIn(body string) string {
+	var ev struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal([]byte(body), &ev) != nil || len(ev.Type) > 64 {
+		return ""
+	}
+	return ev.Type
+}
+
+var errNotConfigured = errors.New("opsapi: not configured")
+
+func (h *Handler) timelineAPI(w http.ResponseWriter, r *http.Request, _ string) {
+	tl, err := h.timeline(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.failTimeline(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tl)
+}
+
+func (h *Handler) failTimeline(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, ErrNoPayment):
+		problem.Error(w, http.StatusNotFound, "No such payment.")
+	case errors.Is(err, errNotConfigured):
+		problem.Error(w, http.StatusNotFound, "The payment timeline is not configured.")
+	default:
+		h.fail(w, r, err)
+	}
+}
+
+func (h *Handler) timelinePage(w http.ResponseWriter, r *http.Request, s session) {
+	tl, err := h.timeline(r.Context(), r.PathValue("id"))
+	if err != nil {
+		status, detail := statusOf(err)
+		switch {
+		case errors.Is(err, ErrNoPayment):
+			status, detail = http.StatusNotFound, "No such payment."
+		case errors.Is(err, errNotConfigured):
+			status, detail = http.StatusNotFound, "The payment timeline is not configured."
+		case status == http.StatusInternalServerError:
+			h.cfg.Logger.ErrorContext(r.Context(), "console timeline", "err", err)
+		}
+		h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
+		return
+	}
+	h.render(w, http.StatusOK, timelineView(view{Title: "Payment " + tl.Payment.ID, Session: s}, tl))
+}
+
+// timelineLink is the console path of a payment's timeline.
+func timelineLink(id string) string { return "/ops/payments/" + url.PathEscape(id) }
+
+// Money writes minor units in a currency: 2500 usd is "25.00 USD"; zero-decimal currencies
+// (jpy, krw, ...) have no fraction.
+func Money(amount int64, currency string) string {
+	cur := strings.ToUpper(currency)
+	if zeroDecimal[strings.ToLower(currency)] {
+		return fmt.Sprintf("%d %s", amount, cur)
+	}
+	sign := ""
+	if amount < 0 {
+		sign, amount = "-", -amount
+	}
+	return fmt.Sprintf("%s%d.%02d %s", sign, amount/100, amount%100, cur)
+}
+
+var zeroDecimal = map[string]bool{"bif": true, "clp": true, "djf": true, "gnf": true, "jpy": true, "kmf": true,
+	"krw": true, "mga": true, "pyg": true, "rwf": true, "ugx": true, "vnd": true, "vuv": true, "xaf": true, "xof": true, "xpf": true}
