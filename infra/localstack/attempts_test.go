@@ -214,6 +214,24 @@ func TestForgedDeliveriesQuarantined(t *testing.T) {
 			}
 		}
 	}
+	// An Idempotency-Key that is a card number: the keeper's, the payments' and the attempt
+	// log's lines all mask it, and the caller's key still finds the payment.
+	cardKey := "4242-4242-4242-4242"
+	if a := call(t, "POST", s.APIURL()+"/payments", cardKey, paymentBody("pm_card_visa")); a.status != http.StatusCreated {
+		t.Fatalf("card-number key: %d %s", a.status, a.body)
+	}
+	var byCardKey opsapi.Lookup
+	if opsJSON(t, s, "/ops/attempts?idempotency_key="+url.QueryEscape(cardKey), &byCardKey); len(byCardKey.Attempts) == 0 {
+		t.Errorf("the card-number key finds nothing")
+	}
+	for _, at := range byCardKey.Attempts {
+		if strings.Contains(at.IdempotencyKey, "4242-4242") {
+			t.Errorf("stored key %q", at.IdempotencyKey)
+		}
+	}
+	if l := logs.String(); strings.Contains(l, "4242-4242-4242-4242") || !strings.Contains(l, "[card ****4242]") {
+		t.Errorf("the card-number key is logged unmasked, or not at all")
+	}
 	sawCapped := false
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if len(line) > 4<<10 {

@@ -160,6 +160,9 @@ func FuzzRecordNoLeak(f *testing.F) {
 				}
 				doc, _ := json.Marshal(got)
 				checkAllStrings(t, "stored", doc, sentinel)
+				if refused || b != jsonBody {
+					continue // the lookup items are the same summaries: one record's are enough
+				}
 				for _, by := range Lookups {
 					v := map[By]string{ByIdempotencyKey: key, ByPaymentID: eventID, ByEventID: eventID, ByProviderPaymentID: key, ByInvoice: hvalue}[by]
 					if v == "" {
