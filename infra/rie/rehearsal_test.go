@@ -29,7 +29,7 @@ func TestDeployRehearsal(t *testing.T) {
 		t.Fatalf("rehearsal failed: %v", err)
 	}
 	for _, want := range []string{"all exist", "AWS::DynamoDB::Table: 8/8", "AWS::SQS::Queue: 5/5",
-		"AWS::StepFunctions::StateMachine: 1/1", "AWS::Scheduler::Schedule: 1/1", "POST /webhooks/{provider} [NONE]"} {
+		"AWS::StepFunctions::StateMachine: 1/1", "AWS::Scheduler::Schedule: 2/2", "POST /webhooks/{provider} [NONE]"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("report lacks %q", want)
 		}
