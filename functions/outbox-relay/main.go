@@ -1,9 +1,11 @@
 // Command outbox-relay delivers the follow-on work committed in the outbox table (queue a resolve
-// job, start a recovery): the table's DynamoDB stream invokes it with the new messages.
+// job, start a recovery): the table's DynamoDB stream invokes it with the new messages, and a
+// schedule sweeps up what the stream could not deliver.
 package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
@@ -22,6 +24,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	relay := &outbox.Relay{Store: svc.Store, Handlers: svc.FollowOns(), Log: log}
-	lambda.Start(relay.HandleStream) // per-record failures: ReportBatchItemFailures
+	// The schedule's sweep leaves what the stream delivers within minutes to the stream.
+	relay := &outbox.Relay{Store: svc.Store, Handlers: svc.FollowOns(), Log: log, MinAge: 10 * time.Minute}
+	lambda.Start(relay.Handle) // stream batches (per-record failures) and the scheduled sweep
 }

@@ -37,6 +37,9 @@ const (
 	ClassExhaustedRecovery Class = "exhausted_recovery"
 	// ClassProcessing is a well-formed message its consumer failed on every delivery.
 	ClassProcessing Class = "processing_failed"
+	// ClassFollowOnUndelivered is outbox work (a resolve job, a recovery start) whose delivery
+	// kept failing; the message is still in the outbox and the relay's sweep keeps trying.
+	ClassFollowOnUndelivered Class = "follow_on_undelivered"
 	// ClassPoison is a message nobody can decode.
 	ClassPoison Class = "poison_message"
 
@@ -56,7 +59,7 @@ var Classes = []Class{
 	ClassDeclineHard, ClassDeclineCancellation, ClassDeclineData, ClassDeclineAuth, ClassDeclineLimit,
 	ClassDeclineTechnical, ClassDeclineGeneric, ClassDeclineReview, ClassDeclineConfig,
 	ClassHTTPThrottled, ClassHTTPTransient, ClassHTTPUnknown, ClassHTTPPermanent, ClassHTTPCredentials,
-	ClassSignature, ClassValidation, ClassExhaustedRecovery, ClassProcessing, ClassPoison,
+	ClassSignature, ClassValidation, ClassExhaustedRecovery, ClassProcessing, ClassFollowOnUndelivered, ClassPoison,
 	ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconStatusMismatch,
 	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconRunFailed,
 }
@@ -119,6 +122,11 @@ var texts = map[Class]func(Facts) (string, string){
 	ClassValidation:          validation,
 	ClassExhaustedRecovery:   exhaustedRecovery,
 	ClassProcessing:          processing,
+	ClassFollowOnUndelivered: func(f Facts) (string, string) {
+		return "Follow-on work (queueing a payment's resolution or starting its recovery) could not be delivered" + times(f.Deliveries) +
+				" after Lambda's retries. The work is not lost: it is still in the outbox table, and the relay's sweep tries it again every 15 minutes.",
+			"Find the cause in the outbox-relay function's logs (the batch's shard and sequence numbers are in the payload); once fixed, the sweep delivers it. Resolve this record then."
+	},
 	ClassPoison:              poison,
 	ClassReconMissingLocally: reconMissingLocally,
 	ClassReconRunFailed:      reconRunFailed,

@@ -42,11 +42,14 @@ const (
 	SourceResolve        Source = "resolve"
 	SourceRecovery       Source = "recovery"
 	SourceReconciliation Source = "reconciliation"
-	SourceUnknown        Source = "unknown"
+	// SourceOutbox is follow-on work the outbox relay could not deliver within Lambda's retries
+	// (the stream's on-failure destination).
+	SourceOutbox  Source = "outbox"
+	SourceUnknown Source = "unknown"
 )
 
 // Sources lists the known sources.
-var Sources = []Source{SourceWebhook, SourceResolve, SourceRecovery, SourceReconciliation, SourceUnknown}
+var Sources = []Source{SourceWebhook, SourceResolve, SourceRecovery, SourceReconciliation, SourceOutbox, SourceUnknown}
 
 // Attempt is one try at the work before it died: a delivery of the message, a charge, a
 // reconciliation run.

@@ -74,6 +74,8 @@ func SourceOf(dlq string) Source {
 		return SourceResolve
 	case strings.HasSuffix(dlq, "reconcile-dlq"):
 		return SourceReconciliation
+	case strings.HasSuffix(dlq, "outbox-dlq"):
+		return SourceOutbox
 	}
 	return SourceUnknown
 }
@@ -113,6 +115,19 @@ func (s *Sink) Record(m events.SQSMessage) Record {
 			break
 		}
 		r.Class, r.Key, r.EventID, r.Facts.EventID = ClassProcessing, "webhook:"+d.Provider+":"+d.EventID, d.EventID, d.EventID
+	case SourceOutbox:
+		// Lambda's on-failure record for a stream batch: where the batch was, not the messages.
+		var f struct {
+			Batch struct {
+				ShardID string `json:"shardId"`
+				Start   string `json:"startSequenceNumber"`
+				End     string `json:"endSequenceNumber"`
+			} `json:"DDBStreamBatchInfo"`
+		}
+		if json.Unmarshal([]byte(m.Body), &f) != nil || f.Batch.ShardID == "" || f.Batch.Start == "" {
+			break
+		}
+		r.Class, r.Key = ClassFollowOnUndelivered, "outbox:"+f.Batch.ShardID+":"+f.Batch.Start+"-"+f.Batch.End
 	case SourceResolve:
 		var j payments.ResolveJob
 		if json.Unmarshal([]byte(m.Body), &j) != nil || j.PaymentID == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -144,5 +145,22 @@ func TestSinkOpensOneRecordPerFailedReconciliationRun(t *testing.T) {
 	}
 	if n, err := e.table.OpenCount(context.Background()); err != nil || n != 1 {
 		t.Fatalf("open count %d (%v), want 1", n, err)
+	}
+}
+
+// The outbox relay's on-failure destination: Lambda's record of a stream batch becomes one
+// record per batch, explained, not retryable by the console (the sweep redelivers the messages,
+// which stay in the outbox table).
+func TestOutboxBatchFailureBecomesARecord(t *testing.T) {
+	s := &deadletter.Sink{}
+	body := `{"requestContext":{"requestId":"r1","functionArn":"arn:aws:lambda:us-east-1:1:function:twice-dev-outbox-relay","condition":"RetryAttemptsExhausted","approximateInvokeCount":11},` +
+		`"version":"1.0","timestamp":"2026-12-01T10:00:00.000Z","DDBStreamBatchInfo":{"shardId":"shardId-0001","startSequenceNumber":"100","endSequenceNumber":"109","batchSize":10,"streamArn":"arn:aws:dynamodb:us-east-1:1:table/twice-dev-outbox/stream/x"}}`
+	r := s.Record(events.SQSMessage{MessageId: "m1", Body: body, EventSourceARN: "arn:aws:sqs:us-east-1:1:twice-dev-outbox-dlq",
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}})
+	if r.Source != deadletter.SourceOutbox || r.Class != deadletter.ClassFollowOnUndelivered || r.Key != "outbox:shardId-0001:100-109" || r.Target.Retryable() {
+		t.Fatalf("record %+v", r)
+	}
+	if text, _ := deadletter.Explain(r.Class, r.Facts); !strings.Contains(text, "still in the outbox") {
+		t.Fatalf("explanation %q", text)
 	}
 }

@@ -270,8 +270,7 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 	if old.Status == StatusPending {
 		return k.pendingOutcome(ctx, pk, &old, ce.Old.Version, now), nil
 	}
-	wait := time.Unix(ce.Old.LockExpiresAt, 0).Sub(now)
-	wait = min(max(wait, time.Second), k.cfg.MaxRetryAfter)
+	wait := k.retryAfter(ce.Old.LockExpiresAt, now)
 	k.event(ctx, "conflicted", pk, "retry_after", wait)
 	return Outcome{Kind: InProgress, RetryAfter: wait}, nil
 }
@@ -284,16 +283,8 @@ func (k *Keeper) Complete(ctx context.Context, l *Lease, resp Response, effects 
 	now := k.now()
 	rec := record{Status: StatusCompleted, Fingerprint: l.Fingerprint, Response: &resp,
 		CreatedAt: l.firstTried().UTC(), CompletedAt: ptr(now.UTC())}
-	doc, err := json.Marshal(rec)
-	if err != nil {
+	if err := k.put(ctx, l, rec, now, effects); err != nil {
 		return err
-	}
-	// The completed record moves past the lease's version, so the lease cannot complete (and
-	// commit its effects) a second time.
-	it := store.Item{PK: l.Key, Doc: doc, Version: l.Version + 1, ExpiresAt: now.Add(k.cfg.Retention).Unix()}
-	ws := append([]store.Write{{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: l.Version}}}, effects...)
-	if err := k.store.Transact(ctx, ws...); err != nil {
-		return k.commitErr(ctx, l, err)
 	}
 	k.event(ctx, "completed", l.Key, "status", resp.Status)
 	return nil
@@ -343,6 +334,8 @@ func (k *Keeper) Pend(ctx context.Context, l *Lease, resp Response, request []by
 	return nil
 }
 
+// put commits rec for the lease's key with effects in one transaction. The record moves past
+// the lease's version, so the lease cannot commit (and its effects) a second time.
 func (k *Keeper) put(ctx context.Context, l *Lease, rec record, now time.Time, effects []store.Write) error {
 	doc, err := json.Marshal(rec)
 	if err != nil {
@@ -423,8 +416,13 @@ func (k *Keeper) Lookup(ctx context.Context, scope, key string) (Outcome, error)
 		out := k.pendingOutcome(ctx, pk, &rec, it.Version, now)
 		return out, nil
 	}
-	wait := min(max(time.Unix(it.LockExpiresAt, 0).Sub(now), time.Second), k.cfg.MaxRetryAfter)
-	return Outcome{Kind: InProgress, RetryAfter: wait}, nil
+	return Outcome{Kind: InProgress, RetryAfter: k.retryAfter(it.LockExpiresAt, now)}, nil
+}
+
+// retryAfter is the wait suggested for an in-progress key: until its lock expires, within
+// 1 s and MaxRetryAfter.
+func (k *Keeper) retryAfter(lockExpiresAt int64, now time.Time) time.Duration {
+	return min(max(time.Unix(lockExpiresAt, 0).Sub(now), time.Second), k.cfg.MaxRetryAfter)
 }
 
 func (k *Keeper) commitErr(ctx context.Context, l *Lease, err error) error {

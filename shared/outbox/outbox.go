@@ -95,6 +95,9 @@ type Relay struct {
 	// Rand is the jitter source (default seeded from the clock).
 	Rand *rand.Rand
 	Log  *slog.Logger
+	// MinAge makes Drain leave messages due less than MinAge ago: a sweep behind the stream
+	// relay takes only what the stream could not deliver (default 0: everything due).
+	MinAge time.Duration
 
 	mu sync.Mutex
 }
@@ -137,11 +140,11 @@ func (r *Relay) Deliver(ctx context.Context, m Message, version int64) error {
 // Drain delivers every message due now, oldest due first, and reschedules each failure with
 // backoff. It returns how many it delivered and how many failed.
 func (r *Relay) Drain(ctx context.Context) (delivered, failed int, err error) {
-	now := r.now()
+	until := r.now().Add(-r.MinAge)
 	cursor := ""
 	for {
 		page, err := r.Store.Query(ctx, store.Query{Table: Table, Index: true, PK: duePartition,
-			SKTo: now.UTC().Format("20060102T150405.000000000Z") + "#\xff", Limit: 100, Cursor: cursor})
+			SKTo: until.UTC().Format("20060102T150405.000000000Z") + "#\xff", Limit: 100, Cursor: cursor})
 		if err != nil {
 			return delivered, failed, fmt.Errorf("outbox: list due: %w", err)
 		}

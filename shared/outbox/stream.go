@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 
@@ -53,6 +54,25 @@ func (r *Relay) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (even
 		}
 	}
 	return resp, nil
+}
+
+// Sweep is what the relay function answers to a scheduled invocation.
+type Sweep struct {
+	Delivered int `json:"delivered"`
+	Failed    int `json:"failed"`
+}
+
+// Handle is the relay function's handler: a DynamoDB stream batch goes to HandleStream; any other
+// invocation (the schedule) drains the messages the stream could not deliver (Drain, with
+// MinAge), because a stream keeps records for 24 hours and Lambda's retries end: the message
+// left in the table is delivered by the sweep, however long the target was down.
+func (r *Relay) Handle(ctx context.Context, raw json.RawMessage) (any, error) {
+	var ev events.DynamoDBEvent
+	if json.Unmarshal(raw, &ev) == nil && len(ev.Records) > 0 && ev.Records[0].EventSource == "aws:dynamodb" {
+		return r.HandleStream(ctx, ev)
+	}
+	d, f, err := r.Drain(ctx)
+	return Sweep{Delivered: d, Failed: f}, err
 }
 
 func itemOf(img map[string]events.DynamoDBAttributeValue) (store.Item, error) {

@@ -10,6 +10,38 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 )
 
+// A search that fails past the horizon decides nothing: the key stays pending (202, replayed),
+// the next resolution is queued, and once the provider answers the payment is adopted.
+func TestFailedSearchKeepsThePaymentPending(t *testing.T) {
+	w := newPropWorld(t, t.TempDir(), 0)
+	t.Cleanup(func() { w.svc.Store.(interface{ Close() error }).Close() })
+	body := propKeys["order-1"]
+	w.prov.FailNext(1, &provider.UnknownOutcomeError{Op: "create"}, true)
+	w.post("order-1", body)
+	w.clock.Advance(30 * time.Hour)
+	w.prov.ForgetKeys()
+	w.prov.FailSearchNext(1, &provider.TransientError{Op: "search", StatusCode: 500})
+	if got := w.post("order-1", body); got.status != http.StatusAccepted || !strings.Contains(got.body, `"status":"pending"`) {
+		t.Fatalf("with the search failing: %d %s", got.status, got.body)
+	}
+	if _, _, err := w.relay.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	jobs := w.q.take()
+	if len(jobs) == 0 || jobs[len(jobs)-1].Attempt < 2 {
+		t.Fatalf("no next resolution queued: %+v", jobs)
+	}
+	if err := w.svc.Resolve(context.Background(), jobs[len(jobs)-1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.post("order-1", body); got.status != http.StatusCreated || !strings.Contains(got.body, `"status":"succeeded"`) {
+		t.Fatalf("after the search works: %d %s", got.status, got.body)
+	}
+	if n := w.prov.CountMetadata(MetaPaymentID, PaymentID("local", "order-1")); n != 1 {
+		t.Fatalf("%d PaymentIntents", n)
+	}
+}
+
 // The provider-horizon rule, one case each, on the provider fake with a fake clock: a pending
 // payment resolved past Stripe's 24 h is found by twice_payment_id and adopted (one
 // PaymentIntent); one that never reached the provider settles as canceled (none); inside the

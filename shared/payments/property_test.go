@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,30 +22,14 @@ import (
 	"github.com/runtwice/twice/shared/provider/providertest"
 )
 
-// queued collects resolve jobs the relay sends.
-type queued struct {
-	mu   sync.Mutex
-	jobs []ResolveJob
+// take empties the list of queued jobs.
+func (j *jobs) take() []ResolveJob {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	l := j.list
+	j.list = nil
+	return l
 }
-
-func (q *queued) EnqueueResolve(_ context.Context, j ResolveJob) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.jobs = append(q.jobs, j)
-	return nil
-}
-
-func (q *queued) take() []ResolveJob {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	j := q.jobs
-	q.jobs = nil
-	return j
-}
-
-type nopDeclines struct{}
-
-func (nopDeclines) Declined(context.Context, Payment) error { return nil }
 
 // propWorld is one run: a service on a fresh store, the provider fake (which forgets keys after
 // its 24 h horizon, as Stripe does), one fake clock for all of them.
@@ -56,7 +39,7 @@ type propWorld struct {
 	prov  *providertest.Fake
 	clock *clock.Fake
 	relay *outbox.Relay
-	q     *queued
+	q     *jobs
 	armed int
 
 	seen  map[string]bool   // keys a request has been sent with
@@ -93,8 +76,8 @@ func newPropWorld(t interface{ Fatal(...any) }, dir string, n int) *propWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &propWorld{prov: &providertest.Fake{Now: c.Now}, clock: c, q: &queued{}, seen: map[string]bool{}, final: map[string]answer{}}
-	w.svc = &Service{Store: s, Keeper: k, Provider: w.prov, Resolver: w.q, OnDecline: nopDeclines{}, Now: c.Now, Log: quiet}
+	w := &propWorld{prov: &providertest.Fake{Now: c.Now}, clock: c, q: &jobs{}, seen: map[string]bool{}, final: map[string]answer{}}
+	w.svc = &Service{Store: s, Keeper: k, Provider: w.prov, Resolver: w.q, OnDecline: &declines{}, Now: c.Now, Log: quiet}
 	w.h = w.svc.Handler(func(*http.Request) string { return "local" })
 	w.relay = &outbox.Relay{Store: s, Handlers: w.svc.FollowOns(), Now: c.Now, Log: quiet}
 	return w

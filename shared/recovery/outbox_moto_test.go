@@ -43,10 +43,10 @@ func (t *throttled) StartExecution(ctx context.Context, in *sfn.StartExecutionIn
 	return t.StartExecutionAPI.StartExecution(ctx, in, opts...)
 }
 
-// TestOutboxStartsRecoveryOnceOnMoto: the decline's recovery start is an outbox message committed
-// with the payment; StartExecution on moto's Step Functions fails five times (throttled), the
-// relay retries it with backoff on a fake clock, and moto ends with exactly one execution.
-func TestOutboxStartsRecoveryOnceOnMoto(t *testing.T) {
+// motoMachine is a Step Functions client on moto and the recovery machine created there for t;
+// without moto the test skips (and fails under CI).
+func motoMachine(t *testing.T) (*sfn.Client, *sfn.CreateStateMachineOutput) {
+	t.Helper()
 	endpoint := os.Getenv("TWICE_TEST_MOTO_ENDPOINT")
 	if endpoint == "" {
 		if os.Getenv("CI") == "true" {
@@ -54,10 +54,9 @@ func TestOutboxStartsRecoveryOnceOnMoto(t *testing.T) {
 		}
 		t.Skip("TWICE_TEST_MOTO_ENDPOINT is not set")
 	}
-	ctx := context.Background()
 	client := sfn.New(sfn.Options{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
 		BaseEndpoint: aws.String(endpoint), HTTPClient: awshttp.NewBuildableClient()})
-	created, err := client.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
+	created, err := client.CreateStateMachine(context.Background(), &sfn.CreateStateMachineInput{
 		Name:       aws.String("payment-recovery-" + strings.ReplaceAll(t.Name(), "/", "-")),
 		Definition: aws.String(string(definition(t))),
 		RoleArn:    aws.String("arn:aws:iam::123456789012:role/payment-recovery"),
@@ -65,6 +64,15 @@ func TestOutboxStartsRecoveryOnceOnMoto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return client, created
+}
+
+// TestOutboxStartsRecoveryOnceOnMoto: the decline's recovery start is an outbox message committed
+// with the payment; StartExecution on moto's Step Functions fails five times (throttled), the
+// relay retries it with backoff on a fake clock, and moto ends with exactly one execution.
+func TestOutboxStartsRecoveryOnceOnMoto(t *testing.T) {
+	ctx := context.Background()
+	client, created := motoMachine(t)
 	api := &throttled{StartExecutionAPI: client, n: 5}
 	c := clock.NewFake(t0)
 	_, st, _ := newSteps(t, newScriptedProvider(c.Now), c)

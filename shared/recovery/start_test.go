@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
@@ -178,28 +175,8 @@ func TestRecovererStartsDeclinedPaymentsOnly(t *testing.T) {
 // TestSFNStarterOnMoto starts the same recovery twice against moto's Step Functions API:
 // the second start is ExecutionAlreadyExists (or the running execution), and both succeed.
 func TestSFNStarterOnMoto(t *testing.T) {
-	endpoint := os.Getenv("TWICE_TEST_MOTO_ENDPOINT")
-	if endpoint == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TWICE_TEST_MOTO_ENDPOINT is not set")
-		}
-		t.Skip("TWICE_TEST_MOTO_ENDPOINT is not set")
-	}
 	ctx := context.Background()
-	client := sfn.New(sfn.Options{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		BaseEndpoint: aws.String(endpoint),
-		HTTPClient:   awshttp.NewBuildableClient(),
-	})
-	created, err := client.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{
-		Name:       aws.String("payment-recovery-" + strings.ReplaceAll(t.Name(), "/", "-")),
-		Definition: aws.String(string(definition(t))),
-		RoleArn:    aws.String("arn:aws:iam::123456789012:role/payment-recovery"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, created := motoMachine(t)
 	starter := &recovery.SFNStarter{Client: client, StateMachineArn: aws.ToString(created.StateMachineArn)}
 	r := &recovery.Recoverer{Starter: starter, Log: discard()}
 	p := payments.Payment{ID: "pay_moto", Invoice: "inv_moto", Status: payments.StatusDeclined}

@@ -115,3 +115,30 @@ func FuzzSearchQuery(f *testing.F) {
 		}
 	})
 }
+
+// A fault armed on /v1/payment_intents/search hits searches only; creates go through.
+func TestFaultOnSearchOnly(t *testing.T) {
+	h := newHarness(t)
+	resp, err := http.Post(h.srv.URL+"/_sim/faults", "application/json",
+		strings.NewReader(`{"path_prefix":"/v1/payment_intents/search","fault":"http_500","count":1}`))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("arm: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if st, _, _ := h.post(t, "/v1/payment_intents", "k1", url.Values{"amount": {"5"}, "currency": {"usd"}}); st != 200 {
+		t.Fatalf("create under a search fault: %d", st)
+	}
+	search := func() int {
+		req, _ := http.NewRequest("GET", h.srv.URL+"/v1/payment_intents/search?query="+url.QueryEscape("metadata['a']:'b'"), nil)
+		req.SetBasicAuth(DefaultAPIKey, "")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if first, second := search(), search(); first != 500 || second != 200 {
+		t.Fatalf("searches answered %d then %d, want 500 then 200", first, second)
+	}
+}

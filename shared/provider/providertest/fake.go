@@ -44,6 +44,17 @@ type Fake struct {
 	keys     map[string]keyed
 	faults   []fault
 	calls    int
+	// searchFaults fail the next searches.
+	searchFaults []error
+}
+
+// FailSearchNext makes the next n SearchMetadata calls return err.
+func (f *Fake) FailSearchNext(n int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range n {
+		f.searchFaults = append(f.searchFaults, err)
+	}
 }
 
 type keyed struct {
@@ -283,6 +294,11 @@ func (f *Fake) SearchMetadata(_ context.Context, key, value string) ([]provider.
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.searchFaults) > 0 {
+		err := f.searchFaults[0]
+		f.searchFaults = f.searchFaults[1:]
+		return nil, err
+	}
 	var out []provider.Payment
 	for _, id := range f.order {
 		if p := f.payments[id]; p.Metadata[key] == value && len(out) < provider.MaxSearchResults {
