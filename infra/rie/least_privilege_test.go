@@ -15,17 +15,12 @@ import (
 // must have called, and everything it called it must be granted.
 var unexercised = map[string]map[rie.Call]string{
 	"payments-api": {
-		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}:       "a retryable failure releases the key (idempotency.Keeper, in a transaction)",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:               "an unknown provider outcome queues a resolve job",
-		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "a decline starts recovery",
+		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}: "a retryable failure releases the key (idempotency.Keeper, in a transaction)",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:         "an unknown provider outcome queues a resolve job",
 	},
 	"payment-resolver": {
-		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}:       "a retryable failure releases the key",
-		{Action: "dynamodb:GetItem", Resource: "PaymentsTable"}:             "the resolved payment is read and written with its key",
-		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:             "the resolved payment is read and written with its key",
-		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}:             "the repeated provider call is logged",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:               "an outcome still unknown is queued again",
-		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "a resolved decline starts recovery",
+		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}: "a retryable failure releases the key",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:         "an outcome still unknown is queued again",
 	},
 	"webhook-worker": {
 		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "payment_intent.payment_failed starts recovery",
