@@ -340,6 +340,13 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		if r := invokeHTTP(t, em, anonymous); r.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("no principal: %d %s", r.StatusCode, r.Body)
 		}
+		// "Was this delivered?" for the payment payments-api made above.
+		lookup := edit(t, e.event(t, "operator-api/list-deadletters.json"), func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/ops/attempts", "payment_id="+paymentID
+		})
+		if r := invokeHTTP(t, em, lookup); r.StatusCode != http.StatusOK || !strings.Contains(r.Body, "payment_intents") {
+			t.Fatalf("attempt lookup for %s: %d %s", paymentID, r.StatusCode, r.Body)
+		}
 		// Retry the recovery record recovery-steps opened: a new round starts on moto's Step
 		// Functions, and the record and its audit are written. (The queue records' targets are
 		// the sample events' queue names, which this fixture does not have.)
