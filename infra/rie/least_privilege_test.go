@@ -15,17 +15,12 @@ import (
 // must have called, and everything it called it must be granted.
 var unexercised = map[string]map[rie.Call]string{
 	"payments-api": {
-		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}:       "a retryable failure releases the key (idempotency.Keeper, in a transaction)",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:               "an unknown provider outcome queues a resolve job",
-		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "a decline starts recovery",
+		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}: "a retryable failure releases the key (idempotency.Keeper, in a transaction)",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:         "an unknown provider outcome queues a resolve job",
 	},
 	"payment-resolver": {
-		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}:       "a retryable failure releases the key",
-		{Action: "dynamodb:GetItem", Resource: "PaymentsTable"}:             "the resolved payment is read and written with its key",
-		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:             "the resolved payment is read and written with its key",
-		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}:             "the repeated provider call is logged",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:               "an outcome still unknown is queued again",
-		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "a resolved decline starts recovery",
+		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}: "a retryable failure releases the key",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:         "an outcome still unknown is queued again",
 	},
 	"webhook-worker": {
 		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "payment_intent.payment_failed starts recovery",
@@ -35,10 +30,8 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
 	},
 	"operator-api": {
-		{Action: "dynamodb:GetItem", Resource: "AttemptsTable"}: "GET /ops/attempts reads each attempt",
-		{Action: "dynamodb:Query", Resource: "AttemptsTable"}:   "GET /ops/attempts looks attempts up by key",
-		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:   "retrying a webhook record re-enqueues the delivery",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:   "retrying a resolve record re-enqueues the job",
+		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}: "retrying a webhook record re-enqueues the delivery",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}: "retrying a resolve record re-enqueues the job",
 	},
 }
 
@@ -131,9 +124,15 @@ func (e *env) checkLeastPrivilege(t *testing.T) {
 				t.Errorf("%s: %s on %s is listed as unexercised but not granted", fn, c.Action, c.Resource)
 			}
 		}
+		granted := 0
+		for c := range g.Actions {
+			if isChecked(c.Action) {
+				granted++
+			}
+		}
 		slices.Sort(lines)
-		report = append(report, fmt.Sprintf("%s: %d actions called, %d granted, %d granted for paths the samples do not reach\n    %s",
-			fn, len(called), len(g.Actions), len(unexercised[fn]), strings.Join(lines, "\n    ")))
+		report = append(report, fmt.Sprintf("%s: %d DynamoDB/SQS/SFN actions called, %d granted, %d of them for paths the samples do not reach\n    %s",
+			fn, len(called), granted, len(unexercised[fn]), strings.Join(lines, "\n    ")))
 	}
 	slices.Sort(report)
 	t.Logf("least privilege (recorded under the emulator vs template.yaml):\n%s", strings.Join(report, "\n"))

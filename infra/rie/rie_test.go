@@ -196,6 +196,15 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		if r := invokeHTTP(t, em, e.event(t, "payments-api/get-payment.json")); r.StatusCode != http.StatusNotFound {
 			t.Fatalf("get unknown: %d %s", r.StatusCode, r.Body)
 		}
+		// A decline is a stored 402, and recovery starts (moto's Step Functions).
+		declined := edit(t, post, func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.Headers["idempotency-key"] = "order-rie-declined"
+			ev.Body = `{"amount":2000,"currency":"usd","customer":"cus_acme","payment_method":"pm_card_visa_chargeDeclinedInsufficientFunds"}`
+			ev.IsBase64Encoded = false
+		})
+		if r := invokeHTTP(t, em, declined); r.StatusCode != http.StatusPaymentRequired || !strings.Contains(r.Body, "insufficient_funds") {
+			t.Fatalf("declined: %d %s", r.StatusCode, r.Body)
+		}
 		anonymous := edit(t, post, func(ev *events.APIGatewayV2HTTPRequest) { ev.RequestContext.Authorizer = nil })
 		if r := invokeHTTP(t, em, anonymous); r.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("no principal: %d %s", r.StatusCode, r.Body)
@@ -252,6 +261,26 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		bad := `{"Records":[{"messageId":"m-bad","body":"not json","eventSource":"aws:sqs"}]}`
 		if r := invokeSQS(t, em, []byte(bad)); len(r.BatchItemFailures) != 1 || r.BatchItemFailures[0].ItemIdentifier != "m-bad" {
 			t.Fatalf("undecodable job: %+v", r.BatchItemFailures)
+		}
+		// Jobs whose first call never completed: the resolver makes the call now, and a decline
+		// starts recovery (moto's Step Functions).
+		var jobs events.SQSEvent
+		for i, pm := range map[string]string{"ok": "pm_card_visa", "declined": "pm_card_visa_chargeDeclinedInsufficientFunds"} {
+			key := "order-rie-resolve-" + i
+			body, _ := json.Marshal(payments.ResolveJob{Scope: "jwt:client-acme", Key: key, PaymentID: payments.PaymentID("jwt:client-acme", key),
+				Body: []byte(`{"amount":1500,"currency":"usd","customer":"cus_acme","payment_method":"` + pm + `"}`)})
+			jobs.Records = append(jobs.Records, events.SQSMessage{MessageId: "m-" + i, Body: string(body), EventSource: "aws:sqs",
+				EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:" + e.fx.Prefix + "-resolve"})
+		}
+		payload, _ := json.Marshal(jobs)
+		if r := invokeSQS(t, em, payload); len(r.BatchItemFailures) != 0 {
+			t.Fatalf("fresh jobs: %+v", r.BatchItemFailures)
+		}
+		for i, want := range map[string]string{"ok": payments.StatusSucceeded, "declined": payments.StatusDeclined} {
+			p, err := payments.Get(ctx, e.store(), payments.PaymentID("jwt:client-acme", "order-rie-resolve-"+i))
+			if err != nil || p.Status != want {
+				t.Fatalf("resolved %s: %+v (%v), want %s", i, p, err, want)
+			}
 		}
 	})
 
@@ -340,6 +369,13 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		})
 		if r := invokeHTTP(t, em, anonymous); r.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("no principal: %d %s", r.StatusCode, r.Body)
+		}
+		// "Was this delivered?" for the payment payments-api made above.
+		lookup := edit(t, e.event(t, "operator-api/list-deadletters.json"), func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/ops/attempts", "payment_id="+paymentID
+		})
+		if r := invokeHTTP(t, em, lookup); r.StatusCode != http.StatusOK || !strings.Contains(r.Body, "payment_intents") {
+			t.Fatalf("attempt lookup for %s: %d %s", paymentID, r.StatusCode, r.Body)
 		}
 		// Retry the recovery record recovery-steps opened: a new round starts on moto's Step
 		// Functions, and the record and its audit are written. (The queue records' targets are
