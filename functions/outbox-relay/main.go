@@ -20,11 +20,11 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)
 	}
-	svc, err := paymentsfn.Build(cfg, &lambdaenv.Env{}, log)
+	st, handlers, err := paymentsfn.FollowOns(cfg, &lambdaenv.Env{}, log)
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	// The schedule's sweep leaves what the stream delivers within minutes to the stream.
-	relay := &outbox.Relay{Store: svc.Store, Handlers: svc.FollowOns(), Log: log, MinAge: 10 * time.Minute}
+	relay := &outbox.Relay{Store: st, Handlers: handlers, Log: log, MinAge: 10 * time.Minute}
 	lambda.Start(relay.Handle) // stream batches (per-record failures) and the scheduled sweep
 }

@@ -16,14 +16,22 @@ import (
 var unexercised = map[string]map[rie.Call]string{
 	"payments-api": {
 		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}: "a retryable failure releases the key (idempotency.Keeper, in a transaction)",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:         "an unknown provider outcome queues a resolve job",
 	},
 	"payment-resolver": {
 		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}: "a retryable failure releases the key",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:         "an outcome still unknown is queued again",
+		{Action: "dynamodb:GetItem", Resource: "PaymentsTable"}:       "a job whose key completed meanwhile reads the payment it names",
 	},
 	"webhook-worker": {
-		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}: "payment_intent.payment_failed starts recovery",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}: "payment_intent.payment_failed commits its recovery start with the state change",
+	},
+	"outbox-relay": {
+		{Action: "dynamodb:DescribeStream", Resource: "OutboxTable.StreamArn"}:   "the stream event source mapping reads the stream with the function's role",
+		{Action: "dynamodb:GetRecords", Resource: "OutboxTable.StreamArn"}:       "the stream event source mapping reads the stream with the function's role",
+		{Action: "dynamodb:GetShardIterator", Resource: "OutboxTable.StreamArn"}: "the stream event source mapping reads the stream with the function's role",
+		{Action: "dynamodb:ListStreams", Resource: "OutboxTable.StreamArn"}:      "the stream event source mapping reads the stream with the function's role",
+		{Action: "sqs:SendMessage", Resource: "OutboxDLQ"}:                       "the event source mapping's on-failure destination is written with the function's role",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                    "a due resolve job is delivered to the resolve queue",
+		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}:      "a due recovery start is delivered (the samples' payment has succeeded: nothing to start)",
 	},
 	"recovery-steps": {
 		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}: "the charge step records the outcome on the payment",

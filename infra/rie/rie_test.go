@@ -27,6 +27,7 @@ import (
 	"github.com/runtwice/twice/infra/testenv"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -262,13 +263,30 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		if r := invokeSQS(t, em, []byte(bad)); len(r.BatchItemFailures) != 1 || r.BatchItemFailures[0].ItemIdentifier != "m-bad" {
 			t.Fatalf("undecodable job: %+v", r.BatchItemFailures)
 		}
-		// Jobs whose first call never completed: the resolver makes the call now, and a decline
-		// starts recovery (moto's Step Functions).
+		// Jobs whose first call ended unknown: their keys are pending with the caller's bytes (as
+		// payments-api leaves them); the resolver makes the call now, and a decline commits its
+		// recovery start to the outbox with the state change.
+		keeper, err := idempotency.NewKeeper(e.store(), idempotency.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		var jobs events.SQSEvent
 		for i, pm := range map[string]string{"ok": "pm_card_visa", "declined": "pm_card_visa_chargeDeclinedInsufficientFunds"} {
 			key := "order-rie-resolve-" + i
+			req := []byte(`{"amount":1500,"currency":"usd","customer":"cus_acme","payment_method":"` + pm + `"}`)
+			fp, err := idempotency.FingerprintJSON(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := keeper.Acquire(ctx, "jwt:client-acme", key, fp)
+			if err != nil || out.Lease == nil {
+				t.Fatalf("acquire %s: %+v %v", key, out, err)
+			}
+			if err := keeper.Pend(ctx, out.Lease, idempotency.Response{Status: 202, Body: []byte(`{"status":"pending"}`)}, req); err != nil {
+				t.Fatalf("pend %s: %v", key, err)
+			}
 			body, _ := json.Marshal(payments.ResolveJob{Scope: "jwt:client-acme", Key: key, PaymentID: payments.PaymentID("jwt:client-acme", key),
-				Body: []byte(`{"amount":1500,"currency":"usd","customer":"cus_acme","payment_method":"` + pm + `"}`)})
+				Body: req})
 			jobs.Records = append(jobs.Records, events.SQSMessage{MessageId: "m-" + i, Body: string(body), EventSource: "aws:sqs",
 				EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:" + e.fx.Prefix + "-resolve"})
 		}

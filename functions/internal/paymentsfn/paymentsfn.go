@@ -93,6 +93,22 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 	}, nil
 }
 
+// FollowOns returns the outbox relay's handlers (queue a resolve job, start a recovery) and the
+// store they read and mark done: the part of the payments service that delivers follow-on work,
+// without the provider, so the relay holds no Stripe key and calls no provider.
+func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
+	tables := env.Tables(payments.Table, outbox.Table)
+	queueURL := env.Get(EnvResolveQueueURL)
+	recoverer := recoveryfn.Recoverer(cfg, env, log)
+	if err := env.Err(); err != nil {
+		return nil, nil, err
+	}
+	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
+	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
+		Resolver: &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay}}
+	return st, svc.FollowOns(), nil
+}
+
 // Stripe is the Stripe adapter with its key in SSM parameter keyParam (read on the first call,
 // then cached and refreshed) and every exchange put into the attempt log.
 func Stripe(cfg aws.Config, keyParam, baseURL string, timeout time.Duration, attemptLog *attempts.Log, log *slog.Logger) provider.Provider {

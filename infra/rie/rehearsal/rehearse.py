@@ -156,7 +156,7 @@ def main():
     # AWS offers no resource-level permission, listed).
     known = set()
     for v in phys.values():
-        for a in ("Arn", "Ref"):
+        for a in ("Arn", "Ref", "StreamArn"):
             if isinstance(v.get(a), str) and v[a].startswith("arn:"):
                 known.add(v[a])
     known |= {f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter{n}" for n in ssm_names}
@@ -389,7 +389,9 @@ def make_table(ddb, lid, p, ev, phys, lacks):
         kw["GlobalSecondaryIndexes"] = p["GlobalSecondaryIndexes"]
     kw["SSESpecification"] = {"Enabled": p.get("SSESpecification", {}).get("SSEEnabled", False)}
     kw["DeletionProtectionEnabled"] = bool(p.get("DeletionProtectionEnabled"))
-    ddb.create_table(**kw)
+    if p.get("StreamSpecification"):
+        kw["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": p["StreamSpecification"]["StreamViewType"]}
+    created = ddb.create_table(**kw)["TableDescription"]
     if p.get("TimeToLiveSpecification"):
         t = p["TimeToLiveSpecification"]
         ddb.update_time_to_live(TableName=p["TableName"], TimeToLiveSpecification={"AttributeName": t["AttributeName"], "Enabled": t["Enabled"]})
@@ -402,6 +404,8 @@ def make_table(ddb, lid, p, ev, phys, lacks):
             if msg not in lacks:
                 lacks.append(msg)
     phys[lid] = {"Ref": p["TableName"], "Arn": arn("dynamodb", "table/" + p["TableName"])}
+    if created.get("LatestStreamArn"):
+        phys[lid]["StreamArn"] = created["LatestStreamArn"]
 
 
 def make_queue(sqs, lid, p, ev, phys):
