@@ -95,8 +95,10 @@ type Lease struct {
 	Fingerprint Fingerprint
 	AcquiredAt  time.Time
 	// FirstTried is when the operation first ran under the key: AcquiredAt for a new key, the
-	// original acquisition for a resumed pending one. Time rules about the first try (a
-	// provider's key horizon) read it.
+	// original acquisition for a resumed pending one or for an in-progress lock taken over from
+	// a holder that died (it may have done the work). Time rules about the first try (a
+	// provider's key horizon) read it; FirstTried before AcquiredAt means an earlier run may
+	// have had an effect.
 	FirstTried time.Time
 	// Request is the caller's original request bytes of a resumed pending key; nil for a new one.
 	Request []byte
@@ -243,8 +245,29 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 		out := Outcome{Kind: New, Lease: &Lease{Key: pk, Version: version, Fingerprint: fp, AcquiredAt: now, FirstTried: now}}
 		if replaced != nil {
 			// The put replaced an expired lock (or an expired record): a holder died or ran
-			// out of time. Its lease can no longer commit (the version moved on).
+			// out of time. Its lease can no longer commit (the version moved on). A holder of
+			// an in-progress lock may have done the work before it died (a charge sent under
+			// the provider key), so the lease says when the key was first tried: time rules
+			// about the first try (a provider's key horizon) must count from then.
 			out.TakenOver = true
+			var old record
+			if json.Unmarshal(replaced.Doc, &old) == nil && old.Status == StatusInProgress {
+				if fields := old.Fingerprint.Diff(fp); fields != nil {
+					// Another body under the key of a holder that may have charged: the key is
+					// not free for it. Put the holder's record back (unless someone took the key
+					// meanwhile) and answer as for any other body.
+					restore := *replaced
+					if err := k.store.Put(ctx, Table, restore, store.Cond{Kind: store.VersionIs, Version: version}); err != nil &&
+						!errors.Is(err, store.ErrConditionFailed) {
+						return Outcome{}, fmt.Errorf("idempotency: restore %s: %w", pk, err)
+					}
+					k.event(ctx, "mismatched", pk, "fields", fields)
+					return Outcome{Kind: Mismatch, Fields: fields}, nil
+				}
+				if !old.CreatedAt.IsZero() && old.CreatedAt.Before(now) {
+					out.Lease.FirstTried = old.CreatedAt
+				}
+			}
 			k.event(ctx, "taken_over", pk)
 		} else {
 			k.event(ctx, "created", pk)

@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -127,6 +128,38 @@ func TestPropertyNoSecondCharge(t *testing.T) {
 					t.Fatalf("different body under %s: %d %s", key, got.status, got.body)
 				}
 			},
+			"a holder dies after the provider call": func(t *rapid.T) {
+				// A process killed between the provider's answer and the commit: the key keeps
+				// an in-progress lock, and the provider may hold a charge under its key.
+				key := keys.Draw(t, "key")
+				if w.seen[key] {
+					t.Skip("key already used")
+				}
+				fp, err := idempotency.FingerprintJSON([]byte(propKeys[key]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := w.svc.Keeper.Acquire(context.Background(), "local", key, fp)
+				if err != nil || out.Kind != idempotency.New {
+					t.Fatalf("acquire %s: %+v %v", key, out, err)
+				}
+				w.seen[key] = true
+				if rapid.Bool().Draw(t, "charged") {
+					var req CreateRequest
+					if err := json.Unmarshal([]byte(propKeys[key]), &req); err != nil {
+						t.Fatal(err)
+					}
+					id := PaymentID("local", key)
+					// Whatever the provider answers, the holder dies before it commits; an armed
+					// timeout is used up by this call.
+					_, err := w.prov.Create(context.Background(), provider.CreateRequest{Amount: req.Amount, Currency: req.Currency,
+						Customer: req.Customer, PaymentMethod: req.PaymentMethod, Metadata: map[string]string{MetaPaymentID: id, MetaScope: "local"},
+						IdempotencyKey: provider.IdempotencyKey("local", key)})
+					if errors.As(err, new(*provider.UnknownOutcomeError)) {
+						w.armed = 0
+					}
+				}
+			},
 			"provider times out": func(t *rapid.T) {
 				if w.armed > 0 {
 					t.Skip("a fault is armed")
@@ -182,7 +215,7 @@ func (w *propWorld) observe(t *rapid.T, key string, got answer) {
 	switch {
 	case got.status == http.StatusUnprocessableEntity:
 		t.Fatalf("the same body under %s was refused: %s", key, got.body)
-	case got.status == http.StatusAccepted || got.status >= 500:
+	case got.status == http.StatusAccepted || got.status == http.StatusConflict || got.status >= 500:
 		if first, ok := w.final[key]; ok {
 			t.Fatalf("%s answered %d after its final answer %d", key, got.status, first.status)
 		}

@@ -94,10 +94,11 @@ func (s *Service) create(ctx context.Context, scope, key string, req CreateReque
 		Amount: req.Amount, Currency: req.Currency, Customer: req.Customer, PaymentMethod: req.PaymentMethod,
 		Invoice: req.Invoice, Description: req.Description, Metadata: req.Metadata, CreatedAt: now, UpdatedAt: now}
 	tries := 0
-	if l != nil && l.Request != nil {
+	if l != nil && (l.Request != nil || l.FirstTried.Before(l.AcquiredAt)) {
 		tries = l.Tries
-		// A resumed key: the provider may have charged under our key, and may have forgotten
-		// the key since. Past half its horizon, look for the payment by our own id first.
+		// A resumed pending key, or a lock taken over from a holder that died: the provider may
+		// have charged under our key, and may have forgotten the key since. Past half its
+		// horizon, look for the payment by our own id first.
 		if age := now.Sub(l.FirstTried); age >= s.resendWithin() {
 			return s.stillPending(s.findOrSettle(ctx, p, meta, age, tries))(p, tries)
 		}

@@ -85,6 +85,15 @@ func TestCheck(t *testing.T) {
 			cutOff:  true,
 			want:    Findings{Unsettled: 1},
 		},
+		"pending past the key horizon, never at the provider: canceled": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{{402, `{"id":"pay_1","status":"canceled"}`}}, Found: true, Status: "canceled"}},
+			intents: nil,
+		},
+		"canceled locally but charged at the provider": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{{402, `{"id":"pay_1","status":"canceled"}`}}, Found: true, Status: "canceled"}},
+			intents: succeeded,
+			want:    Findings{StatusMismatches: 1},
+		},
 		"declined at both": {
 			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{declined}, Found: true, Status: "declined"}},
 			intents: []Intent{{ID: "pi_1", PaymentID: "pay_1", Status: "requires_payment_method"}},

@@ -144,3 +144,30 @@ func stackNow(data string) (time.Time, error) {
 	}
 	return f.Domain.Now(), nil
 }
+
+// jumpClock moves the stack's clock in its data directory forward by d while the stack is
+// down, as if it had been down that long (infra/localstack keeps the clock in clock.json).
+func jumpClock(data string, d time.Duration) error {
+	path := filepath.Join(data, "clock.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("chaos: clock jump: %w", err)
+	}
+	var f map[string]json.RawMessage
+	var c clock.Accelerated
+	if err := json.Unmarshal(b, &f); err != nil || f["domain"] == nil || json.Unmarshal(f["domain"], &c) != nil {
+		return fmt.Errorf("chaos: clock jump: clock.json has no stack clock")
+	}
+	c.Base = c.Base.Add(d)
+	if f["domain"], err = json.Marshal(c); err != nil {
+		return err
+	}
+	if b, err = json.Marshal(f); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -15,6 +15,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\n", name, v) }
 	row("seed", r.Seed)
 	row("clock start", r.ClockStart.Format("Mon 2 Jan 2006 15:04 MST"))
+	if r.ClockJump > 0 {
+		row("clock jump at the last kill", fmt.Sprintf("%s (past the provider's 24 h key horizon)", r.ClockJump))
+	}
 	row("logical payments", r.Payments)
 	row("requests sent", r.Requests)
 	row("webhook deliveries", r.WebhookDeliveries)

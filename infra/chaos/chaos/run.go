@@ -35,6 +35,10 @@ type Config struct {
 	// TimeFactor runs recovery's clock faster, so declined payments go through their retries,
 	// and their dead letters, within the run (and under its kills).
 	TimeFactor float64
+	// Jump moves the stack's clock this far forward while it is down at the last kill, as if
+	// it had been down that long: past the provider's 24 h key horizon, payments left pending
+	// must be found at the provider, never created again. 0: no jump.
+	Jump time.Duration
 
 	FaultEvery  time.Duration // mean interval between armed simulator faults
 	ReplayEvery time.Duration // mean interval between webhook replays
@@ -50,7 +54,7 @@ func NewConfig(seed uint64) Config {
 	return Config{Payments: 1000, Seed: seed, Kills: 3, Concurrency: 32, Duration: 10 * time.Minute,
 		Settle: 90 * time.Second, MaxDelay: 3 * time.Second,
 		ProviderTimeout: time.Second, RequestTimeout: 3 * time.Second, ResolveDelay: 200 * time.Millisecond,
-		TimeFactor: 200_000,
+		TimeFactor: 200_000, Jump: 25 * time.Hour,
 		FaultEvery: 300 * time.Millisecond, ReplayEvery: 200 * time.Millisecond}
 }
 
@@ -68,8 +72,10 @@ func ShortConfig(seed uint64) Config {
 type Report struct {
 	Seed     uint64 `json:"seed"`
 	Payments int    `json:"logical_payments"`
-	// ClockStart is the stack's clock start, drawn from the seed.
-	ClockStart time.Time `json:"clock_start"`
+	// ClockStart is the stack's clock start, drawn from the seed; ClockJump, how far the clock
+	// moved forward while the stack was down at the last kill (0: no jump was made).
+	ClockStart time.Time     `json:"clock_start"`
+	ClockJump  time.Duration `json:"clock_jump_ns"`
 	// Recoverable counts the payments on cards programmed to decline a few times and then
 	// succeed; Recovered, those of them that ended succeeded.
 	Recoverable       int   `json:"recoverable_payments"`
@@ -132,6 +138,7 @@ type run struct {
 	faults   atomic.Int64
 	replays  atomic.Int64
 	settled  atomic.Int64
+	jumped   atomic.Bool
 
 	mu         sync.Mutex // one kill and restart at a time; guards deliveries
 	deliveries int64      // deliveries_sent of the processes killed so far
@@ -175,6 +182,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer proc.stop()
+	// The start is kept with the data from here on; a restart after a clock jump must not name
+	// the old one (the stack refuses a start other than its timeline's).
+	proc.args = slices.Clone(proc.args)
+	if i := slices.Index(proc.args, "-clock-start"); i >= 0 {
+		proc.args = slices.Delete(proc.args, i, i+2)
+	}
 
 	transport := &http.Transport{MaxIdleConnsPerHost: 4 * cfg.Concurrency}
 	r := &run{cfg: cfg, plan: plan, proc: proc, log: log,
@@ -242,6 +255,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		log.Warn("stack clock unreadable; no reconciliation", "error", err)
 	}
 	rep.DeadLetters = ops.deadLetters(checkCtx)
+	if r.jumped.Load() {
+		rep.ClockJump = cfg.Jump
+	}
 	rep.Answers = r.client.answers.snapshot()
 	rep.Requests, rep.Kills = r.requests.Load(), int(r.kills.Load())
 	rep.Faults, rep.Replays = int(r.faults.Load()), int(r.replays.Load())
@@ -346,8 +362,14 @@ func (r *run) killAndRestart(ctx context.Context) {
 	}
 	cancel()
 	r.proc.kill()
-	r.kills.Add(1)
-	r.log.Info("killed the stack", "kill", r.kills.Load(), "started", r.started.Load())
+	n := r.kills.Add(1)
+	r.log.Info("killed the stack", "kill", n, "started", r.started.Load())
+	if r.cfg.Jump > 0 && int(n) == len(r.plan.KillAt) {
+		if err := jumpClock(r.proc.data, r.cfg.Jump); err != nil && r.restartErr == nil {
+			r.restartErr = err
+		}
+		r.jumped.Store(true)
+	}
 	if err := r.proc.start(context.WithoutCancel(ctx), 30*time.Second); err != nil && r.restartErr == nil {
 		r.restartErr = fmt.Errorf("chaos: restart after kill %d: %w", r.kills.Load(), err)
 	}
