@@ -29,7 +29,8 @@ import (
 )
 
 func main() {
-	log := lambdaenv.Logger()
+	// Every string in every log line is redacted and capped: outside input reaches the logs.
+	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)
@@ -57,6 +58,10 @@ func main() {
 	ops, err := opsapi.New(opsapi.Config{
 		Records:  table,
 		Attempts: attemptLog,
+		// A lookup by a caller's own Idempotency-Key names its scope (&scope=jwt:...): in AWS
+		// every caller has its own.
+		PaymentIDFor: payments.PaymentID,
+		Payments:     opsapi.StorePayments{Store: st},
 		// JSON API routes: the JWT authorizer's subject. Console routes carry none.
 		Principal:        func(r *http.Request) (string, bool) { p := apigw.Scope(r); return p, p != "" },
 		SessionKeySource: sessionKey,

@@ -4,15 +4,18 @@ package main
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
+	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/lambdaenv"
 )
 
 func main() {
-	log := lambdaenv.Logger()
+	// Every string in every log line is redacted and capped: outside input reaches the logs.
+	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)

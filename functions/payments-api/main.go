@@ -3,16 +3,20 @@ package main
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
 	"github.com/runtwice/twice/shared/apigw"
+	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/payments"
 )
 
 func main() {
-	log := lambdaenv.Logger()
+	// Every string in every log line is redacted and capped: outside input reaches the logs.
+	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)
@@ -21,6 +25,13 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	// Keys are scoped by the authorizer's principal; a request without one is refused.
-	lambda.Start(lambdaenv.Handler(apigw.New(apigw.RequireScope(svc.Handler(apigw.Scope))).Invoke))
+	attemptLog, err := attempts.NewLog(svc.Store, attempts.Config{})
+	if err != nil {
+		lambdaenv.Fatal(log, "config", err)
+	}
+	// Keys are scoped by the authorizer's principal; a request without one is refused. Every
+	// request and answer goes to the attempt log, under the payment it concerns.
+	h := attempts.API{Record: attempts.BestEffort(attemptLog, log), Scope: apigw.Scope,
+		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(apigw.RequireScope(svc.Handler(apigw.Scope)))
+	lambda.Start(lambdaenv.Handler(apigw.New(h).Invoke))
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -20,7 +21,8 @@ import (
 )
 
 func main() {
-	log := lambdaenv.Logger()
+	// Every string in every log line is redacted and capped: outside input reaches the logs.
+	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)

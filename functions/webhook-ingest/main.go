@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -23,7 +24,8 @@ import (
 const maxBody = 180 << 10
 
 func main() {
-	log := lambdaenv.Logger()
+	// Every string in every log line is redacted and capped: outside input reaches the logs.
+	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)

@@ -337,7 +337,7 @@ func (s *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
 	local := func(*http.Request) string { return "local" }
 	pay := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Scope: local, Now: s.clock.Now,
-		Operation: paymentsOperation, PaymentID: paymentOfRequest}.Wrap(s.payments.Handler(local))
+		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(s.payments.Handler(local))
 	mux.Handle("POST /payments", pay)
 	mux.Handle("GET /payments/{id}", pay)
 

@@ -228,7 +228,9 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 	now := k.now()
 	lockUntil := now.Add(k.cfg.DefaultLock)
 	if dl, ok := ctx.Deadline(); ok {
-		lockUntil = dl.Add(k.cfg.LockMargin)
+		// The deadline is a wall-clock instant; the Keeper's clock may be another (a fake in
+		// tests, a local stack's settable start), so the lock lasts what is left of it.
+		lockUntil = now.Add(time.Until(dl) + k.cfg.LockMargin)
 	}
 	// The fencing token only has to grow across takeovers of one key; a takeover happens after
 	// the previous lock expired, so the acquisition time does.
@@ -266,6 +268,16 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 				}
 				if !old.CreatedAt.IsZero() && old.CreatedAt.Before(now) {
 					out.Lease.FirstTried = old.CreatedAt
+					// Keep the first try in the record too, so a taker that dies in turn hands
+					// it on (unless the key moved on meanwhile: then this lease is lost anyway).
+					rec.CreatedAt = old.CreatedAt
+					if doc, err := json.Marshal(rec); err == nil {
+						it.Doc = doc
+						if err := k.store.Put(ctx, Table, it, store.Cond{Kind: store.VersionIs, Version: version}); err != nil &&
+							!errors.Is(err, store.ErrConditionFailed) {
+							return Outcome{}, fmt.Errorf("idempotency: keep the first try of %s: %w", pk, err)
+						}
+					}
 				}
 			}
 			k.event(ctx, "taken_over", pk)
@@ -390,7 +402,9 @@ func (k *Keeper) Resume(ctx context.Context, out Outcome) (*Lease, error) {
 	now := k.now()
 	lockUntil := now.Add(k.cfg.DefaultLock)
 	if dl, ok := ctx.Deadline(); ok {
-		lockUntil = dl.Add(k.cfg.LockMargin)
+		// The deadline is a wall-clock instant; the Keeper's clock may be another (a fake in
+		// tests, a local stack's settable start), so the lock lasts what is left of it.
+		lockUntil = now.Add(time.Until(dl) + k.cfg.LockMargin)
 	}
 	rec := *out.pending
 	rec.ResolveUntil = ptr(lockUntil.UTC())

@@ -208,21 +208,49 @@ func TestTakeoverFencesTheOldHolder(t *testing.T) {
 
 func TestLockFollowsTheContextDeadline(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
-		// The deadline is a real context's, so the fake clock starts at the wall time.
-		clock := &fakeClock{t: time.Now()}
+		// The deadline is a real context's (wall time); the Keeper's clock is a fake far from
+		// it, as a local stack's settable start is: the lock lasts what is left of the deadline.
+		clock := newClock()
 		k := newKeeper(t, s, clock)
-		ctx, cancel := context.WithDeadline(context.Background(), clock.Now().Add(2*time.Minute))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if out, _ := k.Acquire(ctx, "local", "k", fp(t, `{}`)); out.Kind != New {
 			t.Fatal(out.Kind)
 		}
-		clock.Advance(2*time.Minute + 4*time.Second) // inside deadline + 5 s margin
+		clock.Advance(2*time.Minute + 2*time.Second) // inside deadline + 5 s margin
 		if out, _ := k.Acquire(context.Background(), "local", "k", fp(t, `{}`)); out.Kind != InProgress {
 			t.Fatalf("lock expired before deadline + margin: %v", out.Kind)
 		}
-		clock.Advance(3 * time.Second)
+		clock.Advance(4 * time.Second)
 		if out, _ := k.Acquire(context.Background(), "local", "k", fp(t, `{}`)); out.Kind != New {
 			t.Fatalf("lock outlived deadline + margin: %v", out.Kind)
+		}
+	})
+}
+
+// TestTakeoverKeepsTheFirstTry: a holder that died may have done the work (a charge sent under
+// the provider key), so whoever takes its lock over learns when the key was first tried, and
+// hands it on if it dies too; another body is refused, and the holder's record stays.
+func TestTakeoverKeepsTheFirstTry(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		clock := newClock()
+		t0 := clock.Now()
+		k := newKeeper(t, s, clock)
+		body := fp(t, `{"amount":1}`)
+		if out, err := k.Acquire(context.Background(), "local", "k", body); err != nil || out.Kind != New || !out.Lease.FirstTried.Equal(t0) {
+			t.Fatalf("first: %+v %v", out, err)
+		}
+		// The holder dies. Past its lock, another body is not let in, and the record stays.
+		clock.Advance(time.Hour)
+		if out, err := k.Acquire(context.Background(), "local", "k", fp(t, `{"amount":2}`)); err != nil || out.Kind != Mismatch {
+			t.Fatalf("another body: %+v %v", out, err)
+		}
+		for i := range 2 { // a taker that dies in turn hands the first try on
+			out, err := k.Acquire(context.Background(), "local", "k", body)
+			if err != nil || out.Kind != New || !out.TakenOver || !out.Lease.FirstTried.Equal(t0) {
+				t.Fatalf("takeover %d: %+v %v, want first tried at %s", i+1, out, err, t0)
+			}
+			clock.Advance(time.Hour)
 		}
 	})
 }
