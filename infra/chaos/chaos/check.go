@@ -102,9 +102,13 @@ func Check(obs []Observation, intents []Intent, settled bool) Findings {
 			}
 		}
 		if o.Recoverable && o.Status != "succeeded" {
-			if !settled && o.Status == "declined" {
+			switch {
+			case o.Status == "canceled" && len(pis) == 0:
+				// Pending past the key horizon and never at the provider: it never declined,
+				// so there was nothing to recover (Run leaves it out of the recoverable count).
+			case !settled && o.Status == "declined":
 				f.Unsettled++ // its recovery was not given the time
-			} else {
+			default:
 				f.NotRecovered++
 				f.example("not recovered: key %s payment %s is %q; its card declines only a few times", o.Key, o.ID, o.Status)
 			}

@@ -85,6 +85,10 @@ func TestCheck(t *testing.T) {
 			cutOff:  true,
 			want:    Findings{Unsettled: 1},
 		},
+		"recoverable, but pending past the key horizon and never at the provider": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{{402, `{"id":"pay_1","status":"canceled"}`}}, Found: true, Status: "canceled", Recoverable: true}},
+			intents: nil,
+		},
 		"pending past the key horizon, never at the provider: canceled": {
 			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{{402, `{"id":"pay_1","status":"canceled"}`}}, Found: true, Status: "canceled"}},
 			intents: nil,

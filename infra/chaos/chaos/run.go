@@ -234,9 +234,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		rep.Incomplete = "the duration bound ended the run before every payment settled"
 	}
 	rep.Findings = Check(obs, intents, rep.Incomplete == "")
+	charged := map[string]bool{}
+	for _, in := range intents {
+		charged[in.PaymentID] = true
+	}
 	for _, o := range obs {
-		if o.Recoverable && o.Status == "succeeded" {
+		switch {
+		case !o.Recoverable:
+		case o.Status == "succeeded":
 			rep.Recovered++
+		case o.Status == "canceled" && !charged[o.ID]:
+			rep.Recoverable-- // never reached the provider (pending past the key horizon): nothing to recover
 		}
 	}
 	rep.ProviderIntents = len(intents)
