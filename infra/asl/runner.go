@@ -542,8 +542,41 @@ func (r *Runner) clockOf(rec *Record) clock.Clock {
 // adoptFactor continues a resumed execution's own clock at this runner's factor, from the
 // time it has reached, so that a restart with another factor neither jumps nor stalls.
 func (r *Runner) adoptFactor(rec *Record) {
-	if f := max(r.factor, 1); rec.Clock != nil && rec.Clock.Factor != f {
+	// A paused clock (Factor 0: a Task waits for its retry) stays paused; retryPause restarts it.
+	if f := max(r.factor, 1); rec.Clock != nil && rec.Clock.Factor != 0 && rec.Clock.Factor != f {
 		rec.Clock = rec.Clock.Rebase(time.Now(), f)
+	}
+}
+
+// retryPause waits out a Task's retry backoff. A Retry waits for the service or the provider
+// behind the task to recover, which happens in the runner clock's time, not in an execution's
+// faster one: under WithTimeFactor the backoff lasts its length on the runner's clock, and the
+// execution's own clock then goes on from the due time (it moved by the backoff, not by the
+// backoff times the factor). Without a clock of its own this is sleepUntil.
+func (r *Runner) retryPause(ctx context.Context, rec *Record, due time.Time) error {
+	if rec.Clock == nil || rec.Clock.Factor != 0 {
+		return r.sleepUntil(ctx, rec, due)
+	}
+	// handleError stopped the execution's clock at the failure (Factor 0): the backoff is
+	// what is left to due.
+	if d := due.Sub(rec.Clock.Base); d > 0 {
+		t := r.clock.NewTimer(d)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	rec.Clock = &clock.Accelerated{Base: due, Anchor: time.Now(), Factor: max(r.factor, 1)}
+	return nil
+}
+
+// pauseClock stops an execution's own clock where it is while a Task waits to be retried.
+func pauseClock(rec *Record) {
+	if rec.Clock != nil {
+		now := rec.Clock.Now()
+		rec.Clock = &clock.Accelerated{Base: now, Anchor: time.Now(), Factor: 0}
 	}
 }
 
@@ -573,7 +606,11 @@ func (r *Runner) step(ctx context.Context, rec *Record, def *Definition) error {
 		return fmt.Errorf("asl: state %q not in definition %s", rec.Cursor.State, rec.DefinitionHash)
 	}
 	if !rec.Cursor.DueTime.IsZero() {
-		if err := r.sleepUntil(ctx, rec, rec.Cursor.DueTime); err != nil {
+		wait := r.sleepUntil
+		if st.Type == "Task" {
+			wait = r.retryPause
+		}
+		if err := wait(ctx, rec, rec.Cursor.DueTime); err != nil {
 			return err
 		}
 	}

@@ -178,6 +178,7 @@ func (r *Runner) handleError(rec *Record, def *Definition, st *State, rawInput a
 		delay := r.backoff(rt, attempt)
 		rec.Cursor.RetryCounts[i]++
 		rec.Cursor.RetryCount++
+		pauseClock(rec) // the backoff passes on the runner's clock (retryPause)
 		rec.Cursor.DueTime = r.clockOf(rec).Now().Add(delay)
 		rec.StateTransitions++
 		r.log.Info("asl: retry scheduled", "execution", rec.ExecutionArn, "state", st.Name,

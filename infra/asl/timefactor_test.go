@@ -116,3 +116,44 @@ func TestTimeFactorSurvivesRestart(t *testing.T) {
 	}
 	db.Close()
 }
+
+// TestRetryBackoffIsOnTheRunnersClock: under a time factor a Task's retry waits its backoff on
+// the runner's clock (the service behind the task recovers in that time, not in the
+// execution's faster one), and the execution's own clock goes on from the due time.
+func TestRetryBackoffIsOnTheRunnersClock(t *testing.T) {
+	const def = `{"StartAt":"T","States":{"T":{"Type":"Task","Resource":"flaky","Parameters":{"now.$":"$$.State.EnteredTime"},
+		"Retry":[{"ErrorEquals":["States.ALL"],"IntervalSeconds":30,"MaxAttempts":1,"BackoffRate":1}],"End":true}}}`
+	calls := 0
+	tasks := TaskRegistry{"flaky": func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		calls++
+		if calls == 1 {
+			return nil, errorsJoinWrap(context.DeadlineExceeded)
+		}
+		return json.RawMessage(`{}`), nil
+	}}
+	h := newHarness(t, tasks, WithTimeFactor(1000))
+	h.define("sm", def)
+	ex := h.start("sm", "x", `{}`)
+	// The retry waits on the runner's (fake) clock: nothing runs until it has moved 30 s.
+	h.clock.BlockUntil(1)
+	if calls != 1 {
+		t.Fatalf("%d calls before the backoff passed", calls)
+	}
+	h.clock.Advance(30 * time.Second)
+	if done := h.await(ex.ExecutionArn); done.Status != StatusSucceeded || calls != 2 {
+		t.Fatalf("%+v after %d calls", done, calls)
+	}
+	// The execution's clock moved by the backoff, not by 30 s times the factor (8 h 20 min).
+	var scheduled []time.Time
+	for _, e := range h.history(ex.ExecutionArn) {
+		if e.Type == "TaskScheduled" {
+			scheduled = append(scheduled, e.Timestamp)
+		}
+	}
+	if len(scheduled) != 2 {
+		t.Fatalf("scheduled %v", scheduled)
+	}
+	if gap := scheduled[1].Sub(scheduled[0]); gap < 30*time.Second || gap > 30*time.Second+time.Hour {
+		t.Fatalf("the retry came %s later on the execution's clock, want about 30 s", gap)
+	}
+}

@@ -301,7 +301,9 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		return s.settle(ctx, st, p), nil // paid another way meanwhile: never charge twice
 	}
 	if p.ProviderPaymentID == "" {
-		return st, invalid("payment %s has no provider payment to confirm", p.ID)
+		// Declined, yet without the provider's id: a write of the API's pending outcome and
+		// the provider's event crossed; the resolver records the id. The Task Retry asks again.
+		return st, &TransientError{Op: StepCharge, Err: fmt.Errorf("payment %s has no provider payment to confirm yet", p.ID)}
 	}
 	if p.PaymentMethod == "" {
 		// A payment first heard of through its payment_failed webhook (the API's commit lost to

@@ -40,10 +40,12 @@ func TestShortRun(t *testing.T) {
 		t.Logf("incomplete: %s", rep.Incomplete)
 		return
 	}
+	// A payment pending across the clock jump that never reached the provider ends canceled,
+	// with no PaymentIntent (the key horizon rule); every other one has exactly one.
 	if rep.Recovered != rep.Recoverable {
 		t.Fatalf("%d of %d recoverable payments recovered", rep.Recovered, rep.Recoverable)
 	}
-	if rep.Kills != cfg.Kills || rep.ProviderIntents != cfg.Payments || rep.Requests < int64(3*cfg.Payments) ||
+	if rep.Kills != cfg.Kills || rep.ProviderIntents != cfg.Payments-rep.Statuses["canceled"] || rep.Requests < int64(3*cfg.Payments) ||
 		rep.Faults == 0 || rep.Replays == 0 || rep.Unanswered != 0 {
 		t.Fatalf("the run did not do what it says: %+v", rep)
 	}
