@@ -120,6 +120,7 @@ func TestColdStart(t *testing.T) {
 	base := initMedian(t, e.rie, echo, env, []byte(`{}`))
 	rows := []string{fmt.Sprintf("%-18s %8s %6s", "function", "INIT", "x echo"), fmt.Sprintf("%-18s %8.1fms %6.2f", "echo (bare)", ms(base), 1.0)}
 	var worst float64
+	var worstAbs time.Duration
 	for _, fn := range functions(t, e.root) {
 		events, _ := filepath.Glob(filepath.Join(e.root, "events", fn, "*.json"))
 		if len(events) == 0 {
@@ -135,14 +136,16 @@ func TestColdStart(t *testing.T) {
 		}
 		d := initMedian(t, e.rie, bin, env, ev)
 		ratio := float64(d) / float64(base)
-		worst = max(worst, ratio)
+		worst, worstAbs = max(worst, ratio), max(worstAbs, d)
 		rows = append(rows, fmt.Sprintf("%-18s %8.1fms %6.2f", fn, ms(d), ratio))
 	}
 	t.Logf("INIT under aws-lambda-rie, median of %d cold starts, %s/%s:\n%s", coldStarts, runtime.GOOS, runtime.GOARCH, strings.Join(rows, "\n"))
-	// The target is 1.5x; on a shared 2-core machine the median still moves, so the test fails
-	// only past 3x, which would mean real work (a network call, a secret fetch) crept into INIT.
-	if worst > 3 {
-		t.Errorf("worst INIT is %.2fx the bare function's", worst)
+	// The target is 1.5x (README, Performance, where the figures are). The guard is looser: on a
+	// quiet machine the bare function starts in about 5 ms, so package initialisation alone is
+	// several times that; past 3x and 50 ms, real work (a network call, a secret fetch) has
+	// crept into INIT.
+	if worst > 3 && worstAbs > 50*time.Millisecond {
+		t.Errorf("worst INIT is %.2fx the bare function's (%s)", worst, worstAbs)
 	}
 }
 
