@@ -256,7 +256,13 @@ func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, 
 	var events []HistoryEvent
 	r.emit(rec, &events, HistoryEvent{Type: "ExecutionStarted", Input: rec.Input})
 	r.enter(rec, def, &events, def.StartAt, rec.Input)
+	// Hold the execution's place among the active ones before it is visible in the store, so
+	// that AwaitExecution on an execution just listed waits for it rather than answering at once.
+	done, reserved := r.reserve(rec.ExecutionArn)
 	existing, err := r.store.Create(ctx, rec, events, raw)
+	if err != nil || existing != nil {
+		r.release(rec.ExecutionArn, done, reserved)
+	}
 	if err != nil {
 		return Execution{}, fmt.Errorf("asl: start %s: %w", rec.ExecutionArn, err)
 	}
@@ -268,10 +274,38 @@ func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, 
 	}
 	r.log.Info("asl: execution started", "execution", rec.ExecutionArn)
 	view := rec.Execution // rec belongs to the execution's goroutine from here on
-	if rec.Status == StatusRunning {
-		r.launch(rec, def)
+	if rec.Status == StatusRunning && reserved {
+		r.run(rec, def, done)
+	} else {
+		r.release(rec.ExecutionArn, done, reserved)
 	}
 	return view, nil
+}
+
+// reserve registers arn as active before its execution runs; reserved is false when it is
+// active already (or the runner is closed).
+func (r *Runner) reserve(arn string) (chan struct{}, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.active[arn] != nil {
+		return nil, false
+	}
+	done := make(chan struct{})
+	r.active[arn] = done
+	return done, true
+}
+
+// release gives up a reservation that will not run.
+func (r *Runner) release(arn string, done chan struct{}, reserved bool) {
+	if !reserved {
+		return
+	}
+	r.mu.Lock()
+	if r.active[arn] == done {
+		delete(r.active, arn)
+	}
+	r.mu.Unlock()
+	close(done)
 }
 
 // DescribeExecution returns an execution's current view.
@@ -372,28 +406,32 @@ func (r *Runner) Close() error {
 }
 
 func (r *Runner) launch(rec *Record, def *Definition) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || r.active[rec.ExecutionArn] != nil {
+	done, ok := r.reserve(rec.ExecutionArn)
+	if !ok {
 		return false
 	}
-	done := make(chan struct{})
-	r.active[rec.ExecutionArn] = done
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer func() {
-			r.mu.Lock()
-			delete(r.active, rec.ExecutionArn)
-			r.mu.Unlock()
-			close(done)
-		}()
-		r.run(rec, def)
-	}()
+	r.run(rec, def, done)
 	return true
 }
 
-func (r *Runner) run(rec *Record, def *Definition) {
+// run runs a reserved execution on its own goroutine until it stops or the runner closes.
+func (r *Runner) run(rec *Record, def *Definition, done chan struct{}) {
+	r.mu.Lock()
+	if r.closed { // Close came between the reservation and now: Resume picks it up later
+		r.mu.Unlock()
+		r.release(rec.ExecutionArn, done, true)
+		return
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		defer r.release(rec.ExecutionArn, done, true)
+		r.steps(rec, def)
+	}()
+}
+
+func (r *Runner) steps(rec *Record, def *Definition) {
 	for rec.Status == StatusRunning {
 		if err := r.step(r.ctx, rec, def); err != nil {
 			if r.ctx.Err() == nil {

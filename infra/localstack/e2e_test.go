@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +33,15 @@ func newStack(t *testing.T, cfg Config) *Stack {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+		// TWICE_TEST_STACK_LOG=DIR keeps each test stack's log there, for a failure to explain.
+		if dir := os.Getenv("TWICE_TEST_STACK_LOG"); dir != "" {
+			f, err := os.Create(filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+".log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			cfg.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
 	}
 	s, err := New(cfg)
 	if err != nil {

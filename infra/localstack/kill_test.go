@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,10 +26,21 @@ type process struct {
 	extra   []string
 	bin     string
 	data    string
+	mu      sync.Mutex // guards api and sim, which a restart may move
 	api     string
 	sim     string
 	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has exited
 	logPath string
+}
+
+func (p *process) apiAddr() string { a, _ := p.addrs(); return a }
+func (p *process) simAddr() string { _, s := p.addrs(); return s }
+
+func (p *process) addrs() (api, sim string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.api, p.sim
 }
 
 var localBinary string
@@ -76,33 +88,79 @@ func startProcess(t *testing.T, data string, extra ...string) *process {
 
 func (p *process) start() {
 	p.t.Helper()
+	// Ports are picked free, then bound by the child: another test may take one in between
+	// (after a kill frees it, say). A child that exits while starting is started again on new
+	// ports, at most three times; the stack's clients read the ports at each call.
+	for try := 1; ; try++ {
+		if p.startOnce() {
+			return
+		}
+		if try == 3 {
+			p.t.Fatalf("the local stack exited while starting, three times (log %s)", p.logPath)
+		}
+		p.mu.Lock()
+		p.api, p.sim = freeAddr(p.t), freeAddr(p.t)
+		p.mu.Unlock()
+	}
+}
+
+// startOnce starts the child and waits until it answers /healthz; false if it exited first.
+func (p *process) startOnce() bool {
+	p.t.Helper()
 	p.logPath = filepath.Join(p.data, fmt.Sprintf("stderr-%d.log", time.Now().UnixNano()))
 	logf, err := os.Create(p.logPath)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	args := append([]string{"-addr", p.api, "-sim-addr", p.sim, "-data", p.data,
+	api, sim := p.addrs()
+	args := append([]string{"-addr", api, "-sim-addr", sim, "-data", p.data,
 		"-provider-timeout", "2s", "-request-timeout", "2s", "-resolve-delay", "100ms"}, p.extra...)
-	p.cmd = exec.Command(p.bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(p.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
-	p.t.Cleanup(func() { p.kill() })
-	eventually(p.t, 30*time.Second, "the local stack answers /healthz", func() bool {
-		resp, err := http.Get("http://" + p.api + "/healthz")
-		if err != nil {
-			return false
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
+	p.cmd, p.exited = cmd, exited
+	p.t.Cleanup(func() {
+		p.kill()
+		if p.t.Failed() { // the stack's own account of what happened
+			if b, err := os.ReadFile(p.logPath); err == nil {
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				p.t.Logf("%s, last lines:\n%s", p.logPath, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
 		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
 	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-exited:
+			return false
+		default:
+		}
+		if resp, err := http.Get("http://" + api + "/healthz"); err == nil {
+			resp.Body.Close()
+			select {
+			case <-exited: // another process answered on a port this one could not bind
+				return false
+			default:
+			}
+			if resp.StatusCode == 200 {
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("not within 30s: the local stack answers /healthz (log %s)", p.logPath)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (p *process) kill() {
 	if p.cmd != nil && p.cmd.Process != nil {
 		p.cmd.Process.Signal(syscall.SIGKILL)
-		p.cmd.Wait()
+		<-p.exited
 		p.cmd = nil
 	}
 }
@@ -151,28 +209,28 @@ func TestKillDuringProviderCall(t *testing.T) {
 		t.Skip("builds and kills the real binary")
 	}
 	p := startProcess(t, t.TempDir())
-	armFault(t, "http://"+p.sim, "timeout_after_effect", 1)
+	armFault(t, "http://"+p.simAddr(), "timeout_after_effect", 1)
 	body := paymentBody("pm_card_visa")
 	go func() {
-		req, _ := http.NewRequest("POST", "http://"+p.api+"/payments", strings.NewReader(body))
+		req, _ := http.NewRequest("POST", "http://"+p.apiAddr()+"/payments", strings.NewReader(body))
 		req.Header.Set("Idempotency-Key", "killed-1")
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}()
-	eventually(t, 20*time.Second, "the provider made the charge", func() bool { return simCount(t, p.sim) == 1 })
+	eventually(t, 20*time.Second, "the provider made the charge", func() bool { return simCount(t, p.simAddr()) == 1 })
 	p.kill()
 	p.start()
 
-	a := retryPOST(t, "http://"+p.api+"/payments", "killed-1", body)
+	a := retryPOST(t, "http://"+p.apiAddr()+"/payments", "killed-1", body)
 	var v payments.View
 	if err := json.Unmarshal([]byte(a.body), &v); err != nil || (a.status != http.StatusCreated && a.status != http.StatusAccepted) {
 		t.Fatalf("retry after restart: %d %s", a.status, a.body)
 	}
 	eventually(t, 30*time.Second, "the payment resolves", func() bool {
-		return strings.Contains(call(t, "GET", "http://"+p.api+"/payments/"+v.ID, "", "").body, `"status":"succeeded"`)
+		return strings.Contains(call(t, "GET", "http://"+p.apiAddr()+"/payments/"+v.ID, "", "").body, `"status":"succeeded"`)
 	})
-	if n := simCount(t, p.sim); n != 1 {
+	if n := simCount(t, p.simAddr()); n != 1 {
 		t.Fatalf("the simulator holds %v PaymentIntents, want 1", n)
 	}
 }
@@ -187,7 +245,7 @@ func TestKillAndRestartKeepsEverything(t *testing.T) {
 	bodies := map[string]string{}
 	for i := range 20 {
 		key := fmt.Sprint("keep-", i)
-		a := call(t, "POST", "http://"+p.api+"/payments", key, paymentBody("pm_card_visa"))
+		a := call(t, "POST", "http://"+p.apiAddr()+"/payments", key, paymentBody("pm_card_visa"))
 		if a.status != http.StatusCreated {
 			t.Fatalf("%s: %d %s", key, a.status, a.body)
 		}
@@ -196,26 +254,36 @@ func TestKillAndRestartKeepsEverything(t *testing.T) {
 	p.kill()
 	p.start()
 	for key, want := range bodies {
-		a := call(t, "POST", "http://"+p.api+"/payments", key, paymentBody("pm_card_visa"))
+		a := call(t, "POST", "http://"+p.apiAddr()+"/payments", key, paymentBody("pm_card_visa"))
 		if a.status != http.StatusCreated || a.body != want || a.header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("%s after restart: %d %s", key, a.status, a.body)
 		}
 	}
-	if n := simCount(t, p.sim); n != 20 {
+	if n := simCount(t, p.simAddr()); n != 20 {
 		t.Fatalf("the simulator holds %v PaymentIntents, want 20", n)
 	}
 }
 
 func (p *process) stack() *Stack {
-	return &Stack{cfg: Config{OperatorToken: DefaultOperatorToken}, apiLn: fixedAddr(p.api), simLn: fixedAddr(p.sim)}
+	return &Stack{cfg: Config{OperatorToken: DefaultOperatorToken}, apiLn: liveAddr{p, false}, simLn: liveAddr{p, true}}
 }
 
-// fixedAddr lets the HTTP helpers of the in-process tests address a process's ports.
-type fixedAddr string
+// liveAddr lets the HTTP helpers of the in-process tests address a process's ports as they
+// are now (a restart may have moved them).
+type liveAddr struct {
+	p   *process
+	sim bool
+}
 
-func (a fixedAddr) Accept() (net.Conn, error) { return nil, net.ErrClosed }
-func (a fixedAddr) Close() error              { return nil }
-func (a fixedAddr) Addr() net.Addr            { return addr(a) }
+func (a liveAddr) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (a liveAddr) Close() error              { return nil }
+func (a liveAddr) Addr() net.Addr {
+	api, sim := a.p.addrs()
+	if a.sim {
+		return addr(sim)
+	}
+	return addr(api)
+}
 
 type addr string
 
