@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/store"
 	"io"
 	"net/http"
 	"sync"
@@ -52,6 +54,9 @@ type FaultCounts struct {
 	Armed   int    `json:"armed"`
 	Failed  int    `json:"failed"`
 	Started int    `json:"started"`
+	// OutboxPending counts the outbox messages not delivered yet (due now or after a backoff),
+	// so a test can wait for follow-on work to drain before it judges (at most 10,000 counted).
+	OutboxPending int `json:"outbox_pending"`
 }
 
 func (f *faultyStarter) counts() FaultCounts {
@@ -80,8 +85,10 @@ func (s *Stack) faultsHandler() http.Handler {
 			s.starter.mu.Unlock()
 			s.log.Info("fault armed", "target", "start_execution", "count", n)
 		}
+		counts := s.starter.counts()
+		counts.OutboxPending = s.outboxPending(r.Context())
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(s.starter.counts())
+		_ = json.NewEncoder(w).Encode(counts)
 	})
 }
 
@@ -99,4 +106,20 @@ func parseFaults(body io.Reader) (int, error) {
 		return 0, errFaultBody
 	}
 	return req.Count, nil
+}
+
+// outboxPending counts the messages in the outbox's due index (-1 if it cannot be read).
+func (s *Stack) outboxPending(ctx context.Context) int {
+	n, cursor := 0, ""
+	for n < 10000 {
+		page, err := s.store.Query(ctx, store.Query{Table: outbox.Table, Index: true, PK: "outbox#due", Cursor: cursor})
+		if err != nil {
+			return -1
+		}
+		n += len(page.Items)
+		if cursor = page.Cursor; cursor == "" {
+			break
+		}
+	}
+	return n
 }

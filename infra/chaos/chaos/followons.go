@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/infra/boltstore"
@@ -19,6 +20,24 @@ import (
 // throttled StartExecution would: the outbox must deliver them anyway.
 func (o opsClient) armStartFailures(ctx context.Context, n int) error {
 	return o.do(ctx, http.MethodPost, "/ops/_faults", map[string]any{"target": "start_execution", "count": n}, nil)
+}
+
+// drainOutbox disarms the recovery-start faults and waits, within ctx, until the stack's outbox
+// is empty: a message in its backoff when the run ends is late, not lost.
+func (o opsClient) drainOutbox(ctx context.Context) {
+	_ = o.armStartFailures(ctx, 0)
+	for ctx.Err() == nil {
+		var c struct {
+			OutboxPending *int `json:"outbox_pending"`
+		}
+		if err := o.do(ctx, http.MethodGet, "/ops/_faults", nil, &c); err == nil && c.OutboxPending != nil && *c.OutboxPending == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // readFollowOns counts, in a stopped stack's data directory, the follow-on effects that were

@@ -221,6 +221,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep.DriveSeconds = time.Since(driving).Seconds()
 	_ = r.sim.clearFaults(ctx)
 	obs := r.settle(ctx)
+	// Follow-on work in its backoff when the payments settle is late, not lost: let it drain
+	// (the relay's backoff is capped at 10 s locally) before the check reads the outbox.
+	drainCtx, cancelDrain := context.WithTimeout(ctx, 30*time.Second)
+	(opsClient{&simClient{http: r.sim.http, base: "http://" + proc.api, apiKey: localstack.DefaultOperatorToken}}).drainOutbox(drainCtx)
+	cancelDrain()
 	rep.SettleSeconds = time.Since(driving).Seconds() - rep.DriveSeconds
 	stopBar()
 

@@ -421,9 +421,22 @@ func testDeleteBatch(t *testing.T, s Suite, f Fixture) {
 	for _, b := range []string{"a", "b", "c"} {
 		send(t, f.Queue, b, nil)
 	}
-	msgs := receive(t, f.Queue, 10, 30*s.Tick)
+	// A standard queue delivers at least once: a receive may carry one message twice (the same
+	// id). Keep one delivery per message, and only the three sent here.
+	var msgs []queue.Message
+	seenID := map[string]bool{}
+	for _, m := range receive(t, f.Queue, 10, 30*s.Tick) {
+		switch b := string(m.Body); {
+		case seenID[m.ID]:
+		case b == "a" || b == "b" || b == "c":
+			seenID[m.ID] = true
+			msgs = append(msgs, m)
+		default:
+			t.Logf("received %q, which this case never sent (left by another case); ignored", b)
+		}
+	}
 	if len(msgs) != 3 {
-		t.Fatalf("received %d, want 3", len(msgs))
+		t.Fatalf("received %d of the 3 messages", len(msgs))
 	}
 	errs, err := bd.DeleteBatch(ctx, []string{msgs[0].ReceiptHandle, "not-a-receipt", msgs[1].ReceiptHandle})
 	if err != nil || len(errs) != 3 {
@@ -436,7 +449,12 @@ func testDeleteBatch(t *testing.T, s Suite, f Fixture) {
 	if err := f.Queue.ChangeVisibility(ctx, msgs[2].ReceiptHandle, 0); err != nil {
 		t.Fatal(err)
 	}
-	left := receive(t, f.Queue, 10, s.Tick)
+	var left []queue.Message
+	for _, m := range receive(t, f.Queue, 10, s.Tick) {
+		if len(left) == 0 || m.ID != left[0].ID { // at least once: a duplicate delivery is one
+			left = append(left, m)
+		}
+	}
 	if len(left) != 1 || left[0].ID != msgs[2].ID {
 		t.Fatalf("after DeleteBatch left %d messages, want only %s", len(left), msgs[2].ID)
 	}
