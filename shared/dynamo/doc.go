@@ -59,7 +59,7 @@
 //
 // # Clients
 //
-// Production code builds its *dynamodb.Client from config.LoadDefaultConfig in main and passes
+// Production code builds its *dynamodb.Client from lambdaenv.AWS (the environment) in main and passes
 // it to New, which makes no call. NewClient builds one for DynamoDB Local (tests, local
 // tooling), and CreateTable/DeleteTable manage tables there.
 package dynamo

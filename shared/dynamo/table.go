@@ -22,7 +22,7 @@ import (
 // every replay. The HTTP client is the SDK's buildable one (a plain *http.Client panics when
 // AWS_CA_BUNDLE is set), with enough idle connections for 64 callers in flight.
 //
-// Production code builds its client from config.LoadDefaultConfig in main, not through this.
+// Production code builds its client from lambdaenv.AWS in main, not through this.
 func NewClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConnsPerHost = 64

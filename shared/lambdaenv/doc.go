@@ -9,6 +9,7 @@
 //	TWICE_*_QUEUE_URL         an SQS queue URL
 //	TWICE_*_PARAM             an SSM parameter name (secrets; read on first use, never at INIT)
 //
-// Nothing here makes a network call: LoadDefaultConfig reads the environment only, and clients
-// connect on their first request.
+// Nothing here makes a network call or reads a file: AWS builds the SDK configuration from the
+// environment Lambda sets (not through config.LoadDefaultConfig, whose other credential sources
+// cost INIT time a function never uses), and clients connect on their first request.
 package lambdaenv

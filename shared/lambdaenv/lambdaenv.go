@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
@@ -70,12 +70,49 @@ func (e *Env) Err() error {
 // TableVar is the variable naming a logical table's physical name.
 func TableVar(logical string) string { return "TWICE_TABLE_" + strings.ToUpper(logical) }
 
-// AWS loads the SDK configuration from the environment (region, credentials of the execution
-// role, AWS_ENDPOINT_URL_* overrides). It reads no file that Lambda lacks and makes no call.
-// The HTTP client is the SDK's buildable one: a plain *http.Client panics when AWS_CA_BUNDLE
-// is set.
+// AWS builds the SDK configuration from what Lambda gives a function: the region, the execution
+// role's credentials in AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN, and
+// AWS_ENDPOINT_URL[_<SERVICE>] overrides (the emulator tests point functions at DynamoDB Local
+// and moto with these). It reads no file and makes no call.
+//
+// It does not use config.LoadDefaultConfig on purpose: that package links the SSO, SSO-OIDC, STS,
+// sign-in, IMDS and process credential providers, whose package initialisation and size are a
+// third of a function's INIT (README, Performance), for sources a Lambda function never has.
+// Lambda's environment credentials are valid for the life of the execution environment, which
+// is what LoadDefaultConfig's environment provider assumes too.
 func AWS(ctx context.Context) (aws.Config, error) {
-	return config.LoadDefaultConfig(ctx, config.WithHTTPClient(awshttp.NewBuildableClient()))
+	return awsFrom(os.LookupEnv)
+}
+
+func awsFrom(lookup func(string) (string, bool)) (aws.Config, error) {
+	get := func(k string) string { v, _ := lookup(k); return v }
+	region := get("AWS_REGION")
+	if region == "" {
+		region = get("AWS_DEFAULT_REGION")
+	}
+	key, secret := get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")
+	if region == "" || key == "" || secret == "" {
+		return aws.Config{}, fmt.Errorf("%w: AWS_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set by Lambda", ErrMissing)
+	}
+	cfg := aws.Config{
+		Region:        region,
+		Credentials:   aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(key, secret, get("AWS_SESSION_TOKEN"))),
+		HTTPClient:    awshttp.NewBuildableClient(),
+		ConfigSources: []any{endpoints(lookup)},
+	}
+	if v := get("AWS_ENDPOINT_URL"); v != "" {
+		cfg.BaseEndpoint = aws.String(v)
+	}
+	return cfg, nil
+}
+
+// endpoints answers a client's AWS_ENDPOINT_URL_<SERVICE> lookup, the name the SDK's own
+// environment source uses: the service id in upper case with spaces as underscores.
+type endpoints func(string) (string, bool)
+
+func (e endpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (string, bool, error) {
+	v, ok := e("AWS_ENDPOINT_URL_" + strings.ToUpper(strings.ReplaceAll(sdkID, " ", "_")))
+	return v, ok && v != "", nil
 }
 
 // DynamoDB builds the DynamoDB client. Response checksum validation is off only when an
