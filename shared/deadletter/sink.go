@@ -196,8 +196,8 @@ func reconFailure(r *Record, m events.SQSMessage) {
 	}
 }
 
-// RecoveryDeadLetter mirrors recovery.DeadLetter (branch recovery), which this package does not
-// import yet: the lead converts with a one-line adapter (see FromRecovery).
+// RecoveryDeadLetter mirrors recovery.DeadLetter, which this package does not import (neither
+// package depends on the other); the recovery side converts with FromRecovery.
 type RecoveryDeadLetter struct {
 	Key             string
 	Source          string

@@ -1,0 +1,6 @@
+// Package worker applies verified webhook deliveries exactly once and in order: it dedupes on the
+// provider's event id and on (object, type, version), ignores an event older than the version
+// already applied to its payment, and commits the dedupe records and the payment's new state in
+// one transaction, so a crash between them cannot happen. As a Lambda SQS handler it reports
+// failures per message (ReportBatchItemFailures) and never fails a whole batch.
+package worker
