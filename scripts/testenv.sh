@@ -99,19 +99,47 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
-# stop_leftovers stops the servers a previous, killed run left behind. It checks each pid's
-# command line so a recycled pid is never touched.
+# stop_leftovers stops the servers a previous, killed run left behind. Each line of the pid file
+# is "PID MARKER OWNER": a server whose owning run is still alive (another make test in this
+# clone) is left alone; otherwise its command line is checked so a recycled pid is never touched.
 stop_leftovers() {
 	[[ -f $PIDFILE ]] || return 0
-	local pid marker
-	while read -r pid marker; do
-		[[ -n $pid && -r /proc/$pid/cmdline ]] || continue
+	local pid marker owner keep=()
+	exec {lock}>>"$PIDFILE.lock"
+	flock "$lock"
+	while read -r pid marker owner; do
+		[[ -n $pid ]] || continue
+		if [[ -n $owner && $owner != "$$" ]] && kill -0 "$owner" 2>/dev/null; then
+			keep+=("$pid $marker $owner")
+			continue
+		fi
+		[[ -r /proc/$pid/cmdline ]] || continue
 		if tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$marker"; then
 			log "stopping leftover server pid $pid ($marker)"
 			kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
 		fi
 	done <"$PIDFILE"
-	rm -f "$PIDFILE"
+	if ((${#keep[@]})); then
+		printf '%s\n' "${keep[@]}" >"$PIDFILE"
+	else
+		rm -f "$PIDFILE"
+	fi
+	exec {lock}>&-
+}
+
+# forget_servers removes this run's lines from the pid file.
+forget_servers() {
+	[[ -f $PIDFILE ]] || return 0
+	exec {lock}>>"$PIDFILE.lock"
+	flock "$lock"
+	local rest
+	rest=$(awk -v me="$$" '$3 != me' "$PIDFILE")
+	if [[ -n $rest ]]; then
+		printf '%s\n' "$rest" >"$PIDFILE"
+	else
+		rm -f "$PIDFILE"
+	fi
+	exec {lock}>&-
 }
 
 SERVER_PIDS=()
@@ -126,7 +154,7 @@ stop_servers() {
 		wait "$pid" 2>/dev/null || true
 	done
 	SERVER_PIDS=()
-	rm -f "$PIDFILE"
+	forget_servers
 }
 
 # wait_http NAME PID URL [CURL ARGS...]: waits (bounded) until URL answers with any HTTP
@@ -168,7 +196,7 @@ launch_server() {
 	SERVER_PID[$name]=$!
 	SERVER_PORT[$name]=$port
 	SERVER_PIDS+=("$!")
-	echo "$! ${SERVER_MARKER[$name]}" >>"$PIDFILE"
+	echo "$! ${SERVER_MARKER[$name]} $$" >>"$PIDFILE"
 }
 
 # await_server NAME waits until NAME answers; when it died (a port taken between picking and
