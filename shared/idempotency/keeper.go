@@ -161,6 +161,7 @@ type Keeper struct {
 	now     func() time.Time
 	log     *slog.Logger
 	metrics Metrics
+	cache   *cache // WithCache: completed records, nil when off
 }
 
 // Option configures a Keeper.
@@ -226,6 +227,9 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 	}
 	pk := Scoped(scope, key)
 	now := k.now()
+	if out, ok := k.cached(ctx, pk, fp, now); ok {
+		return out, nil
+	}
 	lockUntil := now.Add(k.cfg.DefaultLock)
 	if dl, ok := ctx.Deadline(); ok {
 		// The deadline is a wall-clock instant; the Keeper's clock may be another (a fake in
@@ -299,6 +303,7 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 		return Outcome{Kind: Mismatch, Fields: fields}, nil
 	}
 	if old.Status == StatusCompleted && old.Response != nil {
+		k.remember(pk, old.Fingerprint, old.Response, ce.Old.ExpiresAt)
 		k.event(ctx, "replayed", pk)
 		return Outcome{Kind: Replay, Response: old.Response}, nil
 	}
@@ -321,6 +326,7 @@ func (k *Keeper) Complete(ctx context.Context, l *Lease, resp Response, effects 
 	if err := k.put(ctx, l, rec, now, effects); err != nil {
 		return err
 	}
+	k.remember(l.Key, l.Fingerprint, &resp, now.Add(k.cfg.Retention).Unix())
 	k.event(ctx, "completed", l.Key, "status", resp.Status)
 	return nil
 }
@@ -431,6 +437,11 @@ func (k *Keeper) Resume(ctx context.Context, out Outcome) (*Lease, error) {
 // record exists (nothing to resolve). It costs one strongly consistent read.
 func (k *Keeper) Lookup(ctx context.Context, scope, key string) (Outcome, error) {
 	pk := Scoped(scope, key)
+	if k.cache != nil {
+		if e, ok := k.cache.get(pk, k.now()); ok {
+			return Outcome{Kind: Replay, Response: e.resp}, nil
+		}
+	}
 	it, err := k.store.Get(ctx, Table, pk, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return Outcome{Kind: New}, nil
@@ -454,6 +465,31 @@ func (k *Keeper) Lookup(ctx context.Context, scope, key string) (Outcome, error)
 		return out, nil
 	}
 	return Outcome{Kind: InProgress, RetryAfter: k.retryAfter(it.LockExpiresAt, now)}, nil
+}
+
+// cached answers a completed key from the cache (WithCache): Replay, or Mismatch for another
+// request.
+func (k *Keeper) cached(ctx context.Context, pk string, fp Fingerprint, now time.Time) (Outcome, bool) {
+	if k.cache == nil {
+		return Outcome{}, false
+	}
+	e, ok := k.cache.get(pk, now)
+	if !ok {
+		return Outcome{}, false
+	}
+	if fields := e.fp.Diff(fp); fields != nil {
+		k.event(ctx, "mismatched", pk, "fields", fields, "cached", true)
+		return Outcome{Kind: Mismatch, Fields: fields}, true
+	}
+	k.event(ctx, "replayed", pk, "cached", true)
+	return Outcome{Kind: Replay, Response: e.resp}, true
+}
+
+// remember caches a completed record (WithCache).
+func (k *Keeper) remember(pk string, fp Fingerprint, resp *Response, expiresAt int64) {
+	if k.cache != nil {
+		k.cache.put(&cacheEntry{pk: pk, fp: fp, resp: resp, expiresAt: expiresAt})
+	}
 }
 
 // retryAfter is the wait suggested for an in-progress key: until its lock expires, within
