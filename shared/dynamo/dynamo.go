@@ -41,8 +41,8 @@ const IndexName = "gsi1"
 // Store is a store.Store on DynamoDB.
 type Store struct {
 	client Client
-	tables map[string]string      // logical name -> physical table name
-	attrs  map[string]*Attributes // logical name -> its layout, when not DefaultAttributes
+	tables map[string]string  // logical name -> physical table name
+	attrs  map[string]*layout // logical name -> its layout, when not DefaultAttributes
 }
 
 // WithAttributes lays the items of the logical table out with attribute names a (for example
@@ -53,13 +53,13 @@ func (s *Store) WithAttributes(logical string, a Attributes) *Store {
 		panic(err)
 	}
 	if s.attrs == nil {
-		s.attrs = map[string]*Attributes{}
+		s.attrs = map[string]*layout{}
 	}
-	s.attrs[logical] = &a
+	s.attrs[logical] = newLayout(a)
 	return s
 }
 
-func (s *Store) attrsOf(logical string) *Attributes {
+func (s *Store) attrsOf(logical string) *layout {
 	if a, ok := s.attrs[logical]; ok {
 		return a
 	}
@@ -207,7 +207,7 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 		return err
 	}
 	if _, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
-		return callErrorOf("TransactWriteItems", "", err, func(i int) *Attributes {
+		return callErrorOf("TransactWriteItems", "", err, func(i int) *layout {
 			if i >= 0 && i < len(ws) {
 				return s.attrsOf(ws[i].Table)
 			}

@@ -52,17 +52,17 @@ func (e *CallError) Unwrap() []error {
 // callError maps an SDK error to the store's errors: a failed condition becomes a
 // *store.ConditionError holding the item DynamoDB returned with it (ALL_OLD).
 func callError(op, table string, err error) error {
-	return callErrorOf(op, table, err, func(int) *Attributes { return defaultAttrs })
+	return callErrorOf(op, table, err, func(int) *layout { return defaultAttrs })
 }
 
 // callError is callError with the layout of the logical table.
 func (s *Store) callError(op, table string, err error) error {
 	a := s.attrsOf(table)
-	return callErrorOf(op, table, err, func(int) *Attributes { return a })
+	return callErrorOf(op, table, err, func(int) *layout { return a })
 }
 
 // callErrorOf maps an SDK error, decoding an old item with the layout of its write's table.
-func callErrorOf(op, table string, err error, attrs func(write int) *Attributes) error {
+func callErrorOf(op, table string, err error, attrs func(write int) *layout) error {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return conditionError(0, ccf.Item, attrs(0))
@@ -102,7 +102,7 @@ func callErrorOf(op, table string, err error, attrs func(write int) *Attributes)
 	return newCallError(op, table, nil, err)
 }
 
-func conditionError(index int, old map[string]types.AttributeValue, a *Attributes) error {
+func conditionError(index int, old map[string]types.AttributeValue, a *layout) error {
 	ce := &store.ConditionError{Index: index}
 	if len(old) > 0 {
 		it, err := a.decodeItem(old)

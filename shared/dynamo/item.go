@@ -62,7 +62,27 @@ func (a Attributes) check() error {
 	return nil
 }
 
-var defaultAttrs = &DefaultAttributes
+// layout is a table's Attributes with the condition expressions built once: a call then
+// allocates only its values.
+type layout struct {
+	Attributes
+	conds map[store.CondKind]condExpr // expression and names, without values
+}
+
+func newLayout(a Attributes) *layout {
+	l := &layout{Attributes: a, conds: map[store.CondKind]condExpr{
+		store.NotExists: {expr: aws.String("attribute_not_exists(#pk)"), names: map[string]string{"#pk": a.PK}},
+		store.Exists:    {expr: aws.String("attribute_exists(#pk)"), names: map[string]string{"#pk": a.PK}},
+		store.NotExistsOrLapsed: {expr: aws.String("attribute_not_exists(#pk) OR #lock < :now OR #exp < :now"),
+			names: map[string]string{"#pk": a.PK, "#lock": a.Lock, "#exp": a.Expires}},
+		store.VersionBelow: {expr: aws.String("attribute_not_exists(#pk) OR #ver < :v"),
+			names: map[string]string{"#pk": a.PK, "#ver": a.Version}},
+		store.VersionIs: {expr: aws.String("#ver = :v"), names: map[string]string{"#ver": a.Version}},
+	}}
+	return l
+}
+
+var defaultAttrs = newLayout(DefaultAttributes)
 
 // The layout functions of the default attributes.
 func key(pk, sk string) map[string]types.AttributeValue { return defaultAttrs.key(pk, sk) }
@@ -80,7 +100,7 @@ func decodeCursor(cursor, pk string, index bool) (map[string]types.AttributeValu
 }
 
 // key is the primary key of an item: pk alone in a table without a sort key.
-func (a *Attributes) key(pk, sk string) map[string]types.AttributeValue {
+func (a *layout) key(pk, sk string) map[string]types.AttributeValue {
 	k := map[string]types.AttributeValue{a.PK: &types.AttributeValueMemberS{Value: pk}}
 	if sk != "" {
 		k[a.SK] = &types.AttributeValueMemberS{Value: sk}
@@ -97,7 +117,7 @@ func (a *Attributes) key(pk, sk string) map[string]types.AttributeValue {
 // missing lock_expires_at or expires_at makes `< :now` false, which is exactly what the
 // contract's "zero means none" needs. ver is always written, so version conditions compare
 // against a number.
-func (a *Attributes) encodeItem(it store.Item) (map[string]types.AttributeValue, error) {
+func (a *layout) encodeItem(it store.Item) (map[string]types.AttributeValue, error) {
 	if it.PK == "" {
 		return nil, errEmptyPK
 	}
@@ -132,7 +152,7 @@ func number(n int64) *types.AttributeValueMemberN {
 
 // decodeItem reads an item as encodeItem wrote it. It also accepts doc as a string, so an item
 // edited by hand in the console still reads.
-func (a *Attributes) decodeItem(av map[string]types.AttributeValue) (store.Item, error) {
+func (a *layout) decodeItem(av map[string]types.AttributeValue) (store.Item, error) {
 	var it store.Item
 	var err error
 	str := func(name string, dst *string) {
@@ -192,33 +212,22 @@ type condExpr struct {
 // condition maps a store condition to a DynamoDB condition expression. A comparison with a
 // missing attribute is false in DynamoDB, so an item without a lock (lock_expires_at left out)
 // never counts as lapsed through `#lock < :now`: the same as store.Cond.Holds.
-func (a *Attributes) condition(c store.Cond) (condExpr, error) {
-	pk := map[string]string{"#pk": a.PK}
+func (a *layout) condition(c store.Cond) (condExpr, error) {
+	// The expression and the names are shared by every call (the SDK only reads them); the
+	// values are the call's own.
 	switch c.Kind {
 	case store.Always:
 		return condExpr{}, nil
-	case store.NotExists:
-		return condExpr{expr: aws.String("attribute_not_exists(#pk)"), names: pk}, nil
-	case store.Exists:
-		return condExpr{expr: aws.String("attribute_exists(#pk)"), names: pk}, nil
+	case store.NotExists, store.Exists:
+		return a.conds[c.Kind], nil
 	case store.NotExistsOrLapsed:
-		return condExpr{
-			expr:   aws.String("attribute_not_exists(#pk) OR #lock < :now OR #exp < :now"),
-			names:  map[string]string{"#pk": a.PK, "#lock": a.Lock, "#exp": a.Expires},
-			values: map[string]types.AttributeValue{":now": number(c.Now)},
-		}, nil
-	case store.VersionBelow:
-		return condExpr{
-			expr:   aws.String("attribute_not_exists(#pk) OR #ver < :v"),
-			names:  map[string]string{"#pk": a.PK, "#ver": a.Version},
-			values: map[string]types.AttributeValue{":v": number(c.Version)},
-		}, nil
-	case store.VersionIs:
-		return condExpr{
-			expr:   aws.String("#ver = :v"),
-			names:  map[string]string{"#ver": a.Version},
-			values: map[string]types.AttributeValue{":v": number(c.Version)},
-		}, nil
+		ce := a.conds[c.Kind]
+		ce.values = map[string]types.AttributeValue{":now": number(c.Now)}
+		return ce, nil
+	case store.VersionBelow, store.VersionIs:
+		ce := a.conds[c.Kind]
+		ce.values = map[string]types.AttributeValue{":v": number(c.Version)}
+		return ce, nil
 	default:
 		return condExpr{}, fmt.Errorf("%w: unknown condition kind %d", store.ErrInvalid, c.Kind)
 	}
@@ -226,7 +235,7 @@ func (a *Attributes) condition(c store.Cond) (condExpr, error) {
 
 // A cursor is the ExclusiveStartKey of the next page: the key attributes (all strings) as a
 // JSON object, base64url without padding. It is opaque to callers but not secret.
-func (a *Attributes) encodeCursor(av map[string]types.AttributeValue, index bool) string {
+func (a *layout) encodeCursor(av map[string]types.AttributeValue, index bool) string {
 	names := []string{a.PK, a.SK}
 	if index {
 		names = append(names, a.IndexPK, a.IndexSK)
@@ -244,7 +253,7 @@ func (a *Attributes) encodeCursor(av map[string]types.AttributeValue, index bool
 // decodeCursor parses a caller's cursor and checks that it continues a query of partition pk
 // (of the index when index is set), so a cursor from another query is ErrInvalid rather than a
 // DynamoDB validation error.
-func (a *Attributes) decodeCursor(cursor, pk string, index bool) (map[string]types.AttributeValue, error) {
+func (a *layout) decodeCursor(cursor, pk string, index bool) (map[string]types.AttributeValue, error) {
 	bad := fmt.Errorf("%w: bad cursor", store.ErrInvalid)
 	b, err := base64.RawURLEncoding.DecodeString(cursor)
 	if err != nil {

@@ -210,7 +210,7 @@ func FuzzDecodeCursor(f *testing.F) {
 // A table laid out with other attribute names round-trips every item as the default layout
 // does, under those names; names must be set and distinct.
 func TestAttributesLayout(t *testing.T) {
-	a := &PowertoolsAttributes
+	a := newLayout(PowertoolsAttributes)
 	it := store.Item{PK: "k#s#1", Doc: []byte(`{}`), Version: 3, LockExpiresAt: 9, ExpiresAt: 10}
 	av, err := a.encodeItem(it)
 	if err != nil {

@@ -207,6 +207,9 @@ func (k *Keeper) event(ctx context.Context, name, key string, attrs ...any) {
 	if k.metrics != nil {
 		k.metrics.Count(ctx, name)
 	}
+	if !k.log.Enabled(ctx, slog.LevelInfo) {
+		return // no attributes built for a line nobody writes
+	}
 	k.log.LogAttrs(ctx, slog.LevelInfo, "idempotency "+name, append([]slog.Attr{slog.String("key", key)}, toAttrs(attrs)...)...)
 }
 
@@ -293,6 +296,22 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 	var ce *store.ConditionError
 	if !errors.As(err, &ce) || ce.Old == nil {
 		return Outcome{}, fmt.Errorf("idempotency: acquire: %w", err)
+	}
+	// The replay path: read only what a completed record's answer needs. The fingerprint's
+	// per-field hashes, the times and the request bytes are decoded (in full) only when the
+	// record is not a plain replay of this request.
+	var quick struct {
+		Status      string               `json:"status"`
+		Fingerprint struct{ Sum string } `json:"fingerprint"`
+		Response    *Response            `json:"response"`
+	}
+	if err := json.Unmarshal(ce.Old.Doc, &quick); err != nil {
+		return Outcome{}, fmt.Errorf("idempotency: stored record for %s: %w", pk, err)
+	}
+	if quick.Status == StatusCompleted && quick.Response != nil && quick.Fingerprint.Sum == fp.Sum {
+		k.remember(pk, fp, quick.Response, ce.Old.ExpiresAt)
+		k.event(ctx, "replayed", pk)
+		return Outcome{Kind: Replay, Response: quick.Response}, nil
 	}
 	var old record
 	if err := json.Unmarshal(ce.Old.Doc, &old); err != nil {
