@@ -71,12 +71,30 @@ func run(args []string, stdout io.Writer) error {
 	root := fs.String("root", ".", "repository root")
 	template := fs.String("template", "template.yaml", "SAM template to read Lambda MemorySize from")
 	from := fs.String("from", "", "instead of measuring, read an earlier results.json and reprice and redraw it with these flags")
+	il := fs.Bool("interleaved", false, "run the interleaved comparison instead (twice, the bare SDK calls and Powertools, round by round)")
+	rounds := fs.Int("rounds", 3, "-interleaved: rounds")
+	concList := fs.String("concurrency-list", "1,16", "-interleaved: the concurrencies each round runs, comma-separated")
+	withPT := fs.Bool("powertools", true, "-interleaved: include the Powertools sides (node)")
 	prices := DefaultPrices
 	bindPrices(fs, &prices)
 	assume := DefaultAssumptions
 	bindAssumptions(fs, &assume)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *il {
+		ispec := interleaveSpec{Rounds: *rounds, Requests: spec.Requests, Powertools: *withPT, CachePerSide: 1 << 20}
+		for _, f := range strings.Split(*concList, ",") {
+			c, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || c < 1 {
+				return fmt.Errorf("benchcompare: -concurrency-list %q", *concList)
+			}
+			ispec.Concurrency = append(ispec.Concurrency, c)
+		}
+		if ispec.Rounds < 1 || ispec.Requests < 1 {
+			return errors.New("benchcompare: -rounds and -requests must be positive")
+		}
+		return interleaved(ispec, *root, *out, stdout)
 	}
 	if spec.Requests < 1 || spec.Concurrency < 1 || spec.Held < 1 {
 		return errors.New("benchcompare: -requests, -concurrency and -held must be positive")

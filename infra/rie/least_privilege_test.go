@@ -15,11 +15,12 @@ import (
 // must have called, and everything it called it must be granted.
 var unexercised = map[string]map[rie.Call]string{
 	"payments-api": {
-		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}: "a retryable failure releases the key (idempotency.Keeper, in a transaction)",
+		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}: "a retryable failure releases the key (idempotency.Keeper: a conditional DeleteItem, or in a transaction with its effects)",
 	},
 	"payment-resolver": {
-		{Action: "dynamodb:DeleteItem", Resource: "IdempotencyTable"}: "a retryable failure releases the key",
-		{Action: "dynamodb:GetItem", Resource: "PaymentsTable"}:       "a job whose key completed meanwhile reads the payment it names",
+		// DeleteItem on IdempotencyTable is exercised: a message that fails releases its record
+		// (idemlambda.SQS, one conditional DeleteItem).
+		{Action: "dynamodb:GetItem", Resource: "PaymentsTable"}: "a job whose key completed meanwhile reads the payment it names",
 	},
 	"webhook-worker": {
 		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}: "payment_intent.payment_failed commits its recovery start with the state change",

@@ -15,6 +15,11 @@
 //	expires_at       N  the TTL attribute; omitted when 0
 //	gsi1pk, gsi1sk   S  the "gsi1" index key (projection ALL); omitted when empty
 //
+// Those are DefaultAttributes. Store.WithAttributes gives one logical table other names
+// (Attributes), so a table made by another tool can be used: PowertoolsAttributes keeps
+// twice's idempotency records in a Powertools idempotency table (key id, TTL expiration,
+// document data), beside Powertools' own records.
+//
 // doc is binary rather than a string: the store never interprets it, and B round-trips every
 // byte where S requires valid UTF-8 (the SDK would silently replace invalid bytes). The price
 // is that the console shows base64.

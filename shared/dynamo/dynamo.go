@@ -41,7 +41,29 @@ const IndexName = "gsi1"
 // Store is a store.Store on DynamoDB.
 type Store struct {
 	client Client
-	tables map[string]string // logical name -> physical table name
+	tables map[string]string  // logical name -> physical table name
+	attrs  map[string]*layout // logical name -> its layout, when not DefaultAttributes
+}
+
+// WithAttributes lays the items of the logical table out with attribute names a (for example
+// PowertoolsAttributes, to keep twice's idempotency records in an existing Powertools table).
+// Call it before the store is used. It panics on empty or repeated names: a programming error.
+func (s *Store) WithAttributes(logical string, a Attributes) *Store {
+	if err := a.check(); err != nil {
+		panic(err)
+	}
+	if s.attrs == nil {
+		s.attrs = map[string]*layout{}
+	}
+	s.attrs[logical] = newLayout(a)
+	return s
+}
+
+func (s *Store) attrsOf(logical string) *layout {
+	if a, ok := s.attrs[logical]; ok {
+		return a
+	}
+	return defaultAttrs
 }
 
 // New returns a store that sends its calls through client and maps logical table names to
@@ -74,16 +96,16 @@ func (s *Store) Get(ctx context.Context, table, pk, sk string) (store.Item, erro
 	}
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &name,
-		Key:            key(pk, sk),
+		Key:            s.attrsOf(table).key(pk, sk),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return store.Item{}, callError("GetItem", table, err)
+		return store.Item{}, s.callError("GetItem", table, err)
 	}
 	if out.Item == nil {
 		return store.Item{}, store.ErrNotFound
 	}
-	return decodeItem(out.Item)
+	return s.attrsOf(table).decodeItem(out.Item)
 }
 
 // Put implements store.Store with one PutItem. A failed condition returns the old item from
@@ -94,7 +116,7 @@ func (s *Store) Put(ctx context.Context, table string, it store.Item, c store.Co
 		return err
 	}
 	if _, err := s.client.PutItem(ctx, in); err != nil {
-		return callError("PutItem", table, err)
+		return s.callError("PutItem", table, err)
 	}
 	return nil
 }
@@ -108,12 +130,12 @@ func (s *Store) Replace(ctx context.Context, table string, it store.Item, c stor
 	in.ReturnValues = types.ReturnValueAllOld
 	out, err := s.client.PutItem(ctx, in)
 	if err != nil {
-		return nil, callError("PutItem", table, err)
+		return nil, s.callError("PutItem", table, err)
 	}
 	if len(out.Attributes) == 0 {
 		return nil, nil
 	}
-	old, err := decodeItem(out.Attributes)
+	old, err := s.attrsOf(table).decodeItem(out.Attributes)
 	if err != nil {
 		return nil, err
 	}
@@ -125,11 +147,12 @@ func (s *Store) putInput(table string, it store.Item, c store.Cond) (*dynamodb.P
 	if err != nil {
 		return nil, err
 	}
-	av, err := encodeItem(it)
+	a := s.attrsOf(table)
+	av, err := a.encodeItem(it)
 	if err != nil {
 		return nil, err
 	}
-	ce, err := condition(c)
+	ce, err := a.condition(c)
 	if err != nil {
 		return nil, err
 	}
@@ -155,13 +178,14 @@ func (s *Store) Delete(ctx context.Context, table, pk, sk string, c store.Cond) 
 	if pk == "" {
 		return errEmptyPK
 	}
-	ce, err := condition(c)
+	a := s.attrsOf(table)
+	ce, err := a.condition(c)
 	if err != nil {
 		return err
 	}
 	in := &dynamodb.DeleteItemInput{
 		TableName:                 &name,
-		Key:                       key(pk, sk),
+		Key:                       a.key(pk, sk),
 		ConditionExpression:       ce.expr,
 		ExpressionAttributeNames:  ce.names,
 		ExpressionAttributeValues: ce.values,
@@ -170,7 +194,7 @@ func (s *Store) Delete(ctx context.Context, table, pk, sk string, c store.Cond) 
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}
 	if _, err := s.client.DeleteItem(ctx, in); err != nil {
-		return callError("DeleteItem", table, err)
+		return s.callError("DeleteItem", table, err)
 	}
 	return nil
 }
@@ -183,7 +207,12 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 		return err
 	}
 	if _, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
-		return callError("TransactWriteItems", "", err)
+		return callErrorOf("TransactWriteItems", "", err, func(i int) *layout {
+			if i >= 0 && i < len(ws) {
+				return s.attrsOf(ws[i].Table)
+			}
+			return defaultAttrs
+		})
 	}
 	return nil
 }
@@ -203,7 +232,8 @@ func (s *Store) transactItems(ws []store.Write) ([]types.TransactWriteItem, erro
 		if err != nil {
 			return nil, fmt.Errorf("write %d: %w", i, err)
 		}
-		ce, err := condition(w.Cond)
+		a := s.attrsOf(w.Table)
+		ce, err := a.condition(w.Cond)
 		if err != nil {
 			return nil, fmt.Errorf("write %d: %w", i, err)
 		}
@@ -213,7 +243,7 @@ func (s *Store) transactItems(ws []store.Write) ([]types.TransactWriteItem, erro
 		}
 		k := itemKey{table: name}
 		if w.Put != nil {
-			av, err := encodeItem(*w.Put)
+			av, err := a.encodeItem(*w.Put)
 			if err != nil {
 				return nil, fmt.Errorf("write %d: %w", i, err)
 			}
@@ -229,7 +259,7 @@ func (s *Store) transactItems(ws []store.Write) ([]types.TransactWriteItem, erro
 			}
 			k.pk, k.sk = w.Delete.PK, w.Delete.SK
 			items[i].Delete = &types.Delete{
-				TableName: &name, Key: key(k.pk, k.sk),
+				TableName: &name, Key: a.key(k.pk, k.sk),
 				ConditionExpression: ce.expr, ExpressionAttributeNames: ce.names, ExpressionAttributeValues: ce.values,
 				ReturnValuesOnConditionCheckFailure: rv,
 			}
@@ -266,15 +296,16 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 		limit = defaultPage
 	}
 	limit = min(limit, maxPage)
+	a := s.attrsOf(q.Table)
 	var start map[string]types.AttributeValue
 	if q.Cursor != "" {
-		if start, err = decodeCursor(q.Cursor, q.PK, q.Index); err != nil {
+		if start, err = a.decodeCursor(q.Cursor, q.PK, q.Index); err != nil {
 			return store.Page{}, err
 		}
 	}
-	pkAttr, skAttr := attrPK, attrSK
+	pkAttr, skAttr := a.PK, a.SK
 	if q.Index {
-		pkAttr, skAttr = attrIndexPK, attrIndexSK
+		pkAttr, skAttr = a.IndexPK, a.IndexSK
 	}
 	expr := "#pk = :pk"
 	names := map[string]string{"#pk": pkAttr}
@@ -311,20 +342,20 @@ func (s *Store) Query(ctx context.Context, q store.Query) (store.Page, error) {
 	}
 	out, err := s.client.Query(ctx, in)
 	if err != nil {
-		return store.Page{}, callError("Query", q.Table, err)
+		return store.Page{}, s.callError("Query", q.Table, err)
 	}
 	raw := out.Items
 	var page store.Page
 	switch {
 	case len(raw) > limit:
 		raw = raw[:limit]
-		page.Cursor = encodeCursor(raw[limit-1], q.Index)
+		page.Cursor = a.encodeCursor(raw[limit-1], q.Index)
 	case len(out.LastEvaluatedKey) > 0:
-		page.Cursor = encodeCursor(out.LastEvaluatedKey, q.Index)
+		page.Cursor = a.encodeCursor(out.LastEvaluatedKey, q.Index)
 	}
 	page.Items = make([]store.Item, 0, len(raw))
 	for _, av := range raw {
-		it, err := decodeItem(av)
+		it, err := a.decodeItem(av)
 		if err != nil {
 			return store.Page{}, err
 		}

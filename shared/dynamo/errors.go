@@ -52,9 +52,20 @@ func (e *CallError) Unwrap() []error {
 // callError maps an SDK error to the store's errors: a failed condition becomes a
 // *store.ConditionError holding the item DynamoDB returned with it (ALL_OLD).
 func callError(op, table string, err error) error {
+	return callErrorOf(op, table, err, func(int) *layout { return defaultAttrs })
+}
+
+// callError is callError with the layout of the logical table.
+func (s *Store) callError(op, table string, err error) error {
+	a := s.attrsOf(table)
+	return callErrorOf(op, table, err, func(int) *layout { return a })
+}
+
+// callErrorOf maps an SDK error, decoding an old item with the layout of its write's table.
+func callErrorOf(op, table string, err error, attrs func(write int) *layout) error {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return conditionError(0, ccf.Item)
+		return conditionError(0, ccf.Item, attrs(0))
 	}
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
@@ -65,7 +76,7 @@ func callError(op, table string, err error) error {
 		for i, r := range tce.CancellationReasons {
 			switch stringOf(r.Code) {
 			case "ConditionalCheckFailed":
-				return conditionError(i, r.Item)
+				return conditionError(i, r.Item, attrs(i))
 			case "ValidationError":
 				invalid = true
 			case "TransactionConflict":
@@ -91,10 +102,10 @@ func callError(op, table string, err error) error {
 	return newCallError(op, table, nil, err)
 }
 
-func conditionError(index int, old map[string]types.AttributeValue) error {
+func conditionError(index int, old map[string]types.AttributeValue, a *layout) error {
 	ce := &store.ConditionError{Index: index}
 	if len(old) > 0 {
-		it, err := decodeItem(old)
+		it, err := a.decodeItem(old)
 		if err != nil {
 			return err
 		}

@@ -206,3 +206,31 @@ func FuzzDecodeCursor(f *testing.F) {
 		}
 	})
 }
+
+// A table laid out with other attribute names round-trips every item as the default layout
+// does, under those names; names must be set and distinct.
+func TestAttributesLayout(t *testing.T) {
+	a := newLayout(PowertoolsAttributes)
+	it := store.Item{PK: "k#s#1", Doc: []byte(`{}`), Version: 3, LockExpiresAt: 9, ExpiresAt: 10}
+	av, err := a.encodeItem(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"id", "data", "expiration", "twice_version", "twice_lock_expiration"} {
+		if av[name] == nil {
+			t.Errorf("no %s in %v", name, av)
+		}
+	}
+	if av[attrPK] != nil || av[attrExpires] != nil {
+		t.Errorf("default names written too: %v", av)
+	}
+	got, err := a.decodeItem(av)
+	if err != nil || string(got.Doc) != "{}" || got.PK != it.PK || got.Version != 3 || got.LockExpiresAt != 9 || got.ExpiresAt != 10 {
+		t.Fatalf("%+v %v", got, err)
+	}
+	bad := DefaultAttributes
+	bad.Doc = bad.PK
+	if bad.check() == nil {
+		t.Fatal("a repeated name passed")
+	}
+}

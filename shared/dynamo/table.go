@@ -58,11 +58,20 @@ const tableWait = 5 * time.Minute
 // index is set. It turns TTL on for expires_at and returns once the table is ACTIVE. The
 // deployed tables come from template.yaml; this is for tests and local tooling.
 func CreateTable(ctx context.Context, client TableAdmin, name string, sortKey, index bool) error {
-	attrs := []types.AttributeDefinition{{AttributeName: aws.String(attrPK), AttributeType: types.ScalarAttributeTypeS}}
-	schema := []types.KeySchemaElement{{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash}}
+	return CreateTableWith(ctx, client, name, sortKey, index, DefaultAttributes)
+}
+
+// CreateTableWith is CreateTable with the attribute names a: PowertoolsAttributes makes the
+// table Powertools' idempotency documentation declares (partition key id, TTL on expiration).
+func CreateTableWith(ctx context.Context, client TableAdmin, name string, sortKey, index bool, a Attributes) error {
+	if err := a.check(); err != nil {
+		return err
+	}
+	attrs := []types.AttributeDefinition{{AttributeName: aws.String(a.PK), AttributeType: types.ScalarAttributeTypeS}}
+	schema := []types.KeySchemaElement{{AttributeName: aws.String(a.PK), KeyType: types.KeyTypeHash}}
 	if sortKey {
-		attrs = append(attrs, types.AttributeDefinition{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS})
-		schema = append(schema, types.KeySchemaElement{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange})
+		attrs = append(attrs, types.AttributeDefinition{AttributeName: aws.String(a.SK), AttributeType: types.ScalarAttributeTypeS})
+		schema = append(schema, types.KeySchemaElement{AttributeName: aws.String(a.SK), KeyType: types.KeyTypeRange})
 	}
 	in := &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
@@ -72,13 +81,13 @@ func CreateTable(ctx context.Context, client TableAdmin, name string, sortKey, i
 	}
 	if index {
 		in.AttributeDefinitions = append(in.AttributeDefinitions,
-			types.AttributeDefinition{AttributeName: aws.String(attrIndexPK), AttributeType: types.ScalarAttributeTypeS},
-			types.AttributeDefinition{AttributeName: aws.String(attrIndexSK), AttributeType: types.ScalarAttributeTypeS})
+			types.AttributeDefinition{AttributeName: aws.String(a.IndexPK), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(a.IndexSK), AttributeType: types.ScalarAttributeTypeS})
 		in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{{
 			IndexName: aws.String(IndexName),
 			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrIndexPK), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(attrIndexSK), KeyType: types.KeyTypeRange},
+				{AttributeName: aws.String(a.IndexPK), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(a.IndexSK), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
 		}}
@@ -95,7 +104,7 @@ func CreateTable(ctx context.Context, client TableAdmin, name string, sortKey, i
 	if _, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(name),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(attrExpires),
+			AttributeName: aws.String(a.Expires),
 			Enabled:       aws.Bool(true),
 		},
 	}); err != nil {

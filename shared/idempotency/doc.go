@@ -28,8 +28,42 @@
 //   - Completed keys are kept for Retention (default 7 days), which must be longer than the
 //     callers' RetryWindow (default 3 days); the record's expires_at is the DynamoDB TTL.
 //
-// Keeper.Do wraps any operation; Keeper.Middleware wraps any http.Handler, with Stage to commit
-// a handler's writes with its response, NotFinal for a retryable failure, MarkPending for an
-// unknown outcome, and LeaseOf for the lease a request runs under. The records live in
-// any store.Store: DynamoDB in AWS, the embedded bbolt store locally.
+// # Uses
+//
+//   - Any function, typed: Do[T] runs op once per key and stores its result with a Codec (JSON
+//     by default); a repeat decodes it. Inside op, Stage commits writes with the result,
+//     NotFinal releases the key (a retryable failure), MarkPending keeps it pending (an
+//     unknown outcome), LeaseOf gives the lease. A held key is an *InProgressError, another
+//     request under the key a *MismatchError.
+//   - HTTP: Keeper.Middleware wraps any http.Handler by the Idempotency-Key header; it is a thin
+//     user of the typed API, storing the recorded Response as it is.
+//   - Any Lambda handler and SQS batches: package idemlambda (a JSONPath key over the event,
+//     validation path, raise or pass through, key prefix, response hook; SQS records each
+//     under their own key with partial batch failures).
+//   - The lifecycle itself: Keeper.Do and Keeper.Run (a Result with Effects, IfNewer, Final,
+//     Pending), Acquire/Complete/Release/Pend/Resume, and Keeper.Resolve for a background
+//     resolver.
+//
+// # Completion modes
+//
+// A result with effects completes in one transaction with them (TransactWriteItems in
+// DynamoDB). A result with none (the stored result is the record itself: a typed result that is
+// the business record, an SQS record done) completes in one conditional write (PutItem), which
+// is atomic on its own and costs half the write units; a release with no effect is one
+// conditional delete.
+//
+// # Cache
+//
+// WithCache keeps completed records in process, bounded, off by default: a replay of one costs
+// no store call. A completed record never changes until it expires, and the entry expires
+// with it; the price is memory, a cache per process, and that a record removed out of band
+// replays from the cache until it expires or is evicted.
+//
+// # Stores
+//
+// The records live in any store.Store (package store documents the contract: conditional
+// puts that return the old item with a failed condition, all-or-nothing transactions, expiry
+// as data): DynamoDB in AWS (package dynamo, whose Attributes also lay records into an
+// existing Powertools idempotency table), the embedded bbolt store locally (infra/boltstore).
+// The author of another store proves it with the contract suite in package idempotencytest.
 package idempotency

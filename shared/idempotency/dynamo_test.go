@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -93,4 +94,59 @@ func TestDynamoDBCallsPerRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("resume", map[string]int{"PutItem": 1})
+
+	// The single-write mode: a completion or a release with no effect is one conditional write,
+	// no transaction.
+	solo, err := k.Acquire(ctx, "local", "solo", f)
+	if err != nil || solo.Kind != New {
+		t.Fatal(solo.Kind, err)
+	}
+	calls.Reset()
+	if err := k.Complete(ctx, solo.Lease, Response{Status: 200, Body: []byte(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	expect("complete without effect", map[string]int{"PutItem": 1})
+	if err := k.Complete(ctx, solo.Lease, Response{Status: 200}); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("second single-write completion: %v", err)
+	}
+	expect("a lost lease's single write", map[string]int{"PutItem": 1})
+	rel, _ := k.Acquire(ctx, "local", "rel", f)
+	calls.Reset()
+	if err := k.Release(ctx, rel.Lease); err != nil {
+		t.Fatal(err)
+	}
+	expect("release without effect", map[string]int{"DeleteItem": 1})
+}
+
+// TestDynamoDBWriteUnits states what each completion mode is billed, as DynamoDB Local reports
+// it (ReturnConsumedCapacity): a new key with one effect 1 + 2x2 = 5 write units, with none
+// 1 + 1 = 2.
+func TestDynamoDBWriteUnits(t *testing.T) {
+	units := &dynamo.CapacityCounter{}
+	client := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, units.Middleware()) })
+	s := dynamo.New(client, map[string]string{
+		Table:      testenv.CreateTable(t, client, testenv.Schema{}),
+		"payments": testenv.CreateTable(t, client, testenv.Schema{}),
+	})
+	ctx := context.Background()
+	k := newKeeper(t, s, newClock())
+	f := fp(t, `{"amount":1}`)
+	want := func(step string, w float64) {
+		t.Helper()
+		if got, _ := units.Units(); got != w {
+			t.Fatalf("%s: %v write units, want %v", step, got, w)
+		}
+		units.Reset()
+	}
+	out, _ := k.Acquire(ctx, "local", "tx", f)
+	effect := store.Write{Table: "payments", Put: &store.Item{PK: "pay_1", Doc: []byte(`{}`)}, Cond: store.Cond{Kind: store.NotExists}}
+	if err := k.Complete(ctx, out.Lease, Response{Status: 201, Body: []byte(`{"id":"pay_1"}`)}, effect); err != nil {
+		t.Fatal(err)
+	}
+	want("new key, complete with one effect", 5)
+	out, _ = k.Acquire(ctx, "local", "solo", f)
+	if err := k.Complete(ctx, out.Lease, Response{Status: 201, Body: []byte(`{"id":"pay_1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	want("new key, single-write completion", 2)
 }

@@ -82,3 +82,37 @@ func ExampleKeeper_Middleware() {
 	// 201 true
 	// 422
 }
+
+// Do makes a function of any result type idempotent: the result is stored with a codec (JSON by
+// default) and a repeat decodes it instead of running the function again. A staged write
+// commits with the result, in one transaction.
+func ExampleDo() {
+	s, done := openStore()
+	defer done()
+	k, _ := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+
+	type Receipt struct {
+		OrderID string `json:"order_id"`
+		Total   int    `json:"total"`
+	}
+	charges := 0
+	charge := func(ctx context.Context) (Receipt, error) {
+		charges++
+		idempotency.Stage(ctx, store.Write{Table: "payments", Put: &store.Item{PK: "pay_7", Doc: []byte(`{"total":1200}`)}})
+		return Receipt{OrderID: "ord_7", Total: 1200}, nil
+	}
+	fp, _ := idempotency.FingerprintJSON([]byte(`{"order":"ord_7"}`))
+	for range 2 {
+		r, out, err := idempotency.Do(context.Background(), k, "shop", "ord_7", fp, charge)
+		fmt.Println(out.Kind, r.OrderID, r.Total, err)
+	}
+	other, _ := idempotency.FingerprintJSON([]byte(`{"order":"ord_8"}`))
+	_, _, err := idempotency.Do(context.Background(), k, "shop", "ord_7", other, charge)
+	fmt.Println(err)
+	fmt.Println("charges:", charges)
+	// Output:
+	// new ord_7 1200 <nil>
+	// replay ord_7 1200 <nil>
+	// idempotency: key ord_7 used with a different request (fields [order])
+	// charges: 1
+}

@@ -128,30 +128,28 @@ func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handle
 			if err != nil {
 				fp = FingerprintBytes(body)
 			}
-			st := &staged{}
-			out, err := k.Run(r.Context(), cfg.Scope(r), key, fp, func(ctx context.Context, l *Lease) (Result, error) {
+			// A thin user of the typed API: the result is the recorded Response, stored as it is.
+			resp, out, err := doTyped(r.Context(), k, cfg.Scope(r), key, fp, func(ctx context.Context) (Response, error) {
 				rec := &recorder{header: http.Header{}, status: http.StatusOK}
-				st.lease = l
-				req := r.WithContext(context.WithValue(ctx, stagedKey{}, st))
+				req := r.WithContext(ctx)
 				// A resumed pending key runs from the bytes its first request sent.
 				run := body
-				if l.Request != nil {
+				if l, _ := LeaseOf(ctx); l != nil && l.Request != nil {
 					run = l.Request
 				}
 				req.Body = io.NopCloser(bytes.NewReader(run))
 				next.ServeHTTP(rec, req)
-				res := Result{
-					Response: rec.response(),
-					Effects:  st.effects,
-					IfNewer:  st.ifNewer,
-					Final:    !st.notFinal && !st.pending && rec.status < 500,
+				if st, _ := ctx.Value(stagedKey{}).(*staged); rec.status >= 500 && !st.pending {
+					NotFinal(ctx) // a server error may be retried: never replayed (unless pending)
 				}
-				if st.pending && !st.notFinal {
-					res.Pending, res.Request = true, run
-				}
-				return res, nil
-			})
+				return rec.response(), nil
+			}, identity, deref, body)
+			if err == nil {
+				out.Response = &resp
+			}
 			switch {
+			case errors.Is(err, ErrInProgress), errors.Is(err, ErrMismatch):
+				// answered by Kind below
 			case errors.Is(err, ErrLeaseLost):
 				w.Header().Set("Retry-After", "1")
 				problem.Error(w, http.StatusConflict, "Another request with this Idempotency-Key took over; retry to get its result.")
@@ -177,6 +175,10 @@ func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handle
 		})
 	}
 }
+
+func identity(r Response) (Response, error) { return r, nil }
+
+func deref(r *Response) (Response, error) { return *r, nil }
 
 func writeResponse(w http.ResponseWriter, resp Response, replayed bool) {
 	h := w.Header()

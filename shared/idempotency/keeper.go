@@ -161,6 +161,7 @@ type Keeper struct {
 	now     func() time.Time
 	log     *slog.Logger
 	metrics Metrics
+	cache   *cache // WithCache: completed records, nil when off
 }
 
 // Option configures a Keeper.
@@ -206,6 +207,9 @@ func (k *Keeper) event(ctx context.Context, name, key string, attrs ...any) {
 	if k.metrics != nil {
 		k.metrics.Count(ctx, name)
 	}
+	if !k.log.Enabled(ctx, slog.LevelInfo) {
+		return // no attributes built for a line nobody writes
+	}
 	k.log.LogAttrs(ctx, slog.LevelInfo, "idempotency "+name, append([]slog.Attr{slog.String("key", key)}, toAttrs(attrs)...)...)
 }
 
@@ -226,6 +230,9 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 	}
 	pk := Scoped(scope, key)
 	now := k.now()
+	if out, ok := k.cached(ctx, pk, fp, now); ok {
+		return out, nil
+	}
 	lockUntil := now.Add(k.cfg.DefaultLock)
 	if dl, ok := ctx.Deadline(); ok {
 		// The deadline is a wall-clock instant; the Keeper's clock may be another (a fake in
@@ -290,6 +297,22 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 	if !errors.As(err, &ce) || ce.Old == nil {
 		return Outcome{}, fmt.Errorf("idempotency: acquire: %w", err)
 	}
+	// The replay path: read only what a completed record's answer needs. The fingerprint's
+	// per-field hashes, the times and the request bytes are decoded (in full) only when the
+	// record is not a plain replay of this request.
+	var quick struct {
+		Status      string               `json:"status"`
+		Fingerprint struct{ Sum string } `json:"fingerprint"`
+		Response    *Response            `json:"response"`
+	}
+	if err := json.Unmarshal(ce.Old.Doc, &quick); err != nil {
+		return Outcome{}, fmt.Errorf("idempotency: stored record for %s: %w", pk, err)
+	}
+	if quick.Status == StatusCompleted && quick.Response != nil && quick.Fingerprint.Sum == fp.Sum {
+		k.remember(pk, fp, quick.Response, ce.Old.ExpiresAt)
+		k.event(ctx, "replayed", pk)
+		return Outcome{Kind: Replay, Response: quick.Response}, nil
+	}
 	var old record
 	if err := json.Unmarshal(ce.Old.Doc, &old); err != nil {
 		return Outcome{}, fmt.Errorf("idempotency: stored record for %s: %w", pk, err)
@@ -299,6 +322,7 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 		return Outcome{Kind: Mismatch, Fields: fields}, nil
 	}
 	if old.Status == StatusCompleted && old.Response != nil {
+		k.remember(pk, old.Fingerprint, old.Response, ce.Old.ExpiresAt)
 		k.event(ctx, "replayed", pk)
 		return Outcome{Kind: Replay, Response: old.Response}, nil
 	}
@@ -313,7 +337,9 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 // Complete stores resp for the lease's key and commits effects with it in one transaction:
 // either both are written or neither. If the lease was lost, nothing is written and the error
 // is ErrLeaseLost. If an effect's own condition fails, its *store.ConditionError comes back with
-// Index counting from the first effect.
+// Index counting from the first effect. With no effects, the completion is one conditional
+// write (a PutItem in DynamoDB, 1 write unit per KB) instead of a transaction (2 per KB per
+// item): the single-write mode, for when the stored result is the record itself.
 func (k *Keeper) Complete(ctx context.Context, l *Lease, resp Response, effects ...store.Write) error {
 	now := k.now()
 	rec := record{Status: StatusCompleted, Fingerprint: l.Fingerprint, Response: &resp,
@@ -321,6 +347,7 @@ func (k *Keeper) Complete(ctx context.Context, l *Lease, resp Response, effects 
 	if err := k.put(ctx, l, rec, now, effects); err != nil {
 		return err
 	}
+	k.remember(l.Key, l.Fingerprint, &resp, now.Add(k.cfg.Retention).Unix())
 	k.event(ctx, "completed", l.Key, "status", resp.Status)
 	return nil
 }
@@ -339,8 +366,14 @@ func (k *Keeper) Release(ctx context.Context, l *Lease, effects ...store.Write) 
 		k.event(ctx, "released", l.Key, "pending", true)
 		return nil
 	}
-	ws := append([]store.Write{{Table: Table, Delete: &store.Key{PK: l.Key}, Cond: store.Cond{Kind: store.VersionIs, Version: l.Version}}}, effects...)
-	if err := k.store.Transact(ctx, ws...); err != nil {
+	cond := store.Cond{Kind: store.VersionIs, Version: l.Version}
+	var err error
+	if len(effects) == 0 {
+		err = k.store.Delete(ctx, Table, l.Key, "", cond) // one conditional delete, no transaction
+	} else {
+		err = k.store.Transact(ctx, append([]store.Write{{Table: Table, Delete: &store.Key{PK: l.Key}, Cond: cond}}, effects...)...)
+	}
+	if err != nil {
 		return k.commitErr(ctx, l, err)
 	}
 	k.event(ctx, "released", l.Key)
@@ -369,16 +402,25 @@ func (k *Keeper) Pend(ctx context.Context, l *Lease, resp Response, request []by
 	return nil
 }
 
-// put commits rec for the lease's key with effects in one transaction. The record moves past
-// the lease's version, so the lease cannot commit (and its effects) a second time.
+// put commits rec for the lease's key with effects in one transaction, or, with no effects, in
+// one conditional write (the single-write completion). The record moves past the lease's
+// version, so the lease cannot commit (and its effects) a second time.
 func (k *Keeper) put(ctx context.Context, l *Lease, rec record, now time.Time, effects []store.Write) error {
 	doc, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
 	it := store.Item{PK: l.Key, Doc: doc, Version: l.Version + 1, ExpiresAt: now.Add(k.cfg.Retention).Unix()}
-	ws := append([]store.Write{{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: l.Version}}}, effects...)
-	if err := k.store.Transact(ctx, ws...); err != nil {
+	cond := store.Cond{Kind: store.VersionIs, Version: l.Version}
+	if len(effects) == 0 {
+		// The record is the whole effect (a typed result that is the business record, an SQS
+		// record's completion): one conditional write is atomic without a transaction, and costs
+		// half its write units.
+		err = k.store.Put(ctx, Table, it, cond)
+	} else {
+		err = k.store.Transact(ctx, append([]store.Write{{Table: Table, Put: &it, Cond: cond}}, effects...)...)
+	}
+	if err != nil {
 		return k.commitErr(ctx, l, err)
 	}
 	return nil
@@ -431,6 +473,11 @@ func (k *Keeper) Resume(ctx context.Context, out Outcome) (*Lease, error) {
 // record exists (nothing to resolve). It costs one strongly consistent read.
 func (k *Keeper) Lookup(ctx context.Context, scope, key string) (Outcome, error) {
 	pk := Scoped(scope, key)
+	if k.cache != nil {
+		if e, ok := k.cache.get(pk, k.now()); ok {
+			return Outcome{Kind: Replay, Response: e.resp}, nil
+		}
+	}
 	it, err := k.store.Get(ctx, Table, pk, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return Outcome{Kind: New}, nil
@@ -454,6 +501,31 @@ func (k *Keeper) Lookup(ctx context.Context, scope, key string) (Outcome, error)
 		return out, nil
 	}
 	return Outcome{Kind: InProgress, RetryAfter: k.retryAfter(it.LockExpiresAt, now)}, nil
+}
+
+// cached answers a completed key from the cache (WithCache): Replay, or Mismatch for another
+// request.
+func (k *Keeper) cached(ctx context.Context, pk string, fp Fingerprint, now time.Time) (Outcome, bool) {
+	if k.cache == nil {
+		return Outcome{}, false
+	}
+	e, ok := k.cache.get(pk, now)
+	if !ok {
+		return Outcome{}, false
+	}
+	if fields := e.fp.Diff(fp); fields != nil {
+		k.event(ctx, "mismatched", pk, "fields", fields, "cached", true)
+		return Outcome{Kind: Mismatch, Fields: fields}, true
+	}
+	k.event(ctx, "replayed", pk, "cached", true)
+	return Outcome{Kind: Replay, Response: e.resp}, true
+}
+
+// remember caches a completed record (WithCache).
+func (k *Keeper) remember(pk string, fp Fingerprint, resp *Response, expiresAt int64) {
+	if k.cache != nil {
+		k.cache.put(&cacheEntry{pk: pk, fp: fp, resp: resp, expiresAt: expiresAt})
+	}
 }
 
 // retryAfter is the wait suggested for an in-progress key: until its lock expires, within

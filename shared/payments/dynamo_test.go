@@ -68,3 +68,48 @@ func TestDynamoDBCallsWithTheOutbox(t *testing.T) {
 		t.Fatalf("resolve message: %v", err)
 	}
 }
+
+// TestDynamoDBWriteUnitsPerPayment states what the payments API is billed per request on
+// DynamoDB, as DynamoDB Local reports it (ReturnConsumedCapacity), with items under 1 KB: a new
+// payment is the key's conditional put (1) plus one transaction of the key, the payment, the
+// payment's gsi1 entry and its provider alias (4 x 2); a busy provider releases the key in one conditional delete (1, was a
+// 2-unit transaction before the single-write mode); a replay is the failed conditional put,
+// which the error reports no units for (AWS bills it 1 per KB of the item, so 1).
+// The attempt log's own transaction per provider call is not counted here (the fake provider
+// logs nothing).
+func TestDynamoDBWriteUnitsPerPayment(t *testing.T) {
+	units := &dynamo.CapacityCounter{}
+	client := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, units.Middleware()) })
+	st := dynamo.New(client, map[string]string{
+		idempotency.Table: testenv.CreateTable(t, client, testenv.Schema{}),
+		Table:             testenv.CreateTable(t, client, testenv.Schema{GSI1: true}),
+		outbox.Table:      testenv.CreateTable(t, client, testenv.Schema{GSI1: true}),
+	})
+	now := func() time.Time { return created }
+	quiet := slog.New(slog.DiscardHandler)
+	k, err := idempotency.NewKeeper(st, idempotency.Config{}, idempotency.WithClock(now), idempotency.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := &providertest.Fake{Now: now}
+	svc := &Service{Store: st, Keeper: k, Provider: prov, Now: now, Log: quiet}
+	h := svc.Handler(func(*http.Request) string { return "local" })
+	post := func(key string) int {
+		r := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"amount":100,"currency":"usd","customer":"cus_1","payment_method":"pm_card_visa"}`))
+		r.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	expect := func(step string, code, wantCode int, want float64) {
+		t.Helper()
+		if got, _ := units.Units(); code != wantCode || got != want {
+			t.Fatalf("%s: %d, %v write units; want %d, %v", step, code, got, wantCode, want)
+		}
+		units.Reset()
+	}
+	expect("new payment", post("n"), 201, 9)
+	expect("replay", post("n"), 201, 0)
+	prov.FailNext(1, &provider.ThrottledError{}, true)
+	expect("provider busy: key released", post("b"), 503, 2)
+}

@@ -10,29 +10,36 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runtwice/twice/shared/idempotency/idemlambda"
 	"github.com/runtwice/twice/shared/queue"
 )
 
-// HandleResolve is the resolve queue's SQS handler: each record's body is a JSON ResolveJob.
-// A job that fails (or does not decode) is reported alone as a batch item failure, so SQS
-// retries it and, after the queue's maxReceiveCount, moves it to the dead-letter queue.
+// ResolveScope is the key prefix of the resolve queue's records (idemlambda.Config.KeyPrefix):
+// the same in Lambda and locally.
+const ResolveScope = "resolve-job"
+
+// HandleResolve is the resolve queue's SQS handler: each record's body is a JSON ResolveJob,
+// run under its own idempotency key (its message id, idemlambda.SQS), so a redelivered message
+// whose job completed is not run again. A job that fails (or does not decode) is reported alone
+// as a batch item failure, so SQS retries it and, after the queue's maxReceiveCount, moves it
+// to the dead-letter queue.
 func (s *Service) HandleResolve(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var resp events.SQSEventResponse
-	for _, m := range ev.Records {
-		var job ResolveJob
-		err := json.Unmarshal([]byte(m.Body), &job)
-		if err == nil && (job.Scope == "" || job.Key == "" || job.PaymentID == "") {
-			err = errors.New("payments: resolve job without scope, key or payment id")
-		}
-		if err == nil {
-			err = s.Resolve(ctx, job)
-		}
-		if err != nil {
-			s.log().InfoContext(ctx, "resolve job will run again", "message_id", m.MessageId, "error", err)
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-		}
+	h, err := idemlambda.SQS(idemlambda.Config[struct{}]{Keeper: s.Keeper, KeyPrefix: ResolveScope, Log: s.log()}, s.resolveMessage)
+	if err != nil {
+		return events.SQSEventResponse{}, err
 	}
-	return resp, nil
+	return h(ctx, ev)
+}
+
+func (s *Service) resolveMessage(ctx context.Context, m events.SQSMessage) error {
+	var job ResolveJob
+	if err := json.Unmarshal([]byte(m.Body), &job); err != nil {
+		return err
+	}
+	if job.Scope == "" || job.Key == "" || job.PaymentID == "" {
+		return errors.New("payments: resolve job without scope, key or payment id")
+	}
+	return s.Resolve(ctx, job)
 }
 
 // Sender is the one queue call QueueResolver makes; queue.Queue (SQS, the local queue)

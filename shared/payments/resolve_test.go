@@ -1,4 +1,4 @@
-package payments_test
+package payments
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -25,28 +25,64 @@ func (c *capture) Send(_ context.Context, body []byte, opts queue.SendOptions) (
 
 func TestQueueResolverSendsTheJobDelayed(t *testing.T) {
 	c := &capture{}
-	job := payments.ResolveJob{Scope: "jwt:a", Key: "k1", PaymentID: "pay_1", Body: []byte(`{"amount":1}`)}
-	if err := (&payments.QueueResolver{Queue: c, Delay: 5 * time.Second}).EnqueueResolve(context.Background(), job); err != nil {
+	job := ResolveJob{Scope: "jwt:a", Key: "k1", PaymentID: "pay_1", Body: []byte(`{"amount":1}`)}
+	if err := (&QueueResolver{Queue: c, Delay: 5 * time.Second}).EnqueueResolve(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
-	var got payments.ResolveJob
+	var got ResolveJob
 	if err := json.Unmarshal(c.body, &got); err != nil || got.Key != "k1" || string(got.Body) != `{"amount":1}` || c.opts.Delay != 5*time.Second {
 		t.Fatalf("sent %s with %+v (%v)", c.body, c.opts, err)
 	}
 }
 
 // HandleResolve reports each bad job alone; a job that cannot be parsed, or names no key, never
-// reaches the provider or the store.
+// reaches the provider, and its message record is released (a redelivery runs it again).
 func TestHandleResolveReportsEachFailure(t *testing.T) {
-	s := &payments.Service{}
-	bad, _ := json.Marshal(payments.ResolveJob{Scope: "s", PaymentID: "pay_1"})
-	resp, err := s.HandleResolve(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+	f := newFixture(t)
+	bad, _ := json.Marshal(ResolveJob{Scope: "s", PaymentID: "pay_1"})
+	batch := events.SQSEvent{Records: []events.SQSMessage{
 		{MessageId: "not-json", Body: "{"},
 		{MessageId: "bad-body", Body: string(bad)},
-	}})
-	if err != nil || len(resp.BatchItemFailures) != 2 || resp.BatchItemFailures[0].ItemIdentifier != "not-json" ||
-		resp.BatchItemFailures[1].ItemIdentifier != "bad-body" {
-		t.Fatalf("%+v, %v", resp, err)
+	}}
+	for range 2 {
+		resp, err := f.svc.HandleResolve(context.Background(), batch)
+		if err != nil || len(resp.BatchItemFailures) != 2 || resp.BatchItemFailures[0].ItemIdentifier != "not-json" ||
+			resp.BatchItemFailures[1].ItemIdentifier != "bad-body" {
+			t.Fatalf("%+v, %v", resp, err)
+		}
+	}
+	if len(f.prov.calls) != 0 {
+		t.Fatalf("provider called: %v", f.prov.calls)
+	}
+}
+
+// A resolve job through the queue handler: it resolves the payment, and a redelivery of the
+// same message (SQS delivers at least once) is answered from its record without a second
+// resolution.
+func TestHandleResolveRunsEachMessageOnce(t *testing.T) {
+	f := newFixture(t)
+	if w := f.do(t, "POST", "/payments", "k", body("pm_timeout_once")); w.Code != 202 {
+		t.Fatalf("first: %d %s", w.Code, w.Body)
+	}
+	f.drain(t)
+	if len(f.jobs.list) != 1 {
+		t.Fatalf("%d jobs", len(f.jobs.list))
+	}
+	b, _ := json.Marshal(f.jobs.list[0])
+	msg := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: string(b)}}}
+	for range 2 {
+		resp, err := f.svc.HandleResolve(context.Background(), msg)
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("%+v, %v", resp, err)
+		}
+	}
+	// One create before the timeout, one resolution: the redelivery made no call.
+	if n := f.prov.calls[provider.IdempotencyKey("local", "k")]; n != 2 {
+		t.Fatalf("provider called %d times", n)
+	}
+	again := f.do(t, "POST", "/payments", "k", body("pm_timeout_once"))
+	if again.Code != 201 {
+		t.Fatalf("after resolve: %d %s", again.Code, again.Body)
 	}
 }
 
@@ -54,14 +90,14 @@ func TestHandleResolveReportsEachFailure(t *testing.T) {
 // never sooner than the first attempt's settling delay.
 func TestResolveBackoffIsJitteredAndCapped(t *testing.T) {
 	c := &capture{}
-	r := &payments.QueueResolver{Queue: c, Delay: 5 * time.Second, Rand: rand.New(rand.NewPCG(7, 8))}
+	r := &QueueResolver{Queue: c, Delay: 5 * time.Second, Rand: rand.New(rand.NewPCG(7, 8))}
 	seen := map[time.Duration]bool{}
 	for attempt := 1; attempt <= 30; attempt++ {
-		if err := r.EnqueueResolve(context.Background(), payments.ResolveJob{Scope: "s", Key: "k", PaymentID: "pay_1", Attempt: attempt}); err != nil {
+		if err := r.EnqueueResolve(context.Background(), ResolveJob{Scope: "s", Key: "k", PaymentID: "pay_1", Attempt: attempt}); err != nil {
 			t.Fatal(err)
 		}
 		d := c.opts.Delay
-		if d < 5*time.Second || d > payments.MaxResolveDelay || (attempt == 1 && d != 5*time.Second) {
+		if d < 5*time.Second || d > MaxResolveDelay || (attempt == 1 && d != 5*time.Second) {
 			t.Fatalf("attempt %d waits %s", attempt, d)
 		}
 		seen[d] = true

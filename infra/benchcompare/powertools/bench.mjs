@@ -19,7 +19,9 @@ const endpoint = env('BENCH_ENDPOINT');
 const tableName = env('BENCH_TABLE');
 const requests = Number(env('BENCH_REQUESTS', '500'));
 const concurrency = Number(env('BENCH_CONCURRENCY', '8'));
-const held = Number(env('BENCH_HELD', '50'));
+const held = Number(env('BENCH_HELD', '50')); // 0: no in-progress phase
+// BENCH_CACHE=1 turns on Powertools' in-process cache of completed records (useLocalCache).
+const useLocalCache = env('BENCH_CACHE', '') === '1';
 if (!endpoint || !tableName) {
   console.error('BENCH_ENDPOINT and BENCH_TABLE are required');
   process.exit(2);
@@ -53,6 +55,8 @@ const config = new IdempotencyConfig({
   eventKeyJmesPath: 'key',
   payloadValidationJmesPath: 'body',
   expiresAfterSeconds: 7 * 24 * 3600,
+  useLocalCache,
+  maxLocalCacheSize: Math.max(requests, 256),
 });
 
 // Holders of an in-progress key wait on this gate inside the handler.
@@ -127,11 +131,25 @@ async function main() {
   await load(Math.min(200, requests), (i) => handler(event('warm', i), lambdaContext));
   snapshot();
 
+  // cpu_ms: the process's user+system CPU over the phase (process.cpuUsage), for CPU per request.
+  let cpu = process.cpuUsage();
+  let wall = process.hrtime.bigint();
+  const spent = () => {
+    const d = process.cpuUsage(cpu);
+    const w = Number(process.hrtime.bigint() - wall) / 1e6;
+    cpu = process.cpuUsage();
+    wall = process.hrtime.bigint();
+    return { cpu_ms: (d.user + d.system) / 1000, wall_ms: w };
+  };
   let r = await load(requests, (i) => handler(event('k', i), lambdaContext));
-  phases.push({ kind: 'new', calls: snapshot(), errors: r.errors, requests, latencies_ms: r.latencies });
+  phases.push({ kind: 'new', calls: snapshot(), errors: r.errors, requests, latencies_ms: r.latencies, ...spent() });
 
   r = await load(requests, (i) => handler(event('k', i), lambdaContext));
-  phases.push({ kind: 'replay', calls: snapshot(), errors: r.errors, requests, latencies_ms: r.latencies });
+  phases.push({ kind: 'replay', calls: snapshot(), errors: r.errors, requests, latencies_ms: r.latencies, ...spent() });
+  if (held === 0) {
+    process.stdout.write(JSON.stringify({ implementation: 'powertools-typescript', version: version(), node: process.version, phases }));
+    return;
+  }
 
   // In progress: `held` handlers hold their keys; duplicates arrive while they do.
   let open;
@@ -159,12 +177,14 @@ async function main() {
   open();
   await Promise.all(holders);
 
-  const pkg = JSON.parse(
-    readFileSync(new URL('./node_modules/@aws-lambda-powertools/idempotency/package.json', import.meta.url)),
-  );
   process.stdout.write(
-    JSON.stringify({ implementation: 'powertools-typescript', version: pkg.version, node: process.version, phases }),
+    JSON.stringify({ implementation: 'powertools-typescript', version: version(), node: process.version, phases }),
   );
+}
+
+function version() {
+  return JSON.parse(readFileSync(new URL('./node_modules/@aws-lambda-powertools/idempotency/package.json', import.meta.url)))
+    .version;
 }
 
 await main();
