@@ -105,23 +105,8 @@ func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handle
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			key := r.Header.Get(HeaderKey)
-			if err := ValidateKey(key); err != nil {
-				detail := "The Idempotency-Key header must be 1-255 visible ASCII characters."
-				if errors.Is(err, ErrKeyMissing) {
-					detail = "This request needs an Idempotency-Key header."
-				}
-				problem.Error(w, http.StatusBadRequest, detail)
-				return
-			}
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBody))
-			if err != nil {
-				var tooBig *http.MaxBytesError
-				if errors.As(err, &tooBig) {
-					problem.Error(w, http.StatusRequestEntityTooLarge, "The request body is larger than "+strconv.FormatInt(cfg.MaxBody, 10)+" bytes.")
-					return
-				}
-				problem.Error(w, http.StatusBadRequest, "The request body could not be read.")
+			key, body, ok := ReadRequest(w, r, cfg.MaxBody)
+			if !ok {
 				return
 			}
 			fp, err := FingerprintJSON(body)
@@ -147,32 +132,65 @@ func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handle
 			if err == nil {
 				out.Response = &resp
 			}
-			switch {
-			case errors.Is(err, ErrInProgress), errors.Is(err, ErrMismatch):
-				// answered by Kind below
-			case errors.Is(err, ErrLeaseLost):
-				w.Header().Set("Retry-After", "1")
-				problem.Error(w, http.StatusConflict, "Another request with this Idempotency-Key took over; retry to get its result.")
-				return
-			case err != nil:
-				k.log.ErrorContext(r.Context(), "idempotency middleware", "error", err)
-				problem.Error(w, http.StatusInternalServerError, "The request could not be recorded; it is safe to retry with the same Idempotency-Key.")
-				return
+			if errors.Is(err, ErrInProgress) || errors.Is(err, ErrMismatch) {
+				err = nil // answered by the outcome's Kind
 			}
-			switch out.Kind {
-			case New:
-				writeResponse(w, *out.Response, false)
-			case Replay, Pending:
-				writeResponse(w, *out.Response, true)
-			case InProgress:
-				w.Header().Set("Retry-After", strconv.Itoa(int(out.RetryAfter.Seconds()+0.999)))
-				problem.Error(w, http.StatusConflict, "A request with this Idempotency-Key is still being processed.")
-			case Mismatch:
-				p := problem.New(http.StatusUnprocessableEntity, "This Idempotency-Key was used with a different request body.")
-				p.Extra = map[string]any{"fields": out.Fields}
-				problem.Write(w, p)
-			}
+			k.WriteOutcome(w, r, out, err)
 		})
+	}
+}
+
+// ReadRequest reads what every idempotent HTTP request carries, the Idempotency-Key header and
+// a body of at most maxBody bytes. When either is unusable it answers the problem (400, or 413
+// for a body too large) and reports false.
+func ReadRequest(w http.ResponseWriter, r *http.Request, maxBody int64) (key string, body []byte, ok bool) {
+	key = r.Header.Get(HeaderKey)
+	if err := ValidateKey(key); err != nil {
+		if errors.Is(err, ErrKeyMissing) {
+			problem.Write(w, problem.Typed(http.StatusBadRequest, problem.KeyMissing, "This request needs an Idempotency-Key header."))
+		} else {
+			problem.Write(w, problem.Typed(http.StatusBadRequest, problem.KeyInvalid, "The Idempotency-Key header must be 1-255 visible ASCII characters."))
+		}
+		return "", nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			problem.Write(w, problem.Typed(http.StatusRequestEntityTooLarge, problem.BodyTooLarge, "The request body is larger than "+strconv.FormatInt(maxBody, 10)+" bytes."))
+		} else {
+			problem.Write(w, problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body could not be read."))
+		}
+		return "", nil, false
+	}
+	return key, body, true
+}
+
+// WriteOutcome answers an idempotent HTTP request from what Run (or Do) returned: the one
+// mapping of a key's outcomes to HTTP. New writes the operation's response; Replay and Pending
+// the stored one with Idempotent-Replayed: true; InProgress 409 with Retry-After; Mismatch 422
+// naming the fields; a lost lease 409; any other error 500, logged, and never its text.
+func (k *Keeper) WriteOutcome(w http.ResponseWriter, r *http.Request, out Outcome, err error) {
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		w.Header().Set("Retry-After", "1")
+		problem.Write(w, problem.Typed(http.StatusConflict, problem.KeyInProgress, "Another request with this Idempotency-Key took over; retry to get its result."))
+		return
+	case err != nil:
+		k.log.ErrorContext(r.Context(), "idempotent request", "error", err)
+		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The request could not be recorded; it is safe to retry with the same Idempotency-Key."))
+		return
+	}
+	switch out.Kind {
+	case New:
+		writeResponse(w, *out.Response, false)
+	case Replay, Pending:
+		writeResponse(w, *out.Response, true)
+	case InProgress:
+		w.Header().Set("Retry-After", strconv.Itoa(int(out.RetryAfter.Seconds()+0.999)))
+		problem.Write(w, problem.Typed(http.StatusConflict, problem.KeyInProgress, "A request with this Idempotency-Key is still being processed."))
+	case Mismatch:
+		problem.Write(w, problem.Typed(http.StatusUnprocessableEntity, problem.KeyReused, "This Idempotency-Key was used with a different request body.").WithFields(out.Fields))
 	}
 }
 

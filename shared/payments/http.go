@@ -1,10 +1,13 @@
 package payments
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/problem"
@@ -18,19 +21,18 @@ const MaxBody = 64 << 10
 // scopes.
 func (s *Service) Handler(scope func(*http.Request) string) http.Handler {
 	mux := http.NewServeMux()
-	create := s.Keeper.Middleware(idempotency.MiddlewareConfig{Scope: scope, MaxBody: MaxBody})(s.createHandler(scope))
 	// Recovery of a decline and resolution of an unknown outcome are outbox messages committed
 	// with the answer; nothing runs after the commit.
-	mux.Handle("POST /payments", create)
+	mux.HandleFunc("POST /payments", func(w http.ResponseWriter, r *http.Request) { s.serveCreate(w, r, scope(r)) })
 	mux.HandleFunc("GET /payments/{id}", func(w http.ResponseWriter, r *http.Request) {
 		p, err := Get(r.Context(), s.Store, r.PathValue("id"))
 		if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope(r)) {
-			problem.Error(w, http.StatusNotFound, "No payment has this id.")
+			problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No payment has this id."))
 			return
 		}
 		if err != nil {
 			s.log().ErrorContext(r.Context(), "read payment", "error", err)
-			problem.Error(w, http.StatusInternalServerError, "The payment could not be read; retry.")
+			problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The payment could not be read; retry."))
 			return
 		}
 		writeJSON(w, http.StatusOK, p.View())
@@ -38,51 +40,104 @@ func (s *Service) Handler(scope func(*http.Request) string) http.Handler {
 	return mux
 }
 
-func (s *Service) createHandler(scope func(*http.Request) string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body) // the middleware has read and capped it already
-		req, err := ParseCreateRequest(body)
-		if err != nil {
-			// Validation failures are not stored: the key stays free for a corrected request.
-			idempotency.NotFinal(r.Context())
-			p := problem.New(http.StatusBadRequest, "The request body is not a valid payment request.")
-			var invalid *InvalidError
-			if errors.As(err, &invalid) {
-				p.Extra = map[string]any{"invalid_fields": invalid.Fields}
-			} else {
-				p.Detail = err.Error() // ErrMalformed's text is written for callers
+// serveCreate is POST /payments in a straight line: the key and the body are read once, the
+// body parsed and fingerprinted once, create runs under the key (Keeper.Run), and the key's
+// outcome is written by the one mapping of outcomes to HTTP (Keeper.WriteOutcome). An invalid
+// request is answered before the key is touched, so the key stays free for a corrected one.
+func (s *Service) serveCreate(w http.ResponseWriter, r *http.Request, scope string) {
+	key, body, ok := idempotency.ReadRequest(w, r, MaxBody)
+	if !ok {
+		return
+	}
+	req, err := ParseCreateRequest(body)
+	if err != nil {
+		problem.Write(w, RequestProblem(err))
+		return
+	}
+	fp, err := idempotency.FingerprintJSON(body)
+	if err != nil { // ParseCreateRequest accepted it, so it is JSON; keep the guard all the same
+		fp = idempotency.FingerprintBytes(body)
+	}
+	out, err := s.Keeper.Run(r.Context(), scope, key, fp, func(ctx context.Context, l *idempotency.Lease) (idempotency.Result, error) {
+		run, sent := req, body
+		if l.Request != nil {
+			// A resumed pending key runs from the bytes its first request sent, as the
+			// background resolver does.
+			if run, err = ParseCreateRequest(l.Request); err != nil {
+				return idempotency.Result{}, fmt.Errorf("payments: stored request of %s: %w", PaymentID(scope, key), err)
 			}
-			problem.Write(w, p)
-			return
+			sent = l.Request
 		}
-		l, _ := idempotency.LeaseOf(r.Context())
-		res, err := s.create(r.Context(), scope(r), r.Header.Get(idempotency.HeaderKey), req, l)
-		if err != nil {
-			idempotency.NotFinal(r.Context())
-			s.log().ErrorContext(r.Context(), "create payment", "error", err)
-			problem.Error(w, http.StatusInternalServerError, "The payment could not be processed; it is safe to retry with the same Idempotency-Key.")
-			return
+		res, err := s.create(ctx, scope, key, run, l)
+		if res.Pending {
+			res.Request = sent
 		}
-		switch {
-		case res.Pending:
-			idempotency.MarkPending(r.Context())
-		case !res.Final:
-			idempotency.NotFinal(r.Context())
-		}
-		idempotency.Stage(r.Context(), res.Effects...)
-		idempotency.StageIfNewer(r.Context(), res.IfNewer...)
-		for k, v := range res.Response.Header {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(res.Response.Status)
-		_, _ = w.Write(res.Response.Body)
+		return res, err
 	})
+	s.Keeper.WriteOutcome(w, r, out, err)
+}
+
+// RequestProblem is the answer to a payment request that cannot be processed as sent: the
+// problem names the fields ("fields", and "reasons" with a sentence each) or says why the body
+// is malformed, in words written for the caller. "invalid_fields" repeats "reasons" for
+// clients of the first version.
+func RequestProblem(err error) problem.Problem {
+	var invalid *InvalidError
+	var malformed *MalformedError
+	switch {
+	case errors.As(err, &invalid):
+		p := problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "The request body is not a valid payment request.").WithFields(invalid.Names())
+		p.Extra["reasons"] = invalid.Fields
+		p.Extra["invalid_fields"] = invalid.Fields
+		return p
+	case errors.As(err, &malformed):
+		return problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body is not a valid payment request: "+malformed.Reason+".")
+	}
+	return problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body is not a valid payment request.")
+}
+
+// Response is the HTTP answer of a payment request, what its key stores and replays: the one
+// place statuses and problem documents are chosen for what create decided.
+//
+//	Created 201, Declined 402, Accepted 202 (the payment as it stands, Location)
+//	Busy 503 with Retry-After, Unreachable 502, Internal 500 (safe to retry with the key)
+//	Rejected 422 with the provider's code
+func Response(a Answer) (idempotency.Response, error) {
+	switch a.Kind {
+	case Created, Declined, Accepted:
+		status := map[AnswerKind]int{Created: http.StatusCreated, Declined: http.StatusPaymentRequired, Accepted: http.StatusAccepted}[a.Kind]
+		body, err := json.Marshal(a.Payment.View())
+		if err != nil {
+			return idempotency.Response{}, err
+		}
+		return idempotency.Response{Status: status, Body: body, Header: map[string]string{
+			"Content-Type": "application/json", "Location": "/payments/" + a.Payment.ID}}, nil
+	case Busy:
+		resp := problemResponse(problem.Typed(http.StatusServiceUnavailable, problem.ProviderBusy,
+			"The payment provider is busy; retry with the same Idempotency-Key after the Retry-After delay."))
+		resp.Header["Retry-After"] = strconv.Itoa(int(max(a.RetryAfter, time.Second).Round(time.Second).Seconds()))
+		return resp, nil
+	case Unreachable:
+		return problemResponse(problem.Typed(http.StatusBadGateway, problem.ProviderUnreachable,
+			"The payment provider could not be reached; it is safe to retry with the same Idempotency-Key.")), nil
+	case Rejected:
+		p := problem.Typed(http.StatusUnprocessableEntity, problem.ProviderRejected, "The payment provider rejected this payment request.")
+		p.Extra = map[string]any{"provider_code": a.ProviderCode}
+		return problemResponse(p), nil
+	}
+	return problemResponse(problem.Typed(http.StatusInternalServerError, problem.Internal,
+		"The payment could not be processed; it is safe to retry with the same Idempotency-Key.")), nil
+}
+
+func problemResponse(p problem.Problem) idempotency.Response {
+	body, _ := json.Marshal(p)
+	return idempotency.Response{Status: p.Status, Header: map[string]string{"Content-Type": problem.ContentType}, Body: body}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		problem.Error(w, http.StatusInternalServerError, "The response could not be encoded.")
+		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The response could not be encoded."))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -43,14 +45,29 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string {
 	var parts []string
-	for f, why := range e.Fields {
-		parts = append(parts, f+": "+why)
+	for _, f := range e.Names() {
+		parts = append(parts, f+": "+e.Fields[f])
 	}
 	return "payments: invalid request: " + strings.Join(parts, "; ")
 }
 
-// ErrMalformed is a body that is not a JSON object of the expected shape.
+// ErrMalformed is a body that is not a JSON object of the expected shape; the error is a
+// *MalformedError.
 var ErrMalformed = errors.New("payments: malformed request body")
+
+// MalformedError says why a body is malformed, in a sentence written for the caller (it names
+// a field, never a Go type).
+type MalformedError struct {
+	Reason string
+}
+
+func (e *MalformedError) Error() string { return ErrMalformed.Error() + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrMalformed) true.
+func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
+
+// Names reports the fields that are invalid, sorted.
+func (e *InvalidError) Names() []string { return slices.Sorted(maps.Keys(e.Fields)) }
 
 // ParseCreateRequest decodes and validates a POST /payments body: unknown fields, wrong types
 // and trailing data are malformed; values out of range are invalid with a reason per field.
@@ -59,13 +76,13 @@ func ParseCreateRequest(body []byte) (CreateRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return CreateRequest{}, fmt.Errorf("%w: %s", ErrMalformed, describeDecodeError(err))
+		return CreateRequest{}, &MalformedError{Reason: capReason(describeDecodeError(err))}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return CreateRequest{}, fmt.Errorf("%w: unexpected data after the JSON object", ErrMalformed)
+		return CreateRequest{}, &MalformedError{Reason: "unexpected data after the JSON object"}
 	}
 	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
-		return CreateRequest{}, fmt.Errorf("%w: the body must be a JSON object", ErrMalformed)
+		return CreateRequest{}, &MalformedError{Reason: "the body must be a JSON object"}
 	}
 	bad := map[string]string{}
 	if req.Amount <= 0 || req.Amount > maxAmount {
@@ -135,6 +152,14 @@ func checkMetadata(m map[string]string) string {
 	return ""
 }
 
+// capReason bounds a reason that quotes the caller's input (a field path inside metadata).
+func capReason(r string) string {
+	if len(r) <= 200 {
+		return r
+	}
+	return strings.ToValidUTF8(r[:200], "") + "..."
+}
+
 // describeDecodeError turns encoding/json's errors into a sentence that names the field but
 // not our Go types.
 func describeDecodeError(err error) string {
@@ -151,7 +176,12 @@ func describeDecodeError(err error) string {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "the body is empty or cut short"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+		// The name is the caller's: capped, as everything from outside is.
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if len(name) > 66 {
+			name = name[:64] + `..."`
+		}
+		return "unknown field " + name
 	}
 	return "the body is not valid JSON"
 }

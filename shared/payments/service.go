@@ -2,17 +2,13 @@ package payments
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"
-	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 )
@@ -40,6 +36,39 @@ type Resolver interface {
 type DeclineHandler interface {
 	Declined(ctx context.Context, p Payment) error
 }
+
+// Answer is what one run of a payment request decided, before any transport maps it (Response,
+// in http.go, is the one mapping to HTTP, and what the key stores).
+type Answer struct {
+	Kind AnswerKind
+	// Payment is the payment as it stands, for Created, Declined and Accepted.
+	Payment Payment
+	// RetryAfter is when to try again, for Busy.
+	RetryAfter time.Duration
+	// ProviderCode is the provider's reason, for Rejected.
+	ProviderCode string
+}
+
+// AnswerKind is how a payment request ended.
+type AnswerKind int
+
+const (
+	// Created: the provider created the payment (succeeded, or waiting on the customer).
+	Created AnswerKind = iota + 1
+	// Declined: nothing was charged: the provider declined, or a payment whose outcome was
+	// unknown never reached it and settled as canceled.
+	Declined
+	// Accepted: the outcome is unknown; the key stays pending and resolution goes on.
+	Accepted
+	// Busy: the provider throttled or failed transiently; the key is free for a retry.
+	Busy
+	// Unreachable: the provider could not be reached; the key is free for a retry.
+	Unreachable
+	// Rejected: the provider refused the request as it is; final.
+	Rejected
+	// Internal: a fault of ours (the provider saw our key with another body); the key is free.
+	Internal
+)
 
 // Service creates and reads payments.
 type Service struct {
@@ -133,10 +162,10 @@ func (s *Service) send(ctx context.Context, p Payment, meta map[string]string, t
 	switch {
 	case err == nil:
 		s.apply(&p, pp)
-		return s.final(p, http.StatusCreated)
+		return s.final(p, Created)
 	case errors.As(err, &decline):
 		s.apply(&p, decline.Payment)
-		return s.final(p, http.StatusPaymentRequired)
+		return s.final(p, Declined)
 	case errors.As(err, &unknown):
 		s.log().WarnContext(ctx, "payment outcome unknown; the key stays pending", "payment_id", id, "error", err)
 		return s.pending(p, tries)
@@ -148,15 +177,14 @@ func (s *Service) send(ctx context.Context, p Payment, meta map[string]string, t
 		// Our provider key is derived from (scope, key) and the fingerprint guards the body, so
 		// this means a bug of ours: never store it, shout.
 		s.log().ErrorContext(ctx, "provider idempotency mismatch", "payment_id", id, "error", err)
-		return retryable(http.StatusInternalServerError, "The payment could not be processed; it is safe to retry with the same Idempotency-Key."), nil
+		return noPayment(Answer{Kind: Internal}), nil
 	case errors.As(err, &permanent):
-		res := problemResult(http.StatusUnprocessableEntity, "The payment provider rejected this payment request.",
-			map[string]any{"provider_code": permanent.Code})
+		res := noPayment(Answer{Kind: Rejected, ProviderCode: permanent.Code})
 		res.Final = true
 		return res, nil
 	default:
 		s.log().ErrorContext(ctx, "payment provider call failed", "payment_id", id, "error", err)
-		return retryable(http.StatusBadGateway, "The payment provider could not be reached; it is safe to retry with the same Idempotency-Key."), nil
+		return noPayment(Answer{Kind: Unreachable}), nil
 	}
 }
 
@@ -210,16 +238,16 @@ func (s *Service) findOrSettle(ctx context.Context, p Payment, meta map[string]s
 		s.log().InfoContext(ctx, "pending payment found at the provider; adopted", "payment_id", p.ID, "provider_payment_id", pp.ID)
 		s.apply(&p, pp)
 		if p.Status == StatusDeclined {
-			return s.final(p, http.StatusPaymentRequired)
+			return s.final(p, Declined)
 		}
-		return s.final(p, http.StatusCreated)
+		return s.final(p, Created)
 	case age < searcher.KeyHorizon()-settleMargin:
 		return s.send(ctx, p, meta, tries)
 	default:
 		s.log().WarnContext(ctx, "pending payment never reached the provider; settled as canceled", "payment_id", p.ID, "age", age)
 		p.Status = StatusCanceled
 		p.Version = VersionAt(s.now(), StatusCanceled)
-		return s.final(p, http.StatusPaymentRequired)
+		return s.final(p, Declined)
 	}
 }
 
@@ -234,18 +262,18 @@ func (s *Service) apply(p *Payment, pp provider.Payment) {
 	p.Transition(st, pp.Decline, s.Classify, VersionAt(s.now(), st), s.now())
 }
 
-// final returns the stored response and the payment write. The payment is written only if newer
+// final returns the stored answer and the payment write. The payment is written only if newer
 // than what is stored: a webhook may have moved it on while the provider call returned.
-func (s *Service) final(p Payment, status int) (idempotency.Result, error) {
+func (s *Service) final(p Payment, kind AnswerKind) (idempotency.Result, error) {
 	w, err := p.Put()
 	if err != nil {
 		return idempotency.Result{}, err
 	}
-	body, err := json.Marshal(p.View())
+	resp, err := Response(Answer{Kind: kind, Payment: p})
 	if err != nil {
 		return idempotency.Result{}, err
 	}
-	res := idempotency.Result{Response: jsonResponse(status, body, p.ID), IfNewer: []store.Write{w}, Final: true}
+	res := idempotency.Result{Response: resp, IfNewer: []store.Write{w}, Final: true}
 	if p.ProviderPaymentID != "" {
 		res.Effects = append(res.Effects, AliasWrite(p.ProviderPaymentID, p.ID))
 	}
@@ -265,7 +293,7 @@ func (s *Service) final(p Payment, status int) (idempotency.Result, error) {
 func (s *Service) pending(p Payment, tries int) (idempotency.Result, error) {
 	p.Status = StatusPending
 	p.Version = VersionAt(s.now(), StatusPending)
-	res, err := s.final(p, http.StatusAccepted)
+	res, err := s.final(p, Accepted)
 	if err != nil {
 		return res, err
 	}
@@ -280,26 +308,14 @@ func (s *Service) pending(p Payment, tries int) (idempotency.Result, error) {
 }
 
 func (s *Service) unavailable(retryAfter time.Duration) (idempotency.Result, error) {
-	res := retryable(http.StatusServiceUnavailable, "The payment provider is busy; retry with the same Idempotency-Key after the Retry-After delay.")
-	res.Response.Header["Retry-After"] = strconv.Itoa(int(retryAfter.Round(time.Second).Seconds()))
-	return res, nil
+	return noPayment(Answer{Kind: Busy, RetryAfter: retryAfter}), nil
 }
 
-func retryable(status int, detail string) idempotency.Result {
-	return problemResult(status, detail, nil)
-}
-
-func problemResult(status int, detail string, extra map[string]any) idempotency.Result {
-	p := problem.New(status, detail)
-	p.Extra = extra
-	body, _ := json.Marshal(p)
-	return idempotency.Result{Response: idempotency.Response{Status: status,
-		Header: map[string]string{"Content-Type": problem.ContentType}, Body: body}}
-}
-
-func jsonResponse(status int, body []byte, id string) idempotency.Response {
-	return idempotency.Response{Status: status, Body: body, Header: map[string]string{
-		"Content-Type": "application/json", "Location": "/payments/" + id}}
+// noPayment is the result of a request that made no payment: nothing to write, the key free
+// unless the caller marks it final.
+func noPayment(a Answer) idempotency.Result {
+	resp, _ := Response(a) // a problem document always encodes
+	return idempotency.Result{Response: resp}
 }
 
 // ErrBusy means another caller holds the key; the queue retries the job.

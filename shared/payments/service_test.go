@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/provider"
 )
 
@@ -280,42 +283,103 @@ func TestUnknownOutcomeResolvesInBackground(t *testing.T) {
 	}
 }
 
-func TestBadRequests(t *testing.T) {
+// TestProblems sends every class of request POST /payments cannot process as sent, and every
+// way the provider can refuse one, and checks each answer: its status, its stable problem type,
+// the fields it names, and that no internal text (a package prefix, encoding/json's words, a Go
+// type) reaches the caller.
+func TestProblems(t *testing.T) {
 	f := newFixture(t)
+	valid := body("pm_card_visa")
+	if w := f.do(t, "POST", "/payments", "used", valid); w.Code != 201 {
+		t.Fatalf("setup: %d %s", w.Code, w.Body)
+	}
 	cases := map[string]struct {
 		key, body string
 		status    int
-		field     string
+		typ       string
+		fields    []string
 	}{
-		"no key":         {"", body("pm_card_visa"), 400, ""},
-		"not json":       {"k1", `amount=1`, 400, ""},
-		"unknown field":  {"k2", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","tip":1}`, 400, ""},
-		"wrong type":     {"k3", `{"amount":"1","currency":"usd","customer":"c","payment_method":"p"}`, 400, ""},
-		"float amount":   {"k4", `{"amount":1.5,"currency":"usd","customer":"c","payment_method":"p"}`, 400, ""},
-		"zero amount":    {"k5", `{"amount":0,"currency":"usd","customer":"c","payment_method":"p"}`, 400, "amount"},
-		"upper currency": {"k6", `{"amount":1,"currency":"USD","customer":"c","payment_method":"p"}`, 400, "currency"},
-		"bad currency":   {"k7", `{"amount":1,"currency":"abc","customer":"c","payment_method":"p"}`, 400, "currency"},
-		"no customer":    {"k8", `{"amount":1,"currency":"usd","payment_method":"p"}`, 400, "customer"},
-		"reserved meta":  {"k9", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","metadata":{"twice_x":"1"}}`, 400, "metadata"},
-		"array body":     {"k10", `[1]`, 400, ""},
-		"too large":      {"k11", `{"description":"` + strings.Repeat("x", MaxBody) + `"}`, 413, ""},
+		"no key":           {"", valid, 400, problem.KeyMissing, nil},
+		"key with a space": {"a b", valid, 400, problem.KeyInvalid, nil},
+		"not json":         {"k1", `amount=1`, 400, problem.MalformedRequest, nil},
+		"cut short":        {"k1b", `{"amount":1`, 400, problem.MalformedRequest, nil},
+		"empty":            {"k1c", ``, 400, problem.MalformedRequest, nil},
+		"unknown field":    {"k2", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","tip":1}`, 400, problem.MalformedRequest, nil},
+		"long unknown":     {"k2b", `{"` + strings.Repeat("t", 500) + `":1}`, 400, problem.MalformedRequest, nil},
+		"wrong type":       {"k3", `{"amount":"1","currency":"usd","customer":"c","payment_method":"p"}`, 400, problem.MalformedRequest, nil},
+		"float amount":     {"k4", `{"amount":1.5,"currency":"usd","customer":"c","payment_method":"p"}`, 400, problem.MalformedRequest, nil},
+		"trailing data":    {"k4b", valid + `{}`, 400, problem.MalformedRequest, nil},
+		"array body":       {"k10", `[1]`, 400, problem.MalformedRequest, nil},
+		"zero amount":      {"k5", `{"amount":0,"currency":"usd","customer":"c","payment_method":"p"}`, 400, problem.InvalidRequest, []string{"amount"}},
+		"two invalid":      {"k6", `{"amount":1,"currency":"USD","payment_method":"p"}`, 400, problem.InvalidRequest, []string{"currency", "customer"}},
+		"bad currency":     {"k7", `{"amount":1,"currency":"abc","customer":"c","payment_method":"p"}`, 400, problem.InvalidRequest, []string{"currency"}},
+		"reserved meta":    {"k9", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","metadata":{"twice_x":"1"}}`, 400, problem.InvalidRequest, []string{"metadata"}},
+		"too large":        {"k11", `{"description":"` + strings.Repeat("x", MaxBody) + `"}`, 413, problem.BodyTooLarge, nil},
+		"key reused":       {"used", `{"amount":2500,"currency":"usd","customer":"cus_1","payment_method":"pm_card_visa"}`, 422, problem.KeyReused, []string{"amount"}},
+		"provider busy":    {"k12", body("pm_throttled"), 503, problem.ProviderBusy, nil},
+		"provider refuses": {"k13", body("pm_missing"), 422, problem.ProviderRejected, nil},
+		"provider fails":   {"k14", body("pm_unscripted"), 502, problem.ProviderUnreachable, nil},
 	}
 	for name, tc := range cases {
-		w := f.do(t, "POST", "/payments", tc.key, tc.body)
-		if w.Code != tc.status || w.Header().Get("Content-Type") != "application/problem+json" {
-			t.Errorf("%s: %d %s %s", name, w.Code, w.Header().Get("Content-Type"), w.Body)
-			continue
-		}
-		if tc.field != "" && !strings.Contains(w.Body.String(), `"`+tc.field+`"`) {
-			t.Errorf("%s: problem does not name %s: %s", name, tc.field, w.Body)
-		}
+		t.Run(name, func(t *testing.T) {
+			w := f.do(t, "POST", "/payments", tc.key, tc.body)
+			checkProblem(t, w, tc.status, tc.typ, tc.fields)
+		})
 	}
-	// A validation failure leaves the key free for the corrected request.
-	if w := f.do(t, "POST", "/payments", "k5", body("pm_card_visa")); w.Code != 201 {
+	t.Run("unknown payment", func(t *testing.T) {
+		checkProblem(t, f.do(t, "GET", "/payments/pay_nope", "", ""), 404, problem.NotFound, nil)
+	})
+	// A request that cannot be processed leaves the key free for the corrected one.
+	if w := f.do(t, "POST", "/payments", "k5", valid); w.Code != 201 {
 		t.Fatalf("corrected request: %d %s", w.Code, w.Body)
 	}
-	if w := f.do(t, "GET", "/payments/pay_nope", "", ""); w.Code != 404 {
-		t.Fatalf("unknown payment: %d", w.Code)
+}
+
+func checkProblem(t *testing.T, w *httptest.ResponseRecorder, status int, typ string, fields []string) {
+	t.Helper()
+	if w.Code != status || w.Header().Get("Content-Type") != problem.ContentType {
+		t.Fatalf("%d %s, want %d problem+json: %s", w.Code, w.Header().Get("Content-Type"), status, w.Body)
+	}
+	var p struct {
+		Type, Title, Detail string
+		Status              int
+		Fields              []string
+		ProviderCode        string `json:"provider_code"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Type != problem.TypeBase+typ || p.Status != status || p.Title == "" {
+		t.Fatalf("type %q status %d title %q, want %s: %s", p.Type, p.Status, p.Title, typ, w.Body)
+	}
+	if fields != nil && !slices.Equal(p.Fields, fields) {
+		t.Fatalf("fields %v, want %v", p.Fields, fields)
+	}
+	if typ == problem.ProviderRejected && p.ProviderCode != "resource_missing" {
+		t.Fatalf("provider_code %q", p.ProviderCode)
+	}
+	for _, internal := range []string{"payments:", "idempotency:", "json:", "int64", "CreateRequest", "Go struct", "unscripted"} {
+		if strings.Contains(w.Body.String(), internal) {
+			t.Fatalf("internal text %q reaches the caller: %s", internal, w.Body)
+		}
+	}
+	if len(w.Body.String()) > 2048 {
+		t.Fatalf("problem of %d bytes: the caller's input is not capped", w.Body.Len())
+	}
+}
+
+// TestProblemTypesDocumented: every problem type has its row, and its anchor, in the README.
+func TestProblemTypesDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{problem.MalformedRequest, problem.InvalidRequest, problem.BodyTooLarge, problem.KeyMissing,
+		problem.KeyInvalid, problem.KeyInProgress, problem.KeyReused, problem.NotFound, problem.ProviderBusy,
+		problem.ProviderUnreachable, problem.ProviderRejected, problem.Internal} {
+		if !strings.Contains(string(readme), `<a id="problem-`+typ+`"></a>`) {
+			t.Errorf("README has no anchor for problem type %s", typ)
+		}
 	}
 }
 
