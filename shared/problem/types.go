@@ -21,6 +21,9 @@ const (
 	ProviderUnreachable = "provider-unreachable"        // 502
 	ProviderRejected    = "provider-rejected"           // 422: the provider refused the request; provider_code
 	Internal            = "internal"                    // 500: safe to retry with the same key
+	WebhookUnverified   = "webhook-unverified"          // 400: signature, timestamp or body refused
+	Unavailable         = "unavailable"                 // 503 with Retry-After: try again later
+	Unauthorized        = "unauthorized"                // 401
 )
 
 // Typed returns the problem of the given type (a constant above) with the standard title for

@@ -27,5 +27,5 @@ func Example() {
 	mux.ServeHTTP(w, httptest.NewRequest("POST", "/webhooks/stripe", strings.NewReader(`{"id":"evt_1"}`)))
 	fmt.Println(w.Code, w.Body.String())
 	// Output:
-	// 400 {"detail":"The webhook could not be verified.","status":400,"title":"Bad Request","type":"about:blank"}
+	// 400 {"detail":"The webhook could not be verified.","status":400,"title":"Bad Request","type":"https://github.com/runtwice/twice/blob/main/README.md#problem-webhook-unverified"}
 }

@@ -103,7 +103,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, webhooks.ErrUnknownProvider) {
 			a.Status, a.Err = http.StatusNotFound, err
 			log.WarnContext(ctx, "webhook for unknown provider")
-			problem.Error(w, a.Status, detailUnknown)
+			problem.Write(w, problem.Typed(a.Status, problem.NotFound, detailUnknown))
 			return
 		}
 		// Secrets not loadable: refuse with 503 so the provider retries later.
@@ -123,12 +123,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &tooLarge) {
 			a.Status, a.Err = http.StatusRequestEntityTooLarge, webhooks.ErrTooLarge
 			log.WarnContext(ctx, "webhook rejected", "reason", webhooks.ErrTooLarge.Error(), "limit", max)
-			problem.Error(w, a.Status, detailTooLarge)
+			problem.Write(w, problem.Typed(a.Status, problem.BodyTooLarge, detailTooLarge))
 			return
 		}
 		a.Status, a.Err = http.StatusBadRequest, err
 		log.WarnContext(ctx, "webhook body unreadable", "err", err)
-		problem.Error(w, a.Status, detailRejected)
+		problem.Write(w, problem.Typed(a.Status, problem.WebhookUnverified, detailRejected))
 		return
 	}
 	a.Body = body
@@ -138,7 +138,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The verifier's errors name the failed check, never a secret or a signature.
 		log.WarnContext(ctx, "webhook rejected", "reason", err.Error(), "bytes", len(body),
 			"claimed_event_id", capField(claimedID(r.Header, body)), "source", capField(r.RemoteAddr))
-		problem.Error(w, a.Status, detailRejected)
+		problem.Write(w, problem.Typed(a.Status, problem.WebhookUnverified, detailRejected))
 		return
 	}
 
@@ -192,7 +192,7 @@ func capField(s string) string {
 
 func (h *Handler) unavailable(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "5")
-	problem.Error(w, http.StatusServiceUnavailable, detailUnavailable)
+	problem.Write(w, problem.Typed(http.StatusServiceUnavailable, problem.Unavailable, detailUnavailable))
 }
 
 // RedactedHeaders are replaced by "[redacted]" before headers leave the handler.
