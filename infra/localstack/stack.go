@@ -382,10 +382,15 @@ func (s *Stack) Start() {
 	s.goRun(func() { s.simSrv.Serve(s.simLn) })
 	s.sim.Start(ctx)
 
+	// A message an operator retried closes its dead-letter record's loop (deadletter.Retries).
+	worker := &deadletter.Retries{Loop: s.deadletters, Next: s.worker.Handle, Now: s.clock.Now, Log: s.log,
+		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+	resolver := &deadletter.Retries{Loop: s.deadletters, Next: s.payments.HandleResolve, Now: s.clock.Now, Log: s.log,
+		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	consumers := []*queue.Consumer{
-		{Queue: s.queues[webhookQueue], Handler: s.worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[webhookQueue], Handler: worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Logger: s.log},
-		{Queue: s.queues[resolveQueue], Handler: s.payments.HandleResolve, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
 	}
 	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}

@@ -139,6 +139,11 @@ func (s *Sink) Record(m events.SQSMessage) Record {
 	case SourceReconciliation:
 		reconFailure(&r, m)
 	}
+	// A retried message that died again (its consumer did not close the loop itself) belongs
+	// to the record it was retried from, whatever key its body gives: Open reopens that one.
+	if id := attr(m, AttrRecordID); validIDs(id, attr(m, AttrRetryID)) {
+		r.ID = id
+	}
 	return r
 }
 
@@ -223,5 +228,6 @@ func FromRecovery(d RecoveryDeadLetter) Record {
 	return Record{Source: SourceRecovery, Key: d.Key, Class: class, PaymentID: d.PaymentID,
 		Facts:       Facts{PaymentID: d.PaymentID, Invoice: d.Invoice, Attempts: len(d.Attempts)},
 		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: d.Attempts, Payload: d.Payload,
-		Target: Target{Kind: TargetRecovery, PaymentID: d.PaymentID, Invoice: d.Invoice}}
+		// The stopped state rides with the target: a retry's charge counts its attempts.
+		Target: Target{Kind: TargetRecovery, PaymentID: d.PaymentID, Invoice: d.Invoice, Body: d.Payload}}
 }

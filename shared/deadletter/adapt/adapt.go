@@ -22,7 +22,10 @@ import (
 // record id derived from DeadLetter.Key, as recovery requires.
 type RecoverySink struct{ Table deadletter.Opener }
 
-var _ recovery.DeadLetterSink = RecoverySink{}
+var (
+	_ recovery.DeadLetterSink = RecoverySink{}
+	_ recovery.RetryCloser    = RecoverySink{}
+)
 
 // Open implements recovery.DeadLetterSink.
 func (s RecoverySink) Open(ctx context.Context, d recovery.DeadLetter) error {
@@ -34,6 +37,23 @@ func (s RecoverySink) Open(ctx context.Context, d recovery.DeadLetter) error {
 		}
 		attempts = append(attempts, deadletter.Attempt{At: a.At, Error: msg})
 	}
+	if d.RetryOf != nil {
+		// An operator's retry that stopped again: the same record, open again, with the
+		// retry's attempt (what it did, or why it did not charge) appended.
+		loop, ok := s.Table.(deadletter.Loop)
+		if !ok {
+			return fmt.Errorf("deadletter: the recovery sink cannot reopen record %s", d.RetryOf.DeadLetterID)
+		}
+		a := deadletter.Attempt{Error: d.Explanation}
+		if n := len(d.Attempts); n > 0 {
+			a.At = d.Attempts[n-1].At
+			if d.Attempts[n-1].Class != "" && d.Reason == string(recovery.ReasonChargeNow) {
+				a.Response = string(d.Attempts[n-1].Outcome) + " (" + string(d.Attempts[n-1].Class) + ")"
+			}
+		}
+		_, _, err := loop.RetryFailed(ctx, d.RetryOf.DeadLetterID, d.RetryOf.RetryID, a)
+		return err
+	}
 	rd := deadletter.RecoveryDeadLetter{Key: d.Key, Source: d.Source, PaymentID: d.PaymentID, Invoice: d.Invoice,
 		Reason: d.Reason, Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: attempts, Payload: d.Payload}
 	// A recovery that stopped on the decline itself (not on its
@@ -42,6 +62,16 @@ func (s RecoverySink) Open(ctx context.Context, d recovery.DeadLetter) error {
 		rd.Reason = string(deadletter.DeclineClass(d.Attempts[n-1].Class))
 	}
 	_, _, err := s.Table.Open(ctx, deadletter.FromRecovery(rd))
+	return err
+}
+
+// RetrySucceeded implements recovery.RetryCloser: the record of a retried recovery is resolved.
+func (s RecoverySink) RetrySucceeded(ctx context.Context, l recovery.RetryLink, outcome string) error {
+	loop, ok := s.Table.(deadletter.Loop)
+	if !ok {
+		return fmt.Errorf("deadletter: the recovery sink cannot resolve record %s", l.DeadLetterID)
+	}
+	_, _, err := loop.RetrySucceeded(ctx, l.DeadLetterID, l.RetryID, outcome)
 	return err
 }
 
@@ -93,15 +123,23 @@ func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID stri
 		if !ok {
 			return fmt.Errorf("deadletter: no queue %q to retry into", t.Queue)
 		}
-		_, err := dst.Send(ctx, t.Body, queue.SendOptions{Attributes: map[string]string{"retry_id": retryID}})
+		// The consumer (deadletter.Retries) dedupes on the retry id and closes the record's loop.
+		_, err := dst.Send(ctx, t.Body, queue.SendOptions{Attributes: deadletter.RetryAttributes(t, retryID)})
 		return err
 	case deadletter.TargetRecovery:
 		p, err := payments.Get(ctx, q.Store, t.PaymentID)
 		if err != nil {
 			return err
 		}
-		// Round 1 was the automatic recovery; retry n is round n+1, with its own attempt keys.
-		return q.Recoverer.Start(ctx, p, t.Retry+1)
+		// Round 1 was the automatic recovery; retry n is round n+1, with its own attempt keys
+		// and execution name (a second start of the same retry starts nothing). It charges at
+		// once, counting the stopped round's attempts (kept in the target) against the caps.
+		var prior recovery.State
+		if len(t.Body) > 0 {
+			_ = json.Unmarshal(t.Body, &prior) // an older record without them: the plan step starts from the decline
+		}
+		return q.Recoverer.ChargeNow(ctx, p, t.Retry+1, prior.Attempts,
+			recovery.RetryLink{DeadLetterID: t.RecordID, RetryID: retryID})
 	}
 	return deadletter.ErrNotRetryable
 }

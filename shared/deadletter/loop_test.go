@@ -1,0 +1,149 @@
+package deadletter_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/deadletter"
+)
+
+// retriedMessage is the message a Requeuer sends for the record's current retry.
+func retriedMessage(id string, r deadletter.Record) events.SQSMessage {
+	rt := deadletter.RetryID(r.ID, r.Retries)
+	attr := func(v string) events.SQSMessageAttribute { return events.SQSMessageAttribute{StringValue: &v, DataType: "String"} }
+	return events.SQSMessage{MessageId: id, Body: string(r.Target.Body), MessageAttributes: map[string]events.SQSMessageAttribute{
+		deadletter.AttrRecordID: attr(r.ID), deadletter.AttrRetryID: attr(rt)}}
+}
+
+// counting is a consumer's handler that counts the messages it works and fails those in fail.
+type counting struct {
+	n    atomic.Int64
+	fail map[string]bool
+}
+
+func (c *counting) Handle(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	for _, m := range ev.Records {
+		c.n.Add(1)
+		if c.fail[m.MessageId] {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+func TestRetriedMessageClosesItsLoop(t *testing.T) {
+	tests := map[string]struct {
+		fail       bool
+		wantStatus deadletter.Status
+		wantAudit  string
+		attempts   int
+	}{
+		"the retried work succeeds: resolved":                  {wantStatus: deadletter.StatusResolved, wantAudit: deadletter.ActionRetrySucceeded, attempts: 1},
+		"the retried work fails: open with the attempt appended": {fail: true, wantStatus: deadletter.StatusOpen, wantAudit: deadletter.ActionRetryFailedAgain, attempts: 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			rec, _, err := e.table.Open(ctx, webhookRecord("evt_loop"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A double click: both go through the table, one retry is sent.
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() { _, _, _ = e.table.Retry(ctx, rec.ID, "ops@example.com", "") })
+			}
+			wg.Wait()
+			if e.sent.count() != 1 {
+				t.Fatalf("double click sent %d retries, want 1", e.sent.count())
+			}
+			rec, _ = e.table.Get(ctx, rec.ID)
+			next := &counting{fail: map[string]bool{"m-retry": tc.fail}}
+			h := &deadletter.Retries{Loop: e.table, Next: next.Handle, Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+			// The queue delivers the retried message twice (at least once): worked once.
+			for range 2 {
+				resp, err := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{retriedMessage("m-retry", rec)}})
+				if err != nil || len(resp.BatchItemFailures) != 0 {
+					t.Fatalf("handle: %+v %v", resp, err)
+				}
+			}
+			if n := next.n.Load(); n != 1 {
+				t.Fatalf("the consumer worked the retried message %d times, want 1", n)
+			}
+			got, err := e.table.Get(ctx, rec.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := got.Audit[len(got.Audit)-1]
+			if got.Status != tc.wantStatus || len(got.Attempts) != tc.attempts || last.Action != tc.wantAudit ||
+				last.RetryID != deadletter.RetryID(rec.ID, 1) {
+				t.Fatalf("record %s, %d attempts, last audit %+v", got.Status, len(got.Attempts), last)
+			}
+			if tc.fail && got.Attempts[1].MessageID != "m-retry" {
+				t.Fatalf("appended attempt %+v", got.Attempts[1])
+			}
+			if !tc.fail && last.Outcome == "" {
+				t.Fatalf("the resolution names no outcome: %+v", last)
+			}
+			open, _ := e.table.OpenCount(ctx)
+			if want := map[bool]int64{true: 1, false: 0}[tc.fail]; open != want {
+				t.Fatalf("open count %d, want %d", open, want)
+			}
+			// A failed retry can be retried again, under the next id.
+			if tc.fail {
+				if _, ok, err := e.table.Retry(ctx, rec.ID, "ops@example.com", ""); err != nil || !ok {
+					t.Fatalf("second retry: %v %v", ok, err)
+				}
+			}
+		})
+	}
+}
+
+func TestRetryEndsOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rec, _, _ := e.table.Open(ctx, webhookRecord("evt_once"))
+	if _, _, err := e.table.Retry(ctx, rec.ID, "ops", ""); err != nil {
+		t.Fatal(err)
+	}
+	rt := deadletter.RetryID(rec.ID, 1)
+	var changed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			var ok bool
+			var err error
+			if i%2 == 0 {
+				_, ok, err = e.table.RetrySucceeded(ctx, rec.ID, rt, "applied")
+			} else {
+				_, ok, err = e.table.RetryFailed(ctx, rec.ID, rt, deadletter.Attempt{Error: "failed"})
+			}
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				changed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if changed.Load() != 1 {
+		t.Fatalf("%d reports changed the record, want 1", changed.Load())
+	}
+	if done, err := e.table.RetryDone(ctx, rt); err != nil || !done {
+		t.Fatalf("retry done %v %v", done, err)
+	}
+	// A stale retry id (not the record's current retry) changes nothing.
+	if _, ok, err := e.table.RetrySucceeded(ctx, rec.ID, deadletter.RetryID(rec.ID, 7), "x"); ok || err != nil {
+		t.Fatalf("stale retry: %v %v", ok, err)
+	}
+	if _, _, err := e.table.RetrySucceeded(ctx, "dl_nothex", rt, "x"); err == nil {
+		t.Fatal("a malformed record id was accepted")
+	}
+}
