@@ -2,6 +2,7 @@ package localstack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -283,6 +284,7 @@ func (s *Stack) build() error {
 		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace}); err != nil {
 		return err
 	}
+	requeue.Reconcile, requeue.Loop = s.recon.Handle, s.deadletters
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
@@ -406,7 +408,7 @@ func (s *Stack) Start() {
 	if s.cfg.ReconcileEvery > 0 {
 		s.goRun(func() {
 			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) {
-				if rep, err := s.recon.Handle(ctx, nil); err != nil {
+				if rep, err := s.reconcileScheduled(ctx); err != nil {
 					s.log.Error("scheduled reconciliation failed", "error", err)
 				} else {
 					s.log.Info("reconciliation", "run_id", rep.RunID, "differences", len(rep.Differences))
@@ -484,4 +486,22 @@ func (s *Stack) Close() error {
 		errs = append(errs, s.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// reconcileScheduled runs the scheduled reconciliation over its window; a run that fails
+// becomes a dead-letter record whose Retry runs the same window again (as the AWS schedule's
+// failures reach the dead-letter table through reconcile-dlq).
+func (s *Stack) reconcileScheduled(ctx context.Context) (recon.Report, error) {
+	w := s.recon.DefaultWindow()
+	input, err := json.Marshal(recon.Event{From: w.From.UTC().Format(time.RFC3339), To: w.To.UTC().Format(time.RFC3339)})
+	if err != nil {
+		return recon.Report{}, err
+	}
+	rep, err := s.recon.Handle(ctx, input)
+	if err != nil {
+		if _, _, oerr := s.deadletters.Open(context.WithoutCancel(ctx), deadletter.ReconRunFailed(input, s.clock.Now())); oerr != nil {
+			return rep, errors.Join(err, oerr)
+		}
+	}
+	return rep, err
 }

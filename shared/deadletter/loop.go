@@ -262,3 +262,43 @@ func (h *Retries) log() *slog.Logger {
 	}
 	return slog.Default()
 }
+
+// Operator actions, as Actions names them (and as the API's routes end).
+const (
+	ActRetry    = "retry"
+	ActOverride = "override"
+	ActResolve  = "resolve"
+	ActIgnore   = "ignore"
+)
+
+// Actions lists what an operator can do with the record now, in the console's order: only
+// actions that apply (no Retry for a record without a retry target or already retrying, none
+// at all for a closed one), so nothing offered answers 409.
+func (r Record) Actions() []string {
+	if r.Status == StatusResolved || r.Status == StatusOverridden {
+		return []string{}
+	}
+	var out []string
+	if r.Target.Retryable() && r.Status != StatusRetrying {
+		out = append(out, ActRetry)
+	}
+	out = append(out, ActOverride, ActResolve)
+	if r.Status != StatusIgnored {
+		out = append(out, ActIgnore)
+	}
+	return out
+}
+
+// OverrideEffect says what an override of the record changes. Today every override changes
+// only the record (its status, outcome and audit): nothing at the provider, no payment of
+// ours. For a reconciliation difference it says where the real correction is made.
+func (r Record) OverrideEffect() string {
+	const only = "An override changes only this record: it closes it with your outcome and note, and changes nothing at the provider or on the payment."
+	switch r.Class {
+	case ClassReconAmountMismatch:
+		return only + " The amounts stay different: to correct the charge, refund or charge the difference at the provider; the next reconciliation then finds nothing."
+	case ClassReconStatusMismatch, ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconDuplicateCharge:
+		return only + " The difference stays where it is (at the provider or in twice); reconciliation does not open it again while it remembers it (35 days by default)."
+	}
+	return only
+}

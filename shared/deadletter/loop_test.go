@@ -14,7 +14,9 @@ import (
 // retriedMessage is the message a Requeuer sends for the record's current retry.
 func retriedMessage(id string, r deadletter.Record) events.SQSMessage {
 	rt := deadletter.RetryID(r.ID, r.Retries)
-	attr := func(v string) events.SQSMessageAttribute { return events.SQSMessageAttribute{StringValue: &v, DataType: "String"} }
+	attr := func(v string) events.SQSMessageAttribute {
+		return events.SQSMessageAttribute{StringValue: &v, DataType: "String"}
+	}
 	return events.SQSMessage{MessageId: id, Body: string(r.Target.Body), MessageAttributes: map[string]events.SQSMessageAttribute{
 		deadletter.AttrRecordID: attr(r.ID), deadletter.AttrRetryID: attr(rt)}}
 }
@@ -43,7 +45,7 @@ func TestRetriedMessageClosesItsLoop(t *testing.T) {
 		wantAudit  string
 		attempts   int
 	}{
-		"the retried work succeeds: resolved":                  {wantStatus: deadletter.StatusResolved, wantAudit: deadletter.ActionRetrySucceeded, attempts: 1},
+		"the retried work succeeds: resolved":                    {wantStatus: deadletter.StatusResolved, wantAudit: deadletter.ActionRetrySucceeded, attempts: 1},
 		"the retried work fails: open with the attempt appended": {fail: true, wantStatus: deadletter.StatusOpen, wantAudit: deadletter.ActionRetryFailedAgain, attempts: 2},
 	}
 	for name, tc := range tests {

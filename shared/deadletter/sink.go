@@ -201,6 +201,17 @@ func reconFailure(r *Record, m events.SQSMessage) {
 	}
 }
 
+// ReconRunFailed is the record of a reconciliation run that failed, for a runner that calls
+// the reconciler itself (the local stack's schedule): input is the run's input (recon.Event
+// JSON, a window), which names the run, so a failure of the same run twice is one record. Its
+// Retry runs reconciliation over the same input again (TargetReconcile).
+func ReconRunFailed(input json.RawMessage, at time.Time) Record {
+	return Record{Source: SourceReconciliation, Key: "reconcile:" + string(input), Class: ClassReconRunFailed,
+		Facts: Facts{Local: string(input)}, Payload: input,
+		Attempts: []Attempt{{At: at.UTC(), Error: "the reconciliation run failed; the log says why"}},
+		Target:   Target{Kind: TargetReconcile, Body: input}}
+}
+
 // RecoveryDeadLetter mirrors recovery.DeadLetter (branch recovery), which this package does not
 // import yet: the lead converts with a one-line adapter (see FromRecovery).
 type RecoveryDeadLetter struct {

@@ -366,7 +366,19 @@ func (h *Handler) detail(w http.ResponseWriter, r *http.Request, _ string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, viewOf(rec))
+}
+
+// recordView is a record as the API shows it: with the actions that apply to it now and what
+// an override would change.
+type recordView struct {
+	deadletter.Record
+	Actions        []string `json:"actions"`
+	OverrideEffect string   `json:"override_effect"`
+}
+
+func viewOf(r deadletter.Record) recordView {
+	return recordView{Record: r, Actions: r.Actions(), OverrideEffect: r.OverrideEffect()}
 }
 
 func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
@@ -440,7 +452,7 @@ func (h *Handler) override(w http.ResponseWriter, r *http.Request, who string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, viewOf(rec)) // override_effect: what it changed
 }
 
 func (h *Handler) settle(action string) func(http.ResponseWriter, *http.Request, string) {

@@ -37,6 +37,10 @@ type RetryCloser interface {
 // decided. A hard decline or a revoked authorization is never charged again on the same card.
 func ChargeNowPlan(in Input, now time.Time) Plan {
 	c := in.Classification
+	// Never before the attempt being answered (a recovery's own clock may have run ahead).
+	if n := len(in.Attempts); n > 0 {
+		now = latest(now, in.Attempts[n-1].At.Add(time.Second))
+	}
 	now = ceilSecond(now).UTC()
 	plan := Plan{Attempt: len(in.Attempts), Class: c.Class, NeedsCustomer: c.NeedsCustomer, NeedsReview: c.NeedsReview,
 		Reason: ReasonChargeNow}

@@ -111,6 +111,11 @@ type Requeuer struct {
 	Queues    map[string]Sender // by queue name, e.g. "twice-prod-webhooks"
 	Store     store.Store
 	Recoverer *recovery.Recoverer
+	// Reconcile, when set, re-runs a failed reconciliation run (recon.Reconciler.Handle with
+	// the run's input) and Loop closes the record's loop with the result: resolved when the
+	// run completes, open with the attempt appended when it fails again.
+	Reconcile func(ctx context.Context, input json.RawMessage) (recon.Report, error)
+	Loop      deadletter.Loop
 }
 
 var _ deadletter.Requeuer = Requeuer{}
@@ -140,6 +145,20 @@ func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID stri
 		}
 		return q.Recoverer.ChargeNow(ctx, p, t.Retry+1, prior.Attempts,
 			recovery.RetryLink{DeadLetterID: t.RecordID, RetryID: retryID})
+	case deadletter.TargetReconcile:
+		if q.Reconcile == nil || q.Loop == nil {
+			return deadletter.ErrNotRetryable
+		}
+		// The run id is the window, so a second run of the same retry replays its report.
+		rep, err := q.Reconcile(ctx, t.Body)
+		if err != nil {
+			_, _, lerr := q.Loop.RetryFailed(ctx, t.RecordID, retryID, deadletter.Attempt{
+				Error: "The reconciliation run failed again (retry " + retryID + "); the log says why."})
+			return lerr
+		}
+		_, _, err = q.Loop.RetrySucceeded(ctx, t.RecordID, retryID, fmt.Sprintf(
+			"Reconciliation run %s completed: %d differences found.", rep.RunID, len(rep.Differences)))
+		return err
 	}
 	return deadletter.ErrNotRetryable
 }
