@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/chromedp/chromedp"
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/deadletter"
@@ -320,4 +321,62 @@ func executions(t *testing.T, s *Stack) int {
 		t.Fatal(err)
 	}
 	return len(ex)
+}
+
+// TestConsoleRetryClosesTheLoopInBrowser: an operator double-clicks Retry on a webhook dead
+// letter in chromium; the delivery is applied once and the record reads resolved, with the
+// retry in its audit; a reconciliation difference's page offers no Retry and says what an
+// override changes.
+func TestConsoleRetryClosesTheLoopInBrowser(t *testing.T) {
+	bctx := browserOrSkip(t)
+	s := newStack(t, Config{ReconcileEvery: -1})
+	rec := deadMessage(t, s, webhookDLQ, "m-console", stripeDelivery(t, "evt_console", true))
+	diff, _, err := s.deadletters.Open(context.Background(), deadletter.Record{Source: deadletter.SourceReconciliation,
+		Key: "recon:amount:pay_console", Class: deadletter.ClassReconAmountMismatch, PaymentID: "pay_console"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("browser, %s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("browser, reading %s: %v", sel, err)
+		}
+		return s
+	}
+	do("sign in", chromedp.Navigate(s.APIURL()+"/ops/"), chromedp.WaitVisible(`input[name="token"]`),
+		chromedp.SendKeys(`input[name="token"]`, s.Config().OperatorToken), chromedp.SendKeys(`input[name="name"]`, "Ada"),
+		chromedp.Submit(`input[name="token"]`), chromedp.WaitVisible(`#records`))
+	do("open the record", chromedp.Navigate(s.APIURL()+"/ops/records/"+rec.ID), chromedp.WaitVisible(`#retry`))
+	// A double click: the second click lands on the page the first one's answer replaces, or
+	// on nothing; either way the table carries out one retry.
+	do("double-click retry", chromedp.DoubleClick(`#retry`), chromedp.WaitVisible(`div.msg`))
+	eventually(t, 20*time.Second, "the console shows the record resolved", func() bool {
+		do("reload", chromedp.Navigate(s.APIURL()+"/ops/records/"+rec.ID), chromedp.WaitVisible(`#status`))
+		return strings.TrimSpace(text(`#status`)) == string(deadletter.StatusResolved)
+	})
+	got := getRecord(t, s, rec.ID)
+	retries := 0
+	for _, a := range got.Audit {
+		if a.Action == deadletter.ActionRetry {
+			retries++
+		}
+	}
+	if retries != 1 || got.Audit[len(got.Audit)-1].Action != deadletter.ActionRetrySucceeded {
+		t.Fatalf("audit %+v", got.Audit)
+	}
+	do("open the difference", chromedp.Navigate(s.APIURL()+"/ops/records/"+diff.ID), chromedp.WaitVisible(`#override-effect`))
+	if effect := text(`#override-effect`); !strings.Contains(effect, "changes only this record") {
+		t.Fatalf("override effect %q", effect)
+	}
+	n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#retry').length`))
+	if err != nil || n != 0 {
+		t.Fatalf("a difference offers %d Retry buttons (%v)", n, err)
+	}
 }
