@@ -72,7 +72,8 @@ type TargetKind string
 const (
 	// TargetQueue re-sends Body to the queue the message came from.
 	TargetQueue TargetKind = "queue"
-	// TargetRecovery restarts payment recovery for PaymentID (a new round).
+	// TargetRecovery starts a new recovery round for PaymentID that charges at once (a charge
+	// now, within the card networks' caps); Body holds the stopped round's state.
 	TargetRecovery TargetKind = "recovery"
 	// TargetReconcile runs reconciliation again over the failed run's window (Body holds the
 	// run's input).
