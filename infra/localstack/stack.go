@@ -209,7 +209,9 @@ func (s *Stack) build() error {
 	if s.store, err = boltstore.Open(filepath.Join(s.cfg.DataDir, "twice.db")); err != nil {
 		return err
 	}
-	s.broker = localqueue.New(s.store.DB(), localqueue.Options{})
+	// One group committer for the one file: store writes, queue changes and the runner's
+	// checkpoints share fsyncs (infra/boltgroup).
+	s.broker = localqueue.New(s.store.DB(), localqueue.Options{Committer: s.store.Committer()})
 	for name, dlq := range map[string]string{webhookQueue: webhookDLQ, resolveQueue: resolveDLQ} {
 		q, err := s.broker.Queue(name, localqueue.Config{DeadLetter: dlq, MaxReceiveCount: maxReceiveCount})
 		if err != nil {
@@ -319,7 +321,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 	if err != nil {
 		return nil, err
 	}
-	checkpoints, err := asl.NewBoltStore(s.store.DB(), asl.WithBatch())
+	checkpoints, err := asl.NewBoltStore(s.store.DB(), asl.WithCommitter(s.store.Committer()))
 	if err != nil {
 		return nil, err
 	}
