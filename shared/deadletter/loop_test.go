@@ -149,3 +149,26 @@ func TestRetryEndsOnce(t *testing.T) {
 		t.Fatal("a malformed record id was accepted")
 	}
 }
+
+// TestSecondClickAfterTheRetryEnded: the first click's retry already failed again (the record
+// is open with the attempt) when the second click of the same double click arrives; carrying
+// the retries the operator saw, it is a no-op, not a second retry.
+func TestSecondClickAfterTheRetryEnded(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rec, _, _ := e.table.Open(ctx, webhookRecord("evt_click"))
+	if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", rec.Retries); err != nil || !ok {
+		t.Fatalf("first click: %v %v", ok, err)
+	}
+	if _, _, err := e.table.RetryFailed(ctx, rec.ID, deadletter.RetryID(rec.ID, 1), deadletter.Attempt{Error: "failed"}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", rec.Retries)
+	if err != nil || ok || got.Status != deadletter.StatusOpen || e.sent.count() != 1 {
+		t.Fatalf("second click: retried %v (%v), status %s, %d sent", ok, err, got.Status, e.sent.count())
+	}
+	// A deliberate retry of the reopened record, from a page showing it, goes ahead.
+	if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", got.Retries); err != nil || !ok || e.sent.count() != 2 {
+		t.Fatalf("next retry: %v %v, %d sent", ok, err, e.sent.count())
+	}
+}

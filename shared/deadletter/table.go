@@ -576,6 +576,14 @@ func checkNote(note string) error {
 // target refuses the retry, the record returns to its previous status with a retry_failed
 // audit entry, and the error wraps ErrRequeue.
 func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool, error) {
+	return t.RetrySeen(ctx, id, actor, note, -1)
+}
+
+// RetrySeen is Retry from an operator who saw the record with seen retries (a form, an API
+// body): when the record has had a retry since (a double click whose first click's retry
+// already ended, resolved or open again), it is left as it is (retried false), so the work is
+// done once however fast the first retry ends. seen < 0 checks nothing.
+func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int) (Record, bool, error) {
 	if err := checkNote(note); err != nil {
 		return Record{}, false, err
 	}
@@ -584,6 +592,9 @@ func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool
 	}
 	var from Status
 	r, retried, err := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
+		if seen >= 0 && r.Retries != seen {
+			return false, nil // retried since the operator looked: this is a second click
+		}
 		switch r.Status {
 		case StatusRetrying:
 			return false, nil
