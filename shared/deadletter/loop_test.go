@@ -2,6 +2,7 @@ package deadletter_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,4 +172,31 @@ func TestSecondClickAfterTheRetryEnded(t *testing.T) {
 	if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", got.Retries); err != nil || !ok || e.sent.count() != 2 {
 		t.Fatalf("next retry: %v %v, %d sent", ok, err, e.sent.count())
 	}
+}
+
+// FuzzRetriesAttributes: whatever retry attributes a message carries, the wrapper never
+// panics, and a message whose attributes are not a record id and a retry id of ours reaches
+// the consumer untouched and unreported.
+func FuzzRetriesAttributes(f *testing.F) {
+	f.Add("dl_0123456789abcdef01234567", "rt_0123456789abcdef01234567")
+	f.Add("dl_x", "rt_y")
+	f.Add("", "rt_0123456789abcdef01234567")
+	f.Add("dl_0123456789ABCDEF01234567", "rt_\x00")
+	e := newEnv(f)
+	f.Fuzz(func(t *testing.T, rec, rt string) {
+		next := &counting{}
+		h := &deadletter.Retries{Loop: e.table, Next: next.Handle}
+		attr := func(v string) events.SQSMessageAttribute {
+			return events.SQSMessageAttribute{StringValue: &v, DataType: "String"}
+		}
+		m := events.SQSMessage{MessageId: "m", MessageAttributes: map[string]events.SQSMessageAttribute{
+			deadletter.AttrRecordID: attr(rec), deadletter.AttrRetryID: attr(rt)}}
+		resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.n.Load() > 1 || (next.n.Load() == 0 && len(resp.BatchItemFailures) == 0 && !strings.HasPrefix(rt, "rt_")) {
+			t.Fatalf("worked %d times, failures %v", next.n.Load(), resp.BatchItemFailures)
+		}
+	})
 }
