@@ -2,6 +2,7 @@ package deadletter_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,4 +200,33 @@ func FuzzRetriesAttributes(f *testing.F) {
 			t.Fatalf("worked %d times, failures %v", next.n.Load(), resp.BatchItemFailures)
 		}
 	})
+}
+
+func TestActionsAreOnlyThoseThatApply(t *testing.T) {
+	queue := deadletter.Target{Kind: deadletter.TargetQueue, Queue: "webhooks"}
+	tests := map[string]struct {
+		r    deadletter.Record
+		want string
+	}{
+		"open with a target":      {deadletter.Record{Status: deadletter.StatusOpen, Target: queue}, "[retry override resolve ignore]"},
+		"retrying":                {deadletter.Record{Status: deadletter.StatusRetrying, Target: queue}, "[override resolve ignore]"},
+		"ignored":                 {deadletter.Record{Status: deadletter.StatusIgnored, Target: queue}, "[retry override resolve]"},
+		"a difference: no target": {deadletter.Record{Status: deadletter.StatusOpen, Class: deadletter.ClassReconAmountMismatch}, "[override resolve ignore]"},
+		"resolved":                {deadletter.Record{Status: deadletter.StatusResolved, Target: queue}, "[]"},
+		"overridden":              {deadletter.Record{Status: deadletter.StatusOverridden}, "[]"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := fmt.Sprint(tc.r.Actions()); got != tc.want {
+				t.Fatalf("actions %s, want %s", got, tc.want)
+			}
+			if e := tc.r.OverrideEffect(); !strings.Contains(e, "changes only this record") {
+				t.Fatalf("override effect %q", e)
+			}
+		})
+	}
+	amount := deadletter.Record{Class: deadletter.ClassReconAmountMismatch}.OverrideEffect()
+	if !strings.Contains(amount, "refund or charge the difference at the provider") {
+		t.Fatalf("amount mismatch override effect %q", amount)
+	}
 }
