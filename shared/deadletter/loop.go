@@ -49,6 +49,10 @@ type RetryResult struct {
 
 func retryPK(retryID string) string { return "retry#" + retryID }
 
+// RetryLedgerRetention is how long a retry's ledger entry is kept (the table's TTL): longer
+// than SQS keeps a message (14 days at most), so any redelivery of a retried message finds it.
+const RetryLedgerRetention = 30 * 24 * time.Hour
+
 // validIDs reports whether a record id and a retry id have the shapes RecordID and RetryID
 // give; attributes of a queue message are checked before they are used as keys.
 func validIDs(recordID, retryID string) bool {
@@ -118,7 +122,8 @@ func (t *Table) endRetry(ctx context.Context, recordID, retryID string, res Retr
 	ledger := func(_ Record, now time.Time) []store.Write {
 		res.At = now
 		doc, _ := json.Marshal(res)
-		return []store.Write{{Table: TableName, Put: &store.Item{PK: retryPK(retryID), Doc: doc}, Cond: store.Cond{Kind: store.NotExists}}}
+		return []store.Write{{Table: TableName, Put: &store.Item{PK: retryPK(retryID), Doc: doc,
+			ExpiresAt: now.Add(RetryLedgerRetention).Unix()}, Cond: store.Cond{Kind: store.NotExists}}}
 	}
 	r, changed, err := t.changeWith(ctx, recordID, ledger, func(r *Record, now time.Time) (bool, error) {
 		if r.Status != StatusRetrying || RetryID(r.ID, r.Retries) != retryID {
