@@ -195,7 +195,9 @@ func reconFailure(r *Record, m events.SQSMessage) {
 	if run == "" {
 		return
 	}
-	r.Class, r.Key, r.Facts.Local, r.Target = ClassReconRunFailed, "reconcile:"+run, run, Target{}
+	// Retry runs reconciliation over the same input again (the run id is the window).
+	r.Class, r.Key, r.Facts.Local = ClassReconRunFailed, "reconcile:"+run, run
+	r.Target = Target{Kind: TargetReconcile, Body: r.Payload}
 	if cause != "" && cause != ":" {
 		r.Attempts[0].Error = cause
 	}

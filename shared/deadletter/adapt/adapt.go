@@ -7,7 +7,9 @@ package adapt
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/runtwice/twice/shared/deadletter"
@@ -116,6 +118,10 @@ type Requeuer struct {
 	// run completes, open with the attempt appended when it fails again.
 	Reconcile func(ctx context.Context, input json.RawMessage) (recon.Report, error)
 	Loop      deadletter.Loop
+	// ReconcileAtNextRun, without Reconcile (the operator API in AWS, which has no provider
+	// client), leaves a retried run's record retrying for the reconciler's next scheduled run
+	// to carry out (PendingReconciles).
+	ReconcileAtNextRun bool
 }
 
 var _ deadletter.Requeuer = Requeuer{}
@@ -146,6 +152,9 @@ func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID stri
 		return q.Recoverer.ChargeNow(ctx, p, t.Retry+1, prior.Attempts,
 			recovery.RetryLink{DeadLetterID: t.RecordID, RetryID: retryID})
 	case deadletter.TargetReconcile:
+		if q.Reconcile == nil && q.ReconcileAtNextRun {
+			return nil // the record stays retrying: the next scheduled run picks it up
+		}
 		if q.Reconcile == nil || q.Loop == nil {
 			return deadletter.ErrNotRetryable
 		}
@@ -161,4 +170,57 @@ func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID stri
 		return err
 	}
 	return deadletter.ErrNotRetryable
+}
+
+// PendingReconciles is the reconciler function's handler: the scheduled (or requested) run,
+// then every retried failed run waiting in the dead-letter table (records retrying with class
+// recon_run_failed, left there by the operator API's Requeuer with ReconcileAtNextRun), each
+// run again over its own input and its loop closed: resolved when it completes, open with the
+// attempt appended when it fails. A record it could not close stays retrying and the next run
+// tries again, so a retry waits at most one schedule period.
+type PendingReconciles struct {
+	Table *deadletter.Table
+	Run   func(ctx context.Context, input json.RawMessage) (recon.Report, error)
+	Log   *slog.Logger
+}
+
+// Handle runs the input's reconciliation, then the pending retries; it answers the input's
+// report and error.
+func (p PendingReconciles) Handle(ctx context.Context, input json.RawMessage) (recon.Report, error) {
+	rep, err := p.Run(ctx, input)
+	if n, perr := p.RunPending(ctx); perr != nil {
+		p.log().ErrorContext(ctx, "retried reconciliation runs not all carried out; the next run tries again", "done", n, "error", perr)
+	}
+	return rep, err
+}
+
+// RunPending carries out the waiting retries and returns how many it closed.
+func (p PendingReconciles) RunPending(ctx context.Context) (int, error) {
+	page, err := p.Table.List(ctx, deadletter.Filter{Status: deadletter.StatusRetrying, Class: deadletter.ClassReconRunFailed, Limit: deadletter.MaxLimit})
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	var errs []error
+	for _, r := range page.Records {
+		if r.Target.Kind != deadletter.TargetReconcile {
+			continue
+		}
+		q := Requeuer{Reconcile: p.Run, Loop: p.Table}
+		t := r.Target
+		t.Retry, t.RecordID = r.Retries, r.ID
+		if err := q.Requeue(ctx, t, deadletter.RetryID(r.ID, r.Retries)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done++
+	}
+	return done, errors.Join(errs...)
+}
+
+func (p PendingReconciles) log() *slog.Logger {
+	if p.Log != nil {
+		return p.Log
+	}
+	return slog.Default()
 }

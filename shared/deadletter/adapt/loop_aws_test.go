@@ -31,6 +31,7 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/provider/providertest"
 	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/webhooks"
@@ -91,7 +92,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	quiet := slog.New(slog.DiscardHandler)
 	now := func() time.Time { return t0 }
 	// operator-api's requeuer (the queues by name, recovery on Step Functions).
-	requeue := adapt.Requeuer{Store: st, Queues: map[string]adapt.Sender{},
+	requeue := adapt.Requeuer{Store: st, Queues: map[string]adapt.Sender{}, ReconcileAtNextRun: true,
 		Recoverer: &recovery.Recoverer{Starter: &recovery.SFNStarter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}}
 	for name, q := range e.queues {
 		requeue.Queues[prefix+"-"+name] = q
@@ -235,6 +236,49 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 		}
 		ended(t, e.get(t, ok.ID), deadletter.StatusResolved, 1)
 		ended(t, e.get(t, bad.ID), deadletter.StatusOpen, 2)
+	})
+
+	t.Run("reconciliation run", func(t *testing.T) {
+		// The schedule's own dead letter of a failed run: the input is the body.
+		rec := e.open(t, "reconcile", "m-run", `{"scheduled_time":"2026-12-01T09:00:00Z"}`)
+		if rec.Class != deadletter.ClassReconRunFailed || rec.Target.Kind != deadletter.TargetReconcile {
+			t.Fatalf("record %+v", rec)
+		}
+		// operator-api leaves it retrying; the reconciler's next run carries it out.
+		e.doubleClick(t, rec.ID)
+		if got := e.get(t, rec.ID); got.Status != deadletter.StatusRetrying {
+			t.Fatalf("after the click: %s", got.Status)
+		}
+		var inputs []string
+		fail := true
+		run := func(_ context.Context, in json.RawMessage) (recon.Report, error) {
+			inputs = append(inputs, string(in))
+			if fail {
+				return recon.Report{}, errors.New("provider down")
+			}
+			return recon.Report{RunID: "run-1"}, nil
+		}
+		pending := adapt.PendingReconciles{Table: e.table, Run: run}
+		if n, err := pending.RunPending(ctx); err != nil || n != 1 {
+			t.Fatalf("pending: %d %v", n, err)
+		}
+		ended(t, e.get(t, rec.ID), deadletter.StatusOpen, 2)
+		// Nothing is pending now: a second scheduled run does not run it again.
+		if n, err := pending.RunPending(ctx); err != nil || n != 0 || len(inputs) != 1 {
+			t.Fatalf("pending again: %d %v, runs %v", n, err, inputs)
+		}
+		fail = false
+		got := e.get(t, rec.ID)
+		if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "jwt:ops", "", got.Retries); err != nil || !ok {
+			t.Fatalf("second retry: %v %v", ok, err)
+		}
+		if n, err := pending.RunPending(ctx); err != nil || n != 1 {
+			t.Fatalf("pending: %d %v", n, err)
+		}
+		ended(t, e.get(t, rec.ID), deadletter.StatusResolved, 2)
+		if len(inputs) != 2 || inputs[1] != `{"scheduled_time":"2026-12-01T09:00:00Z"}` {
+			t.Fatalf("runs %v", inputs)
+		}
 	})
 
 	for name, tc := range map[string]struct {
