@@ -371,7 +371,8 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		}
 		return s.planNext(ctx, st, c, now)
 	case provider.StatusRefunded, provider.StatusCanceled:
-		return s.settle(ctx, st, payments.Payment{Status: string(pp.Status)}), nil
+		return s.settle(ctx, st, payments.Payment{Status: string(pp.Status)}),
+			s.closeRetry(ctx, st, "The payment was already "+string(pp.Status)+" at the provider; nothing was charged.")
 	}
 	// Processing or pending: not an outcome yet. The repeat replays the same key, and the
 	// provider's answer moves on once the attempt settles.
