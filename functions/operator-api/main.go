@@ -45,7 +45,8 @@ func main() {
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	sq := sqs.NewFromConfig(cfg)
-	requeue := adapt.Requeuer{Store: st, Recoverer: recoverer, Queues: map[string]adapt.Sender{
+	// A retried failed reconciliation run waits for the reconciler's next scheduled run.
+	requeue := adapt.Requeuer{Store: st, Recoverer: recoverer, ReconcileAtNextRun: true, Queues: map[string]adapt.Sender{
 		recoveryfn.QueueName(webhookURL): sqsqueue.New(sq, webhookURL),
 		recoveryfn.QueueName(resolveURL): sqsqueue.New(sq, resolveURL),
 	}}

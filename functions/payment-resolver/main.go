@@ -10,6 +10,8 @@ import (
 
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 )
 
@@ -20,9 +22,14 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)
 	}
-	svc, err := paymentsfn.Build(cfg, &lambdaenv.Env{}, log)
+	env := &lambdaenv.Env{}
+	// A job an operator retried closes its dead-letter record (deadletter.Retries).
+	dl := env.Tables(deadletter.TableName)
+	svc, err := paymentsfn.Build(cfg, env, log)
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	lambda.Start(lambdaenv.Handler(svc.HandleResolve)) // per-message failures: ReportBatchItemFailures
+	h := &deadletter.Retries{Loop: deadletter.NewTable(dynamo.New(lambdaenv.DynamoDB(cfg), dl), nil, deadletter.WithLogger(log)),
+		Next: svc.HandleResolve, Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
+	lambda.Start(lambdaenv.Handler(h.Handle)) // per-message failures: ReportBatchItemFailures
 }

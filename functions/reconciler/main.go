@@ -43,16 +43,19 @@ func main() {
 	policy := retry.New(paymentsfn.NewRand())
 	policy.Logger = log
 	emf := env.Metrics()
+	deadletters := deadletter.NewTable(st, nil, deadletter.WithLogger(log), deadletter.WithMetrics(&deadletter.EMF{Out: emf}))
 	r, err := recon.New(recon.Config{
 		Store:    st,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		// Each difference opens a dead-letter record: DeadLetterOpen moves with it.
-		Sink:    adapt.ReconSink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log), deadletter.WithMetrics(&deadletter.EMF{Out: emf}))},
+		Sink:    adapt.ReconSink{Table: deadletters},
 		Metrics: &recon.Metrics{Out: emf}, // EMF: the run's counts become CloudWatch metrics
 		Log:     log,
 	})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	lambda.Start(lambdaenv.Handler(r.Handle)) // input: the Scheduler's {"scheduled_time": ...} or {"from","to"}
+	// Each run also carries out the operators' retries of failed runs (adapt.PendingReconciles).
+	run := adapt.PendingReconciles{Table: deadletters, Run: r.Handle, Log: log}
+	lambda.Start(lambdaenv.Handler(run.Handle)) // input: the Scheduler's {"scheduled_time": ...} or {"from","to"}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
@@ -22,10 +23,14 @@ func main() {
 	}
 	env := &lambdaenv.Env{}
 	// payment_intent.payment_failed starts recovery through the outbox (functions/outbox-relay).
-	tables := env.Tables(worker.Table, payments.Table, outbox.Table)
+	// A delivery an operator retried closes its dead-letter record (deadletter.Retries).
+	tables := env.Tables(worker.Table, payments.Table, outbox.Table, deadletter.TableName)
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	w := &worker.Worker{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables), Classify: declines.ClassOf, Log: log}
-	lambda.Start(lambdaenv.Handler(w.Handle)) // per-message failures: ReportBatchItemFailures
+	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
+	w := &worker.Worker{Store: st, Classify: declines.ClassOf, Log: log}
+	h := &deadletter.Retries{Loop: deadletter.NewTable(st, nil, deadletter.WithLogger(log)), Next: w.Handle, Log: log,
+		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+	lambda.Start(lambdaenv.Handler(h.Handle)) // per-message failures: ReportBatchItemFailures
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/runtwice/twice/infra/boltgroup"
 )
 
 // Record is what the runner persists for one execution: its public view and the cursor
@@ -67,8 +69,9 @@ var (
 // BoltStore keeps executions in its own buckets of a shared bbolt file, so the local stack
 // can keep everything in one data file. Commits are fsync'd (bbolt's default).
 type BoltStore struct {
-	db    *bolt.DB
-	batch bool
+	db      *bolt.DB
+	batch   bool
+	commits *boltgroup.Committer
 }
 
 // BoltOption configures a BoltStore.
@@ -78,6 +81,23 @@ type BoltOption func(*BoltStore)
 // fsync. Set db.MaxBatchSize near the runner's concurrency and db.MaxBatchDelay small
 // (a few ms): a batch that never fills waits the full delay.
 func WithBatch() BoltOption { return func(s *BoltStore) { s.batch = true } }
+
+// WithCommitter makes Create and Save commit through c, the file's group committer
+// (infra/boltgroup), which the local stack shares with its store and queue: checkpoints of
+// concurrent executions, store writes and queue sends share one fsync. It takes precedence
+// over WithBatch.
+func WithCommitter(c *boltgroup.Committer) BoltOption { return func(s *BoltStore) { s.commits = c } }
+
+// update runs fn in a write transaction: through the committer when there is one.
+func (s *BoltStore) update(fn func(tx *bolt.Tx) error) error {
+	if s.commits != nil {
+		return s.commits.Submit(context.Background(), func(tx *bolt.Tx) (error, error) { return nil, fn(tx) })
+	}
+	if s.batch {
+		return s.db.Batch(fn)
+	}
+	return s.db.Update(fn)
+}
 
 // NewBoltStore creates the store's buckets in db if missing.
 func NewBoltStore(db *bolt.DB, opts ...BoltOption) (*BoltStore, error) {
@@ -151,7 +171,8 @@ func (s *BoltStore) Create(_ context.Context, rec *Record, events []HistoryEvent
 		return nil, err
 	}
 	var existing *Record
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	create := func(tx *bolt.Tx) error {
+		existing = nil
 		if old := tx.Bucket(bucketExecutions).Get([]byte(rec.ExecutionArn)); old != nil {
 			existing = &Record{}
 			return json.Unmarshal(old, existing)
@@ -163,7 +184,12 @@ func (s *BoltStore) Create(_ context.Context, rec *Record, events []HistoryEvent
 			}
 		}
 		return putRecord(tx, b, rec.ExecutionArn, rec.Status == StatusRunning, enc, ids)
-	})
+	}
+	if s.commits != nil {
+		err = s.commits.Submit(context.Background(), func(tx *bolt.Tx) (error, error) { return nil, create(tx) })
+	} else {
+		err = s.db.Update(create)
+	}
 	return existing, err
 }
 
@@ -177,13 +203,9 @@ func (s *BoltStore) Save(_ context.Context, rec *Record, events []HistoryEvent) 
 	if err != nil {
 		return err
 	}
-	fn := func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		return putRecord(tx, b, rec.ExecutionArn, rec.Status == StatusRunning, enc, ids)
-	}
-	if s.batch {
-		return s.db.Batch(fn)
-	}
-	return s.db.Update(fn)
+	})
 }
 
 // Load implements Store.

@@ -7,12 +7,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/runtwice/twice/infra/boltgroup"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -27,9 +27,10 @@ const defaultPage = 100
 
 // Store is a store.Store on a bbolt file.
 type Store struct {
-	db     *bolt.DB
-	writes chan *writeReq
-	done   chan struct{}
+	db *bolt.DB
+	// commits is the file's group committer (infra/boltgroup), which the local stack shares
+	// with the queue and the runner's checkpoints.
+	commits *boltgroup.Committer
 	// stopTrim ends the background trimming; nil when none runs.
 	stopTrim func()
 }
@@ -90,10 +91,12 @@ func KeepTrimmed(db *bolt.DB) (stop func()) {
 // New wraps an open bbolt database, so the local stack can share one file between the store
 // and other embedded components. Close stops the committer and closes db.
 func New(db *bolt.DB) *Store {
-	s := &Store{db: db, writes: make(chan *writeReq, 1024), done: make(chan struct{})}
-	go s.commitLoop()
-	return s
+	return &Store{db: db, commits: boltgroup.New(db, boltgroup.Options{})}
 }
+
+// Committer is the store's group committer: the other writers of the same file (the local
+// queue, the runner's checkpoints) commit through it, so their fsyncs are shared.
+func (s *Store) Committer() *boltgroup.Committer { return s.commits }
 
 // DB returns the underlying bbolt database.
 func (s *Store) DB() *bolt.DB { return s.db }
@@ -103,105 +106,16 @@ func (s *Store) Close() error {
 	if s.stopTrim != nil {
 		s.stopTrim()
 	}
-	close(s.writes)
-	<-s.done
+	_ = s.commits.Close()
 	return s.db.Close()
 }
 
-// writeReq is one caller's writes, applied in a shared transaction. apply returns the caller's
-// outcome (nil or a condition error); an error from bbolt itself fails the whole group.
-type writeReq struct {
-	apply  func(tx *bolt.Tx) (outcome error, err error)
-	result chan error
-}
-
-// lingerFor bounds how long the committer waits for the rest of a group when the previous
-// group was bigger: writers released by one fsync come back within microseconds, and catching
-// them in one commit instead of two is worth far more than the wait (an fsync costs
-// milliseconds).
-const lingerFor = 300 * time.Microsecond
-
-// commitLoop is the group committer: take one request, then everything already queued (and,
-// if the last group was bigger, whatever arrives within lingerFor), run them in one
-// transaction, fsync once, answer all.
-func (s *Store) commitLoop() {
-	defer close(s.done)
-	var group []*writeReq
-	// target is the largest of the recent groups: about how many writers are active.
-	var recent [8]int
-	n := 0
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for req := range s.writes {
-		group = append(group[:0], req)
-		open := true
-	drain:
-		for open && len(group) < 256 {
-			select {
-			case r, ok := <-s.writes:
-				if !ok {
-					open = false
-					break drain
-				}
-				group = append(group, r)
-				continue
-			default:
-			}
-			if len(group) >= slices.Max(recent[:]) {
-				break
-			}
-			timer.Reset(lingerFor)
-			select {
-			case r, ok := <-s.writes:
-				timer.Stop()
-				if !ok {
-					open = false
-					break drain
-				}
-				group = append(group, r)
-			case <-timer.C:
-				break drain
-			}
-		}
-		recent[n%len(recent)] = len(group)
-		n++
-		outcomes := make([]error, len(group))
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			for i, r := range group {
-				o, err := r.apply(tx)
-				if err != nil {
-					return err
-				}
-				outcomes[i] = o
-			}
-			return nil
-		})
-		for i, r := range group {
-			if err != nil {
-				r.result <- fmt.Errorf("boltstore: commit: %w", err)
-			} else {
-				r.result <- outcomes[i]
-			}
-		}
+func (s *Store) submit(ctx context.Context, apply boltgroup.Apply) error {
+	err := s.commits.Submit(ctx, apply)
+	if errors.Is(err, boltgroup.ErrClosed) {
+		return errors.New("boltstore: store closed")
 	}
-}
-
-func (s *Store) submit(ctx context.Context, apply func(tx *bolt.Tx) (error, error)) (err error) {
-	req := &writeReq{apply: apply, result: make(chan error, 1)}
-	defer func() {
-		// Close raced with this write: report it instead of crashing the caller.
-		if recover() != nil {
-			err = errors.New("boltstore: store closed")
-		}
-	}()
-	select {
-	case s.writes <- req:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	// Once queued, the write will commit or fail; wait for the answer even if ctx ends, so a
-	// caller never mistakes a committed write for a failed one.
-	return <-req.result
+	return err
 }
 
 // Get implements store.Store.

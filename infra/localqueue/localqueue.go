@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/runtwice/twice/infra/boltgroup"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/queue"
 )
@@ -21,13 +22,6 @@ var (
 	_ queue.BatchDeleter = (*Queue)(nil)
 )
 
-// maxGroup caps how many requests share one transaction and one fsync.
-const maxGroup = 256
-
-// lingerFor is how long the committer waits for the rest of a group that was bigger last time:
-// small beside an fsync (milliseconds on the machines measured).
-const lingerFor = 500 * time.Microsecond
-
 // Options configure a Broker.
 type Options struct {
 	// Clock defaults to the wall clock.
@@ -36,17 +30,21 @@ type Options struct {
 	NewID func() string
 	// Logger records dead-lettering; defaults to slog.Default().
 	Logger *slog.Logger
+	// Committer is the file's group committer (infra/boltgroup), shared with the file's other
+	// writers (boltstore.Store.Committer); nil starts one of the broker's own.
+	Committer *boltgroup.Committer
 }
 
 // Broker owns the queues that live in one bbolt file and the committer that writes them.
 type Broker struct {
-	db     *bolt.DB
-	clock  clock.Clock
-	newID  func() string
-	log    *slog.Logger
-	writes chan *writeReq
-	done   chan struct{}
-	closed chan struct{}
+	db    *bolt.DB
+	clock clock.Clock
+	newID func() string
+	log   *slog.Logger
+	// commits is the group committer; own says the broker started it (and stops it).
+	commits *boltgroup.Committer
+	own     bool
+	closed  chan struct{}
 
 	mu     sync.Mutex
 	queues map[string]*Queue
@@ -57,9 +55,11 @@ type Broker struct {
 // its store. db must not be opened with NoSync, or messages would not survive a crash.
 func New(db *bolt.DB, opts Options) *Broker {
 	b := &Broker{
-		db: db, clock: opts.Clock, newID: opts.NewID,
-		writes: make(chan *writeReq, 1024), done: make(chan struct{}), closed: make(chan struct{}),
-		queues: make(map[string]*Queue),
+		db: db, clock: opts.Clock, newID: opts.NewID, commits: opts.Committer,
+		closed: make(chan struct{}), queues: make(map[string]*Queue),
+	}
+	if b.commits == nil {
+		b.commits, b.own = boltgroup.New(db, boltgroup.Options{}), true
 	}
 	if b.clock == nil {
 		b.clock = clock.Real()
@@ -71,19 +71,19 @@ func New(db *bolt.DB, opts Options) *Broker {
 	if b.log == nil {
 		b.log = slog.Default()
 	}
-	go b.commitLoop()
 	return b
 }
 
-// Close ends every long poll with queue.ErrClosed, waits for queued writes and stops the
-// committer. It leaves db open.
+// Close ends every long poll with queue.ErrClosed and refuses further changes; a committer of
+// the broker's own commits what is queued and stops. It leaves db open.
 func (b *Broker) Close() error {
 	b.stop.Do(func() {
 		b.mu.Lock()
 		close(b.closed)
-		close(b.writes)
 		b.mu.Unlock()
-		<-b.done
+		if b.own {
+			_ = b.commits.Close()
+		}
 	})
 	return nil
 }
@@ -445,6 +445,9 @@ func (q *Queue) ChangeVisibility(ctx context.Context, receiptHandle string, d ti
 	return err
 }
 
+// moveChunk is how many messages one MoveMessages transaction moves.
+const moveChunk = 256
+
 // MoveMessages moves up to max visible messages (all of them if max <= 0) from q to dst, the
 // operator's retry of a dead-letter queue (SQS StartMessageMoveTask). Moved messages keep their
 // id, body, attributes and sent time; their receive count starts again from zero.
@@ -454,7 +457,7 @@ func (q *Queue) MoveMessages(ctx context.Context, dst *Queue, max int) (int, err
 	}
 	moved := 0
 	for max <= 0 || moved < max {
-		chunk := maxGroup
+		chunk := moveChunk
 		if max > 0 && max-moved < chunk {
 			chunk = max - moved
 		}
@@ -540,93 +543,7 @@ func (q *Queue) parseReceipt(s string) (receipt, error) {
 	return r, nil
 }
 
-// writeReq is one caller's change, applied in a shared transaction. apply returns the caller's
-// outcome (nil or a queue error); an error from bbolt itself fails the whole group.
-type writeReq struct {
-	apply  func(tx *bolt.Tx) (outcome error, err error)
-	result chan error
-}
-
-// commitLoop is the group committer: take one request, then everything already queued, run
-// them in one transaction, fsync once, answer all. A lone request pays no timer; many share
-// one fsync.
-func (b *Broker) commitLoop() {
-	defer close(b.done)
-	var group []*writeReq
-	last := 1 // size of the previous group
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
-	for req := range b.writes {
-		group = append(group[:0], req)
-		started, expired := false, false
-	drain:
-		for len(group) < maxGroup {
-			select {
-			case r, ok := <-b.writes:
-				if !ok {
-					break drain
-				}
-				group = append(group, r)
-				continue
-			default:
-			}
-			// The writers of the last group are likely on their way back with their next
-			// request; a short wait for them buys a shared fsync. A lone writer never waits.
-			if expired || len(group) >= last {
-				break
-			}
-			if !started {
-				linger.Reset(lingerFor)
-				started = true
-			}
-			select {
-			case r, ok := <-b.writes:
-				if !ok {
-					break drain
-				}
-				group = append(group, r)
-			case <-linger.C:
-				expired = true
-			}
-		}
-		if started && !expired {
-			linger.Stop()
-		}
-		last = len(group)
-		outcomes := make([]error, len(group))
-		err := b.db.Update(func(tx *bolt.Tx) error {
-			for i, r := range group {
-				o, err := r.apply(tx)
-				if err != nil {
-					return err
-				}
-				outcomes[i] = o
-			}
-			return nil
-		})
-		if err != nil && len(group) > 1 {
-			// One request's storage error must not fail its neighbours: retry each alone.
-			for i, r := range group {
-				err := b.db.Update(func(tx *bolt.Tx) error {
-					o, err := r.apply(tx)
-					outcomes[i] = o
-					return err
-				})
-				if err != nil {
-					outcomes[i] = fmt.Errorf("localqueue: commit: %w", err)
-				}
-			}
-		} else if err != nil {
-			outcomes[0] = fmt.Errorf("localqueue: commit: %w", err)
-		}
-		for i, r := range group {
-			r.result <- outcomes[i]
-		}
-	}
-}
-
-func (b *Broker) submit(ctx context.Context, apply func(tx *bolt.Tx) (error, error)) error {
-	req := &writeReq{apply: apply, result: make(chan error, 1)}
+func (b *Broker) submit(ctx context.Context, apply boltgroup.Apply) error {
 	b.mu.Lock()
 	select {
 	case <-b.closed:
@@ -634,18 +551,12 @@ func (b *Broker) submit(ctx context.Context, apply func(tx *bolt.Tx) (error, err
 		return queue.ErrClosed
 	default:
 	}
-	// Holding mu keeps Close from closing writes under a send; the channel's buffer keeps the
-	// hold short.
-	select {
-	case b.writes <- req:
-		b.mu.Unlock()
-	case <-ctx.Done():
-		b.mu.Unlock()
-		return ctx.Err()
+	b.mu.Unlock()
+	err := b.commits.Submit(ctx, apply)
+	if errors.Is(err, boltgroup.ErrClosed) {
+		return queue.ErrClosed
 	}
-	// Once queued, the change will commit or fail; wait for the answer even if ctx ends, so a
-	// caller never mistakes a committed change for a failed one.
-	return <-req.result
+	return err
 }
 
 var errCorrupt = errors.New("localqueue: corrupt record")

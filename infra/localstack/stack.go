@@ -2,6 +2,7 @@ package localstack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -208,7 +209,9 @@ func (s *Stack) build() error {
 	if s.store, err = boltstore.Open(filepath.Join(s.cfg.DataDir, "twice.db")); err != nil {
 		return err
 	}
-	s.broker = localqueue.New(s.store.DB(), localqueue.Options{})
+	// One group committer for the one file: store writes, queue changes and the runner's
+	// checkpoints share fsyncs (infra/boltgroup).
+	s.broker = localqueue.New(s.store.DB(), localqueue.Options{Committer: s.store.Committer()})
 	for name, dlq := range map[string]string{webhookQueue: webhookDLQ, resolveQueue: resolveDLQ} {
 		q, err := s.broker.Queue(name, localqueue.Config{DeadLetter: dlq, MaxReceiveCount: maxReceiveCount})
 		if err != nil {
@@ -283,6 +286,7 @@ func (s *Stack) build() error {
 		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace}); err != nil {
 		return err
 	}
+	requeue.Reconcile, requeue.Loop = s.recon.Handle, s.deadletters
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
@@ -317,7 +321,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 	if err != nil {
 		return nil, err
 	}
-	checkpoints, err := asl.NewBoltStore(s.store.DB(), asl.WithBatch())
+	checkpoints, err := asl.NewBoltStore(s.store.DB(), asl.WithCommitter(s.store.Committer()))
 	if err != nil {
 		return nil, err
 	}
@@ -382,10 +386,15 @@ func (s *Stack) Start() {
 	s.goRun(func() { s.simSrv.Serve(s.simLn) })
 	s.sim.Start(ctx)
 
+	// A message an operator retried closes its dead-letter record's loop (deadletter.Retries).
+	worker := &deadletter.Retries{Loop: s.deadletters, Next: s.worker.Handle, Now: s.clock.Now, Log: s.log,
+		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+	resolver := &deadletter.Retries{Loop: s.deadletters, Next: s.payments.HandleResolve, Now: s.clock.Now, Log: s.log,
+		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	consumers := []*queue.Consumer{
-		{Queue: s.queues[webhookQueue], Handler: s.worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[webhookQueue], Handler: worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Logger: s.log},
-		{Queue: s.queues[resolveQueue], Handler: s.payments.HandleResolve, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
 	}
 	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
@@ -401,7 +410,7 @@ func (s *Stack) Start() {
 	if s.cfg.ReconcileEvery > 0 {
 		s.goRun(func() {
 			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) {
-				if rep, err := s.recon.Handle(ctx, nil); err != nil {
+				if rep, err := s.reconcileScheduled(ctx); err != nil {
 					s.log.Error("scheduled reconciliation failed", "error", err)
 				} else {
 					s.log.Info("reconciliation", "run_id", rep.RunID, "differences", len(rep.Differences))
@@ -479,4 +488,22 @@ func (s *Stack) Close() error {
 		errs = append(errs, s.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// reconcileScheduled runs the scheduled reconciliation over its window; a run that fails
+// becomes a dead-letter record whose Retry runs the same window again (as the AWS schedule's
+// failures reach the dead-letter table through reconcile-dlq).
+func (s *Stack) reconcileScheduled(ctx context.Context) (recon.Report, error) {
+	w := s.recon.DefaultWindow()
+	input, err := json.Marshal(recon.Event{From: w.From.UTC().Format(time.RFC3339), To: w.To.UTC().Format(time.RFC3339)})
+	if err != nil {
+		return recon.Report{}, err
+	}
+	rep, err := s.recon.Handle(ctx, input)
+	if err != nil {
+		if _, _, oerr := s.deadletters.Open(context.WithoutCancel(ctx), deadletter.ReconRunFailed(input, s.clock.Now())); oerr != nil {
+			return rep, errors.Join(err, oerr)
+		}
+	}
+	return rep, err
 }

@@ -20,10 +20,14 @@ var unexercised = map[string]map[rie.Call]string{
 	"payment-resolver": {
 		// DeleteItem on IdempotencyTable is exercised: a message that fails releases its record
 		// (idemlambda.SQS, one conditional DeleteItem).
-		{Action: "dynamodb:GetItem", Resource: "PaymentsTable"}: "a job whose key completed meanwhile reads the payment it names",
+		{Action: "dynamodb:GetItem", Resource: "PaymentsTable"}:    "a job whose key completed meanwhile reads the payment it names",
+		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}: "a job an operator retried checks its retry id (deadletter.Retries)",
+		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}: "a job an operator retried resolves or reopens its record",
 	},
 	"webhook-worker": {
-		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}: "payment_intent.payment_failed commits its recovery start with the state change",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:      "payment_intent.payment_failed commits its recovery start with the state change",
+		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}: "a delivery an operator retried checks its retry id (deadletter.Retries)",
+		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}: "a delivery an operator retried resolves or reopens its record",
 	},
 	"outbox-relay": {
 		{Action: "dynamodb:DescribeStream", Resource: "OutboxTable.StreamArn"}:   "the stream event source mapping reads the stream with the function's role",

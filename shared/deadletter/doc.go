@@ -16,6 +16,14 @@
 // its previous status with a retry_failed audit entry. A retried message that dies again
 // reopens its record.
 //
+// Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Queue
+// consumers are wrapped in Retries, which skips a retry id that already ended and reports the
+// message's result; recovery's steps report a charge-now's result through the recovery sink;
+// RetrySucceeded moves the record to resolved and RetryFailed back to open with the attempt
+// appended, each with a ledger item for the retry id in the same conditional transaction.
+// Record.Actions lists only the actions that apply; Record.OverrideEffect says what an
+// override changes (only the record).
+//
 // Sink.Handle is the deadletter-sink Lambda's handler: one record per dead SQS message, the
 // source from the DLQ's name, failures reported per message. FromRecovery builds the record
 // for a recovery dead letter.

@@ -54,7 +54,7 @@ type env struct {
 	metrics *bytes.Buffer
 }
 
-func newEnv(t *testing.T) env {
+func newEnv(t testing.TB) env {
 	t.Helper()
 	s, err := boltstore.Open(filepath.Join(t.TempDir(), "dl.db"))
 	if err != nil {

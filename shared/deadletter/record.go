@@ -72,8 +72,12 @@ type TargetKind string
 const (
 	// TargetQueue re-sends Body to the queue the message came from.
 	TargetQueue TargetKind = "queue"
-	// TargetRecovery restarts payment recovery for PaymentID (a new round).
+	// TargetRecovery starts a new recovery round for PaymentID that charges at once (a charge
+	// now, within the card networks' caps); Body holds the stopped round's state.
 	TargetRecovery TargetKind = "recovery"
+	// TargetReconcile runs reconciliation again over the failed run's window (Body holds the
+	// run's input).
+	TargetReconcile TargetKind = "reconcile"
 	// TargetNone means there is nothing to retry automatically (a reconciliation difference).
 	TargetNone TargetKind = ""
 )
@@ -88,10 +92,15 @@ type Target struct {
 	// Retry is the number of the retry a Requeue carries out (1 for the first); it is set on
 	// the copy handed to the Requeuer, never stored.
 	Retry int `json:"-"`
+	// RecordID is the record the retry belongs to; like Retry it is set only on the copy
+	// handed to the Requeuer, so the consumer can close the record's loop.
+	RecordID string `json:"-"`
 }
 
 // Retryable reports whether the target can be retried.
-func (t Target) Retryable() bool { return t.Kind == TargetQueue || t.Kind == TargetRecovery }
+func (t Target) Retryable() bool {
+	return t.Kind == TargetQueue || t.Kind == TargetRecovery || t.Kind == TargetReconcile
+}
 
 // Audit is one operator (or system) action on a record.
 type Audit struct {
@@ -114,6 +123,11 @@ const (
 	ActionOverride   = "override"
 	ActionResolve    = "resolve"
 	ActionIgnore     = "ignore"
+	// ActionRetrySucceeded closes a record whose retried work succeeded (Outcome says what it
+	// did); ActionRetryFailedAgain reopens one whose retried work failed, with the attempt
+	// appended. Both carry the retry id.
+	ActionRetrySucceeded   = "retry_succeeded"
+	ActionRetryFailedAgain = "retry_failed_again"
 )
 
 // Record is one piece of dead work an operator can act on.

@@ -139,6 +139,11 @@ func (s *Sink) Record(m events.SQSMessage) Record {
 	case SourceReconciliation:
 		reconFailure(&r, m)
 	}
+	// A retried message that died again (its consumer did not close the loop itself) belongs
+	// to the record it was retried from, whatever key its body gives: Open reopens that one.
+	if id := attr(m, AttrRecordID); validIDs(id, attr(m, AttrRetryID)) {
+		r.ID = id
+	}
 	return r
 }
 
@@ -190,10 +195,23 @@ func reconFailure(r *Record, m events.SQSMessage) {
 	if run == "" {
 		return
 	}
-	r.Class, r.Key, r.Facts.Local, r.Target = ClassReconRunFailed, "reconcile:"+run, run, Target{}
+	// Retry runs reconciliation over the same input again (the run id is the window).
+	r.Class, r.Key, r.Facts.Local = ClassReconRunFailed, "reconcile:"+run, run
+	r.Target = Target{Kind: TargetReconcile, Body: r.Payload}
 	if cause != "" && cause != ":" {
 		r.Attempts[0].Error = cause
 	}
+}
+
+// ReconRunFailed is the record of a reconciliation run that failed, for a runner that calls
+// the reconciler itself (the local stack's schedule): input is the run's input (recon.Event
+// JSON, a window), which names the run, so a failure of the same run twice is one record. Its
+// Retry runs reconciliation over the same input again (TargetReconcile).
+func ReconRunFailed(input json.RawMessage, at time.Time) Record {
+	return Record{Source: SourceReconciliation, Key: "reconcile:" + string(input), Class: ClassReconRunFailed,
+		Facts: Facts{Local: string(input)}, Payload: input,
+		Attempts: []Attempt{{At: at.UTC(), Error: "the reconciliation run failed; the log says why"}},
+		Target:   Target{Kind: TargetReconcile, Body: input}}
 }
 
 // RecoveryDeadLetter mirrors recovery.DeadLetter, which this package does not import (neither
@@ -223,5 +241,6 @@ func FromRecovery(d RecoveryDeadLetter) Record {
 	return Record{Source: SourceRecovery, Key: d.Key, Class: class, PaymentID: d.PaymentID,
 		Facts:       Facts{PaymentID: d.PaymentID, Invoice: d.Invoice, Attempts: len(d.Attempts)},
 		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: d.Attempts, Payload: d.Payload,
-		Target: Target{Kind: TargetRecovery, PaymentID: d.PaymentID, Invoice: d.Invoice}}
+		// The stopped state rides with the target: a retry's charge counts its attempts.
+		Target: Target{Kind: TargetRecovery, PaymentID: d.PaymentID, Invoice: d.Invoice, Body: d.Payload}}
 }

@@ -130,7 +130,7 @@ func TestSinkOpensOneRecordPerFailedReconciliationRun(t *testing.T) {
 	first := sink.Record(ev.Records[0])
 	second := sink.Record(ev.Records[1])
 	if first.Source != deadletter.SourceReconciliation || first.Class != deadletter.ClassReconRunFailed ||
-		first.Key != "reconcile:"+run || second.Key != first.Key || first.Target.Retryable() {
+		first.Key != "reconcile:"+run || second.Key != first.Key || first.Target.Kind != deadletter.TargetReconcile {
 		t.Fatalf("records %+v / %+v", first, second)
 	}
 	if first.Attempts[0].Error != "Runtime.ExitError: provider list failed (RetriesExhausted)" || second.Attempts[0].Error != msg {

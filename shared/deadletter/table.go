@@ -235,9 +235,12 @@ func (t *Table) reopen(ctx context.Context, old Record, attempts []Attempt, now 
 
 // commit writes w together with the open counter moved by delta and the current hour's
 // snapshot, in one transaction, and returns the new open count.
-func (t *Table) commit(ctx context.Context, w store.Write, delta int64, now time.Time) (int64, error) {
+//
+// Extra writes (a retry's ledger entry) go in the same transaction after those; a failed
+// condition on one of them is a *store.ConditionError whose Index is extraIndex(delta, i).
+func (t *Table) commit(ctx context.Context, w store.Write, delta int64, now time.Time, extra ...store.Write) (int64, error) {
 	if delta == 0 {
-		return -1, t.store.Transact(ctx, w)
+		return -1, t.store.Transact(ctx, append([]store.Write{w}, extra...)...)
 	}
 	cur, err := t.store.Get(ctx, TableName, counterPK, "")
 	cond := store.Cond{Kind: store.VersionIs, Version: cur.Version}
@@ -259,14 +262,22 @@ func (t *Table) commit(ctx context.Context, w store.Write, delta int64, now time
 	doc, _ := json.Marshal(c)
 	hour := now.UTC().Format(hourLayout)
 	hdoc, _ := json.Marshal(HourCount{Hour: now.UTC().Truncate(time.Hour), Open: c.Open})
-	err = t.store.Transact(ctx, w,
+	err = t.store.Transact(ctx, append([]store.Write{w,
 		store.Write{Table: TableName, Put: &store.Item{PK: counterPK, Doc: doc, Version: cur.Version + 1}, Cond: cond},
 		store.Write{Table: TableName, Put: &store.Item{PK: "hour#" + hour, Doc: hdoc, IndexPK: hourlyPK, IndexSK: hour}},
-	)
+	}, extra...)...)
 	if err != nil {
 		return 0, err
 	}
 	return c.Open, nil
+}
+
+// extraIndex is the position in commit's transaction of extra write i.
+func extraIndex(delta int64, i int) int {
+	if delta == 0 {
+		return 1 + i
+	}
+	return 3 + i
 }
 
 type counter struct {
@@ -500,6 +511,14 @@ func DecodeCursor(c string) (string, error) {
 // sees the new state (a second click sees retrying and does nothing). fn returns false to
 // leave the record as it is.
 func (t *Table) change(ctx context.Context, id string, fn func(r *Record, now time.Time) (bool, error)) (Record, bool, error) {
+	return t.changeWith(ctx, id, nil, fn)
+}
+
+// changeWith is change with extra writes committed in the same transaction as the record
+// (built from the changed record). A failed condition on an extra write leaves the record as
+// it is (changed false, no error): the extra write is a guard that says the change was made.
+func (t *Table) changeWith(ctx context.Context, id string, extra func(r Record, now time.Time) []store.Write,
+	fn func(r *Record, now time.Time) (bool, error)) (Record, bool, error) {
 	for try := 0; try < maxTries; try++ {
 		old, err := t.Get(ctx, id)
 		if err != nil {
@@ -523,7 +542,15 @@ func (t *Table) change(ctx context.Context, id string, fn func(r *Record, now ti
 		} else if old.Status != StatusOpen && r.Status == StatusOpen {
 			delta = +1
 		}
-		n, err := t.commit(ctx, store.Write{Table: TableName, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: old.Version}}, delta, now)
+		var ex []store.Write
+		if extra != nil {
+			ex = extra(r, now)
+		}
+		n, err := t.commit(ctx, store.Write{Table: TableName, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: old.Version}}, delta, now, ex...)
+		var ce *store.ConditionError
+		if errors.As(err, &ce) && len(ex) > 0 && ce.Index >= extraIndex(delta, 0) {
+			return old, false, nil
+		}
 		if errors.Is(err, store.ErrConditionFailed) || errors.Is(err, store.ErrConflict) {
 			continue
 		}
@@ -549,6 +576,14 @@ func checkNote(note string) error {
 // target refuses the retry, the record returns to its previous status with a retry_failed
 // audit entry, and the error wraps ErrRequeue.
 func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool, error) {
+	return t.RetrySeen(ctx, id, actor, note, -1)
+}
+
+// RetrySeen is Retry from an operator who saw the record with seen retries (a form, an API
+// body): when the record has had a retry since (a double click whose first click's retry
+// already ended, resolved or open again), it is left as it is (retried false), so the work is
+// done once however fast the first retry ends. seen < 0 checks nothing.
+func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int) (Record, bool, error) {
 	if err := checkNote(note); err != nil {
 		return Record{}, false, err
 	}
@@ -557,6 +592,9 @@ func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool
 	}
 	var from Status
 	r, retried, err := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
+		if seen >= 0 && r.Retries != seen {
+			return false, nil // retried since the operator looked: this is a second click
+		}
 		switch r.Status {
 		case StatusRetrying:
 			return false, nil
@@ -578,7 +616,7 @@ func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool
 	}
 	retryID := RetryID(r.ID, r.Retries)
 	tgt := r.Target
-	tgt.Retry = r.Retries
+	tgt.Retry, tgt.RecordID = r.Retries, r.ID
 	if err := t.requeue.Requeue(ctx, tgt, retryID); err != nil {
 		t.log.ErrorContext(ctx, "dead-letter retry not sent", "record", r.ID, "retry_id", retryID, "err", err)
 		n := r.Retries

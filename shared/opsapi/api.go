@@ -29,6 +29,7 @@ type Records interface {
 	Get(ctx context.Context, id string) (deadletter.Record, error)
 	List(ctx context.Context, f deadletter.Filter) (deadletter.Page, error)
 	Retry(ctx context.Context, id, actor, note string) (deadletter.Record, bool, error)
+	RetrySeen(ctx context.Context, id, actor, note string, seen int) (deadletter.Record, bool, error)
 	Override(ctx context.Context, id, actor, outcome, note string) (deadletter.Record, error)
 	Resolve(ctx context.Context, id, actor, note string) (deadletter.Record, error)
 	Ignore(ctx context.Context, id, actor, note string) (deadletter.Record, error)
@@ -366,7 +367,19 @@ func (h *Handler) detail(w http.ResponseWriter, r *http.Request, _ string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, viewOf(rec))
+}
+
+// recordView is a record as the API shows it: with the actions that apply to it now and what
+// an override would change.
+type recordView struct {
+	deadletter.Record
+	Actions        []string `json:"actions"`
+	OverrideEffect string   `json:"override_effect"`
+}
+
+func viewOf(r deadletter.Record) recordView {
+	return recordView{Record: r, Actions: r.Actions(), OverrideEffect: r.OverrideEffect()}
 }
 
 func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
@@ -383,6 +396,9 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
 type ActionBody struct {
 	Outcome string `json:"outcome"`
 	Note    string `json:"note"`
+	// Retries, on a retry, is the record's retries as the caller saw them: a record retried
+	// since is left alone (retried false), so a repeated request does the work once.
+	Retries *int `json:"retries,omitempty"`
 }
 
 // maxBody caps an action body.
@@ -421,7 +437,11 @@ func (h *Handler) retry(w http.ResponseWriter, r *http.Request, who string) {
 		h.fail(w, r, err)
 		return
 	}
-	rec, retried, err := h.cfg.Records.Retry(r.Context(), r.PathValue("id"), who, body.Note)
+	seen := -1
+	if body.Retries != nil && *body.Retries >= 0 {
+		seen = *body.Retries
+	}
+	rec, retried, err := h.cfg.Records.RetrySeen(r.Context(), r.PathValue("id"), who, body.Note, seen)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -440,7 +460,7 @@ func (h *Handler) override(w http.ResponseWriter, r *http.Request, who string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, viewOf(rec)) // override_effect: what it changed
 }
 
 func (h *Handler) settle(action string) func(http.ResponseWriter, *http.Request, string) {

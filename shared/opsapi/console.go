@@ -407,7 +407,12 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 	switch done {
 	case "retry":
 		var retried bool
-		if _, retried, err = h.cfg.Records.Retry(ctx, id, s.Actor, note); err == nil && !retried {
+		// The form carries the retries the page showed: a second click is a no-op.
+		seen, serr := strconv.Atoi(r.PostForm.Get("retries"))
+		if serr != nil || seen < 0 {
+			seen = -1
+		}
+		if _, retried, err = h.cfg.Records.RetrySeen(ctx, id, s.Actor, note, seen); err == nil && !retried {
 			done = "retry-noop"
 		}
 	case "override":

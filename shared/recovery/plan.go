@@ -101,6 +101,8 @@ type Plan struct {
 	Class         declines.Class `json:"decline_class"`
 	NeedsCustomer bool           `json:"needs_customer"`
 	NeedsReview   bool           `json:"needs_review"`
+	// ChargeNow links a plan of an operator's retry to its dead-letter record (see RetryLink).
+	ChargeNow *RetryLink `json:"charge_now,omitempty"`
 }
 
 // LogValue makes a plan one structured log attribute: slog.Any("plan", plan).

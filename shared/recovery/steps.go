@@ -40,6 +40,10 @@ type State struct {
 	Plan      *Plan     `json:"plan,omitempty"`
 	Outcome   Outcome   `json:"outcome,omitempty"`
 	Error     *Failure  `json:"error,omitempty"`
+	// ChargeNow, in the input of an execution an operator's dead-letter retry started, links
+	// it to the record and makes the first plan a charge at once (ChargeNowPlan); the plan
+	// carries it on.
+	ChargeNow *RetryLink `json:"charge_now,omitempty"`
 }
 
 // Failure is what a Catch with ResultPath "$.error" adds: the error name and its cause.
@@ -75,6 +79,9 @@ type DeadLetter struct {
 	SuggestedAction string          `json:"suggested_action"`
 	Attempts        []Attempt       `json:"attempts"`
 	Payload         json.RawMessage `json:"payload"` // the execution state as the step received it
+	// RetryOf is set when the stopped execution was an operator's retry of a dead-letter
+	// record: the sink reopens that record with these attempts instead of opening a new one.
+	RetryOf *RetryLink `json:"retry_of,omitempty"`
 }
 
 // DeadLetterSink opens dead-letter records. Open must be idempotent on DeadLetter.Key: the
@@ -234,7 +241,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		return st, err
 	}
 	if settled(p.Status) {
-		return s.settle(ctx, st, p), nil
+		return s.settle(ctx, st, p), s.closeRetry(ctx, st, "The payment was already "+p.Status+"; nothing was charged.")
 	}
 	if p.Status != payments.StatusDeclined {
 		// Still pending or processing: the outcome will settle; the Task Retry asks again.
@@ -250,6 +257,13 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 			at = now
 		}
 		st.Attempts = []Attempt{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class}}
+	}
+	if st.ChargeNow != nil {
+		plan := ChargeNowPlan(Input{Classification: c, Attempts: st.Attempts}, now)
+		plan.ChargeNow = st.ChargeNow
+		st.Plan, st.Outcome = &plan, OutcomeDeclined
+		s.log.InfoContext(ctx, "recovery charge-now planned", "payment_id", st.PaymentID, "plan", plan)
+		return st, nil
 	}
 	return s.planNext(ctx, st, c, now)
 }
@@ -298,7 +312,8 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		return st, err
 	}
 	if settled(p.Status) {
-		return s.settle(ctx, st, p), nil // paid another way meanwhile: never charge twice
+		// Paid another way meanwhile: never charge twice.
+		return s.settle(ctx, st, p), s.closeRetry(ctx, st, "The payment was already "+p.Status+"; nothing was charged.")
 	}
 	if p.ProviderPaymentID == "" {
 		// Declined, yet without the provider's id: a write of the API's pending outcome and
@@ -336,7 +351,8 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true})
 		st.Outcome = OutcomeSucceeded
 		s.log.InfoContext(ctx, "recovery succeeded", "payment_id", st.PaymentID, "invoice", st.Invoice, "attempt", st.Plan.Attempt)
-		return st, nil
+		return st, s.closeRetry(ctx, st, fmt.Sprintf("Payment %s succeeded on the charge an operator asked for (attempt %d, key %s).",
+			st.PaymentID, st.Plan.Attempt, key))
 	case provider.StatusDeclined:
 		c := classifyDecline(pp.Decline)
 		p.Transition(payments.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
@@ -345,9 +361,18 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 			return st, err
 		}
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true})
+		if l := st.Plan.ChargeNow; l != nil {
+			// The charge an operator asked for is one charge: its decline goes back to them.
+			st.Plan = &Plan{Attempt: len(st.Attempts), Reason: ReasonChargeNow, Class: c.Class, NeedsCustomer: c.NeedsCustomer,
+				NeedsReview: c.NeedsReview, ChargeNow: l,
+				Explanation: fmt.Sprintf("The charge an operator asked for was declined because %s.", clause(c.Explanation))}
+			st.Outcome = OutcomeDeclined
+			return st, nil
+		}
 		return s.planNext(ctx, st, c, now)
 	case provider.StatusRefunded, provider.StatusCanceled:
-		return s.settle(ctx, st, payments.Payment{Status: string(pp.Status)}), nil
+		return s.settle(ctx, st, payments.Payment{Status: string(pp.Status)}),
+			s.closeRetry(ctx, st, "The payment was already "+string(pp.Status)+" at the provider; nothing was charged.")
 	}
 	// Processing or pending: not an outcome yet. The repeat replays the same key, and the
 	// provider's answer moves on once the attempt settles.
@@ -382,7 +407,7 @@ func (s *Steps) deadLetter(ctx context.Context, st State) (DeadLetterResult, err
 		return DeadLetterResult{}, invalid("encode state: %w", err)
 	}
 	d := DeadLetter{Key: DeadLetterKey(st), Source: "recovery", PaymentID: st.PaymentID, Invoice: st.Invoice,
-		Attempts: st.Attempts, Payload: payload}
+		Attempts: st.Attempts, Payload: payload, RetryOf: retryLink(st)}
 	switch {
 	case st.Error != nil:
 		d.Reason = "step_failed"

@@ -1,0 +1,373 @@
+package adapt_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runtwice/twice/infra/asl"
+	"github.com/runtwice/twice/infra/testenv"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
+	"github.com/runtwice/twice/shared/declines"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/provider/providertest"
+	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/sqsqueue"
+	"github.com/runtwice/twice/shared/webhooks"
+	"github.com/runtwice/twice/shared/webhooks/worker"
+)
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+// awsEnv is the AWS form of the retry loop: the tables on DynamoDB Local, the queues and the
+// recovery state machine on moto, the functions' handlers as their mains wire them.
+type awsEnv struct {
+	store    *dynamo.Store
+	table    *deadletter.Table
+	queues   map[string]*sqsqueue.Queue
+	sfn      *sfn.Client
+	machine  string
+	provider *providertest.Fake
+	steps    *recovery.Steps
+	service  *payments.Service
+	worker   *worker.Worker
+	prefix   string
+}
+
+func newAWSEnv(t *testing.T) *awsEnv {
+	t.Helper()
+	ctx := context.Background()
+	db := testenv.DynamoDB(t)
+	st := dynamo.New(db, map[string]string{
+		deadletter.TableName: testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
+		payments.Table:       testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
+		worker.Table:         testenv.CreateTable(t, db, testenv.Schema{}),
+		outbox.Table:         testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
+		idempotency.Table:    testenv.CreateTable(t, db, testenv.Schema{}),
+	})
+	moto := testenv.MotoConfig(t)
+	sq := sqs.NewFromConfig(moto)
+	e := &awsEnv{store: st, queues: map[string]*sqsqueue.Queue{}, sfn: sfn.NewFromConfig(moto), provider: &providertest.Fake{Now: func() time.Time { return t0 }}}
+	prefix := fmt.Sprintf("twice-loop-%d", time.Now().UnixNano())
+	e.prefix = prefix
+	for _, name := range []string{"webhooks", "resolve"} {
+		q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(prefix + "-" + name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.queues[name] = sqsqueue.New(sq, *q.QueueUrl)
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "statemachines", "payment-recovery.asl.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := asl.Substitute(raw, map[string]string{"RecoveryStepsFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:recovery-steps"})
+	m, err := e.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(prefix), Definition: aws.String(string(def)),
+		RoleArn: aws.String("arn:aws:iam::123456789012:role/payment-recovery")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.machine = aws.ToString(m.StateMachineArn)
+	quiet := slog.New(slog.DiscardHandler)
+	now := func() time.Time { return t0 }
+	// operator-api's requeuer (the queues by name, recovery on Step Functions).
+	requeue := adapt.Requeuer{Store: st, Queues: map[string]adapt.Sender{}, ReconcileAtNextRun: true,
+		Recoverer: &recovery.Recoverer{Starter: &recovery.SFNStarter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}}
+	for name, q := range e.queues {
+		requeue.Queues[prefix+"-"+name] = q
+	}
+	e.table = deadletter.NewTable(st, requeue, deadletter.WithClock(now), deadletter.WithLogger(quiet))
+	// recovery-steps, with the dead-letter sink it wires.
+	e.steps, err = recovery.NewSteps(recovery.StepsConfig{Provider: e.provider, Store: st, DeadLetters: adapt.RecoverySink{Table: e.table},
+		Now: now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keeper, err := idempotency.NewKeeper(st, idempotency.Config{}, idempotency.WithClock(now), idempotency.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.service = &payments.Service{Store: st, Keeper: keeper, Provider: e.provider, Now: now, Log: quiet}
+	e.worker = &worker.Worker{Store: st, Classify: declines.ClassOf, Now: now, Log: quiet}
+	return e
+}
+
+// open opens the record deadletter-sink opens for a message that died on prefix-name's DLQ.
+func (e *awsEnv) open(t *testing.T, name, id, body string) deadletter.Record {
+	t.Helper()
+	sink := &deadletter.Sink{Table: e.table, Now: func() time.Time { return t0 }}
+	r, _, err := e.table.Open(context.Background(), sink.Record(events.SQSMessage{MessageId: id, Body: body,
+		EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:" + e.prefix + "-" + name + "-dlq",
+		Attributes:     map[string]string{"ApproximateReceiveCount": "5"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// doubleClick retries the record twice at once; exactly one retry is carried out.
+func (e *awsEnv) doubleClick(t *testing.T, id string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	for range 2 {
+		wg.Go(func() {
+			_, ok, err := e.table.Retry(context.Background(), id, "jwt:ops", "double click")
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			if ok {
+				n++
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if n != 1 {
+		t.Fatalf("%d retries carried out, want 1", n)
+	}
+}
+
+// consume polls the queue with the consumer the function's event source mapping stands for,
+// the handler wrapped as its main wraps it, until the queue is empty; it returns how many
+// messages the inner handler saw.
+func (e *awsEnv) consume(t *testing.T, name string, next func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)) int {
+	t.Helper()
+	seen := 0
+	counted := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		seen += len(ev.Records)
+		return next(ctx, ev)
+	}
+	h := &deadletter.Retries{Loop: e.table, Next: counted, Now: func() time.Time { return t0 }, Done: "was processed", Failed: "failed"}
+	c := &queue.Consumer{Queue: e.queues[name], Handler: h.Handle, Wait: time.Second, Visibility: 30 * time.Second}
+	for empty := 0; empty < 2; {
+		res, err := c.Poll(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Received == 0 {
+			empty++
+		}
+	}
+	return seen
+}
+
+func (e *awsEnv) get(t *testing.T, id string) deadletter.Record {
+	t.Helper()
+	r, err := e.table.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func ended(t *testing.T, r deadletter.Record, want deadletter.Status, attempts int) {
+	t.Helper()
+	last := r.Audit[len(r.Audit)-1]
+	wantAction := deadletter.ActionRetrySucceeded
+	if want == deadletter.StatusOpen {
+		wantAction = deadletter.ActionRetryFailedAgain
+	}
+	if r.Status != want || len(r.Attempts) != attempts || last.Action != wantAction || last.RetryID != deadletter.RetryID(r.ID, r.Retries) {
+		t.Fatalf("record %s with %d attempts, last audit %+v; want %s with %d", r.Status, len(r.Attempts), last, want, attempts)
+	}
+}
+
+func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
+	e := newAWSEnv(t)
+	ctx := context.Background()
+
+	t.Run("webhook queue", func(t *testing.T) {
+		good := fmt.Sprintf(`{"id":"evt_aws_ok","object":"event","type":"customer.created","created":%d,"data":{"object":{"id":"cus_1","object":"customer"}}}`, t0.Unix())
+		okBody, _ := json.Marshal(webhooks.Delivery{Provider: "stripe", EventID: "evt_aws_ok", Body: []byte(good)})
+		badBody, _ := json.Marshal(webhooks.Delivery{Provider: "stripe", EventID: "evt_aws_bad", Body: []byte(`{"id":"evt_aws_bad"}`)})
+		ok := e.open(t, "webhooks", "m-ok", string(okBody))
+		bad := e.open(t, "webhooks", "m-bad", string(badBody))
+		e.doubleClick(t, ok.ID)
+		e.doubleClick(t, bad.ID)
+		if n := e.consume(t, "webhooks", e.worker.Handle); n != 2 {
+			t.Fatalf("the worker saw %d retried messages, want 2", n)
+		}
+		ended(t, e.get(t, ok.ID), deadletter.StatusResolved, 1)
+		ended(t, e.get(t, bad.ID), deadletter.StatusOpen, 2)
+		// SQS delivers at least once: the same retried message again is not worked again.
+		resent := e.get(t, ok.ID)
+		if _, err := e.queues["webhooks"].Send(ctx, okBody, queue.SendOptions{Attributes: deadletter.RetryAttributes(
+			deadletter.Target{RecordID: resent.ID}, deadletter.RetryID(resent.ID, 1))}); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.consume(t, "webhooks", e.worker.Handle); n != 0 {
+			t.Fatalf("a redelivered retry was worked %d times, want 0", n)
+		}
+	})
+
+	t.Run("resolve queue", func(t *testing.T) {
+		good, _ := json.Marshal(payments.ResolveJob{Scope: "jwt:c", Key: "k-gone", PaymentID: payments.PaymentID("jwt:c", "k-gone"), Attempt: 6})
+		broken, _ := json.Marshal(payments.ResolveJob{Key: "k-broken", PaymentID: "pay_broken", Attempt: 6})
+		ok := e.open(t, "resolve", "m-ok", string(good))
+		bad := e.open(t, "resolve", "m-bad", string(broken))
+		e.doubleClick(t, ok.ID)
+		e.doubleClick(t, bad.ID)
+		if n := e.consume(t, "resolve", e.service.HandleResolve); n != 2 {
+			t.Fatalf("the resolver saw %d retried jobs, want 2", n)
+		}
+		ended(t, e.get(t, ok.ID), deadletter.StatusResolved, 1)
+		ended(t, e.get(t, bad.ID), deadletter.StatusOpen, 2)
+	})
+
+	t.Run("reconciliation run", func(t *testing.T) {
+		// The schedule's own dead letter of a failed run: the input is the body.
+		rec := e.open(t, "reconcile", "m-run", `{"scheduled_time":"2026-12-01T09:00:00Z"}`)
+		if rec.Class != deadletter.ClassReconRunFailed || rec.Target.Kind != deadletter.TargetReconcile {
+			t.Fatalf("record %+v", rec)
+		}
+		// operator-api leaves it retrying; the reconciler's next run carries it out.
+		e.doubleClick(t, rec.ID)
+		if got := e.get(t, rec.ID); got.Status != deadletter.StatusRetrying {
+			t.Fatalf("after the click: %s", got.Status)
+		}
+		var inputs []string
+		fail := true
+		run := func(_ context.Context, in json.RawMessage) (recon.Report, error) {
+			inputs = append(inputs, string(in))
+			if fail {
+				return recon.Report{}, errors.New("provider down")
+			}
+			return recon.Report{RunID: "run-1"}, nil
+		}
+		pending := adapt.PendingReconciles{Table: e.table, Run: run}
+		if n, err := pending.RunPending(ctx); err != nil || n != 1 {
+			t.Fatalf("pending: %d %v", n, err)
+		}
+		ended(t, e.get(t, rec.ID), deadletter.StatusOpen, 2)
+		// Nothing is pending now: a second scheduled run does not run it again.
+		if n, err := pending.RunPending(ctx); err != nil || n != 0 || len(inputs) != 1 {
+			t.Fatalf("pending again: %d %v, runs %v", n, err, inputs)
+		}
+		fail = false
+		got := e.get(t, rec.ID)
+		if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "jwt:ops", "", got.Retries); err != nil || !ok {
+			t.Fatalf("second retry: %v %v", ok, err)
+		}
+		if n, err := pending.RunPending(ctx); err != nil || n != 1 {
+			t.Fatalf("pending: %d %v", n, err)
+		}
+		ended(t, e.get(t, rec.ID), deadletter.StatusResolved, 2)
+		if len(inputs) != 2 || inputs[1] != `{"scheduled_time":"2026-12-01T09:00:00Z"}` {
+			t.Fatalf("runs %v", inputs)
+		}
+	})
+
+	for name, tc := range map[string]struct {
+		pm   string
+		want deadletter.Status
+	}{
+		"recovery: the charge now succeeds":    {pm: "pm_card_visa", want: deadletter.StatusResolved},
+		"recovery: the charge now is declined": {pm: "pm_card_visa_chargeDeclinedInsufficientFunds", want: deadletter.StatusOpen},
+	} {
+		t.Run(name, func(t *testing.T) {
+			id := "pay_" + strings.ReplaceAll(tc.pm, "_", "")
+			pi, err := e.provider.Create(ctx, provider.CreateRequest{Amount: 500, Currency: "usd", Customer: "cus_r", PaymentMethod: "pm_card_visa_chargeDeclinedInsufficientFunds",
+				IdempotencyKey: "create-" + id})
+			var dec *provider.DeclineError
+			if err != nil && !errors.As(err, &dec) {
+				t.Fatal(err)
+			}
+			if dec != nil {
+				pi = dec.Payment
+			}
+			p := payments.Payment{ID: id, Status: payments.StatusDeclined, PaymentMethod: tc.pm, ProviderPaymentID: pi.ID,
+				Decline: &provider.Decline{Code: "insufficient_funds"}, CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, payments.StatusDeclined)}
+			w, _ := p.Put()
+			if err := e.store.Put(ctx, w.Table, *w.Put, w.Cond); err != nil {
+				t.Fatal(err)
+			}
+			// Round 1 stopped (its schedule used up): the dead-letter step opened the record.
+			stopped := recovery.State{PaymentID: id, Round: 1, Attempts: []recovery.Attempt{{At: t0.Add(-time.Hour), Outcome: recovery.OutcomeDeclined, Class: "insufficient_funds"}},
+				Plan: &recovery.Plan{Attempt: 1, Reason: recovery.ReasonExhausted, Explanation: "Not retrying."}}
+			step(t, e.steps, recovery.StepDeadLetter, stopped)
+			recs, err := e.table.List(ctx, deadletter.Filter{Source: deadletter.SourceRecovery, Text: id})
+			if err != nil || len(recs.Records) != 1 {
+				t.Fatalf("records %v %v", recs.Records, err)
+			}
+			rec := recs.Records[0]
+			e.doubleClick(t, rec.ID)
+			// One execution on Step Functions, whose input links the record and charges now.
+			list, err := e.sfn.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(e.machine)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var input string
+			for _, x := range list.Executions {
+				if strings.HasPrefix(aws.ToString(x.Name), id) {
+					d, err := e.sfn.DescribeExecution(ctx, &sfn.DescribeExecutionInput{ExecutionArn: x.ExecutionArn})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if input != "" {
+						t.Fatalf("a second execution %s", aws.ToString(x.Name))
+					}
+					input = aws.ToString(d.Input)
+				}
+			}
+			var st recovery.State
+			if err := json.Unmarshal([]byte(input), &st); err != nil || st.ChargeNow == nil || st.Round != 2 || len(st.Attempts) != 1 {
+				t.Fatalf("execution input %s (%v)", input, err)
+			}
+			// The state machine's path, step by step: Plan, Charge, and DeadLetter after a decline.
+			st = step(t, e.steps, recovery.StepPlan, st)
+			if st.Plan == nil || !st.Plan.Retry || !st.Plan.At.Equal(t0) {
+				t.Fatalf("charge now planned %+v", st.Plan)
+			}
+			st = step(t, e.steps, recovery.StepCharge, st)
+			if st.Outcome != recovery.OutcomeSucceeded {
+				step(t, e.steps, recovery.StepDeadLetter, st)
+			}
+			got := e.get(t, rec.ID)
+			ended(t, got, tc.want, len(rec.Attempts)+map[bool]int{true: 1}[tc.want == deadletter.StatusOpen])
+			if n, _ := e.table.List(ctx, deadletter.Filter{Source: deadletter.SourceRecovery, Text: id}); len(n.Records) != map[bool]int{true: 1}[tc.want == deadletter.StatusOpen] {
+				t.Fatalf("%d open records for %s: a new record was opened", len(n.Records), id)
+			}
+		})
+	}
+}
+
+func step(t *testing.T, s *recovery.Steps, name string, st recovery.State) recovery.State {
+	t.Helper()
+	in, _ := json.Marshal(recovery.StepInput{Step: name, State: st, Now: t0})
+	out, err := s.Handle(context.Background(), in)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if name == recovery.StepDeadLetter {
+		return st
+	}
+	var next recovery.State
+	if err := json.Unmarshal(out, &next); err != nil {
+		t.Fatal(err)
+	}
+	return next
+}

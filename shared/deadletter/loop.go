@@ -1,0 +1,309 @@
+package deadletter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/store"
+)
+
+// Message attributes a queue retry carries, so that its consumer can close the record's loop.
+const (
+	AttrRecordID = "dead_letter_id"
+	AttrRetryID  = "retry_id"
+)
+
+// RetryAttributes are the message attributes of a queue retry of t (a Requeuer's copy, with
+// RecordID set) under retryID.
+func RetryAttributes(t Target, retryID string) map[string]string {
+	return map[string]string{AttrRecordID: t.RecordID, AttrRetryID: retryID}
+}
+
+// Loop closes the loop of a retry: the consumer of the retried work asks whether the retry is
+// already done (a second delivery, a second click that slipped through), and reports how it
+// ended. *Table implements it.
+type Loop interface {
+	RetryDone(ctx context.Context, retryID string) (bool, error)
+	RetrySucceeded(ctx context.Context, recordID, retryID, outcome string) (Record, bool, error)
+	RetryFailed(ctx context.Context, recordID, retryID string, a Attempt) (Record, bool, error)
+}
+
+var _ Loop = (*Table)(nil)
+
+// RetryResult is what the retry ledger keeps per retry id: that it ended, and how.
+type RetryResult struct {
+	RecordID  string    `json:"record_id"`
+	RetryID   string    `json:"retry_id"`
+	Succeeded bool      `json:"succeeded"`
+	Outcome   string    `json:"outcome,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+func retryPK(retryID string) string { return "retry#" + retryID }
+
+// RetryLedgerRetention is how long a retry's ledger entry is kept (the table's TTL): longer
+// than SQS keeps a message (14 days at most), so any redelivery of a retried message finds it.
+const RetryLedgerRetention = 30 * 24 * time.Hour
+
+// validIDs reports whether a record id and a retry id have the shapes RecordID and RetryID
+// give; attributes of a queue message are checked before they are used as keys.
+func validIDs(recordID, retryID string) bool {
+	return validID(recordID, "dl_") && validID(retryID, "rt_")
+}
+
+func validID(s, prefix string) bool {
+	if len(s) != len(prefix)+24 || !strings.HasPrefix(s, prefix) {
+		return false
+	}
+	for _, c := range s[len(prefix):] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// RetryDone reports whether the retry with the id has ended (succeeded or failed): its ledger
+// entry is written in the same transaction as the record's move out of retrying.
+func (t *Table) RetryDone(ctx context.Context, retryID string) (bool, error) {
+	_, err := t.store.Get(ctx, TableName, retryPK(retryID), "")
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("deadletter: read retry %s: %w", retryID, err)
+	}
+	return true, nil
+}
+
+// RetrySucceeded moves the record from retrying to resolved because the retried work with
+// retryID succeeded; outcome says what it did, and the audit entry links it. It writes the
+// retry's ledger entry in the same transaction, conditioned on there being none, so a second
+// report of the same retry changes nothing (changed false). A record no longer retrying under
+// this retry id (an operator resolved it meanwhile, or retried it again) is left as it is.
+func (t *Table) RetrySucceeded(ctx context.Context, recordID, retryID, outcome string) (Record, bool, error) {
+	outcome = capText(outcome, MaxOutcome)
+	return t.endRetry(ctx, recordID, retryID, RetryResult{Succeeded: true, Outcome: outcome}, func(r *Record, now time.Time) {
+		r.Audit = append(r.Audit, Audit{At: now, Actor: "system", Action: ActionRetrySucceeded, From: StatusRetrying,
+			To: StatusResolved, RetryID: retryID, Outcome: outcome})
+		r.Status = StatusResolved
+	})
+}
+
+// RetryFailed returns the record from retrying to open with a appended to its attempts,
+// because the retried work with retryID failed again: the same record, never a new one. Like
+// RetrySucceeded it writes the retry's ledger entry with it, once.
+func (t *Table) RetryFailed(ctx context.Context, recordID, retryID string, a Attempt) (Record, bool, error) {
+	a.Error = capText(a.Error, MaxNote)
+	return t.endRetry(ctx, recordID, retryID, RetryResult{Outcome: a.Error}, func(r *Record, now time.Time) {
+		if a.At.IsZero() {
+			a.At = now
+		}
+		r.Attempts = append(append([]Attempt{}, r.Attempts...), a)
+		r.Audit = append(r.Audit, Audit{At: now, Actor: "system", Action: ActionRetryFailedAgain,
+			Note: "the retried work failed again", From: StatusRetrying, To: StatusOpen, RetryID: retryID})
+		r.Status = StatusOpen
+	})
+}
+
+func (t *Table) endRetry(ctx context.Context, recordID, retryID string, res RetryResult, apply func(r *Record, now time.Time)) (Record, bool, error) {
+	if !validIDs(recordID, retryID) {
+		return Record{}, false, fmt.Errorf("%w: record %q retry %q", ErrInvalid, recordID, retryID)
+	}
+	res.RecordID, res.RetryID = recordID, retryID
+	ledger := func(_ Record, now time.Time) []store.Write {
+		res.At = now
+		doc, _ := json.Marshal(res)
+		return []store.Write{{Table: TableName, Put: &store.Item{PK: retryPK(retryID), Doc: doc,
+			ExpiresAt: now.Add(RetryLedgerRetention).Unix()}, Cond: store.Cond{Kind: store.NotExists}}}
+	}
+	r, changed, err := t.changeWith(ctx, recordID, ledger, func(r *Record, now time.Time) (bool, error) {
+		if r.Status != StatusRetrying || RetryID(r.ID, r.Retries) != retryID {
+			return false, nil
+		}
+		apply(r, now)
+		return true, nil
+	})
+	if err != nil {
+		return r, false, err
+	}
+	if changed {
+		t.log.InfoContext(ctx, "dead-letter retry ended", "record", recordID, "retry_id", retryID,
+			"succeeded", res.Succeeded, "status", r.Status)
+		return r, true, nil
+	}
+	// Not retrying under this id: still write the ledger entry, so a redelivery of the same
+	// retried message is not worked again.
+	if done, derr := t.RetryDone(ctx, retryID); derr == nil && !done {
+		w := ledger(r, t.now().UTC())[0]
+		if err := t.store.Transact(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			return r, false, fmt.Errorf("deadletter: write retry %s: %w", retryID, err)
+		}
+	}
+	return r, false, nil
+}
+
+func capText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n-len("…")]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// The texts of the two queue consumers, for Retries.Done and Retries.Failed.
+const (
+	WorkerDone     = "was applied by the webhook worker"
+	WorkerFailed   = "could not be applied by the webhook worker; its log says why under the message id"
+	ResolverDone   = "was run by the payment resolver"
+	ResolverFailed = "could not be run by the payment resolver (the provider may still be unavailable); its log says why under the message id"
+)
+
+// Retries wraps a queue consumer's SQS handler (the webhook worker's, the resolver's) so that
+// a message an operator retried closes its record's loop: a retry already done is not worked
+// again (deleted at once), a retried message the handler processed resolves its record, and
+// one it failed reopens its record with the attempt appended and is deleted, so the operator
+// gets it back now rather than after the queue's redeliveries. Messages without retry
+// attributes pass through untouched. When the record cannot be updated the message is
+// reported failed, so it comes back and the report is made again.
+type Retries struct {
+	Loop Loop
+	Next func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+	// Done and Failed complete "the retried message ..." in the outcome and the attempt
+	// ("was applied by the webhook worker", "could not be applied by the webhook worker").
+	Done, Failed string
+	Now          func() time.Time
+	Log          *slog.Logger
+}
+
+// Handle implements the SQS handler.
+func (h *Retries) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	type retried struct{ record, retry string }
+	tags := map[string]retried{}
+	work := events.SQSEvent{Records: make([]events.SQSMessage, 0, len(ev.Records))}
+	var resp events.SQSEventResponse
+	for _, m := range ev.Records {
+		rec, rt := attr(m, AttrRecordID), attr(m, AttrRetryID)
+		if rec == "" && rt == "" || !validIDs(rec, rt) {
+			work.Records = append(work.Records, m)
+			continue
+		}
+		done, err := h.Loop.RetryDone(ctx, rt)
+		if err != nil {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+			continue
+		}
+		if done {
+			h.log().InfoContext(ctx, "retried message deduped: its retry already ended", "message_id", m.MessageId,
+				"record", rec, "retry_id", rt)
+			continue
+		}
+		tags[m.MessageId] = retried{rec, rt}
+		work.Records = append(work.Records, m)
+	}
+	if len(work.Records) == 0 {
+		return resp, nil
+	}
+	out, err := h.Next(ctx, work)
+	if err != nil {
+		return out, err
+	}
+	failed := map[string]bool{}
+	for _, f := range out.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	for _, m := range work.Records {
+		tag, ok := tags[m.MessageId]
+		if !ok {
+			if failed[m.MessageId] {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+			}
+			continue
+		}
+		var rerr error
+		if failed[m.MessageId] {
+			_, _, rerr = h.Loop.RetryFailed(ctx, tag.record, tag.retry, Attempt{At: h.now().UTC(), MessageID: m.MessageId,
+				ReceiveCount: 1, Error: "The retried message " + h.Failed + " (retry " + tag.retry + ")."})
+		} else {
+			_, _, rerr = h.Loop.RetrySucceeded(ctx, tag.record, tag.retry, "The retried message "+h.Done+" (message "+m.MessageId+").")
+		}
+		if rerr != nil {
+			h.log().WarnContext(ctx, "retried message's record not updated; it will be delivered again", "message_id", m.MessageId,
+				"record", tag.record, "retry_id", tag.retry, "error", rerr)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+func attr(m events.SQSMessage, name string) string {
+	if a, ok := m.MessageAttributes[name]; ok && a.StringValue != nil {
+		return *a.StringValue
+	}
+	return ""
+}
+
+func (h *Retries) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+func (h *Retries) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.Default()
+}
+
+// Operator actions, as Actions names them (and as the API's routes end).
+const (
+	ActRetry    = "retry"
+	ActOverride = "override"
+	ActResolve  = "resolve"
+	ActIgnore   = "ignore"
+)
+
+// Actions lists what an operator can do with the record now, in the console's order: only
+// actions that apply (no Retry for a record without a retry target or already retrying, none
+// at all for a closed one), so nothing offered answers 409.
+func (r Record) Actions() []string {
+	if r.Status == StatusResolved || r.Status == StatusOverridden {
+		return []string{}
+	}
+	var out []string
+	if r.Target.Retryable() && r.Status != StatusRetrying {
+		out = append(out, ActRetry)
+	}
+	out = append(out, ActOverride, ActResolve)
+	if r.Status != StatusIgnored {
+		out = append(out, ActIgnore)
+	}
+	return out
+}
+
+// OverrideEffect says what an override of the record changes. Today every override changes
+// only the record (its status, outcome and audit): nothing at the provider, no payment of
+// ours. For a reconciliation difference it says where the real correction is made.
+func (r Record) OverrideEffect() string {
+	const only = "An override changes only this record: it closes it with your outcome and note, and changes nothing at the provider or on the payment."
+	switch r.Class {
+	case ClassReconAmountMismatch:
+		return only + " The amounts stay different: to correct the charge, refund or charge the difference at the provider; the next reconciliation then finds nothing."
+	case ClassReconStatusMismatch, ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconDuplicateCharge:
+		return only + " The difference stays where it is (at the provider or in twice); reconciliation does not open it again while it remembers it (35 days by default)."
+	}
+	return only
+}

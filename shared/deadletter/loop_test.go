@@ -1,0 +1,232 @@
+package deadletter_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/deadletter"
+)
+
+// retriedMessage is the message a Requeuer sends for the record's current retry.
+func retriedMessage(id string, r deadletter.Record) events.SQSMessage {
+	rt := deadletter.RetryID(r.ID, r.Retries)
+	attr := func(v string) events.SQSMessageAttribute {
+		return events.SQSMessageAttribute{StringValue: &v, DataType: "String"}
+	}
+	return events.SQSMessage{MessageId: id, Body: string(r.Target.Body), MessageAttributes: map[string]events.SQSMessageAttribute{
+		deadletter.AttrRecordID: attr(r.ID), deadletter.AttrRetryID: attr(rt)}}
+}
+
+// counting is a consumer's handler that counts the messages it works and fails those in fail.
+type counting struct {
+	n    atomic.Int64
+	fail map[string]bool
+}
+
+func (c *counting) Handle(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	for _, m := range ev.Records {
+		c.n.Add(1)
+		if c.fail[m.MessageId] {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+func TestRetriedMessageClosesItsLoop(t *testing.T) {
+	tests := map[string]struct {
+		fail       bool
+		wantStatus deadletter.Status
+		wantAudit  string
+		attempts   int
+	}{
+		"the retried work succeeds: resolved":                    {wantStatus: deadletter.StatusResolved, wantAudit: deadletter.ActionRetrySucceeded, attempts: 1},
+		"the retried work fails: open with the attempt appended": {fail: true, wantStatus: deadletter.StatusOpen, wantAudit: deadletter.ActionRetryFailedAgain, attempts: 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			rec, _, err := e.table.Open(ctx, webhookRecord("evt_loop"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A double click: both go through the table, one retry is sent.
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() { _, _, _ = e.table.Retry(ctx, rec.ID, "ops@example.com", "") })
+			}
+			wg.Wait()
+			if e.sent.count() != 1 {
+				t.Fatalf("double click sent %d retries, want 1", e.sent.count())
+			}
+			rec, _ = e.table.Get(ctx, rec.ID)
+			next := &counting{fail: map[string]bool{"m-retry": tc.fail}}
+			h := &deadletter.Retries{Loop: e.table, Next: next.Handle, Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+			// The queue delivers the retried message twice (at least once): worked once.
+			for range 2 {
+				resp, err := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{retriedMessage("m-retry", rec)}})
+				if err != nil || len(resp.BatchItemFailures) != 0 {
+					t.Fatalf("handle: %+v %v", resp, err)
+				}
+			}
+			if n := next.n.Load(); n != 1 {
+				t.Fatalf("the consumer worked the retried message %d times, want 1", n)
+			}
+			got, err := e.table.Get(ctx, rec.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := got.Audit[len(got.Audit)-1]
+			if got.Status != tc.wantStatus || len(got.Attempts) != tc.attempts || last.Action != tc.wantAudit ||
+				last.RetryID != deadletter.RetryID(rec.ID, 1) {
+				t.Fatalf("record %s, %d attempts, last audit %+v", got.Status, len(got.Attempts), last)
+			}
+			if tc.fail && got.Attempts[1].MessageID != "m-retry" {
+				t.Fatalf("appended attempt %+v", got.Attempts[1])
+			}
+			if !tc.fail && last.Outcome == "" {
+				t.Fatalf("the resolution names no outcome: %+v", last)
+			}
+			open, _ := e.table.OpenCount(ctx)
+			if want := map[bool]int64{true: 1, false: 0}[tc.fail]; open != want {
+				t.Fatalf("open count %d, want %d", open, want)
+			}
+			// A failed retry can be retried again, under the next id.
+			if tc.fail {
+				if _, ok, err := e.table.Retry(ctx, rec.ID, "ops@example.com", ""); err != nil || !ok {
+					t.Fatalf("second retry: %v %v", ok, err)
+				}
+			}
+		})
+	}
+}
+
+func TestRetryEndsOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rec, _, _ := e.table.Open(ctx, webhookRecord("evt_once"))
+	if _, _, err := e.table.Retry(ctx, rec.ID, "ops", ""); err != nil {
+		t.Fatal(err)
+	}
+	rt := deadletter.RetryID(rec.ID, 1)
+	var changed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			var ok bool
+			var err error
+			if i%2 == 0 {
+				_, ok, err = e.table.RetrySucceeded(ctx, rec.ID, rt, "applied")
+			} else {
+				_, ok, err = e.table.RetryFailed(ctx, rec.ID, rt, deadletter.Attempt{Error: "failed"})
+			}
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				changed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if changed.Load() != 1 {
+		t.Fatalf("%d reports changed the record, want 1", changed.Load())
+	}
+	if done, err := e.table.RetryDone(ctx, rt); err != nil || !done {
+		t.Fatalf("retry done %v %v", done, err)
+	}
+	// A stale retry id (not the record's current retry) changes nothing.
+	if _, ok, err := e.table.RetrySucceeded(ctx, rec.ID, deadletter.RetryID(rec.ID, 7), "x"); ok || err != nil {
+		t.Fatalf("stale retry: %v %v", ok, err)
+	}
+	if _, _, err := e.table.RetrySucceeded(ctx, "dl_nothex", rt, "x"); err == nil {
+		t.Fatal("a malformed record id was accepted")
+	}
+}
+
+// TestSecondClickAfterTheRetryEnded: the first click's retry already failed again (the record
+// is open with the attempt) when the second click of the same double click arrives; carrying
+// the retries the operator saw, it is a no-op, not a second retry.
+func TestSecondClickAfterTheRetryEnded(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rec, _, _ := e.table.Open(ctx, webhookRecord("evt_click"))
+	if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", rec.Retries); err != nil || !ok {
+		t.Fatalf("first click: %v %v", ok, err)
+	}
+	if _, _, err := e.table.RetryFailed(ctx, rec.ID, deadletter.RetryID(rec.ID, 1), deadletter.Attempt{Error: "failed"}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", rec.Retries)
+	if err != nil || ok || got.Status != deadletter.StatusOpen || e.sent.count() != 1 {
+		t.Fatalf("second click: retried %v (%v), status %s, %d sent", ok, err, got.Status, e.sent.count())
+	}
+	// A deliberate retry of the reopened record, from a page showing it, goes ahead.
+	if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", got.Retries); err != nil || !ok || e.sent.count() != 2 {
+		t.Fatalf("next retry: %v %v, %d sent", ok, err, e.sent.count())
+	}
+}
+
+// FuzzRetriesAttributes: whatever retry attributes a message carries, the wrapper never
+// panics, and a message whose attributes are not a record id and a retry id of ours reaches
+// the consumer untouched and unreported.
+func FuzzRetriesAttributes(f *testing.F) {
+	f.Add("dl_0123456789abcdef01234567", "rt_0123456789abcdef01234567")
+	f.Add("dl_x", "rt_y")
+	f.Add("", "rt_0123456789abcdef01234567")
+	f.Add("dl_0123456789ABCDEF01234567", "rt_\x00")
+	e := newEnv(f)
+	f.Fuzz(func(t *testing.T, rec, rt string) {
+		next := &counting{}
+		h := &deadletter.Retries{Loop: e.table, Next: next.Handle}
+		attr := func(v string) events.SQSMessageAttribute {
+			return events.SQSMessageAttribute{StringValue: &v, DataType: "String"}
+		}
+		m := events.SQSMessage{MessageId: "m", MessageAttributes: map[string]events.SQSMessageAttribute{
+			deadletter.AttrRecordID: attr(rec), deadletter.AttrRetryID: attr(rt)}}
+		resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.n.Load() > 1 || (next.n.Load() == 0 && len(resp.BatchItemFailures) == 0 && !strings.HasPrefix(rt, "rt_")) {
+			t.Fatalf("worked %d times, failures %v", next.n.Load(), resp.BatchItemFailures)
+		}
+	})
+}
+
+func TestActionsAreOnlyThoseThatApply(t *testing.T) {
+	queue := deadletter.Target{Kind: deadletter.TargetQueue, Queue: "webhooks"}
+	tests := map[string]struct {
+		r    deadletter.Record
+		want string
+	}{
+		"open with a target":      {deadletter.Record{Status: deadletter.StatusOpen, Target: queue}, "[retry override resolve ignore]"},
+		"retrying":                {deadletter.Record{Status: deadletter.StatusRetrying, Target: queue}, "[override resolve ignore]"},
+		"ignored":                 {deadletter.Record{Status: deadletter.StatusIgnored, Target: queue}, "[retry override resolve]"},
+		"a difference: no target": {deadletter.Record{Status: deadletter.StatusOpen, Class: deadletter.ClassReconAmountMismatch}, "[override resolve ignore]"},
+		"resolved":                {deadletter.Record{Status: deadletter.StatusResolved, Target: queue}, "[]"},
+		"overridden":              {deadletter.Record{Status: deadletter.StatusOverridden}, "[]"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := fmt.Sprint(tc.r.Actions()); got != tc.want {
+				t.Fatalf("actions %s, want %s", got, tc.want)
+			}
+			if e := tc.r.OverrideEffect(); !strings.Contains(e, "changes only this record") {
+				t.Fatalf("override effect %q", e)
+			}
+		})
+	}
+	amount := deadletter.Record{Class: deadletter.ClassReconAmountMismatch}.OverrideEffect()
+	if !strings.Contains(amount, "refund or charge the difference at the provider") {
+		t.Fatalf("amount mismatch override effect %q", amount)
+	}
+}
