@@ -32,16 +32,37 @@ type Emulator struct {
 	mu sync.Mutex // one invoke at a time: the emulator crashes on concurrent ones
 }
 
-// Start runs rieBin with bootstrap as the runtime on a free loopback port. env is the whole
-// environment of the function (nothing is inherited, so a developer's AWS settings never
-// leak in). It returns once the emulator accepts connections.
+// Start runs rieBin with bootstrap as the runtime on free loopback ports (the invoke port and
+// the Runtime API's, which the emulator otherwise fixes at 127.0.0.1:9001, so two test runs on
+// one machine would collide). env is the whole environment of the function (nothing is
+// inherited, so a developer's AWS settings never leak in). It returns once the emulator accepts
+// connections. A port taken between choosing it and the emulator binding it means a new pair,
+// at most three times.
 func Start(ctx context.Context, rieBin, bootstrap string, env []string) (*Emulator, error) {
+	var err error
+	for range 3 {
+		var e *Emulator
+		if e, err = start(ctx, rieBin, bootstrap, env); err == nil || !errors.Is(err, errExited) {
+			return e, err
+		}
+	}
+	return nil, err
+}
+
+// errExited: the emulator exited before it listened (a port it was given was taken).
+var errExited = errors.New("exited")
+
+func start(ctx context.Context, rieBin, bootstrap string, env []string) (*Emulator, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
+	runtimeAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	out := &syncBuffer{}
-	cmd := exec.Command(rieBin, "--runtime-interface-emulator-address", addr, bootstrap)
+	cmd := exec.Command(rieBin, "--runtime-interface-emulator-address", addr, "--runtime-api-address", runtimeAddr, bootstrap)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Close stops the bootstrap too
@@ -61,7 +82,7 @@ func Start(ctx context.Context, rieBin, bootstrap string, env []string) (*Emulat
 		}
 		select {
 		case <-e.done:
-			return nil, fmt.Errorf("%w: exited: %s", ErrNotReady, out.String())
+			return nil, fmt.Errorf("%w: %w: %s", ErrNotReady, errExited, out.String())
 		case <-deadline.C:
 			e.Close()
 			return nil, fmt.Errorf("%w: %s did not listen: %s", ErrNotReady, addr, out.String())
