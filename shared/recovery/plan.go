@@ -219,7 +219,8 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 	if at.After(windowEnd) {
 		cause := fmt.Sprintf("the next retry would fall after the recovery window of %s closes on %s", human(p.Window), p.format(windowEnd))
 		if limit != "" {
-			cause = fmt.Sprintf("%s allows no retry before the recovery window closes on %s", capText[limit], p.format(windowEnd))
+			cause = fmt.Sprintf("%s allows no retry before the recovery window closes on %s (the card may next be charged on %s)",
+				capText[limit], p.format(windowEnd), p.format(at))
 		} else {
 			limit = LimitWindow
 		}

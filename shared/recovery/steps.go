@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/runtwice/twice/shared/cardledger"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
@@ -234,13 +235,15 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		return st, err
 	}
 	if settled(p.Status) {
-		return s.settle(ctx, st, p), nil
+		st = s.settle(ctx, st, p)
+		return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseEnded))
 	}
 	if p.Status != payments.StatusDeclined {
 		// Still pending or processing: the outcome will settle; the Task Retry asks again.
 		return st, &TransientError{Op: StepPlan, Err: fmt.Errorf("payment %s is %s, not declined yet", p.ID, p.Status)}
 	}
 	c := classifyDecline(p.Decline)
+	var original *cardledger.Entry
 	if len(st.Attempts) == 0 {
 		at := p.UpdatedAt
 		if at.IsZero() {
@@ -250,12 +253,60 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 			at = now
 		}
 		st.Attempts = []Attempt{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class}}
+		if st.Round == 1 {
+			// The original charge's decline enters the card's ledger here: every declined
+			// payment starts a recovery (an outbox message committed with the decline), so the
+			// API's own commit never contends on the card's item.
+			original = &cardledger.Entry{Key: p.ProviderKey, At: at.UTC(), Outcome: cardledger.OutcomeDeclined,
+				PaymentID: p.ID}
+		}
 	}
-	return s.planNext(ctx, st, c, now)
+	card, err := s.card(ctx, p)
+	if err != nil {
+		return st, err
+	}
+	st, err = s.planNext(ctx, st, c, now, card)
+	if err != nil {
+		return st, err
+	}
+	return st, s.commit(ctx, p, original, s.recoveryRecord(st, p, now, phasePlanned))
 }
 
-func (s *Steps) planNext(ctx context.Context, st State, c declines.Classification, now time.Time) (State, error) {
-	plan, err := s.planner.PlanAt(Input{Classification: c, Attempts: st.Attempts}, now)
+// card reads the ledger of the payment's card; a payment whose card is not known yet has an
+// empty one (only this recovery's own history then counts).
+func (s *Steps) card(ctx context.Context, p payments.Payment) (cardledger.Card, error) {
+	if p.Card == nil {
+		return cardledger.Card{}, nil
+	}
+	c, err := cardledger.Get(ctx, s.store, payments.Table, p.Card.Fingerprint)
+	if err != nil {
+		return c, &TransientError{Op: "read card ledger", Err: err}
+	}
+	return c, nil
+}
+
+// cardAttempts are the card's attempts that this recovery's history does not hold already:
+// those of other payments, and of this payment's other rounds.
+func cardAttempts(c cardledger.Card, st State) []Attempt {
+	var out []Attempt
+	for _, e := range c.Entries {
+		if e.PaymentID == st.PaymentID && (e.Recovery == st.KeySubject() || (e.Recovery == "" && st.Round == 1)) {
+			continue
+		}
+		o := OutcomeDeclined // a pending attempt counts as a decline
+		switch e.Outcome {
+		case cardledger.OutcomeSucceeded:
+			o = OutcomeSucceeded
+		case cardledger.OutcomeFailed:
+			o = OutcomeFailed
+		}
+		out = append(out, Attempt{At: e.At, Outcome: o, Reattempt: e.Reattempt})
+	}
+	return out
+}
+
+func (s *Steps) planNext(ctx context.Context, st State, c declines.Classification, now time.Time, card cardledger.Card) (State, error) {
+	plan, err := s.planner.PlanAt(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st)}, now)
 	if err != nil {
 		return st, invalid("plan: %w", err)
 	}
@@ -298,7 +349,8 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		return st, err
 	}
 	if settled(p.Status) {
-		return s.settle(ctx, st, p), nil // paid another way meanwhile: never charge twice
+		st = s.settle(ctx, st, p) // paid another way meanwhile: never charge twice
+		return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseEnded))
 	}
 	if p.ProviderPaymentID == "" {
 		// Declined, yet without the provider's id: a write of the API's pending outcome and
@@ -317,6 +369,50 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		p.PaymentMethod = cur.PaymentMethod
 	}
 	key := provider.AttemptKey(st.KeySubject(), st.Plan.Attempt)
+	if p.Card != nil {
+		// Check the card's caps and reserve the attempt in one transaction with the recovery's
+		// "charging" state; a repeat of this step finds its reservation and goes on.
+		charging := s.recoveryRecord(st, p, now, phaseCharging)
+		var blocked cardledger.Allowance
+		err := cardledger.Update(ctx, s.store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
+			if !c.Has(key) {
+				if a := c.Allowance(now); a.Capped && a.Left == 0 {
+					blocked = a
+					return nil, cardledger.ErrCapped
+				}
+				c.Record(cardledger.Entry{Key: key, At: now, Outcome: cardledger.OutcomePending, Reattempt: true,
+					PaymentID: p.ID, Recovery: st.KeySubject()}, now)
+			}
+			w, err := charging.Write()
+			return []store.Write{w}, err
+		})
+		var ce *store.ConditionError
+		switch {
+		case errors.Is(err, cardledger.ErrCapped):
+			// Other payments used the card meanwhile: plan again, from the whole ledger.
+			s.log.InfoContext(ctx, "recovery charge deferred by a card cap", "payment_id", st.PaymentID,
+				"limit", blocked.Limit, "next_allowed_at", blocked.NextAt)
+			card, err := s.card(ctx, p)
+			if err != nil {
+				return st, err
+			}
+			st, err = s.planNext(ctx, st, classifyDecline(p.Decline), now, card)
+			if err != nil {
+				return st, err
+			}
+			return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseDeferred))
+		case errors.As(err, &ce):
+			// A newer recovery state is stored (a later step got there): reserve without it.
+			err = cardledger.Update(ctx, s.store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
+				c.Record(cardledger.Entry{Key: key, At: now, Outcome: cardledger.OutcomePending, Reattempt: true,
+					PaymentID: p.ID, Recovery: st.KeySubject()}, now)
+				return nil, nil
+			})
+		}
+		if err != nil {
+			return st, &TransientError{Op: "reserve card attempt", Err: err}
+		}
+	}
 	pp, err := s.provider.Confirm(ctx, provider.ConfirmRequest{ID: p.ProviderPaymentID,
 		PaymentMethod: p.PaymentMethod, OffSession: true, IdempotencyKey: key})
 	var decline *provider.DeclineError
@@ -327,51 +423,141 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		return st, providerError(err)
 	}
 	now = now.UTC()
+	entry := &cardledger.Entry{Key: key, At: now, Reattempt: true, PaymentID: p.ID, Recovery: st.KeySubject()}
+	p.SetCard(pp.Card)
 	switch pp.Status {
 	case provider.StatusSucceeded:
 		p.Transition(payments.StatusSucceeded, nil, nil, payments.VersionAt(now, payments.StatusSucceeded), now)
-		if err := s.record(ctx, p, now); err != nil {
-			return st, err
-		}
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true})
 		st.Outcome = OutcomeSucceeded
+		entry.Outcome = cardledger.OutcomeSucceeded
+		if err := s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phaseEnded)); err != nil {
+			return st, err
+		}
 		s.log.InfoContext(ctx, "recovery succeeded", "payment_id", st.PaymentID, "invoice", st.Invoice, "attempt", st.Plan.Attempt)
 		return st, nil
 	case provider.StatusDeclined:
 		c := classifyDecline(pp.Decline)
 		p.Transition(payments.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
 			payments.VersionAt(now, payments.StatusDeclined), now)
-		if err := s.record(ctx, p, now); err != nil {
+		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true})
+		entry.Outcome = cardledger.OutcomeDeclined
+		card, err := s.card(ctx, p)
+		if err != nil {
 			return st, err
 		}
-		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true})
-		return s.planNext(ctx, st, c, now)
+		card.Record(*entry, now) // plan with this attempt counted once, as the commit will store it
+		st, err = s.planNext(ctx, st, c, now, card)
+		if err != nil {
+			return st, err
+		}
+		return st, s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phasePlanned))
 	case provider.StatusRefunded, provider.StatusCanceled:
-		return s.settle(ctx, st, payments.Payment{Status: string(pp.Status)}), nil
+		st = s.settle(ctx, st, payments.Payment{Status: string(pp.Status)})
+		entry.Outcome = cardledger.OutcomeSucceeded // charged before, whatever came after
+		return st, s.commit(ctx, p, entry, s.recoveryRecord(st, p, now, phaseEnded))
 	}
 	// Processing or pending: not an outcome yet. The repeat replays the same key, and the
 	// provider's answer moves on once the attempt settles.
 	return st, &TransientError{Op: StepCharge, Err: fmt.Errorf("payment %s is %s at the provider", p.ID, pp.Status)}
 }
 
-// record stores the payment with the version of its new state at now. A newer version
+// record stores the payment with the version of its new state at now, in one transaction with
+// the attempt's outcome in the card's ledger and the recovery's new state. A newer version
 // already stored (a webhook got there first) wins, and that is fine.
-func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time) error {
+func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time, entry *cardledger.Entry, rec payments.Recovery) error {
 	p.UpdatedAt = now
 	p.Version = payments.VersionAt(now, p.Status)
 	w, err := p.Put()
 	if err != nil {
 		return invalid("encode payment %s: %w", p.ID, err)
 	}
-	err = s.store.Put(ctx, w.Table, *w.Put, w.Cond)
-	if errors.Is(err, store.ErrConditionFailed) {
-		s.log.InfoContext(ctx, "recovery outcome older than the stored payment; kept the stored one", "payment_id", p.ID)
+	return s.commit(ctx, p, entry, rec, w)
+}
+
+// The phases of a recovery's stored state within one attempt, in the order they are written.
+const (
+	phasePlanned int64 = iota + 1
+	phaseCharging
+	phaseDeferred // planned again because a card cap forbade the planned charge
+	phaseEnded
+	phaseDeadLettered
+)
+
+// recoverySeq orders a recovery's stored states: by round, then attempts made, then phase,
+// then the step's time (a deferral repeated at a later moment replaces the earlier one).
+func recoverySeq(st State, phase int64, now time.Time) int64 {
+	return int64(st.Round)<<44 | int64(len(st.Attempts))<<36 | phase<<32 | (now.Unix() & (1<<32 - 1))
+}
+
+// recoveryRecord is the recovery's stored state after a step.
+func (s *Steps) recoveryRecord(st State, p payments.Payment, now time.Time, phase int64) payments.Recovery {
+	r := payments.Recovery{PaymentID: st.PaymentID, Round: st.Round, Attempts: len(st.Attempts), Customer: p.Customer,
+		Amount: p.Amount, Currency: p.Currency, UpdatedAt: now.UTC(),
+		Seq: recoverySeq(st, phase, now)}
+	if p.Card != nil {
+		r.CardBrand = p.Card.Brand
+	} else if p.Decline != nil {
+		r.CardBrand = p.Decline.Network
+	}
+	if st.Plan != nil {
+		r.Reason, r.Limit, r.Explanation = string(st.Plan.Reason), string(st.Plan.Limit), st.Plan.Explanation
+		if st.Plan.Retry {
+			r.NextAttemptAt = st.Plan.At
+		}
+	}
+	switch {
+	case st.Outcome == OutcomeSucceeded:
+		r.State = RecoveryStateSucceeded
+	case st.Outcome == OutcomeSettled:
+		r.State = payments.RecoverySettled
+	case phase == phaseCharging:
+		r.State = payments.RecoveryCharging
+		r.Explanation = fmt.Sprintf("Charging attempt %d now.", st.Plan.Attempt)
+	case st.Plan != nil && st.Plan.Retry:
+		r.State = payments.RecoveryScheduled
+	default:
+		r.State = payments.RecoveryStopped
+	}
+	return r
+}
+
+// RecoveryStateSucceeded is the stored state of a recovery whose charge succeeded.
+const RecoveryStateSucceeded = payments.RecoverySucceeded
+
+// commit writes the recovery's state and ws, and, when the payment's card is known, entry in
+// the card's ledger, in one transaction. Every write but the ledger's is "if newer": one that
+// lost to a newer version is dropped and the rest commits.
+func (s *Steps) commit(ctx context.Context, p payments.Payment, entry *cardledger.Entry, rec payments.Recovery, ws ...store.Write) error {
+	rw, err := rec.Write()
+	if err != nil {
+		return invalid("encode recovery %s: %w", rec.PaymentID, err)
+	}
+	ws = append([]store.Write{rw}, ws...)
+	for {
+		var err error
+		if entry != nil && p.Card != nil {
+			err = cardledger.Update(ctx, s.store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
+				c.Record(*entry, entry.At)
+				return ws, nil
+			})
+		} else {
+			err = s.store.Transact(ctx, ws...)
+		}
+		var ce *store.ConditionError
+		if errors.As(err, &ce) && ce.Index >= 0 && ce.Index < len(ws) {
+			s.log.InfoContext(ctx, "recovery write older than the stored one; kept the stored one", "payment_id", p.ID, "item", ws[ce.Index].Put.PK)
+			ws = append(ws[:ce.Index:ce.Index], ws[ce.Index+1:]...)
+			if len(ws) == 0 && (entry == nil || p.Card == nil) {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			return &TransientError{Op: "record", Err: err}
+		}
 		return nil
 	}
-	if err != nil {
-		return &TransientError{Op: "record", Err: err}
-	}
-	return nil
 }
 
 // deadLetter opens the dead-letter record of a recovery that stopped without a charge or whose
@@ -402,6 +588,22 @@ func (s *Steps) deadLetter(ctx context.Context, st State) (DeadLetterResult, err
 	}
 	if err := s.deadLetters.Open(ctx, d); err != nil {
 		return DeadLetterResult{}, &TransientError{Op: StepDeadLetter, Err: err}
+	}
+	// The recovery's stored state says it stopped and names the record a person works.
+	rec, err := payments.GetRecovery(ctx, s.store, st.PaymentID)
+	if err != nil && !errors.Is(err, payments.ErrNotFound) {
+		return DeadLetterResult{}, &TransientError{Op: StepDeadLetter, Err: err}
+	}
+	if errors.Is(err, payments.ErrNotFound) || rec.Round != st.Round {
+		rec = s.recoveryRecord(st, payments.Payment{}, s.now(), phaseDeadLettered)
+	}
+	rec.State, rec.DeadLetter, rec.NextAttemptAt = payments.RecoveryStopped, d.Key, time.Time{}
+	rec.Seq = recoverySeq(st, phaseDeadLettered, s.now())
+	if st.Error != nil {
+		rec.Reason, rec.Explanation = d.Reason, d.Explanation
+	}
+	if err := s.commit(ctx, payments.Payment{ID: st.PaymentID}, nil, rec); err != nil {
+		return DeadLetterResult{}, err
 	}
 	s.log.WarnContext(ctx, "recovery dead-lettered", "payment_id", st.PaymentID, "invoice", st.Invoice,
 		"reason", d.Reason, "dead_letter", d.Key)

@@ -412,6 +412,9 @@ type CardRequest struct {
 	NetworkAdviceCode  string `json:"network_advice_code"`
 	NetworkDeclineCode string `json:"network_decline_code"`
 	Processing         bool   `json:"processing"`
+	// Fingerprint makes this PaymentMethod one more of an existing card (1-32 alphanumerics);
+	// empty: a card of its own.
+	Fingerprint string `json:"fingerprint"`
 }
 
 func parseCard(body io.Reader) (cardRule, error) {
@@ -438,7 +441,13 @@ func parseCard(body io.Reader) (cardRule, error) {
 	default:
 		return cardRule{}, badControl("brand must be visa, mastercard or amex")
 	}
-	rule := cardRule{PaymentMethod: q.PaymentMethod, Brand: q.Brand, Times: q.Times, Processing: q.Processing}
+	if len(q.Fingerprint) > 32 || strings.IndexFunc(q.Fingerprint, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) >= 0 {
+		return cardRule{}, badControl("fingerprint must be at most 32 letters and digits")
+	}
+	rule := cardRule{PaymentMethod: q.PaymentMethod, Brand: q.Brand, Times: q.Times, Processing: q.Processing,
+		Fingerprint: q.Fingerprint}
 	if q.DeclineCode != "" {
 		d := &decline{Code: q.Code, DeclineCode: q.DeclineCode, Message: q.Message, AdviceCode: q.AdviceCode,
 			NetworkAdviceCode: q.NetworkAdviceCode, NetworkDeclineCode: q.NetworkDeclineCode}

@@ -78,6 +78,8 @@ type PaymentMethodCard struct {
 	ExpYear  int    `json:"exp_year"`
 	Funding  string `json:"funding"`
 	Last4    string `json:"last4"`
+	// Fingerprint is the same for every PaymentMethod of one card number, like Stripe's.
+	Fingerprint string `json:"fingerprint"`
 }
 
 // apiError is Stripe's non-card error object.

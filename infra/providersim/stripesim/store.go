@@ -168,6 +168,8 @@ type charge struct {
 		Card struct {
 			Brand   string `json:"brand"`
 			Last4   string `json:"last4"`
+			// Fingerprint names the card number (the same for every PaymentMethod of it).
+			Fingerprint string `json:"fingerprint"`
 			Funding string `json:"funding"`
 			Network string `json:"network"`
 		} `json:"card"`
