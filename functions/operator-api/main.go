@@ -62,6 +62,7 @@ func main() {
 		// every caller has its own.
 		PaymentIDFor: payments.PaymentID,
 		Payments:     opsapi.StorePayments{Store: st},
+		Recoveries:   opsapi.StorePayments{Store: st},
 		// JSON API routes: the JWT authorizer's subject. Console routes carry none.
 		Principal:        func(r *http.Request) (string, bool) { p := apigw.Scope(r); return p, p != "" },
 		SessionKeySource: sessionKey,

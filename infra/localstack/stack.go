@@ -360,7 +360,8 @@ func (s *Stack) Handler() http.Handler {
 	mux.Handle(ingest.Pattern, in)
 	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
 		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon,
-		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store}})
+		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store},
+		Recoveries: opsapi.StorePayments{Store: s.store}})
 	if err != nil {
 		s.log.Error("operator API disabled", "error", err)
 	} else {

@@ -34,12 +34,12 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}:      "a due recovery start is delivered (the samples' payment has succeeded: nothing to start)",
 	},
 	"recovery-steps": {
-		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}: "the charge step records the outcome on the payment",
 		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
 	},
 	"operator-api": {
-		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}: "retrying a webhook record re-enqueues the delivery",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}: "retrying a resolve record re-enqueues the job",
+		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "the console's list of running recoveries (GET /ops/recoveries)",
+		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:            "retrying a webhook record re-enqueues the delivery",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:            "retrying a resolve record re-enqueues the job",
 	},
 }
 

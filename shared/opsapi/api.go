@@ -77,6 +77,9 @@ type Config struct {
 	// Payments, when set, serves the payment timeline (GET /ops/payments/{id}/timeline and
 	// the console's /ops/payments/{id}).
 	Payments PaymentReader
+	// Recoveries, when set, serves GET /ops/recoveries and the console's list of running
+	// recoveries, and shows a payment's recovery on its page (StorePayments implements it).
+	Recoveries Recoveries
 	// Reconcile, when set, serves POST /ops/reconcile: an on-demand reconciliation run with the
 	// request body as the run's input ({} for the default window, or {"from","to"}).
 	Reconcile Reconciler
@@ -127,6 +130,9 @@ func New(cfg Config) (*Handler, error) {
 	api("POST /ops/deadletters/retry", h.bulkRetry)
 	api("GET /ops/attempts", h.lookup)
 	api("GET /ops/payments/{id}/timeline", h.timelineAPI)
+	if cfg.Recoveries != nil {
+		api("GET /ops/recoveries", h.recoveriesAPI)
+	}
 	if cfg.Attempts != nil {
 		api("GET /ops/refused", h.refused)
 	}

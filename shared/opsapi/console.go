@@ -68,6 +68,7 @@ func (h *Handler) console() {
 	h.mux.HandleFunc("GET /ops/records/{id}", h.page(h.detailPage))
 	h.mux.HandleFunc("GET /ops/lookup", h.page(h.lookupPage))
 	h.mux.HandleFunc("GET /ops/payments/{id}", h.page(h.timelinePage))
+	h.mux.HandleFunc("GET /ops/running", h.page(h.recoveriesPageHandler))
 	h.mux.HandleFunc("POST /ops/records/{id}/{action}", h.form(h.actionForm))
 	h.mux.HandleFunc("POST /ops/bulk-retry", h.form(h.bulkForm))
 	h.mux.HandleFunc("GET /ops/login", h.loginPage)

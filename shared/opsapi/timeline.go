@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/problem"
 )
@@ -79,6 +80,8 @@ type Timeline struct {
 	Notice           string `json:"notice,omitempty"`
 	// Truncated says the payment has more attempts than a timeline shows (maxTimelineAttempts).
 	Truncated bool `json:"truncated,omitempty"`
+	// Recovery is the payment's recovery, while it has one (Config.Recoveries).
+	Recovery *payments.Recovery `json:"recovery,omitempty"`
 }
 
 const maxTimelineAttempts = 500
@@ -136,6 +139,9 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		return Timeline{}, err
 	}
 	tl := Timeline{Payment: p, Rows: []Row{}}
+	if tl.Recovery, err = h.paymentRecovery(ctx, id); err != nil {
+		return Timeline{}, err
+	}
 	seen := map[string]bool{}
 	var found []attempts.Attempt
 	collect := func(by attempts.By, value string) error {
