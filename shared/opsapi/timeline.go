@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/runtwice/twice/shared/attempts"
-	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/problem"
 )
 
