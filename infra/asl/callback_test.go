@@ -157,10 +157,10 @@ func TestCallbackTokenErrors(t *testing.T) {
 		token string
 		want  error
 	}{
-		"garbage":                      {"nope", ErrInvalidToken},
-		"not base64":                   {"tt1.!!.3", ErrInvalidToken},
-		"too long":                     {"tt1." + strings.Repeat("a", 2000) + ".1", ErrInvalidToken},
-		"an execution that never was":  {taskToken("arn:aws:states:local:000000000000:execution:m:zz", 3), ErrInvalidToken},
+		"garbage":                       {"nope", ErrInvalidToken},
+		"not base64":                    {"tt1.!!.3", ErrInvalidToken},
+		"too long":                      {"tt1." + strings.Repeat("a", 2000) + ".1", ErrInvalidToken},
+		"an execution that never was":   {taskToken("arn:aws:states:local:000000000000:execution:m:zz", 3), ErrInvalidToken},
 		"an earlier entry of the state": {taskToken(h.runner.ExecutionArn("m", "e"), 1), ErrTaskTimedOut},
 	} {
 		t.Run(name, func(t *testing.T) {
