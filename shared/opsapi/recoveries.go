@@ -56,6 +56,9 @@ func (h *Handler) runningRecoveries(r *http.Request) (recoveriesPage, error) {
 	if err != nil {
 		return recoveriesPage{}, err
 	}
+	for i := range rs {
+		rs[i].TaskToken = "" // the wait's callback token is the state machine's business
+	}
 	return recoveriesPage{Recoveries: rs, Cursor: next}, nil
 }
 

@@ -47,7 +47,7 @@ const (
 	RecoveryCharging  = "charging"  // an attempt is being made
 	RecoverySucceeded = "succeeded" // a recovery charge succeeded
 	RecoverySettled   = "settled"   // the payment was paid, refunded or canceled another way
-	RecoveryStopped   = "stopped"   // no automatic retry left: a person acts (a dead-letter record)
+	RecoveryStopped   = "stopped"   // no automatic retry left (a dead-letter record), or an operator stopped it
 )
 
 // Recovery is the stored state of a payment's recovery, written by the recovery steps as the
@@ -70,6 +70,9 @@ type Recovery struct {
 	Amount      int64     `json:"amount,omitempty"`
 	Currency    string    `json:"currency,omitempty"`
 	DeadLetter  string    `json:"dead_letter,omitempty"` // the record a stopped recovery opened
+	// TaskToken ends the recovery's parked wait early (Step Functions' callback pattern);
+	// set while it is scheduled. Not shown by the API.
+	TaskToken string `json:"task_token,omitempty"`
 	UpdatedAt   time.Time `json:"updated_at"`
 	// Seq orders the writes of one execution (and rounds after it): an older step's write
 	// never overwrites a newer one.

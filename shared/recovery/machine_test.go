@@ -275,7 +275,7 @@ func (h *harness) pendingPlan(arn string) recovery.Plan {
 		h.t.Fatal(err)
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type == "WaitStateEntered" {
+		if evs[i].Type == "TaskStateEntered" && evs[i].StateName == "WaitForPlannedMoment" {
 			var st recovery.State
 			if err := json.Unmarshal(evs[i].Input, &st); err != nil || st.Plan == nil {
 				h.t.Fatalf("wait input %s: %v", evs[i].Input, err)
@@ -296,7 +296,7 @@ func (h *harness) plannedAttempts(arn string) []int {
 	}
 	var out []int
 	for _, e := range evs {
-		if e.Type == "WaitStateEntered" {
+		if e.Type == "TaskStateEntered" && e.StateName == "WaitForPlannedMoment" {
 			var st recovery.State
 			if err := json.Unmarshal(e.Input, &st); err != nil || st.Plan == nil {
 				h.t.Fatalf("wait input %s: %v", e.Input, err)

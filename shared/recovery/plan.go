@@ -91,6 +91,9 @@ const (
 type Plan struct {
 	Retry bool      `json:"retry"`
 	At    time.Time `json:"at,omitzero"`
+	// WaitSeconds is how long the park state waits for At, from the step that planned it
+	// (its TimeoutSecondsPath: a positive whole number); set by the steps, 0 when stopping.
+	WaitSeconds int64 `json:"wait_seconds,omitempty"`
 	// Attempt is the number of the planned attempt (the original charge is 1), for the charge's
 	// idempotency key; when stopping, the number of attempts made.
 	Attempt     int    `json:"attempt"`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -23,7 +24,12 @@ const (
 	StepPlan       = "plan"        // classify the payment's decline and plan the next attempt
 	StepCharge     = "charge"      // attempt the planned charge, record it, plan again after a decline
 	StepDeadLetter = "dead_letter" // open the dead-letter record of a recovery that stopped
+	StepPark       = "park"        // store the wait's task token, so that steering can end it early
+	StepSteer      = "steer"       // apply a steering signal: charge soon, or stop
 )
+
+// OutcomeStopped is a state's outcome when an operator stopped the recovery.
+const OutcomeStopped Outcome = "stopped"
 
 // OutcomeSettled is a state's outcome when the payment no longer needs recovering (it
 // succeeded, was refunded or cancelled outside recovery); it is never an attempt's outcome.
@@ -41,6 +47,12 @@ type State struct {
 	Plan      *Plan     `json:"plan,omitempty"`
 	Outcome   Outcome   `json:"outcome,omitempty"`
 	Error     *Failure  `json:"error,omitempty"`
+	// Seq orders the recovery's stored states across steps (the Task ResultSelectors carry
+	// it): each step writes above it and returns it advanced.
+	Seq int64 `json:"seq"`
+	// PaymentMethod, when set, is the payment method a steering signal asked the next charge
+	// to use (a customer's new card); empty: the payment's own.
+	PaymentMethod string `json:"payment_method"` // never omitted: the Task ResultSelectors read it
 }
 
 // Failure is what a Catch with ResultPath "$.error" adds: the error name and its cause.
@@ -177,6 +189,8 @@ func NewSteps(c StepsConfig) (*Steps, error) {
 type StepInput struct {
 	Step  string `json:"step"`
 	State State  `json:"state"`
+	// Token is the park step's $$.Task.Token.
+	Token string `json:"token,omitempty"`
 	// Now is the workflow's time when the step's state was entered ($$.State.EnteredTime).
 	// The steps take the later of it and their own clock: on AWS the two agree (the clock is
 	// the later, past Task retries); on the local runner with a time factor, the workflow's
@@ -218,11 +232,24 @@ func (s *Steps) Handle(ctx context.Context, in json.RawMessage) (json.RawMessage
 		out, err = s.charge(ctx, st, now)
 	case StepDeadLetter:
 		out, err = s.deadLetter(ctx, st)
+	case StepPark:
+		out, err = s.park(ctx, st, req.Token, now)
+	case StepSteer:
+		out, err = s.steer(ctx, st, now)
 	default:
 		return nil, invalid("unknown step %q", req.Step)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if st, ok := out.(State); ok {
+		st.Seq += 2 // the next step writes above this one's writes
+		if st.Plan != nil && st.Plan.Retry {
+			// The park state's timeout: from this step's time to the planned moment, at
+			// least a second (a timeout must be positive).
+			st.Plan.WaitSeconds = max(int64(math.Ceil(st.Plan.At.Sub(now).Seconds())), 1)
+		}
+		out = st
 	}
 	return json.Marshal(out)
 }
@@ -357,6 +384,25 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		// the provider's event crossed; the resolver records the id. The Task Retry asks again.
 		return st, &TransientError{Op: StepCharge, Err: fmt.Errorf("payment %s has no provider payment to confirm yet", p.ID)}
 	}
+	// A steering signal that arrived after the wait ended still counts: stop, or the
+	// customer's new payment method.
+	pending, err := GetSteer(ctx, s.store, st.PaymentID)
+	if err != nil {
+		return st, &TransientError{Op: "read steering", Err: err}
+	}
+	var consume []store.Write
+	if pending != nil {
+		if pending.Action == ActionStop {
+			return s.stop(ctx, st, p, *pending, now)
+		}
+		if pending.PaymentMethod != "" {
+			st.PaymentMethod = pending.PaymentMethod
+		}
+		consume = append(consume, pending.consumed())
+	}
+	if st.PaymentMethod != "" {
+		p.PaymentMethod = st.PaymentMethod
+	}
 	if p.PaymentMethod == "" {
 		// A payment first heard of through its payment_failed webhook (the API's commit lost to
 		// a timeout or a crash) has no payment method: the provider detached it at the decline
@@ -431,7 +477,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true})
 		st.Outcome = OutcomeSucceeded
 		entry.Outcome = cardledger.OutcomeSucceeded
-		if err := s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phaseEnded)); err != nil {
+		if err := s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...); err != nil {
 			return st, err
 		}
 		s.log.InfoContext(ctx, "recovery succeeded", "payment_id", st.PaymentID, "invoice", st.Invoice, "attempt", st.Plan.Attempt)
@@ -451,11 +497,11 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		if err != nil {
 			return st, err
 		}
-		return st, s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phasePlanned))
+		return st, s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phasePlanned), consume...)
 	case provider.StatusRefunded, provider.StatusCanceled:
 		st = s.settle(ctx, st, payments.Payment{Status: string(pp.Status)})
 		entry.Outcome = cardledger.OutcomeSucceeded // charged before, whatever came after
-		return st, s.commit(ctx, p, entry, s.recoveryRecord(st, p, now, phaseEnded))
+		return st, s.commit(ctx, p, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...)
 	}
 	// Processing or pending: not an outcome yet. The repeat replays the same key, and the
 	// provider's answer moves on once the attempt settles.
@@ -465,29 +511,32 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 // record stores the payment with the version of its new state at now, in one transaction with
 // the attempt's outcome in the card's ledger and the recovery's new state. A newer version
 // already stored (a webhook got there first) wins, and that is fine.
-func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time, entry *cardledger.Entry, rec payments.Recovery) error {
+func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time, entry *cardledger.Entry, rec payments.Recovery, more ...store.Write) error {
 	p.UpdatedAt = now
 	p.Version = payments.VersionAt(now, p.Status)
 	w, err := p.Put()
 	if err != nil {
 		return invalid("encode payment %s: %w", p.ID, err)
 	}
-	return s.commit(ctx, p, entry, rec, w)
+	return s.commit(ctx, p, entry, rec, append([]store.Write{w}, more...)...)
 }
 
 // The phases of a recovery's stored state within one attempt, in the order they are written.
+// Within one step the phases are written in this order.
 const (
-	phasePlanned int64 = iota + 1
+	phaseParked int64 = iota + 1 // the park step's own write (a sequence of its own)
 	phaseCharging
 	phaseDeferred // planned again because a card cap forbade the planned charge
+	phasePlanned
 	phaseEnded
 	phaseDeadLettered
 )
 
-// recoverySeq orders a recovery's stored states: by round, then attempts made, then phase,
-// then the step's time (a deferral repeated at a later moment replaces the earlier one).
-func recoverySeq(st State, phase int64, now time.Time) int64 {
-	return int64(st.Round)<<44 | int64(len(st.Attempts))<<36 | phase<<32 | (now.Unix() & (1<<32 - 1))
+// recoverySeq orders a recovery's stored states: by round, then by the execution's own
+// sequence (State.Seq, advanced by every step: the park step writes at Seq+1, the others from
+// Seq+2 on), then by phase within a step.
+func recoverySeq(st State, phase int64, _ time.Time) int64 {
+	return int64(st.Round)<<40 | (st.Seq+2)<<4 | phase
 }
 
 // recoveryRecord is the recovery's stored state after a step.
@@ -546,7 +595,7 @@ func (s *Steps) commit(ctx context.Context, p payments.Payment, entry *cardledge
 		}
 		var ce *store.ConditionError
 		if errors.As(err, &ce) && ce.Index >= 0 && ce.Index < len(ws) {
-			s.log.InfoContext(ctx, "recovery write older than the stored one; kept the stored one", "payment_id", p.ID, "item", ws[ce.Index].Put.PK)
+			s.log.InfoContext(ctx, "recovery write older than the stored one; kept the stored one", "payment_id", p.ID, "write", ce.Index)
 			ws = append(ws[:ce.Index:ce.Index], ws[ce.Index+1:]...)
 			if len(ws) == 0 && (entry == nil || p.Card == nil) {
 				return nil
