@@ -62,18 +62,18 @@ type Recovery struct {
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// Reason is the plan's reason code (funded_moment, backoff, exhausted, ...); Explanation
 	// the plain-language sentence.
-	Reason      string    `json:"reason,omitempty"`
-	Limit       string    `json:"limit,omitempty"`
-	Explanation string    `json:"explanation"`
-	CardBrand   string    `json:"card_brand,omitempty"`
-	Customer    string    `json:"customer,omitempty"`
-	Amount      int64     `json:"amount,omitempty"`
-	Currency    string    `json:"currency,omitempty"`
-	DeadLetter  string    `json:"dead_letter,omitempty"` // the record a stopped recovery opened
+	Reason      string `json:"reason,omitempty"`
+	Limit       string `json:"limit,omitempty"`
+	Explanation string `json:"explanation"`
+	CardBrand   string `json:"card_brand,omitempty"`
+	Customer    string `json:"customer,omitempty"`
+	Amount      int64  `json:"amount,omitempty"`
+	Currency    string `json:"currency,omitempty"`
+	DeadLetter  string `json:"dead_letter,omitempty"` // the record a stopped recovery opened
 	// TaskToken ends the recovery's parked wait early (Step Functions' callback pattern);
 	// set while it is scheduled. Not shown by the API.
-	TaskToken string `json:"task_token,omitempty"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	TaskToken string    `json:"task_token,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Seq orders the writes of one execution (and rounds after it): an older step's write
 	// never overwrites a newer one.
 	Seq int64 `json:"seq"`
