@@ -361,7 +361,7 @@ func (s *Stack) Handler() http.Handler {
 	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
 		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon,
 		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store},
-		Recoveries: opsapi.StorePayments{Store: s.store}})
+		Recoveries: opsapi.StorePayments{Store: s.store}, Steer: s.steerer()})
 	if err != nil {
 		s.log.Error("operator API disabled", "error", err)
 	} else {
@@ -480,4 +480,20 @@ func (s *Stack) Close() error {
 		errs = append(errs, s.store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// steerer steers running recoveries on the local runner, as recoveryfn.Steerer does on AWS.
+func (s *Stack) steerer() *recovery.Steerer {
+	return &recovery.Steerer{Store: s.store, Signal: localSignaler{s.runner}, Now: s.clock.Now}
+}
+
+// localSignaler is recovery.Signaler on the local runner.
+type localSignaler struct{ r *asl.Runner }
+
+func (l localSignaler) SendTaskSuccess(ctx context.Context, token string, output []byte) error {
+	err := l.r.SendTaskSuccess(ctx, token, output)
+	if errors.Is(err, asl.ErrTaskTimedOut) || errors.Is(err, asl.ErrInvalidToken) {
+		return fmt.Errorf("%w: %v", recovery.ErrTaskGone, err)
+	}
+	return err
 }

@@ -37,9 +37,11 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
 	},
 	"operator-api": {
-		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "the console's list of running recoveries (GET /ops/recoveries)",
-		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:            "retrying a webhook record re-enqueues the delivery",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:            "retrying a resolve record re-enqueues the job",
+		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}:     "the console's list of running recoveries (GET /ops/recoveries)",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:              "charge-now and stop store the steering signal (POST /ops/recoveries/{id}/{action})",
+		{Action: "states:SendTaskSuccess", Resource: "RecoveryStateMachine"}: "charge-now and stop end the recovery's parked wait",
+		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:                "retrying a webhook record re-enqueues the delivery",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                "retrying a resolve record re-enqueues the job",
 	},
 }
 

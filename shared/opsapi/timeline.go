@@ -82,6 +82,9 @@ type Timeline struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// Recovery is the payment's recovery, while it has one (Config.Recoveries).
 	Recovery *payments.Recovery `json:"recovery,omitempty"`
+	// Steerable says the console offers charge-now and stop (Config.Steer, and the recovery
+	// is running).
+	Steerable bool `json:"-"`
 }
 
 const maxTimelineAttempts = 500
@@ -141,6 +144,10 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 	tl := Timeline{Payment: p, Rows: []Row{}}
 	if tl.Recovery, err = h.paymentRecovery(ctx, id); err != nil {
 		return Timeline{}, err
+	}
+	if tl.Recovery != nil {
+		tl.Recovery.TaskToken = ""
+		tl.Steerable = h.cfg.Steer != nil && tl.Recovery.Running()
 	}
 	seen := map[string]bool{}
 	var found []attempts.Attempt
@@ -297,7 +304,7 @@ func (h *Handler) timelinePage(w http.ResponseWriter, r *http.Request, s session
 		h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
 		return
 	}
-	h.render(w, http.StatusOK, timelineView(view{Title: "Payment " + tl.Payment.ID, Session: s}, tl))
+	h.render(w, http.StatusOK, timelineView(view{Title: "Payment " + tl.Payment.ID, Session: s, Notice: notice(r.URL.Query().Get("done"))}, tl))
 }
 
 // timelineLink is the console path of a payment's timeline.
