@@ -132,3 +132,73 @@ func TestOperatorStopThroughTheAPI(t *testing.T) {
 		t.Fatalf("unknown action: %d %s", a.status, a.body)
 	}
 }
+
+func customerEvent(t *testing.T, s *Stack, customer, body string) {
+	t.Helper()
+	if a := call(t, "POST", s.SimURL()+"/_sim/customers/"+customer+"/events", "", body); a.status != 200 {
+		t.Fatalf("customer event: %d %s", a.status, a.body)
+	}
+}
+
+// TestCardUpdateDuringTheWait: while a recovery waits days for a payday, the customer attaches a
+// new card (the simulator's payment_method.attached webhook). The worker commits a steering
+// signal with the event; the next charge happens within a minute of recovery time, with the new
+// payment method, exactly once.
+func TestCardUpdateDuringTheWait(t *testing.T) {
+	s := newStack(t, Config{TimeFactor: steerFactor})
+	v, ex := parkedRecovery(t, s, "steer-card", "pm_steer_card")
+	customerEvent(t, s, "cus_rec", `{"type":"payment_method.attached","payment_method":"pm_card_visa"}`)
+	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	if err != nil || done.Status != asl.StatusSucceeded {
+		t.Fatalf("execution %+v %v", done, err)
+	}
+	got := paymentWithRecovery(t, s, v.ID)
+	if got.Status != payments.StatusSucceeded {
+		t.Fatalf("payment %+v", got)
+	}
+	steered, charged := stateEntered(t, s, ex.ExecutionArn, "Steer"), stateEntered(t, s, ex.ExecutionArn, "Charge")
+	if steered.IsZero() || charged.Sub(steered) > time.Minute || charged.Before(steered) {
+		t.Fatalf("steered at %s, charged at %s", steered, charged)
+	}
+	if evs := simEvents(t, s, deref(v.ProviderPaymentID)); fmt.Sprint(evs) != "[payment_failed succeeded]" {
+		t.Fatalf("charges at the provider: %v, want the original and one more", evs)
+	}
+	req, _ := http.NewRequest("GET", s.SimURL()+"/v1/payment_intents/"+deref(v.ProviderPaymentID), nil)
+	req.SetBasicAuth(s.Config().StripeAPIKey, "")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(pi), `"payment_method":"pm_card_visa"`) {
+		t.Fatalf("the recovery charge did not use the new card: %s", pi)
+	}
+	stored, err := payments.Get(context.Background(), s.store, v.ID)
+	if err != nil || stored.PaymentMethod != "pm_card_visa" {
+		t.Fatalf("stored payment method %q, %v", stored.PaymentMethod, err)
+	}
+	t.Logf("charged %s after the card update (recovery time)", charged.Sub(steered))
+}
+
+// TestInvoicePaidElsewhereStopsTheRecovery: invoice.paid for the recovery's invoice ends it
+// settled, without a charge or a dead letter.
+func TestInvoicePaidElsewhereStopsTheRecovery(t *testing.T) {
+	s := newStack(t, Config{TimeFactor: steerFactor})
+	v, ex := parkedRecovery(t, s, "steer-paid", "pm_steer_paid")
+	customerEvent(t, s, "cus_rec", `{"type":"invoice.paid","invoice":"inv_steer-paid"}`)
+	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	if err != nil || done.Status != asl.StatusSucceeded {
+		t.Fatalf("execution %+v %v", done, err)
+	}
+	got := paymentWithRecovery(t, s, v.ID)
+	if got.Recovery == nil || got.Recovery.State != payments.RecoverySettled || !strings.Contains(got.Recovery.Explanation, "invoice was paid another way") {
+		t.Fatalf("recovery %+v", got.Recovery)
+	}
+	if evs := simEvents(t, s, deref(v.ProviderPaymentID)); fmt.Sprint(evs) != "[payment_failed]" {
+		t.Fatalf("a recovery of a paid invoice charged: %v", evs)
+	}
+	if recs := opsList(t, s, "source=recovery&status=open"); len(recs) != 0 {
+		t.Fatalf("dead letters: %v", recs)
+	}
+}

@@ -22,7 +22,8 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:GetItem", Resource: "PaymentsTable"}:       "a job whose key completed meanwhile reads the payment it names",
 	},
 	"webhook-worker": {
-		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}: "payment_intent.payment_failed commits its recovery start with the state change",
+		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "a customer-side event (payment_method.attached, invoice.paid, ...) finds the running recoveries it steers",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:            "payment_intent.payment_failed commits its recovery start with the state change",
 	},
 	"outbox-relay": {
 		{Action: "dynamodb:DescribeStream", Resource: "OutboxTable.StreamArn"}:   "the stream event source mapping reads the stream with the function's role",
@@ -32,6 +33,8 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "sqs:SendMessage", Resource: "OutboxDLQ"}:                       "the event source mapping's on-failure destination is written with the function's role",
 		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                    "a due resolve job is delivered to the resolve queue",
 		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}:      "a due recovery start is delivered (the samples' payment has succeeded: nothing to start)",
+		{Action: "states:SendTaskSuccess", Resource: "RecoveryStateMachine"}:     "a steering signal (a new payment method, an invoice paid elsewhere) ends a parked recovery's wait",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a steering signal is stored before the wait is ended",
 	},
 	"recovery-steps": {
 		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",

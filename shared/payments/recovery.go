@@ -67,6 +67,7 @@ type Recovery struct {
 	Explanation string `json:"explanation"`
 	CardBrand   string `json:"card_brand,omitempty"`
 	Customer    string `json:"customer,omitempty"`
+	Invoice     string `json:"invoice,omitempty"`
 	Amount      int64  `json:"amount,omitempty"`
 	Currency    string `json:"currency,omitempty"`
 	DeadLetter  string `json:"dead_letter,omitempty"` // the record a stopped recovery opened

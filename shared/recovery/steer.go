@@ -12,8 +12,10 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/runtwice/twice/shared/cardledger"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks"
 )
 
 // Steering a running recovery. A signal is first stored (one item per payment, "steer#<id>" in
@@ -299,4 +301,62 @@ func (s *SFNSignaler) SendTaskSuccess(ctx context.Context, token string, output 
 		return fmt.Errorf("recovery: send task success: %w", err)
 	}
 	return nil
+}
+
+// KindSteer is the outbox kind of a steering signal from a provider event (payload Steer),
+// committed by the webhook worker with the event's dedupe records.
+const KindSteer = "steer_recovery"
+
+// SteerMessages are the outbox messages that steer the running recoveries a customer-side
+// event concerns: the recovery of the invoice paid, or every running recovery of the customer
+// whose payment method changed. Their ids derive from the event and the payment, so a
+// redelivered event queues nothing new.
+func SteerMessages(ctx context.Context, st store.Store, eventID string, ev webhooks.Steer, now time.Time) ([]store.Write, error) {
+	var ws []store.Write
+	cursor := ""
+	for {
+		rs, next, err := payments.ListRunningRecoveries(ctx, st, 100, cursor)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			sg := Steer{PaymentID: r.PaymentID, At: now.UTC()}
+			switch {
+			case ev.Invoice != "":
+				if r.Invoice != ev.Invoice {
+					continue
+				}
+				sg.Action, sg.Reason = ActionStop, ReasonInvoicePaid
+			case ev.Customer != "" && r.Customer == ev.Customer:
+				sg.Action, sg.Reason, sg.PaymentMethod = ActionChargeNow, ReasonPaymentMethodUpdated, ev.PaymentMethod
+			default:
+				continue
+			}
+			w, err := outbox.New(KindSteer, "steer#"+eventID+"#"+r.PaymentID, sg, now)
+			if err != nil {
+				return nil, err
+			}
+			ws = append(ws, w)
+		}
+		if next == "" || len(ws) >= 50 {
+			return ws, nil
+		}
+		cursor = next
+	}
+}
+
+// FollowOn is the outbox relay's handler of KindSteer: store the signal and end the wait. A
+// recovery that ended meanwhile needs nothing.
+func (s *Steerer) FollowOn() outbox.Handler {
+	return func(ctx context.Context, m outbox.Message) error {
+		var sg Steer
+		if err := json.Unmarshal(m.Payload, &sg); err != nil {
+			return fmt.Errorf("recovery: steer message %s: %w", m.ID, err)
+		}
+		_, err := s.Steer(ctx, sg)
+		if errors.Is(err, ErrNotRunning) {
+			return nil
+		}
+		return err
+	}
 }

@@ -541,7 +541,7 @@ func recoverySeq(st State, phase int64, _ time.Time) int64 {
 
 // recoveryRecord is the recovery's stored state after a step.
 func (s *Steps) recoveryRecord(st State, p payments.Payment, now time.Time, phase int64) payments.Recovery {
-	r := payments.Recovery{PaymentID: st.PaymentID, Round: st.Round, Attempts: len(st.Attempts), Customer: p.Customer,
+	r := payments.Recovery{PaymentID: st.PaymentID, Round: st.Round, Attempts: len(st.Attempts), Customer: p.Customer, Invoice: p.Invoice,
 		Amount: p.Amount, Currency: p.Currency, UpdatedAt: now.UTC(),
 		Seq: recoverySeq(st, phase, now)}
 	if p.Card != nil {
