@@ -164,7 +164,7 @@ func TestCardUpdateDuringTheWait(t *testing.T) {
 		t.Fatalf("charges at the provider: %v, want the original and one more", evs)
 	}
 	req, _ := http.NewRequest("GET", s.SimURL()+"/v1/payment_intents/"+deref(v.ProviderPaymentID), nil)
-	req.SetBasicAuth(s.Config().StripeAPIKey, "")
+	req.SetBasicAuth(DefaultStripeAPIKey, "")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
