@@ -31,8 +31,7 @@
 //     (payments.VersionAt, so a newer webhook state wins) and in the history the execution
 //     carries, and plans again after a decline;
 //   - dead_letter (StepDeadLetter): opens one DeadLetter per payment and round, in plain
-//     language with the suggested action, through a DeadLetterSink.
-//
+//     language with the suggested action, through a DeadLetterSink;
 //   - park (StepPark): the planned wait is a callback task; park stores $$.Task.Token with the
 //     recovery's state (payments.Recovery) so that a Steerer can end the wait early;
 //   - steer (StepSteer): applies a stored steering signal (steer.go): charge soon with the
