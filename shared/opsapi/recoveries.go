@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/runtwice/twice/shared/payments"
 )
@@ -14,6 +15,9 @@ import (
 type Recoveries interface {
 	Running(ctx context.Context, limit int, cursor string) ([]payments.Recovery, string, error)
 	Recovery(ctx context.Context, paymentID string) (payments.Recovery, error)
+	// Card says what the network caps still allow on the payment's card at now (nil when its
+	// card is not known).
+	Card(ctx context.Context, paymentID string, now time.Time) (*payments.CardView, error)
 }
 
 var _ Recoveries = StorePayments{}
@@ -26,6 +30,15 @@ func (s StorePayments) Running(ctx context.Context, limit int, cursor string) ([
 // Recovery implements Recoveries; payments.ErrNotFound when the payment never had one.
 func (s StorePayments) Recovery(ctx context.Context, paymentID string) (payments.Recovery, error) {
 	return payments.GetRecovery(ctx, s.Store, paymentID)
+}
+
+// Card implements Recoveries.
+func (s StorePayments) Card(ctx context.Context, paymentID string, now time.Time) (*payments.CardView, error) {
+	p, err := payments.Get(ctx, s.Store, paymentID)
+	if err != nil || p.Card == nil {
+		return nil, err
+	}
+	return payments.CardViewOf(ctx, s.Store, *p.Card, now)
 }
 
 // recoveriesPage is one page of running recoveries, soonest next attempt first.
@@ -101,4 +114,16 @@ func (h *Handler) paymentRecovery(ctx context.Context, id string) (*payments.Rec
 		return nil, err
 	}
 	return &rec, nil
+}
+
+// paymentCard is the payment page's card allowance, if its card is known.
+func (h *Handler) paymentCard(ctx context.Context, id string) (*payments.CardView, error) {
+	if h.cfg.Recoveries == nil {
+		return nil, nil
+	}
+	c, err := h.cfg.Recoveries.Card(ctx, id, h.cfg.Now())
+	if errors.Is(err, payments.ErrNotFound) {
+		return nil, nil
+	}
+	return c, err
 }

@@ -44,7 +44,7 @@ func recoveryFixture(t *testing.T) fixture {
 	}
 	for _, id := range []string{"pay_running", "pay_stopped"} {
 		put(payments.Payment{ID: id, Status: payments.StatusDeclined, Amount: 2500, Currency: "usd", Customer: "cus_1",
-			CreatedAt: now(), UpdatedAt: now(), Version: 1}.Put())
+			Card: &payments.CardRef{Fingerprint: "fp_" + id, Brand: "visa"}, CreatedAt: now(), UpdatedAt: now(), Version: 1}.Put())
 	}
 	put(payments.Recovery{PaymentID: "pay_running", State: payments.RecoveryScheduled, Round: 1, Attempts: 2,
 		NextAttemptAt: now().Add(26 * time.Hour), Reason: "funded_moment", Amount: 2500, Currency: "usd",
@@ -101,6 +101,7 @@ func TestRunningRecoveries(t *testing.T) {
 	t.Run("the payment page shows its recovery", func(t *testing.T) {
 		code, page := get(t, c, f.srv.URL+"/ops/payments/pay_stopped")
 		if code != 200 || !strings.Contains(page, `id="recovery-state">stopped`) || !strings.Contains(page, "reported lost") ||
+			!strings.Contains(page, `id="card-attempts-left">20`) ||
 			!strings.Contains(page, `href="/ops/records/recovery:pay_stopped:1"`) {
 			t.Fatalf("%d\n%s", code, page)
 		}

@@ -82,6 +82,8 @@ type Timeline struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// Recovery is the payment's recovery, while it has one (Config.Recoveries).
 	Recovery *payments.Recovery `json:"recovery,omitempty"`
+	// Card is what the network caps still allow on the payment's card.
+	Card *payments.CardView `json:"card,omitempty"`
 	// Steerable says the console offers charge-now and stop (Config.Steer, and the recovery
 	// is running).
 	Steerable bool `json:"-"`
@@ -143,6 +145,9 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 	}
 	tl := Timeline{Payment: p, Rows: []Row{}}
 	if tl.Recovery, err = h.paymentRecovery(ctx, id); err != nil {
+		return Timeline{}, err
+	}
+	if tl.Card, err = h.paymentCard(ctx, id); err != nil {
 		return Timeline{}, err
 	}
 	if tl.Recovery != nil {
