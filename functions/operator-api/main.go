@@ -63,6 +63,8 @@ func main() {
 		// every caller has its own.
 		PaymentIDFor: payments.PaymentID,
 		Payments:     opsapi.StorePayments{Store: st},
+		Recoveries:   opsapi.StorePayments{Store: st},
+		Steer:        recoveryfn.Steerer(cfg, st),
 		// JSON API routes: the JWT authorizer's subject. Console routes carry none.
 		Principal:        func(r *http.Request) (string, bool) { p := apigw.Scope(r); return p, p != "" },
 		SessionKeySource: sessionKey,

@@ -32,10 +32,11 @@ type State struct {
 	resultSelector *template
 
 	// Task
-	Resource       string
-	TimeoutSeconds int
-	Retry          []Retrier
-	Catch          []Catcher
+	Resource           string
+	TimeoutSeconds     int
+	timeoutSecondsPath *path // callback tasks only
+	Retry              []Retrier
+	Catch              []Catcher
 
 	// Pass
 	result    any
@@ -108,7 +109,11 @@ type rawState struct {
 	ResultSelector json.RawMessage `json:"ResultSelector"`
 	Resource       string          `json:"Resource"`
 	TimeoutSeconds int             `json:"TimeoutSeconds"`
-	Retry          []struct {
+	// TimeoutSecondsPath and HeartbeatSeconds are parsed so that they can be checked.
+	TimeoutSecondsPath string `json:"TimeoutSecondsPath"`
+	HeartbeatSeconds   *int   `json:"HeartbeatSeconds"`
+	HeartbeatPath      string `json:"HeartbeatSecondsPath"`
+	Retry              []struct {
 		ErrorEquals     []string `json:"ErrorEquals"`
 		IntervalSeconds *float64 `json:"IntervalSeconds"`
 		MaxAttempts     *int     `json:"MaxAttempts"`
@@ -272,6 +277,20 @@ func parseState(name string, msg json.RawMessage) (*State, error) {
 		}
 		if r.TimeoutSeconds < 0 {
 			return nil, fmt.Errorf("TimeoutSeconds must be positive")
+		}
+		if r.HeartbeatSeconds != nil || r.HeartbeatPath != "" {
+			return nil, fmt.Errorf("HeartbeatSeconds is not supported by the local runner")
+		}
+		if r.TimeoutSecondsPath != "" {
+			if r.Resource != LambdaInvokeWaitForTaskToken {
+				return nil, fmt.Errorf("TimeoutSecondsPath is supported on %s tasks only", LambdaInvokeWaitForTaskToken)
+			}
+			if r.TimeoutSeconds != 0 {
+				return nil, fmt.Errorf("TimeoutSeconds and TimeoutSecondsPath are exclusive")
+			}
+			if s.timeoutSecondsPath, err = compilePath(r.TimeoutSecondsPath); err != nil {
+				return nil, fmt.Errorf("TimeoutSecondsPath: %w", err)
+			}
 		}
 		for _, rt := range r.Retry {
 			ret := Retrier{ErrorEquals: rt.ErrorEquals, IntervalSeconds: 1, MaxAttempts: 3, BackoffRate: 2,

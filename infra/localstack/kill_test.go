@@ -348,3 +348,70 @@ func TestKillDuringRecoveryCharge(t *testing.T) {
 		t.Fatalf("charges at the provider: %v", got)
 	}
 }
+
+// TestKillWhileSteering kills the stack with -9 twice around steering: once while two
+// recoveries are parked (their tokens are in the checkpoints), then again right after a card
+// update (the simulator's payment_method.attached) and an operator's stop were sent, while the
+// event, the outbox and the signals are in flight. After the restarts the first payment is
+// charged once more, with the new card; the second ends stopped without a charge.
+func TestKillWhileSteering(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	p := startProcess(t, t.TempDir(), "-time-factor", "100")
+	s := p.stack()
+	programCard(t, s.SimURL(), "pm_kill_card", "insufficient_funds", 1)
+	programCard(t, s.SimURL(), "pm_kill_stop", "insufficient_funds", 1)
+	card := createDeclined(t, s, "kill-steer-card", "pm_kill_card")
+	stop := createDeclined(t, s, "kill-steer-stop", "pm_kill_stop")
+	for _, v := range []payments.View{card, stop} {
+		eventually(t, 20*time.Second, "the recovery of "+v.ID+" is parked", func() bool {
+			got := paymentWithRecovery(t, s, v.ID)
+			return got.Recovery != nil && got.Recovery.State == payments.RecoveryScheduled
+		})
+	}
+	p.kill()
+	p.start()
+	customerEvent(t, s, "cus_rec", `{"type":"payment_method.attached","payment_method":"pm_card_visa"}`)
+	var a answer
+	eventually(t, 20*time.Second, "the operator's stop is accepted", func() bool {
+		req, _ := http.NewRequest("POST", s.APIURL()+"/ops/recoveries/"+stop.ID+"/stop", nil)
+		req.Header.Set("Authorization", "Bearer "+s.Config().OperatorToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		a.status = resp.StatusCode
+		return resp.StatusCode == http.StatusAccepted
+	})
+	p.kill() // the card update is somewhere between the simulator, the queue, the outbox and the wait
+	p.start()
+	eventually(t, 60*time.Second, "the first payment is charged with the new card", func() bool {
+		return paymentWithRecovery(t, s, card.ID).Status == payments.StatusSucceeded
+	})
+	eventually(t, 30*time.Second, "the second recovery reads stopped", func() bool {
+		got := paymentWithRecovery(t, s, stop.ID)
+		return got.Recovery != nil && got.Recovery.State == payments.RecoveryStopped
+	})
+	if got := simEvents(t, s, deref(card.ProviderPaymentID)); fmt.Sprint(got) != "[payment_failed succeeded]" {
+		t.Fatalf("charges of the first payment: %v", got)
+	}
+	if got := simEvents(t, s, deref(stop.ProviderPaymentID)); fmt.Sprint(got) != "[payment_failed]" {
+		t.Fatalf("charges of the stopped payment: %v", got)
+	}
+	req, _ := http.NewRequest("GET", s.SimURL()+"/v1/payment_intents/"+deref(card.ProviderPaymentID), nil)
+	req.SetBasicAuth(DefaultStripeAPIKey, "")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var pi struct {
+		PaymentMethod string `json:"payment_method"`
+	}
+	if err := json.Unmarshal(body, &pi); err != nil || pi.PaymentMethod != "pm_card_visa" {
+		t.Fatalf("the recovery charge used %q (%v), want the new card: %d %s", pi.PaymentMethod, err, resp.StatusCode, body)
+	}
+}

@@ -140,7 +140,7 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 		var charged time.Time
 		for _, e := range hist {
 			switch {
-			case e.Type == "WaitStateEntered":
+			case e.Type == "TaskStateEntered" && e.StateName == "WaitForPlannedMoment":
 				json.Unmarshal(e.Input, &wait)
 			case e.Type == "TaskStateEntered" && e.StateName == "Charge":
 				charged = e.Timestamp

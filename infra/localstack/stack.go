@@ -290,7 +290,9 @@ func (s *Stack) build() error {
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
-	s.relay = &outbox.Relay{Store: s.store, Handlers: s.payments.FollowOns(), Now: s.clock.Now,
+	handlers := s.payments.FollowOns()
+	handlers[recovery.KindSteer] = s.steerer().FollowOn()
+	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
 	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
 	return nil
@@ -364,7 +366,8 @@ func (s *Stack) Handler() http.Handler {
 	mux.Handle(ingest.Pattern, in)
 	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
 		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon,
-		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store}})
+		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store},
+		Recoveries: opsapi.StorePayments{Store: s.store}, Steer: s.steerer()})
 	if err != nil {
 		s.log.Error("operator API disabled", "error", err)
 	} else {
@@ -506,4 +509,20 @@ func (s *Stack) reconcileScheduled(ctx context.Context) (recon.Report, error) {
 		}
 	}
 	return rep, err
+}
+
+// steerer steers running recoveries on the local runner, as recoveryfn.Steerer does on AWS.
+func (s *Stack) steerer() *recovery.Steerer {
+	return &recovery.Steerer{Store: s.store, Signal: localSignaler{s.runner}, Now: s.clock.Now}
+}
+
+// localSignaler is recovery.Signaler on the local runner.
+type localSignaler struct{ r *asl.Runner }
+
+func (l localSignaler) SendTaskSuccess(ctx context.Context, token string, output []byte) error {
+	err := l.r.SendTaskSuccess(ctx, token, output)
+	if errors.Is(err, asl.ErrTaskTimedOut) || errors.Is(err, asl.ErrInvalidToken) {
+		return fmt.Errorf("%w: %v", recovery.ErrTaskGone, err)
+	}
+	return err
 }

@@ -25,9 +25,10 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}: "a job an operator retried resolves or reopens its record",
 	},
 	"webhook-worker": {
-		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:      "payment_intent.payment_failed commits its recovery start with the state change",
-		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}: "a delivery an operator retried checks its retry id (deadletter.Retries)",
-		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}: "a delivery an operator retried resolves or reopens its record",
+		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "a customer-side event (payment_method.attached, invoice.paid, ...) finds the running recoveries it steers",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:            "payment_intent.payment_failed commits its recovery start with the state change",
+		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}:       "a delivery an operator retried checks its retry id (deadletter.Retries)",
+		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}:       "a delivery an operator retried resolves or reopens its record",
 	},
 	"outbox-relay": {
 		{Action: "dynamodb:DescribeStream", Resource: "OutboxTable.StreamArn"}:   "the stream event source mapping reads the stream with the function's role",
@@ -37,14 +38,18 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "sqs:SendMessage", Resource: "OutboxDLQ"}:                       "the event source mapping's on-failure destination is written with the function's role",
 		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                    "a due resolve job is delivered to the resolve queue",
 		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}:      "a due recovery start is delivered (the samples' payment has succeeded: nothing to start)",
+		{Action: "states:SendTaskSuccess", Resource: "RecoveryStateMachine"}:     "a steering signal (a new payment method, an invoice paid elsewhere) ends a parked recovery's wait",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a steering signal is stored before the wait is ended",
 	},
 	"recovery-steps": {
-		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}: "the charge step records the outcome on the payment",
 		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
 	},
 	"operator-api": {
-		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}: "retrying a webhook record re-enqueues the delivery",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}: "retrying a resolve record re-enqueues the job",
+		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}:     "the console's list of running recoveries (GET /ops/recoveries)",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:              "charge-now and stop store the steering signal (POST /ops/recoveries/{id}/{action})",
+		{Action: "states:SendTaskSuccess", Resource: "RecoveryStateMachine"}: "charge-now and stop end the recovery's parked wait",
+		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:                "retrying a webhook record re-enqueues the delivery",
+		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                "retrying a resolve record re-enqueues the job",
 	},
 }
 

@@ -78,6 +78,12 @@ type Config struct {
 	// Payments, when set, serves the payment timeline (GET /ops/payments/{id}/timeline and
 	// the console's /ops/payments/{id}).
 	Payments PaymentReader
+	// Recoveries, when set, serves GET /ops/recoveries and the console's list of running
+	// recoveries, and shows a payment's recovery on its page (StorePayments implements it).
+	Recoveries Recoveries
+	// Steer, when set, serves POST /ops/recoveries/{payment id}/charge-now and /stop, and the
+	// console's buttons of the same names on a payment's page.
+	Steer RecoverySteerer
 	// Reconcile, when set, serves POST /ops/reconcile: an on-demand reconciliation run with the
 	// request body as the run's input ({} for the default window, or {"from","to"}).
 	Reconcile Reconciler
@@ -128,6 +134,12 @@ func New(cfg Config) (*Handler, error) {
 	api("POST /ops/deadletters/retry", h.bulkRetry)
 	api("GET /ops/attempts", h.lookup)
 	api("GET /ops/payments/{id}/timeline", h.timelineAPI)
+	if cfg.Recoveries != nil {
+		api("GET /ops/recoveries", h.recoveriesAPI)
+	}
+	if cfg.Steer != nil {
+		api("POST /ops/recoveries/{id}/{action}", h.steerAPI)
+	}
 	if cfg.Attempts != nil {
 		api("GET /ops/refused", h.refused)
 	}

@@ -68,6 +68,10 @@ func (h *Handler) console() {
 	h.mux.HandleFunc("GET /ops/records/{id}", h.page(h.detailPage))
 	h.mux.HandleFunc("GET /ops/lookup", h.page(h.lookupPage))
 	h.mux.HandleFunc("GET /ops/payments/{id}", h.page(h.timelinePage))
+	h.mux.HandleFunc("GET /ops/running", h.page(h.recoveriesPageHandler))
+	if h.cfg.Steer != nil {
+		h.mux.HandleFunc("POST /ops/payments/{id}/recovery/{action}", h.form(h.steerForm))
+	}
 	h.mux.HandleFunc("POST /ops/records/{id}/{action}", h.form(h.actionForm))
 	h.mux.HandleFunc("POST /ops/bulk-retry", h.form(h.bulkForm))
 	h.mux.HandleFunc("GET /ops/login", h.loginPage)
@@ -378,6 +382,10 @@ func notice(done string) string {
 		return "Marked ignored."
 	case "bulk":
 		return "Bulk retry done."
+	case "steered":
+		return "Sent to the recovery."
+	case "not-running":
+		return "This payment has no running recovery any more; nothing was sent."
 	}
 	return ""
 }

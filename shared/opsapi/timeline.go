@@ -14,6 +14,7 @@ import (
 
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/problem"
 )
 
@@ -79,6 +80,13 @@ type Timeline struct {
 	Notice           string `json:"notice,omitempty"`
 	// Truncated says the payment has more attempts than a timeline shows (maxTimelineAttempts).
 	Truncated bool `json:"truncated,omitempty"`
+	// Recovery is the payment's recovery, while it has one (Config.Recoveries).
+	Recovery *payments.Recovery `json:"recovery,omitempty"`
+	// Card is what the network caps still allow on the payment's card.
+	Card *payments.CardView `json:"card,omitempty"`
+	// Steerable says the console offers charge-now and stop (Config.Steer, and the recovery
+	// is running).
+	Steerable bool `json:"-"`
 }
 
 const maxTimelineAttempts = 500
@@ -136,6 +144,16 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		return Timeline{}, err
 	}
 	tl := Timeline{Payment: p, Rows: []Row{}}
+	if tl.Recovery, err = h.paymentRecovery(ctx, id); err != nil {
+		return Timeline{}, err
+	}
+	if tl.Card, err = h.paymentCard(ctx, id); err != nil {
+		return Timeline{}, err
+	}
+	if tl.Recovery != nil {
+		tl.Recovery.TaskToken = ""
+		tl.Steerable = h.cfg.Steer != nil && tl.Recovery.Running()
+	}
 	seen := map[string]bool{}
 	var found []attempts.Attempt
 	collect := func(by attempts.By, value string) error {
@@ -291,7 +309,7 @@ func (h *Handler) timelinePage(w http.ResponseWriter, r *http.Request, s session
 		h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
 		return
 	}
-	h.render(w, http.StatusOK, timelineView(view{Title: "Payment " + tl.Payment.ID, Session: s}, tl))
+	h.render(w, http.StatusOK, timelineView(view{Title: "Payment " + tl.Payment.ID, Session: s, Notice: notice(r.URL.Query().Get("done"))}, tl))
 }
 
 // timelineLink is the console path of a payment's timeline.

@@ -35,7 +35,13 @@ func (s *Service) Handler(scope func(*http.Request) string) http.Handler {
 			problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The payment could not be read; retry."))
 			return
 		}
-		writeJSON(w, http.StatusOK, p.View())
+		v := p.View()
+		if err := s.addRecovery(r.Context(), &v, p); err != nil {
+			s.log().ErrorContext(r.Context(), "read payment recovery", "payment_id", p.ID, "error", err)
+			problem.Error(w, http.StatusInternalServerError, "The payment could not be read; retry.")
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
 	})
 	return mux
 }
@@ -143,4 +149,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// addRecovery adds the payment's recovery and its card's allowance to its view.
+func (s *Service) addRecovery(ctx context.Context, v *View, p Payment) error {
+	rec, err := GetRecovery(ctx, s.Store, p.ID)
+	switch {
+	case err == nil:
+		v.Recovery = rec.View()
+	case !errors.Is(err, ErrNotFound):
+		return err
+	}
+	if p.Card != nil {
+		c, err := CardViewOf(ctx, s.Store, *p.Card, s.now())
+		if err != nil {
+			return err
+		}
+		v.Card = c
+	}
+	return nil
 }

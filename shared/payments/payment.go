@@ -33,8 +33,10 @@ type Payment struct {
 	ProviderPaymentID string            `json:"provider_payment_id,omitempty"`
 	Decline           *provider.Decline `json:"decline,omitempty"`
 	DeclineClass      string            `json:"decline_class,omitempty"`
-	CreatedAt         time.Time         `json:"created_at"`
-	UpdatedAt         time.Time         `json:"updated_at"`
+	// Card is the card of the latest attempt the provider named one for (a decline does).
+	Card      *CardRef  `json:"card,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Version orders changes: an older webhook never overwrites a newer state.
 	Version int64 `json:"version"`
 }
@@ -50,6 +52,11 @@ type View struct {
 	DeclineCode       *string `json:"decline_code"`
 	DeclineClass      *string `json:"decline_class"`
 	CreatedAt         string  `json:"created_at"`
+	// Recovery and Card are read-only additions of GET /payments/{id} (never in a POST answer,
+	// so a replay stays byte for byte the first answer): the payment's recovery while it has
+	// one, and what the network caps still allow on its card.
+	Recovery *RecoveryView `json:"recovery,omitempty"`
+	Card     *CardView     `json:"card,omitempty"`
 }
 
 // View returns the API shape.

@@ -258,6 +258,7 @@ func (s *Service) apply(p *Payment, pp provider.Payment) {
 	if !pp.Created.IsZero() {
 		p.CreatedAt = pp.Created.UTC()
 	}
+	p.SetCard(pp.Card)
 	st := statusOf(pp.Status)
 	p.Transition(st, pp.Decline, s.Classify, VersionAt(s.now(), st), s.now())
 }

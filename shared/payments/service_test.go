@@ -81,6 +81,7 @@ func outcomes(req provider.CreateRequest, call int) (provider.Payment, error) {
 	case "pm_decline_funds":
 		pay.Status = provider.StatusDeclined
 		pay.Decline = &provider.Decline{Code: "insufficient_funds", ErrorCode: "card_declined"}
+		pay.Card = &provider.Card{Fingerprint: "fp_funds", Brand: "visa", Last4: "9995"}
 		return pay, &provider.DeclineError{Payment: pay}
 	case "pm_timeout_once":
 		if call == 1 {

@@ -59,6 +59,18 @@ type Payment struct {
 	Metadata      map[string]string
 	// Decline is set when Status is StatusDeclined.
 	Decline *Decline
+	// Card is the charged card when the provider said which (Stripe: a declined attempt's
+	// payment_method.card); nil otherwise.
+	Card *Card
+}
+
+// Card identifies the physical card behind a payment method: Fingerprint is the same for every
+// payment method of one card number (Stripe's payment_method.card.fingerprint), so the network
+// caps, which are per card, are counted on it.
+type Card struct {
+	Fingerprint string
+	Brand       string // visa, mastercard, amex, ...
+	Last4       string
 }
 
 // Decline is what the provider and the card network said about a declined attempt: the inputs of

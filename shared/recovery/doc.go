@@ -31,9 +31,16 @@
 //     (payments.VersionAt, so a newer webhook state wins) and in the history the execution
 //     carries, and plans again after a decline;
 //   - dead_letter (StepDeadLetter): opens one DeadLetter per payment and round, in plain
-//     language with the suggested action, through a DeadLetterSink.
+//     language with the suggested action, through a DeadLetterSink;
+//   - park (StepPark): the planned wait is a callback task; park stores $$.Task.Token with the
+//     recovery's state (payments.Recovery) so that a Steerer can end the wait early;
+//   - steer (StepSteer): applies a stored steering signal (steer.go): charge soon with the
+//     customer's new payment method within the card caps, or stop.
 //
-// A retry loop is Wait -> Charge -> Decide: 3 state transitions per attempt; a recovery
+// Every charge checks and records the card's network caps in the per-card ledger (package
+// cardledger) in one transaction with its other writes.
+//
+// A retry loop is Park -> Charge -> Decide: 3 state transitions per attempt; a recovery
 // costs 3 + 3 per attempt when it succeeds and 4 + 3 per attempt when it ends in a dead
 // letter (a hard decline: 4). Errors carry Step Functions names for Retry and Catch:
 // Recovery.Transient (the provider's unknown outcome, throttling or outage, a store error:

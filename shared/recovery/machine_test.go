@@ -47,6 +47,8 @@ func definition(t testing.TB) []byte {
 type script struct {
 	code     string
 	declines int
+	brand    string // visa when empty
+	card     string // the card's fingerprint; "fp_" + the payment method when empty
 }
 
 type outcome struct {
@@ -97,7 +99,15 @@ func (s *scriptedProvider) Confirm(ctx context.Context, req provider.ConfirmRequ
 	o := outcome{p: p}
 	if sc.declines < 0 || n < sc.declines {
 		p.Status = provider.StatusDeclined
-		p.Decline = &provider.Decline{Code: sc.code, ErrorCode: "card_declined", Network: "visa"}
+		brand, fp := sc.brand, sc.card
+		if brand == "" {
+			brand = "visa"
+		}
+		if fp == "" {
+			fp = "fp_" + req.PaymentMethod
+		}
+		p.Decline = &provider.Decline{Code: sc.code, ErrorCode: "card_declined", Network: brand}
+		p.Card = &provider.Card{Fingerprint: fp, Brand: brand, Last4: "4242"}
 		o = outcome{p: p, err: &provider.DeclineError{Payment: p}}
 	}
 	s.stored[req.IdempotencyKey] = o
@@ -265,7 +275,7 @@ func (h *harness) pendingPlan(arn string) recovery.Plan {
 		h.t.Fatal(err)
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type == "WaitStateEntered" {
+		if evs[i].Type == "TaskStateEntered" && evs[i].StateName == "WaitForPlannedMoment" {
 			var st recovery.State
 			if err := json.Unmarshal(evs[i].Input, &st); err != nil || st.Plan == nil {
 				h.t.Fatalf("wait input %s: %v", evs[i].Input, err)
@@ -286,7 +296,7 @@ func (h *harness) plannedAttempts(arn string) []int {
 	}
 	var out []int
 	for _, e := range evs {
-		if e.Type == "WaitStateEntered" {
+		if e.Type == "TaskStateEntered" && e.StateName == "WaitForPlannedMoment" {
 			var st recovery.State
 			if err := json.Unmarshal(e.Input, &st); err != nil || st.Plan == nil {
 				h.t.Fatalf("wait input %s: %v", e.Input, err)

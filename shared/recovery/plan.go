@@ -91,6 +91,9 @@ const (
 type Plan struct {
 	Retry bool      `json:"retry"`
 	At    time.Time `json:"at,omitzero"`
+	// WaitSeconds is how long the park state waits for At, from the step that planned it
+	// (its TimeoutSecondsPath: a positive whole number); set by the steps, 0 when stopping.
+	WaitSeconds int64 `json:"wait_seconds,omitempty"`
 	// Attempt is the number of the planned attempt (the original charge is 1), for the charge's
 	// idempotency key; when stopping, the number of attempts made.
 	Attempt     int    `json:"attempt"`
@@ -221,7 +224,8 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 	if at.After(windowEnd) {
 		cause := fmt.Sprintf("the next retry would fall after the recovery window of %s closes on %s", human(p.Window), p.format(windowEnd))
 		if limit != "" {
-			cause = fmt.Sprintf("%s allows no retry before the recovery window closes on %s", capText[limit], p.format(windowEnd))
+			cause = fmt.Sprintf("%s allows no retry before the recovery window closes on %s (the card may next be charged on %s)",
+				capText[limit], p.format(windowEnd), p.format(at))
 		} else {
 			limit = LimitWindow
 		}

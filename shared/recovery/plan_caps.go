@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/runtwice/twice/shared/cardledger"
 	"github.com/runtwice/twice/shared/declines"
 )
 
@@ -28,22 +29,18 @@ var capText = map[Limit]string{
 func reattempt(a Attempt, i int) bool { return i > 0 || (i < 0 && a.Reattempt) }
 func declined(a Attempt, _ int) bool  { return a.Outcome == OutcomeDeclined }
 
-// networkCaps returns the caps of a card network. Mastercard's 35-in-30-days rule is per card
-// and amount; counting every amount is the conservative reading. Networks without published
-// rules get only our own caps.
+// networkCaps returns the caps of a card network, from the card ledger's rules (one home for
+// the networks' numbers). Networks without published rules get only our own caps.
 func networkCaps(n declines.Network) []windowCap {
-	switch n {
-	case declines.NetworkVisa:
-		// A reattempt counts whatever its outcome; the planned one is a reattempt.
-		return []windowCap{{LimitVisa30d, 20, 30 * day, reattempt}}
-	case declines.NetworkMastercard:
-		// Counted declines before the planned attempt must leave room for it to decline too.
-		return []windowCap{
-			{LimitMastercard24h, 10, 24 * time.Hour, declined},
-			{LimitMastercard30d, 35, 30 * day, declined},
+	var out []windowCap
+	for _, c := range cardledger.Caps(string(n)) {
+		counts := declined
+		if c.Counts == cardledger.CountReattempts {
+			counts = reattempt // a reattempt counts whatever its outcome; the planned one is one
 		}
+		out = append(out, windowCap{Limit(c.Limit), c.Max, c.Per, counts})
 	}
-	return nil
+	return out
 }
 
 // earliest returns the first moment at or after t when one more attempt keeps the count in

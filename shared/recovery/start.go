@@ -101,7 +101,13 @@ func nameSafe(s string) bool {
 // StartInput is the execution input of a recovery round for payment p: its ids and the round,
 // nothing else (the plan step reads the payment).
 func StartInput(p payments.Payment, round int) ([]byte, error) {
-	return json.Marshal(State{PaymentID: p.ID, Invoice: p.Invoice, Round: max(round, 1), Attempts: []Attempt{}})
+	// The execution input names the recovery only; the steps add the rest.
+	return json.Marshal(struct {
+		PaymentID string    `json:"payment_id"`
+		Invoice   string    `json:"invoice"`
+		Round     int       `json:"round"`
+		Attempts  []Attempt `json:"attempts"`
+	}{p.ID, p.Invoice, max(round, 1), []Attempt{}})
 }
 
 // Recoverer starts recoveries for declined payments: it is the payments API's DeclineHandler

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
+	"github.com/runtwice/twice/shared/cardledger"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
@@ -22,7 +24,12 @@ const (
 	StepPlan       = "plan"        // classify the payment's decline and plan the next attempt
 	StepCharge     = "charge"      // attempt the planned charge, record it, plan again after a decline
 	StepDeadLetter = "dead_letter" // open the dead-letter record of a recovery that stopped
+	StepPark       = "park"        // store the wait's task token, so that steering can end it early
+	StepSteer      = "steer"       // apply a steering signal: charge soon, or stop
 )
+
+// OutcomeStopped is a state's outcome when an operator stopped the recovery.
+const OutcomeStopped Outcome = "stopped"
 
 // OutcomeSettled is a state's outcome when the payment no longer needs recovering (it
 // succeeded, was refunded or cancelled outside recovery); it is never an attempt's outcome.
@@ -40,6 +47,12 @@ type State struct {
 	Plan      *Plan     `json:"plan,omitempty"`
 	Outcome   Outcome   `json:"outcome,omitempty"`
 	Error     *Failure  `json:"error,omitempty"`
+	// Seq orders the recovery's stored states across steps (the Task ResultSelectors carry
+	// it): each step writes above it and returns it advanced.
+	Seq int64 `json:"seq"`
+	// PaymentMethod, when set, is the payment method a steering signal asked the next charge
+	// to use (a customer's new card); empty: the payment's own.
+	PaymentMethod string `json:"payment_method"` // never omitted: the Task ResultSelectors read it
 	// ChargeNow, in the input of an execution an operator's dead-letter retry started, links
 	// it to the record and makes the first plan a charge at once (ChargeNowPlan); the plan
 	// carries it on.
@@ -183,6 +196,8 @@ func NewSteps(c StepsConfig) (*Steps, error) {
 type StepInput struct {
 	Step  string `json:"step"`
 	State State  `json:"state"`
+	// Token is the park step's $$.Task.Token.
+	Token string `json:"token,omitempty"`
 	// Now is the workflow's time when the step's state was entered ($$.State.EnteredTime).
 	// The steps take the later of it and their own clock: on AWS the two agree (the clock is
 	// the later, past Task retries); on the local runner with a time factor, the workflow's
@@ -224,11 +239,24 @@ func (s *Steps) Handle(ctx context.Context, in json.RawMessage) (json.RawMessage
 		out, err = s.charge(ctx, st, now)
 	case StepDeadLetter:
 		out, err = s.deadLetter(ctx, st)
+	case StepPark:
+		out, err = s.park(ctx, st, req.Token, now)
+	case StepSteer:
+		out, err = s.steer(ctx, st, now)
 	default:
 		return nil, invalid("unknown step %q", req.Step)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if st, ok := out.(State); ok {
+		st.Seq += 2 // the next step writes above this one's writes
+		if st.Plan != nil && st.Plan.Retry {
+			// The park state's timeout: from this step's time to the planned moment, at
+			// least a second (a timeout must be positive).
+			st.Plan.WaitSeconds = max(int64(math.Ceil(st.Plan.At.Sub(now).Seconds())), 1)
+		}
+		out = st
 	}
 	return json.Marshal(out)
 }
@@ -241,13 +269,18 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		return st, err
 	}
 	if settled(p.Status) {
-		return s.settle(ctx, st, p), s.closeRetry(ctx, st, "The payment was already "+p.Status+"; nothing was charged.")
+		st = s.settle(ctx, st, p)
+		if err := s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseEnded)); err != nil {
+			return st, err
+		}
+		return st, s.closeRetry(ctx, st, "The payment was already "+p.Status+"; nothing was charged.")
 	}
 	if p.Status != payments.StatusDeclined {
 		// Still pending or processing: the outcome will settle; the Task Retry asks again.
 		return st, &TransientError{Op: StepPlan, Err: fmt.Errorf("payment %s is %s, not declined yet", p.ID, p.Status)}
 	}
 	c := classifyDecline(p.Decline)
+	var original *cardledger.Entry
 	if len(st.Attempts) == 0 {
 		at := p.UpdatedAt
 		if at.IsZero() {
@@ -257,19 +290,67 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 			at = now
 		}
 		st.Attempts = []Attempt{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class}}
+		if st.Round == 1 {
+			// The original charge's decline enters the card's ledger here: every declined
+			// payment starts a recovery (an outbox message committed with the decline), so the
+			// API's own commit never contends on the card's item.
+			original = &cardledger.Entry{Key: p.ProviderKey, At: at.UTC(), Outcome: cardledger.OutcomeDeclined,
+				PaymentID: p.ID}
+		}
+	}
+	card, err := s.card(ctx, p)
+	if err != nil {
+		return st, err
 	}
 	if st.ChargeNow != nil {
-		plan := ChargeNowPlan(Input{Classification: c, Attempts: st.Attempts}, now)
+		plan := ChargeNowPlan(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st)}, now)
 		plan.ChargeNow = st.ChargeNow
 		st.Plan, st.Outcome = &plan, OutcomeDeclined
 		s.log.InfoContext(ctx, "recovery charge-now planned", "payment_id", st.PaymentID, "plan", plan)
-		return st, nil
+		return st, s.commit(ctx, p, original, s.recoveryRecord(st, p, now, phasePlanned))
 	}
-	return s.planNext(ctx, st, c, now)
+	st, err = s.planNext(ctx, st, c, now, card)
+	if err != nil {
+		return st, err
+	}
+	return st, s.commit(ctx, p, original, s.recoveryRecord(st, p, now, phasePlanned))
 }
 
-func (s *Steps) planNext(ctx context.Context, st State, c declines.Classification, now time.Time) (State, error) {
-	plan, err := s.planner.PlanAt(Input{Classification: c, Attempts: st.Attempts}, now)
+// card reads the ledger of the payment's card; a payment whose card is not known yet has an
+// empty one (only this recovery's own history then counts).
+func (s *Steps) card(ctx context.Context, p payments.Payment) (cardledger.Card, error) {
+	if p.Card == nil {
+		return cardledger.Card{}, nil
+	}
+	c, err := cardledger.Get(ctx, s.store, payments.Table, p.Card.Fingerprint)
+	if err != nil {
+		return c, &TransientError{Op: "read card ledger", Err: err}
+	}
+	return c, nil
+}
+
+// cardAttempts are the card's attempts that this recovery's history does not hold already:
+// those of other payments, and of this payment's other rounds.
+func cardAttempts(c cardledger.Card, st State) []Attempt {
+	var out []Attempt
+	for _, e := range c.Entries {
+		if e.PaymentID == st.PaymentID && (e.Recovery == st.KeySubject() || (e.Recovery == "" && st.Round == 1)) {
+			continue
+		}
+		o := OutcomeDeclined // a pending attempt counts as a decline
+		switch e.Outcome {
+		case cardledger.OutcomeSucceeded:
+			o = OutcomeSucceeded
+		case cardledger.OutcomeFailed:
+			o = OutcomeFailed
+		}
+		out = append(out, Attempt{At: e.At, Outcome: o, Reattempt: e.Reattempt})
+	}
+	return out
+}
+
+func (s *Steps) planNext(ctx context.Context, st State, c declines.Classification, now time.Time, card cardledger.Card) (State, error) {
+	plan, err := s.planner.PlanAt(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st)}, now)
 	if err != nil {
 		return st, invalid("plan: %w", err)
 	}
@@ -312,13 +393,35 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		return st, err
 	}
 	if settled(p.Status) {
-		// Paid another way meanwhile: never charge twice.
-		return s.settle(ctx, st, p), s.closeRetry(ctx, st, "The payment was already "+p.Status+"; nothing was charged.")
+		st = s.settle(ctx, st, p) // paid another way meanwhile: never charge twice
+		if err := s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseEnded)); err != nil {
+			return st, err
+		}
+		return st, s.closeRetry(ctx, st, "The payment was already "+p.Status+"; nothing was charged.")
 	}
 	if p.ProviderPaymentID == "" {
 		// Declined, yet without the provider's id: a write of the API's pending outcome and
 		// the provider's event crossed; the resolver records the id. The Task Retry asks again.
 		return st, &TransientError{Op: StepCharge, Err: fmt.Errorf("payment %s has no provider payment to confirm yet", p.ID)}
+	}
+	// A steering signal that arrived after the wait ended still counts: stop, or the
+	// customer's new payment method.
+	pending, err := GetSteer(ctx, s.store, st.PaymentID)
+	if err != nil {
+		return st, &TransientError{Op: "read steering", Err: err}
+	}
+	var consume []store.Write
+	if pending != nil {
+		if pending.Action == ActionStop {
+			return s.stop(ctx, st, p, *pending, now)
+		}
+		if pending.PaymentMethod != "" {
+			st.PaymentMethod = pending.PaymentMethod
+		}
+		consume = append(consume, pending.consumed())
+	}
+	if st.PaymentMethod != "" {
+		p.PaymentMethod = st.PaymentMethod
 	}
 	if p.PaymentMethod == "" {
 		// A payment first heard of through its payment_failed webhook (the API's commit lost to
@@ -332,6 +435,50 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		p.PaymentMethod = cur.PaymentMethod
 	}
 	key := provider.AttemptKey(st.KeySubject(), st.Plan.Attempt)
+	if p.Card != nil {
+		// Check the card's caps and reserve the attempt in one transaction with the recovery's
+		// "charging" state; a repeat of this step finds its reservation and goes on.
+		charging := s.recoveryRecord(st, p, now, phaseCharging)
+		var blocked cardledger.Allowance
+		err := cardledger.Update(ctx, s.store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
+			if !c.Has(key) {
+				if a := c.Allowance(now); a.Capped && a.Left == 0 {
+					blocked = a
+					return nil, cardledger.ErrCapped
+				}
+				c.Record(cardledger.Entry{Key: key, At: now, Outcome: cardledger.OutcomePending, Reattempt: true,
+					PaymentID: p.ID, Recovery: st.KeySubject()}, now)
+			}
+			w, err := charging.Write()
+			return []store.Write{w}, err
+		})
+		var ce *store.ConditionError
+		switch {
+		case errors.Is(err, cardledger.ErrCapped):
+			// Other payments used the card meanwhile: plan again, from the whole ledger.
+			s.log.InfoContext(ctx, "recovery charge deferred by a card cap", "payment_id", st.PaymentID,
+				"limit", blocked.Limit, "next_allowed_at", blocked.NextAt)
+			card, err := s.card(ctx, p)
+			if err != nil {
+				return st, err
+			}
+			st, err = s.planNext(ctx, st, classifyDecline(p.Decline), now, card)
+			if err != nil {
+				return st, err
+			}
+			return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseDeferred))
+		case errors.As(err, &ce):
+			// A newer recovery state is stored (a later step got there): reserve without it.
+			err = cardledger.Update(ctx, s.store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
+				c.Record(cardledger.Entry{Key: key, At: now, Outcome: cardledger.OutcomePending, Reattempt: true,
+					PaymentID: p.ID, Recovery: st.KeySubject()}, now)
+				return nil, nil
+			})
+		}
+		if err != nil {
+			return st, &TransientError{Op: "reserve card attempt", Err: err}
+		}
+	}
 	pp, err := s.provider.Confirm(ctx, provider.ConfirmRequest{ID: p.ProviderPaymentID,
 		PaymentMethod: p.PaymentMethod, OffSession: true, IdempotencyKey: key})
 	var decline *provider.DeclineError
@@ -342,14 +489,17 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		return st, providerError(err)
 	}
 	now = now.UTC()
+	entry := &cardledger.Entry{Key: key, At: now, Reattempt: true, PaymentID: p.ID, Recovery: st.KeySubject()}
+	p.SetCard(pp.Card)
 	switch pp.Status {
 	case provider.StatusSucceeded:
 		p.Transition(payments.StatusSucceeded, nil, nil, payments.VersionAt(now, payments.StatusSucceeded), now)
-		if err := s.record(ctx, p, now); err != nil {
-			return st, err
-		}
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true})
 		st.Outcome = OutcomeSucceeded
+		entry.Outcome = cardledger.OutcomeSucceeded
+		if err := s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...); err != nil {
+			return st, err
+		}
 		s.log.InfoContext(ctx, "recovery succeeded", "payment_id", st.PaymentID, "invoice", st.Invoice, "attempt", st.Plan.Attempt)
 		return st, s.closeRetry(ctx, st, fmt.Sprintf("Payment %s succeeded on the charge an operator asked for (attempt %d, key %s).",
 			st.PaymentID, st.Plan.Attempt, key))
@@ -357,46 +507,138 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		c := classifyDecline(pp.Decline)
 		p.Transition(payments.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
 			payments.VersionAt(now, payments.StatusDeclined), now)
-		if err := s.record(ctx, p, now); err != nil {
-			return st, err
-		}
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true})
+		entry.Outcome = cardledger.OutcomeDeclined
 		if l := st.Plan.ChargeNow; l != nil {
 			// The charge an operator asked for is one charge: its decline goes back to them.
 			st.Plan = &Plan{Attempt: len(st.Attempts), Reason: ReasonChargeNow, Class: c.Class, NeedsCustomer: c.NeedsCustomer,
 				NeedsReview: c.NeedsReview, ChargeNow: l,
 				Explanation: fmt.Sprintf("The charge an operator asked for was declined because %s.", clause(c.Explanation))}
 			st.Outcome = OutcomeDeclined
-			return st, nil
+			return st, s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phasePlanned), consume...)
 		}
-		return s.planNext(ctx, st, c, now)
+		card, err := s.card(ctx, p)
+		if err != nil {
+			return st, err
+		}
+		card.Record(*entry, now) // plan with this attempt counted once, as the commit will store it
+		st, err = s.planNext(ctx, st, c, now, card)
+		if err != nil {
+			return st, err
+		}
+		return st, s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phasePlanned), consume...)
 	case provider.StatusRefunded, provider.StatusCanceled:
-		return s.settle(ctx, st, payments.Payment{Status: string(pp.Status)}),
-			s.closeRetry(ctx, st, "The payment was already "+string(pp.Status)+" at the provider; nothing was charged.")
+		st = s.settle(ctx, st, payments.Payment{Status: string(pp.Status)})
+		entry.Outcome = cardledger.OutcomeSucceeded // charged before, whatever came after
+		if err := s.commit(ctx, p, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...); err != nil {
+			return st, err
+		}
+		return st, s.closeRetry(ctx, st, "The payment was already "+string(pp.Status)+" at the provider; nothing was charged.")
 	}
 	// Processing or pending: not an outcome yet. The repeat replays the same key, and the
 	// provider's answer moves on once the attempt settles.
 	return st, &TransientError{Op: StepCharge, Err: fmt.Errorf("payment %s is %s at the provider", p.ID, pp.Status)}
 }
 
-// record stores the payment with the version of its new state at now. A newer version
+// record stores the payment with the version of its new state at now, in one transaction with
+// the attempt's outcome in the card's ledger and the recovery's new state. A newer version
 // already stored (a webhook got there first) wins, and that is fine.
-func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time) error {
+func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time, entry *cardledger.Entry, rec payments.Recovery, more ...store.Write) error {
 	p.UpdatedAt = now
 	p.Version = payments.VersionAt(now, p.Status)
 	w, err := p.Put()
 	if err != nil {
 		return invalid("encode payment %s: %w", p.ID, err)
 	}
-	err = s.store.Put(ctx, w.Table, *w.Put, w.Cond)
-	if errors.Is(err, store.ErrConditionFailed) {
-		s.log.InfoContext(ctx, "recovery outcome older than the stored payment; kept the stored one", "payment_id", p.ID)
+	return s.commit(ctx, p, entry, rec, append([]store.Write{w}, more...)...)
+}
+
+// The phases of a recovery's stored state within one attempt, in the order they are written.
+// Within one step the phases are written in this order.
+const (
+	phaseParked int64 = iota + 1 // the park step's own write (a sequence of its own)
+	phaseCharging
+	phaseDeferred // planned again because a card cap forbade the planned charge
+	phasePlanned
+	phaseEnded
+	phaseDeadLettered
+)
+
+// recoverySeq orders a recovery's stored states: by round, then by the execution's own
+// sequence (State.Seq, advanced by every step: the park step writes at Seq+1, the others from
+// Seq+2 on), then by phase within a step.
+func recoverySeq(st State, phase int64, _ time.Time) int64 {
+	return int64(st.Round)<<40 | (st.Seq+2)<<4 | phase
+}
+
+// recoveryRecord is the recovery's stored state after a step.
+func (s *Steps) recoveryRecord(st State, p payments.Payment, now time.Time, phase int64) payments.Recovery {
+	r := payments.Recovery{PaymentID: st.PaymentID, Round: st.Round, Attempts: len(st.Attempts), Customer: p.Customer, Invoice: p.Invoice,
+		Amount: p.Amount, Currency: p.Currency, UpdatedAt: now.UTC(),
+		Seq: recoverySeq(st, phase, now)}
+	if p.Card != nil {
+		r.CardBrand = p.Card.Brand
+	} else if p.Decline != nil {
+		r.CardBrand = p.Decline.Network
+	}
+	if st.Plan != nil {
+		r.Reason, r.Limit, r.Explanation = string(st.Plan.Reason), string(st.Plan.Limit), st.Plan.Explanation
+		if st.Plan.Retry {
+			r.NextAttemptAt = st.Plan.At
+		}
+	}
+	switch {
+	case st.Outcome == OutcomeSucceeded:
+		r.State = RecoveryStateSucceeded
+	case st.Outcome == OutcomeSettled:
+		r.State = payments.RecoverySettled
+	case phase == phaseCharging:
+		r.State = payments.RecoveryCharging
+		r.Explanation = fmt.Sprintf("Charging attempt %d now.", st.Plan.Attempt)
+	case st.Plan != nil && st.Plan.Retry:
+		r.State = payments.RecoveryScheduled
+	default:
+		r.State = payments.RecoveryStopped
+	}
+	return r
+}
+
+// RecoveryStateSucceeded is the stored state of a recovery whose charge succeeded.
+const RecoveryStateSucceeded = payments.RecoverySucceeded
+
+// commit writes the recovery's state and ws, and, when the payment's card is known, entry in
+// the card's ledger, in one transaction. Every write but the ledger's is "if newer": one that
+// lost to a newer version is dropped and the rest commits.
+func (s *Steps) commit(ctx context.Context, p payments.Payment, entry *cardledger.Entry, rec payments.Recovery, ws ...store.Write) error {
+	rw, err := rec.Write()
+	if err != nil {
+		return invalid("encode recovery %s: %w", rec.PaymentID, err)
+	}
+	ws = append([]store.Write{rw}, ws...)
+	for {
+		var err error
+		if entry != nil && p.Card != nil {
+			err = cardledger.Update(ctx, s.store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
+				c.Record(*entry, entry.At)
+				return ws, nil
+			})
+		} else {
+			err = s.store.Transact(ctx, ws...)
+		}
+		var ce *store.ConditionError
+		if errors.As(err, &ce) && ce.Index >= 0 && ce.Index < len(ws) {
+			s.log.InfoContext(ctx, "recovery write older than the stored one; kept the stored one", "payment_id", p.ID, "write", ce.Index)
+			ws = append(ws[:ce.Index:ce.Index], ws[ce.Index+1:]...)
+			if len(ws) == 0 && (entry == nil || p.Card == nil) {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			return &TransientError{Op: "record", Err: err}
+		}
 		return nil
 	}
-	if err != nil {
-		return &TransientError{Op: "record", Err: err}
-	}
-	return nil
 }
 
 // deadLetter opens the dead-letter record of a recovery that stopped without a charge or whose
@@ -427,6 +669,22 @@ func (s *Steps) deadLetter(ctx context.Context, st State) (DeadLetterResult, err
 	}
 	if err := s.deadLetters.Open(ctx, d); err != nil {
 		return DeadLetterResult{}, &TransientError{Op: StepDeadLetter, Err: err}
+	}
+	// The recovery's stored state says it stopped and names the record a person works.
+	rec, err := payments.GetRecovery(ctx, s.store, st.PaymentID)
+	if err != nil && !errors.Is(err, payments.ErrNotFound) {
+		return DeadLetterResult{}, &TransientError{Op: StepDeadLetter, Err: err}
+	}
+	if errors.Is(err, payments.ErrNotFound) || rec.Round != st.Round {
+		rec = s.recoveryRecord(st, payments.Payment{}, s.now(), phaseDeadLettered)
+	}
+	rec.State, rec.DeadLetter, rec.NextAttemptAt = payments.RecoveryStopped, d.Key, time.Time{}
+	rec.Seq = recoverySeq(st, phaseDeadLettered, s.now())
+	if st.Error != nil {
+		rec.Reason, rec.Explanation = d.Reason, d.Explanation
+	}
+	if err := s.commit(ctx, payments.Payment{ID: st.PaymentID}, nil, rec); err != nil {
+		return DeadLetterResult{}, err
 	}
 	s.log.WarnContext(ctx, "recovery dead-lettered", "payment_id", st.PaymentID, "invoice", st.Invoice,
 		"reason", d.Reason, "dead_letter", d.Key)

@@ -310,7 +310,11 @@ func TestDefinitionRules(t *testing.T) {
 		if s.Type != "Task" {
 			continue
 		}
-		if s.Resource != "arn:aws:states:::lambda:invoke" || s.Parameters.FunctionName != "${RecoveryStepsFunctionArn}" || s.Parameters.Payload["state.$"] != "$" {
+		callback := s.Resource == "arn:aws:states:::lambda:invoke.waitForTaskToken"
+		if callback && (s.Parameters.Payload["step"] != recovery.StepPark || s.Parameters.Payload["token.$"] != "$$.Task.Token") {
+			t.Errorf("%s: a callback task must be the park step, with the token: %v", name, s.Parameters.Payload)
+		}
+		if (s.Resource != "arn:aws:states:::lambda:invoke" && !callback) || s.Parameters.FunctionName != "${RecoveryStepsFunctionArn}" || s.Parameters.Payload["state.$"] != "$" {
 			t.Errorf("%s: resource %s function %s payload %v", name, s.Resource, s.Parameters.FunctionName, s.Parameters.Payload)
 		}
 		step, _ := s.Parameters.Payload["step"].(string)
@@ -335,13 +339,24 @@ func TestDefinitionRules(t *testing.T) {
 				t.Errorf("%s does not retry %s", name, e)
 			}
 		}
-		if len(s.Catch) != 1 || s.Catch[0].ErrorEquals[0] != "States.ALL" || s.Catch[0].ResultPath != "$.error" {
-			t.Errorf("%s: catch %+v", name, s.Catch)
-		} else if next := def.States[s.Catch[0].Next]; next.Type != "Fail" && next.Parameters.Payload["step"] != recovery.StepDeadLetter {
-			t.Errorf("%s catches into %s, neither a dead-letter step nor Fail", name, s.Catch[0].Next)
+		catches := s.Catch
+		if callback {
+			// The park's timeout is the planned moment (on to Charge); a signal stored before its
+			// token goes to Steer; both keep the input (ResultPath null).
+			if len(catches) != 3 || catches[0].ErrorEquals[0] != "States.Timeout" || catches[0].Next != "Charge" ||
+				catches[1].ErrorEquals[0] != recovery.ErrNameSteered || catches[1].Next != "Steer" {
+				t.Errorf("%s: catch %+v", name, catches)
+				continue
+			}
+			catches = catches[2:]
+		}
+		if len(catches) != 1 || catches[0].ErrorEquals[0] != "States.ALL" || catches[0].ResultPath != "$.error" {
+			t.Errorf("%s: catch %+v", name, catches)
+		} else if next := def.States[catches[0].Next]; next.Type != "Fail" && next.Parameters.Payload["step"] != recovery.StepDeadLetter {
+			t.Errorf("%s catches into %s, neither a dead-letter step nor Fail", name, catches[0].Next)
 		}
 	}
-	for _, want := range []string{recovery.StepPlan, recovery.StepCharge, recovery.StepDeadLetter} {
+	for _, want := range []string{recovery.StepPlan, recovery.StepCharge, recovery.StepDeadLetter, recovery.StepPark, recovery.StepSteer} {
 		if !steps[want] {
 			t.Errorf("no Task runs step %s", want)
 		}

@@ -85,5 +85,8 @@ func declinedPayment(se *stripe.Error) provider.Payment {
 	if p.PaymentMethod == "" && se.PaymentMethod != nil {
 		p.PaymentMethod = se.PaymentMethod.ID
 	}
+	if c := toCard(se.PaymentMethod); c != nil {
+		p.Card = c
+	}
 	return p
 }

@@ -71,13 +71,28 @@ func toPayment(pi *stripe.PaymentIntent, raw []byte) provider.Payment {
 	if pi.PaymentMethod != nil {
 		p.PaymentMethod = pi.PaymentMethod.ID
 	}
+	if pi.PaymentMethod != nil {
+		p.Card = toCard(pi.PaymentMethod) // set when the PaymentMethod came expanded
+	}
 	if p.Status == provider.StatusDeclined {
 		p.Decline = toDecline(pi.LastPaymentError, adviceFromPaymentIntent(raw))
 		if p.PaymentMethod == "" && pi.LastPaymentError.PaymentMethod != nil {
 			p.PaymentMethod = pi.LastPaymentError.PaymentMethod.ID
 		}
+		if c := toCard(pi.LastPaymentError.PaymentMethod); c != nil {
+			p.Card = c
+		}
 	}
 	return p
+}
+
+// toCard reads the card of a PaymentMethod object; nil when it is only an id or has no
+// fingerprint.
+func toCard(pm *stripe.PaymentMethod) *provider.Card {
+	if pm == nil || pm.Card == nil || pm.Card.Fingerprint == "" {
+		return nil
+	}
+	return &provider.Card{Fingerprint: pm.Card.Fingerprint, Brand: string(pm.Card.Brand), Last4: pm.Card.Last4}
 }
 
 // toStatus maps Stripe's PaymentIntent statuses. requires_payment_method means "declined" only

@@ -75,9 +75,38 @@ type Event struct {
 	PaymentIntent *PaymentIntent
 	// Charge is set for charge.* events.
 	Charge *Charge
+	// Steer is set for the customer-side events that steer a running recovery:
+	// payment_method.attached, payment_method.automatically_updated, customer.updated with a
+	// new default payment method, invoice.paid.
+	Steer *Steer
 
 	// Raw is the delivery body as received.
 	Raw json.RawMessage
+}
+
+// Steer is what a customer-side event tells a running recovery. Every field is capped.
+type Steer struct {
+	Customer      string
+	PaymentMethod string // the new or updated payment method (the new default, for customer.updated)
+	Invoice       string // invoice.paid: the invoice paid
+}
+
+// The event types that steer recoveries.
+const (
+	EventPaymentMethodAttached         = "payment_method.attached"
+	EventPaymentMethodAutomaticUpdated = "payment_method.automatically_updated"
+	EventCustomerUpdated               = "customer.updated"
+	EventInvoicePaid                   = "invoice.paid"
+)
+
+// maxRef caps a Stripe id read from an event before it is stored or logged.
+const maxRef = 255
+
+func capRef(s expandable) string {
+	if len(s) > maxRef {
+		return string(s[:maxRef])
+	}
+	return string(s)
 }
 
 // PaymentIntent holds the fields of a Stripe PaymentIntent the worker needs.
@@ -169,8 +198,18 @@ type stripeEnvelope struct {
 	Type    string `json:"type"`
 	Created int64  `json:"created"`
 	Data    struct {
-		Object json.RawMessage `json:"object"`
+		Object             json.RawMessage `json:"object"`
+		PreviousAttributes json.RawMessage `json:"previous_attributes"`
 	} `json:"data"`
+}
+
+// stripeSteerObject holds the fields of a payment method, customer or invoice a steering
+// event needs.
+type stripeSteerObject struct {
+	Customer        expandable `json:"customer"`
+	InvoiceSettings *struct {
+		DefaultPaymentMethod expandable `json:"default_payment_method"`
+	} `json:"invoice_settings"`
 }
 
 type stripeObject struct {
@@ -277,7 +316,47 @@ func DecodeStripe(body []byte) (Event, error) {
 	if ev.ObjectID == "" {
 		return Event{}, fmt.Errorf("%w: data.object has no id", ErrBadPayload)
 	}
+	if err := decodeSteer(&ev, env); err != nil {
+		return Event{}, err
+	}
 	return ev, nil
+}
+
+// decodeSteer reads what a steering event says; other events are left alone.
+func decodeSteer(ev *Event, env stripeEnvelope) error {
+	want := map[string]string{EventPaymentMethodAttached: "payment_method", EventPaymentMethodAutomaticUpdated: "payment_method",
+		EventCustomerUpdated: "customer", EventInvoicePaid: "invoice"}[ev.Type]
+	if want == "" {
+		return nil
+	}
+	if ev.ObjectType != want {
+		return fmt.Errorf("%w: %s carries a %q, not a %s", ErrBadPayload, ev.Type, ev.ObjectType, want)
+	}
+	var o stripeSteerObject
+	if err := json.Unmarshal(env.Data.Object, &o); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadPayload, want, err)
+	}
+	id := capRef(expandable(ev.ObjectID))
+	switch ev.Type {
+	case EventPaymentMethodAttached, EventPaymentMethodAutomaticUpdated:
+		if o.Customer != "" {
+			ev.Steer = &Steer{Customer: capRef(o.Customer), PaymentMethod: id}
+		}
+	case EventCustomerUpdated:
+		// Only a change of the default payment method steers: previous_attributes names what
+		// changed.
+		var prev stripeSteerObject
+		if len(env.Data.PreviousAttributes) > 0 {
+			_ = json.Unmarshal(env.Data.PreviousAttributes, &prev)
+		}
+		if prev.InvoiceSettings != nil && o.InvoiceSettings != nil && o.InvoiceSettings.DefaultPaymentMethod != "" &&
+			o.InvoiceSettings.DefaultPaymentMethod != prev.InvoiceSettings.DefaultPaymentMethod {
+			ev.Steer = &Steer{Customer: id, PaymentMethod: capRef(o.InvoiceSettings.DefaultPaymentMethod)}
+		}
+	case EventInvoicePaid:
+		ev.Steer = &Steer{Customer: capRef(o.Customer), Invoice: id}
+	}
+	return nil
 }
 
 type standardPayload struct {

@@ -200,6 +200,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(ProviderStandard, "msg_1", mustRead(f, "standard.json"))
 	f.Add(ProviderStandard, "m", []byte(`{"type":"a","timestamp":"2026-01-01T00:00:00Z","data":{"id":{"x":1},"version":-1}}`))
 	f.Add(ProviderStripe, "", []byte(`{"id":"e","type":"charge.refunded","created":1,"data":{"object":{"id":"ch","object":"charge","payment_intent":{"id":"pi"}}}}`))
+	for _, body := range steerBodies {
+		f.Add(ProviderStripe, "", []byte(body))
+	}
 	f.Fuzz(func(t *testing.T, provider, id string, body []byte) {
 		ev, err := Decode(Delivery{Provider: provider, Headers: map[string]string{StandardIDHeader: id}, Body: body})
 		if err != nil {
@@ -214,5 +217,49 @@ func FuzzDecode(f *testing.F) {
 		if ev.Provider == ProviderStripe && ev.ObjectVersion != StripeVersion(ev.Created.Unix(), ev.Type) {
 			t.Fatalf("version %d does not derive from created and type", ev.ObjectVersion)
 		}
+		if st := ev.Steer; st != nil && (len(st.Customer) > maxRef || len(st.PaymentMethod) > maxRef || len(st.Invoice) > maxRef) {
+			t.Fatalf("an uncapped steering field: %+v", st)
+		}
 	})
+}
+
+// steerBodies are the customer-side events, as the simulator sends them.
+var steerBodies = map[string]string{
+	"attached": `{"id":"evt_1","object":"event","type":"payment_method.attached","created":1700000000,"data":{"object":{"id":"pm_new","object":"payment_method","customer":"cus_1","card":{"brand":"visa","fingerprint":"F1"}}}}`,
+	"updated":  `{"id":"evt_2","object":"event","type":"payment_method.automatically_updated","created":1700000000,"data":{"object":{"id":"pm_old","object":"payment_method","customer":{"id":"cus_1","object":"customer"}}}}`,
+	"default":  `{"id":"evt_3","object":"event","type":"customer.updated","created":1700000000,"data":{"object":{"id":"cus_1","object":"customer","invoice_settings":{"default_payment_method":"pm_new"}},"previous_attributes":{"invoice_settings":{"default_payment_method":"pm_old"}}}}`,
+	"email":    `{"id":"evt_4","object":"event","type":"customer.updated","created":1700000000,"data":{"object":{"id":"cus_1","object":"customer","email":"a@b","invoice_settings":{"default_payment_method":"pm_old"}},"previous_attributes":{"email":"old@b"}}}`,
+	"paid":     `{"id":"evt_5","object":"event","type":"invoice.paid","created":1700000000,"data":{"object":{"id":"in_1","object":"invoice","customer":"cus_1","paid_out_of_band":true}}}`,
+	"wrong":    `{"id":"evt_6","object":"event","type":"invoice.paid","created":1700000000,"data":{"object":{"id":"pm_x","object":"payment_method"}}}`,
+}
+
+func TestDecodeSteeringEvents(t *testing.T) {
+	tests := map[string]struct {
+		want    *Steer
+		invalid bool
+	}{
+		"attached": {want: &Steer{Customer: "cus_1", PaymentMethod: "pm_new"}},
+		"updated":  {want: &Steer{Customer: "cus_1", PaymentMethod: "pm_old"}},
+		"default":  {want: &Steer{Customer: "cus_1", PaymentMethod: "pm_new"}},
+		"email":    {}, // a customer.updated that changes no default steers nothing
+		"paid":     {want: &Steer{Customer: "cus_1", Invoice: "in_1"}},
+		"wrong":    {invalid: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ev, err := DecodeStripe([]byte(steerBodies[name]))
+			if tc.invalid {
+				if !errors.Is(err, ErrBadPayload) {
+					t.Fatalf("err %v, want ErrBadPayload", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (ev.Steer == nil) != (tc.want == nil) || (ev.Steer != nil && *ev.Steer != *tc.want) {
+				t.Fatalf("steer %+v, want %+v", ev.Steer, tc.want)
+			}
+		})
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/sqsqueue"
@@ -106,7 +107,10 @@ func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
 		Resolver: &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay}}
-	return st, svc.FollowOns(), nil
+	handlers := svc.FollowOns()
+	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
+	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
+	return st, handlers, nil
 }
 
 // Stripe is the Stripe adapter with its key in SSM parameter keyParam (read on the first call,

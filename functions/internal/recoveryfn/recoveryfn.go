@@ -5,6 +5,9 @@
 package recoveryfn
 
 import (
+	"time"
+
+	"github.com/runtwice/twice/shared/store"
 	"log/slog"
 	"strings"
 
@@ -25,6 +28,12 @@ func Recoverer(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) *recovery.R
 		Starter: &recovery.SFNStarter{Client: sfn.NewFromConfig(cfg), StateMachineArn: env.Get(EnvStateMachineARN)},
 		Log:     log,
 	}
+}
+
+// Steerer steers running recoveries on AWS Step Functions (SendTaskSuccess on the parked
+// wait's token).
+func Steerer(cfg aws.Config, st store.Store) *recovery.Steerer {
+	return &recovery.Steerer{Store: st, Signal: &recovery.SFNSignaler{Client: sfn.NewFromConfig(cfg)}, Now: time.Now}
 }
 
 // QueueName is the name in an SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME).

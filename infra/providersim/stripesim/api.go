@@ -304,6 +304,7 @@ func noSuchPI(id string) response {
 // outcome is what a confirm does with a PaymentMethod.
 type outcome struct {
 	brand, last4, funding string
+	fingerprint           string
 	decline               *decline
 	processing            bool
 }
@@ -311,7 +312,8 @@ type outcome struct {
 // cardOutcome decides a confirm's outcome, consuming one programmed decline if armed.
 func cardOutcome(tx *bolt.Tx, pm string) (outcome, error) {
 	base, known := testCards[pm]
-	o := outcome{brand: base.brand, last4: base.last4, funding: base.funding, decline: base.decline}
+	o := outcome{brand: base.brand, last4: base.last4, funding: base.funding, decline: base.decline,
+		fingerprint: cardFingerprint(pm, "")}
 	var rule cardRule
 	found, err := getJSON(bucket(tx, bucketCards), []byte(pm), &rule)
 	if err != nil || !found {
@@ -320,6 +322,7 @@ func cardOutcome(tx *bolt.Tx, pm string) (outcome, error) {
 	if !known {
 		o = outcome{brand: rule.Brand, last4: lastFour(rule.Brand), funding: "credit"}
 	}
+	o.fingerprint = cardFingerprint(pm, rule.Fingerprint)
 	o.processing = rule.Processing
 	if rule.Times > 0 && rule.Decline != nil {
 		o.decline = rule.Decline
@@ -347,6 +350,7 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 	ch.PaymentMethodDetails.Type = "card"
 	ch.PaymentMethodDetails.Card.Brand, ch.PaymentMethodDetails.Card.Last4 = o.brand, o.last4
 	ch.PaymentMethodDetails.Card.Funding, ch.PaymentMethodDetails.Card.Network = o.funding, o.brand
+	ch.PaymentMethodDetails.Card.Fingerprint = o.fingerprint
 	ch.Outcome = chargeOutcome{NetworkStatus: "approved_by_network", RiskLevel: "normal", RiskScore: 20,
 		SellerMessage: "Payment complete.", Type: "authorized"}
 	pi.LatestCharge = &chID
@@ -370,7 +374,7 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 			PaymentMethod: &PaymentMethod{ID: pm, Object: "payment_method", Type: "card", Created: now.Unix(),
 				Customer: pi.Customer, Metadata: map[string]string{},
 				Card: PaymentMethodCard{Brand: o.brand, Country: "US", ExpMonth: 12, ExpYear: now.Year() + 3,
-					Funding: o.funding, Last4: o.last4}},
+					Funding: o.funding, Last4: o.last4, Fingerprint: o.fingerprint}},
 		}
 	case o.processing:
 		ch.Status = "pending"

@@ -1,5 +1,7 @@
 package stripesim
 
+import "crypto/sha256"
+
 // testCard is the fixed behaviour of one of Stripe's test PaymentMethods.
 type testCard struct {
 	brand   string
@@ -64,6 +66,25 @@ type cardRule struct {
 	Times         int      `json:"times"`
 	Decline       *decline `json:"decline,omitempty"`
 	Processing    bool     `json:"processing,omitempty"`
+	// Fingerprint, when set, is the card number this PaymentMethod stands for: two
+	// PaymentMethods with one fingerprint are one card (a card added again by the customer).
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// cardFingerprint is a PaymentMethod's card fingerprint: the registered one, or one derived
+// from the pm id, so that every test card has its own, stable across restarts (16
+// alphanumerics, Stripe's shape).
+func cardFingerprint(pm, registered string) string {
+	if registered != "" {
+		return registered
+	}
+	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	sum := sha256.Sum256([]byte("card-fingerprint:" + pm))
+	out := make([]byte, 16)
+	for i := range out {
+		out[i] = alnum[int(sum[i])%len(alnum)]
+	}
+	return string(out)
 }
 
 func declineMessage(code string) string {

@@ -412,6 +412,9 @@ type CardRequest struct {
 	NetworkAdviceCode  string `json:"network_advice_code"`
 	NetworkDeclineCode string `json:"network_decline_code"`
 	Processing         bool   `json:"processing"`
+	// Fingerprint makes this PaymentMethod one more of an existing card (1-32 alphanumerics);
+	// empty: a card of its own.
+	Fingerprint string `json:"fingerprint"`
 }
 
 func parseCard(body io.Reader) (cardRule, error) {
@@ -438,7 +441,13 @@ func parseCard(body io.Reader) (cardRule, error) {
 	default:
 		return cardRule{}, badControl("brand must be visa, mastercard or amex")
 	}
-	rule := cardRule{PaymentMethod: q.PaymentMethod, Brand: q.Brand, Times: q.Times, Processing: q.Processing}
+	if len(q.Fingerprint) > 32 || strings.IndexFunc(q.Fingerprint, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) >= 0 {
+		return cardRule{}, badControl("fingerprint must be at most 32 letters and digits")
+	}
+	rule := cardRule{PaymentMethod: q.PaymentMethod, Brand: q.Brand, Times: q.Times, Processing: q.Processing,
+		Fingerprint: q.Fingerprint}
 	if q.DeclineCode != "" {
 		d := &decline{Code: q.Code, DeclineCode: q.DeclineCode, Message: q.Message, AdviceCode: q.AdviceCode,
 			NetworkAdviceCode: q.NetworkAdviceCode, NetworkDeclineCode: q.NetworkDeclineCode}
@@ -671,4 +680,90 @@ func (s *Simulator) handleForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+}
+
+// CustomerEventRequest is the body of POST /_sim/customers/{id}/events: one customer-side
+// event, signed and delivered like every other. Type is payment_method.attached or
+// payment_method.automatically_updated (PaymentMethod is the card attached or updated),
+// customer.updated (PaymentMethod becomes the default; Previous was the default before), or
+// invoice.paid (Invoice, paid out of band).
+type CustomerEventRequest struct {
+	Type          string `json:"type"`
+	PaymentMethod string `json:"payment_method"`
+	Previous      string `json:"previous"`
+	Invoice       string `json:"invoice"`
+}
+
+func (s *Simulator) handleCustomerEvent(w http.ResponseWriter, r *http.Request) {
+	var q CustomerEventRequest
+	if err := decodeControl(r.Body, &q); err != nil {
+		s.writeControlError(w, err)
+		return
+	}
+	cus := r.PathValue("id")
+	ok := func(id, prefix string) bool { return strings.HasPrefix(id, prefix) && len(id) <= 255 }
+	if !ok(cus, "cus_") {
+		s.writeControlError(w, badControl("the customer must be a cus_ id of at most 255 bytes"))
+		return
+	}
+	var objectID string
+	var object, previous []byte
+	now := s.now()
+	switch q.Type {
+	case EventPaymentMethodAttached, EventPaymentMethodAutomaticUpdated:
+		if !ok(q.PaymentMethod, "pm_") {
+			s.writeControlError(w, badControl("payment_method must be a pm_ id"))
+			return
+		}
+		var brand, last4 string
+		var rule cardRule
+		if err := s.db.View(func(tx *bolt.Tx) error {
+			_, err := getJSON(bucket(tx, bucketCards), []byte(q.PaymentMethod), &rule)
+			return err
+		}); err != nil {
+			s.writeControlError(w, err)
+			return
+		}
+		brand, last4 = rule.Brand, lastFour(rule.Brand)
+		if c, known := testCards[q.PaymentMethod]; known {
+			brand, last4 = c.brand, c.last4
+		}
+		if brand == "" {
+			brand, last4 = "visa", "4242"
+		}
+		objectID = q.PaymentMethod
+		object = jsonBody(PaymentMethod{ID: q.PaymentMethod, Object: "payment_method", Type: "card", Created: now.Unix(),
+			Customer: strPtr(cus), Metadata: map[string]string{},
+			Card: PaymentMethodCard{Brand: brand, Country: "US", ExpMonth: 12, ExpYear: now.Year() + 3, Funding: "credit",
+				Last4: last4, Fingerprint: cardFingerprint(q.PaymentMethod, rule.Fingerprint)}})
+	case EventCustomerUpdated:
+		if !ok(q.PaymentMethod, "pm_") || (q.Previous != "" && !ok(q.Previous, "pm_")) {
+			s.writeControlError(w, badControl("payment_method (and previous, if given) must be pm_ ids"))
+			return
+		}
+		objectID = cus
+		object = jsonBody(map[string]any{"id": cus, "object": "customer", "created": now.Unix(),
+			"invoice_settings": map[string]any{"default_payment_method": q.PaymentMethod}})
+		previous = jsonBody(map[string]any{"invoice_settings": map[string]any{"default_payment_method": strPtr(q.Previous)}})
+	case EventInvoicePaid:
+		if !ok(q.Invoice, "") || q.Invoice == "" {
+			s.writeControlError(w, badControl("invoice is required (at most 255 bytes)"))
+			return
+		}
+		objectID = q.Invoice
+		object = jsonBody(map[string]any{"id": q.Invoice, "object": "invoice", "customer": cus, "status": "paid",
+			"paid": true, "paid_out_of_band": true, "created": now.Unix()})
+	default:
+		s.writeControlError(w, badControl("type must be payment_method.attached, payment_method.automatically_updated, customer.updated or invoice.paid"))
+		return
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		em := emitter{s: s, tx: tx, now: now}
+		return em.emitChange(q.Type, objectID, object, previous)
+	}); err != nil {
+		s.writeControlError(w, err)
+		return
+	}
+	s.wake()
+	writeJSON(w, http.StatusOK, map[string]string{"type": q.Type, "object": objectID})
 }

@@ -78,6 +78,8 @@ type PaymentMethodCard struct {
 	ExpYear  int    `json:"exp_year"`
 	Funding  string `json:"funding"`
 	Last4    string `json:"last4"`
+	// Fingerprint is the same for every PaymentMethod of one card number, like Stripe's.
+	Fingerprint string `json:"fingerprint"`
 }
 
 // apiError is Stripe's non-card error object.
@@ -121,6 +123,8 @@ type Event struct {
 // EventData holds the object snapshot at the time of the event.
 type EventData struct {
 	Object json.RawMessage `json:"object"`
+	// PreviousAttributes holds the changed fields' old values (customer.updated).
+	PreviousAttributes json.RawMessage `json:"previous_attributes,omitempty"`
 }
 
 // EventRequest names the API request that caused the event; both are null for
@@ -136,4 +140,9 @@ const (
 	EventPaymentIntentPaymentFailed = "payment_intent.payment_failed"
 	EventPaymentIntentProcessing    = "payment_intent.processing"
 	EventChargeRefunded             = "charge.refunded"
+	// Customer-side events, sent through POST /_sim/customers/{id}/events.
+	EventPaymentMethodAttached         = "payment_method.attached"
+	EventPaymentMethodAutomaticUpdated = "payment_method.automatically_updated"
+	EventCustomerUpdated               = "customer.updated"
+	EventInvoicePaid                   = "invoice.paid"
 )

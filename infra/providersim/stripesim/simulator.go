@@ -339,6 +339,7 @@ func (s *Simulator) routes() {
 	m.HandleFunc("GET /_sim/events", s.handleEvents)
 	m.HandleFunc("GET /_sim/stats", s.handleStats)
 	m.HandleFunc("POST /_sim/cards", s.handleCards)
+	m.HandleFunc("POST /_sim/customers/{id}/events", s.handleCustomerEvent)
 	m.HandleFunc("POST /_sim/payment_intents", s.handleSimCreate)
 	m.HandleFunc("POST /_sim/payment_intents/{id}/mutate", s.handleMutate)
 	m.HandleFunc("POST /_sim/payment_intents/{id}/settle", s.handleSettle)

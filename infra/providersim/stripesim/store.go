@@ -166,10 +166,12 @@ type charge struct {
 	PaymentMethodDetails struct {
 		Type string `json:"type"`
 		Card struct {
-			Brand   string `json:"brand"`
-			Last4   string `json:"last4"`
-			Funding string `json:"funding"`
-			Network string `json:"network"`
+			Brand string `json:"brand"`
+			Last4 string `json:"last4"`
+			// Fingerprint names the card number (the same for every PaymentMethod of it).
+			Fingerprint string `json:"fingerprint"`
+			Funding     string `json:"funding"`
+			Network     string `json:"network"`
 		} `json:"card"`
 	} `json:"payment_method_details"`
 }

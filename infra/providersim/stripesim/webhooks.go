@@ -26,13 +26,18 @@ type emitter struct {
 }
 
 func (em *emitter) emit(typ, objectID string, object []byte) error {
+	return em.emitChange(typ, objectID, object, nil)
+}
+
+// emitChange is emit with previous_attributes.
+func (em *emitter) emitChange(typ, objectID string, object, previous []byte) error {
 	events := bucket(em.tx, bucketEvents)
 	id, err := newID(events, "evt_")
 	if err != nil {
 		return err
 	}
 	ev := Event{ID: id, Object: "event", APIVersion: apiVersion, Created: em.now.Unix(),
-		Data: EventData{Object: object}, PendingWebhooks: 1, Type: typ,
+		Data: EventData{Object: object, PreviousAttributes: previous}, PendingWebhooks: 1, Type: typ,
 		Request: EventRequest{ID: strPtr(em.requestID), IdempotencyKey: strPtr(em.idemKey)}}
 	se := storedEvent{Type: typ, ObjectID: objectID, Created: ev.Created, State: DeliveryPending}
 	switch {

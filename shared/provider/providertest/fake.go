@@ -202,9 +202,11 @@ func charge(p *provider.Payment, pm string) {
 			errCode = code
 		}
 		p.Decline = &provider.Decline{Code: code, ErrorCode: errCode, Network: "visa"}
+		// Like Stripe, a decline names the card: one fingerprint per payment method here.
+		p.Card = &provider.Card{Fingerprint: "fp_" + pm, Brand: "visa", Last4: "0000"}
 		return
 	}
-	p.Status, p.Decline = provider.StatusSucceeded, nil
+	p.Status, p.Decline, p.Card = provider.StatusSucceeded, nil, nil
 }
 
 func (f *Fake) popFault() (fault, bool) {

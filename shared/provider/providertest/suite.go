@@ -82,8 +82,31 @@ func Run(t *testing.T, scope string, newProvider func(t *testing.T) provider.Pro
 			if err != nil || stored.Status != provider.StatusDeclined || stored.Decline == nil || stored.Decline.Code != code {
 				t.Fatalf("Get after decline = %+v, %v", stored, err)
 			}
+			// The decline names the card (the per-card reattempt ledger counts on it), the
+			// same on the create's answer and on a later read.
+			if got.Card == nil || got.Card.Fingerprint == "" || got.Card.Brand == "" ||
+				stored.Card == nil || *stored.Card != *got.Card {
+				t.Fatalf("declined card %+v, read back %+v; want one fingerprint and brand", got.Card, stored.Card)
+			}
 		})
 	}
+
+	t.Run("each test card has its own fingerprint", func(t *testing.T) {
+		p := newProvider(t)
+		seen := map[string]string{}
+		for pm := range TestCardDeclines {
+			_, err := p.Create(ctx, provider.CreateRequest{Amount: 700, Currency: "usd", Customer: customer(t),
+				PaymentMethod: pm, IdempotencyKey: key(t, pm)})
+			var de *provider.DeclineError
+			if !errors.As(err, &de) || de.Payment.Card == nil {
+				t.Fatalf("%s: %v, card %+v", pm, err, de)
+			}
+			if other, ok := seen[de.Payment.Card.Fingerprint]; ok {
+				t.Fatalf("%s and %s share fingerprint %s", pm, other, de.Payment.Card.Fingerprint)
+			}
+			seen[de.Payment.Card.Fingerprint] = pm
+		}
+	})
 
 	t.Run("confirm a declined payment with a working card", func(t *testing.T) {
 		p := newProvider(t)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -118,6 +119,15 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 			}
 			ws = append(ws, rw)
 		}
+	}
+	if ev.Steer != nil {
+		// A customer-side event steers running recoveries: the signals are outbox messages
+		// committed with the dedupe records.
+		sws, err := recovery.SteerMessages(ctx, w.Store, ev.ID, *ev.Steer, now)
+		if err != nil {
+			return "", err
+		}
+		ws = append(ws, sws...)
 	}
 	err = w.Store.Transact(ctx, ws...)
 	var ce *store.ConditionError

@@ -1,0 +1,189 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runtwice/twice/shared/cardledger"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/store"
+)
+
+// CardRef is the card a payment was last charged on, as the provider named it. Fingerprint
+// keys the card's reattempt ledger (package cardledger, items in this table).
+type CardRef struct {
+	Fingerprint string `json:"fingerprint"`
+	Brand       string `json:"brand,omitempty"`
+	Last4       string `json:"last4,omitempty"`
+}
+
+// cardRef caps the provider's card fields before they are stored.
+func cardRef(c *provider.Card) *CardRef {
+	if c == nil || c.Fingerprint == "" {
+		return nil
+	}
+	cut := func(s string, n int) string {
+		if len(s) > n {
+			return s[:n]
+		}
+		return s
+	}
+	return &CardRef{Fingerprint: cut(c.Fingerprint, 64), Brand: cut(c.Brand, 32), Last4: cut(c.Last4, 4)}
+}
+
+// SetCard records the card the provider charged, when it said which.
+func (p *Payment) SetCard(c *provider.Card) {
+	if r := cardRef(c); r != nil {
+		p.Card = r
+	}
+}
+
+// Recovery states, as GET /payments/{id} and the console show them.
+const (
+	RecoveryScheduled = "scheduled" // waiting for the next planned attempt
+	RecoveryCharging  = "charging"  // an attempt is being made
+	RecoverySucceeded = "succeeded" // a recovery charge succeeded
+	RecoverySettled   = "settled"   // the payment was paid, refunded or canceled another way
+	RecoveryStopped   = "stopped"   // no automatic retry left (a dead-letter record), or an operator stopped it
+)
+
+// Recovery is the stored state of a payment's recovery, written by the recovery steps as the
+// execution moves (one item per payment, PK "recovery#<payment id>" in this table); running
+// ones are listed on the index partition RunningRecoveries, soonest next attempt first.
+type Recovery struct {
+	PaymentID string `json:"payment_id"`
+	State     string `json:"state"`
+	Round     int    `json:"round"`
+	// Attempts counts the charges made so far, the original one included.
+	Attempts      int       `json:"attempts"`
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+	// Reason is the plan's reason code (funded_moment, backoff, exhausted, ...); Explanation
+	// the plain-language sentence.
+	Reason      string `json:"reason,omitempty"`
+	Limit       string `json:"limit,omitempty"`
+	Explanation string `json:"explanation"`
+	CardBrand   string `json:"card_brand,omitempty"`
+	Customer    string `json:"customer,omitempty"`
+	Invoice     string `json:"invoice,omitempty"`
+	Amount      int64  `json:"amount,omitempty"`
+	Currency    string `json:"currency,omitempty"`
+	DeadLetter  string `json:"dead_letter,omitempty"` // the record a stopped recovery opened
+	// TaskToken ends the recovery's parked wait early (Step Functions' callback pattern);
+	// set while it is scheduled. Not shown by the API.
+	TaskToken string    `json:"task_token,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Seq orders the writes of one execution (and rounds after it): an older step's write
+	// never overwrites a newer one.
+	Seq int64 `json:"seq"`
+}
+
+// RunningRecoveries is the index partition of recoveries that are scheduled or charging.
+const RunningRecoveries = "recoveries#running"
+
+// Running reports whether the recovery may still charge.
+func (r Recovery) Running() bool { return r.State == RecoveryScheduled || r.State == RecoveryCharging }
+
+func recoveryPK(paymentID string) string { return "recovery#" + paymentID }
+
+// Write is the recovery's put, applied only if newer (Seq) than what is stored.
+func (r Recovery) Write() (store.Write, error) {
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return store.Write{}, err
+	}
+	it := store.Item{PK: recoveryPK(r.PaymentID), Doc: doc, Version: r.Seq}
+	if r.Running() {
+		it.IndexPK = RunningRecoveries
+		it.IndexSK = r.NextAttemptAt.UTC().Format(time.RFC3339) + "#" + r.PaymentID
+	}
+	return store.Write{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionBelow, Version: r.Seq}}, nil
+}
+
+// GetRecovery reads a payment's recovery; ErrNotFound when it never had one.
+func GetRecovery(ctx context.Context, s store.Store, paymentID string) (Recovery, error) {
+	it, err := s.Get(ctx, Table, recoveryPK(paymentID), "")
+	if errors.Is(err, store.ErrNotFound) {
+		return Recovery{}, ErrNotFound
+	}
+	if err != nil {
+		return Recovery{}, err
+	}
+	var r Recovery
+	if err := json.Unmarshal(it.Doc, &r); err != nil {
+		return Recovery{}, fmt.Errorf("payments: stored recovery of %s: %w", paymentID, err)
+	}
+	return r, nil
+}
+
+// ListRunningRecoveries lists running recoveries, soonest next attempt first (one page; the
+// index is eventually consistent on DynamoDB, so a just-ended one may still show for a moment).
+func ListRunningRecoveries(ctx context.Context, s store.Store, limit int, cursor string) ([]Recovery, string, error) {
+	page, err := s.Query(ctx, store.Query{Table: Table, Index: true, PK: RunningRecoveries, Limit: limit, Cursor: cursor})
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Recovery, 0, len(page.Items))
+	for _, it := range page.Items {
+		var r Recovery
+		if err := json.Unmarshal(it.Doc, &r); err != nil {
+			return nil, "", fmt.Errorf("payments: stored recovery %s: %w", it.PK, err)
+		}
+		out = append(out, r)
+	}
+	return out, page.Cursor, nil
+}
+
+// RecoveryView is the recovery object of GET /payments/{id}.
+type RecoveryView struct {
+	State         string  `json:"state"`
+	Round         int     `json:"round"`
+	Attempts      int     `json:"attempts"`
+	NextAttemptAt *string `json:"next_attempt_at"`
+	Reason        string  `json:"reason"`
+	Limit         *string `json:"limit"`
+	Explanation   string  `json:"explanation"`
+}
+
+// View is the API shape.
+func (r Recovery) View() *RecoveryView {
+	v := &RecoveryView{State: r.State, Round: r.Round, Attempts: r.Attempts, Reason: r.Reason,
+		Limit: nonEmpty(r.Limit), Explanation: r.Explanation}
+	if !r.NextAttemptAt.IsZero() && r.Running() {
+		s := r.NextAttemptAt.UTC().Format(time.RFC3339)
+		v.NextAttemptAt = &s
+	}
+	return v
+}
+
+// CardView is the card object of GET /payments/{id}: what the networks' caps still allow on
+// the payment's card, across every payment charged on it.
+type CardView struct {
+	Brand string `json:"brand"`
+	Last4 string `json:"last4,omitempty"`
+	// AttemptsLeft is how many attempts the tightest network cap allows now; null for a network
+	// without published caps.
+	AttemptsLeft *int `json:"attempts_left"`
+	// NextAllowedAt is when the card may next be charged (now, if AttemptsLeft > 0).
+	NextAllowedAt *string `json:"next_allowed_at"`
+	Limit         *string `json:"limit"`
+}
+
+// CardViewOf reads the card's ledger and says what it allows at now.
+func CardViewOf(ctx context.Context, s store.Store, c CardRef, now time.Time) (*CardView, error) {
+	card, err := cardledger.Get(ctx, s, Table, c.Fingerprint)
+	if err != nil {
+		return nil, err
+	}
+	if card.Brand == "" {
+		card.Brand = c.Brand
+	}
+	v := &CardView{Brand: card.Brand, Last4: c.Last4}
+	if a := card.Allowance(now); a.Capped {
+		left, next := a.Left, a.NextAt.UTC().Format(time.RFC3339)
+		v.AttemptsLeft, v.NextAllowedAt, v.Limit = &left, &next, nonEmpty(a.Limit)
+	}
+	return v, nil
+}

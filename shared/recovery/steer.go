@@ -1,0 +1,362 @@
+package recovery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
+
+	"github.com/runtwice/twice/shared/cardledger"
+	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+// Steering a running recovery. A signal is first stored (one item per payment, "steer#<id>" in
+// the payments table; a newer signal replaces an older one), then the recovery's parked wait
+// is ended with its task token (Signaler: SendTaskSuccess). Whichever step comes next consumes
+// the stored signal in the transaction of its own writes: the steer step after a signalled
+// wait, the park step when the signal came before its token was stored (it fails with
+// Recovery.Steered, which the state machine catches into Steer), or the charge step when the
+// wait ended by its timeout meanwhile. So a signal is applied exactly once, however the race
+// between the signal and the recovery goes.
+
+// Steering actions.
+const (
+	ActionChargeNow = "charge_now" // charge soon (with the new payment method, if one is given), within the card caps
+	ActionStop      = "stop"       // stop: the invoice was paid another way, or an operator stopped it
+)
+
+// Steering reasons, for the explanations.
+const (
+	ReasonPaymentMethodUpdated = "payment_method_updated"
+	ReasonInvoicePaid          = "invoice_paid"
+	ReasonOperator             = "operator"
+)
+
+// ErrNameSteered is the park step's error when a signal is already waiting.
+const ErrNameSteered = "Recovery.Steered"
+
+// SteeredError is the park step's answer when a signal was stored before its token.
+type SteeredError struct{}
+
+func (*SteeredError) Error() string { return "recovery: a steering signal is waiting" }
+
+// ErrorName is the name the state machine's Catch routes to Steer.
+func (*SteeredError) ErrorName() string { return ErrNameSteered }
+
+// Steer is a stored steering signal.
+type Steer struct {
+	PaymentID     string    `json:"payment_id"`
+	Action        string    `json:"action"`
+	Reason        string    `json:"reason"`
+	PaymentMethod string    `json:"payment_method,omitempty"`
+	Actor         string    `json:"actor,omitempty"` // the operator, for an operator's signal
+	Note          string    `json:"note,omitempty"`
+	At            time.Time `json:"at"`
+}
+
+func steerPK(paymentID string) string { return "steer#" + paymentID }
+
+// Write is the signal's put.
+func (s Steer) Write() (store.Write, error) {
+	doc, err := json.Marshal(s)
+	if err != nil {
+		return store.Write{}, err
+	}
+	return store.Write{Table: payments.Table, Put: &store.Item{PK: steerPK(s.PaymentID), Doc: doc}}, nil
+}
+
+func (s Steer) consumed() store.Write {
+	return store.Write{Table: payments.Table, Delete: &store.Key{PK: steerPK(s.PaymentID)}}
+}
+
+// GetSteer reads the payment's pending signal; nil when none.
+func GetSteer(ctx context.Context, st store.Store, paymentID string) (*Steer, error) {
+	it, err := st.Get(ctx, payments.Table, steerPK(paymentID), "")
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var s Steer
+	if err := json.Unmarshal(it.Doc, &s); err != nil {
+		return nil, fmt.Errorf("recovery: stored steering of %s: %w", paymentID, err)
+	}
+	return &s, nil
+}
+
+// Signaler ends a parked wait (Step Functions' SendTaskSuccess; the local runner's).
+// ErrTaskGone means the token's wait is over: the next step reads the stored signal instead.
+type Signaler interface {
+	SendTaskSuccess(ctx context.Context, token string, output []byte) error
+}
+
+// ErrTaskGone is what a Signaler returns for a token whose wait already ended.
+var ErrTaskGone = errors.New("recovery: the recovery is not waiting on this token any more")
+
+// ErrNotRunning: the payment has no running recovery to steer.
+var ErrNotRunning = errors.New("recovery: the payment has no running recovery")
+
+// Steerer stores signals and ends parked waits.
+type Steerer struct {
+	Store  store.Store
+	Signal Signaler
+	Now    func() time.Time
+}
+
+// Steer stores the signal and ends the recovery's wait. It is idempotent: a repeat stores the
+// same signal and finds the wait already ended.
+func (s *Steerer) Steer(ctx context.Context, sg Steer) (payments.Recovery, error) {
+	rec, err := payments.GetRecovery(ctx, s.Store, sg.PaymentID)
+	if errors.Is(err, payments.ErrNotFound) || (err == nil && !rec.Running()) {
+		return rec, ErrNotRunning
+	}
+	if err != nil {
+		return rec, err
+	}
+	if sg.At.IsZero() {
+		sg.At = s.Now().UTC()
+	}
+	w, err := sg.Write()
+	if err != nil {
+		return rec, err
+	}
+	if err := s.Store.Transact(ctx, w); err != nil {
+		return rec, err
+	}
+	// Read the token after the signal is stored: a park step storing its token now reads
+	// the signal after it, so one of the two always sees the other.
+	if rec, err = payments.GetRecovery(ctx, s.Store, sg.PaymentID); err != nil {
+		return rec, err
+	}
+	if rec.TaskToken == "" || rec.State != payments.RecoveryScheduled {
+		return rec, nil // between steps: the next one consumes the signal
+	}
+	out, _ := json.Marshal(map[string]string{"action": sg.Action})
+	if err := s.Signal.SendTaskSuccess(ctx, rec.TaskToken, out); err != nil && !errors.Is(err, ErrTaskGone) {
+		return rec, err
+	}
+	return rec, nil
+}
+
+// park stores the wait's token with the recovery's state. A signal already stored ends the
+// wait at once (SteeredError, caught into Steer).
+func (s *Steps) park(ctx context.Context, st State, token string, now time.Time) (map[string]bool, error) {
+	if token == "" {
+		return nil, invalid("park needs the task token")
+	}
+	p, err := s.payment(ctx, st.PaymentID)
+	if err != nil {
+		return nil, err
+	}
+	rec := s.recoveryRecord(st, p, now, phaseParked)
+	rec.TaskToken = token
+	rec.Seq = int64(st.Round)<<40 | (st.Seq+1)<<4 | phaseParked
+	if err := s.commit(ctx, p, nil, rec); err != nil {
+		return nil, err
+	}
+	pending, err := GetSteer(ctx, s.store, st.PaymentID)
+	if err != nil {
+		return nil, &TransientError{Op: StepPark, Err: err}
+	}
+	if pending != nil {
+		return nil, &SteeredError{}
+	}
+	return map[string]bool{"parked": true}, nil
+}
+
+// steer applies the stored signal after a signalled (or pre-empted) wait.
+func (s *Steps) steer(ctx context.Context, st State, now time.Time) (State, error) {
+	st.Error = nil
+	p, err := s.payment(ctx, st.PaymentID)
+	if err != nil {
+		return st, err
+	}
+	pending, err := GetSteer(ctx, s.store, st.PaymentID)
+	if err != nil {
+		return st, &TransientError{Op: StepSteer, Err: err}
+	}
+	if pending == nil || st.Plan == nil {
+		// Consumed already (a repeat of this step): wait again for the same plan.
+		return st, nil
+	}
+	if settled(p.Status) {
+		st = s.settle(ctx, st, p)
+		return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseEnded), pending.consumed())
+	}
+	if pending.Action == ActionStop {
+		return s.stop(ctx, st, p, *pending, now)
+	}
+	if pending.PaymentMethod != "" {
+		st.PaymentMethod = pending.PaymentMethod
+	}
+	// Charge soon: now, unless the card's caps forbid it (then at the first moment they allow).
+	card, err := s.card(ctx, p)
+	if err != nil {
+		return st, err
+	}
+	at := ceilSecond(now.Add(time.Second))
+	why := "Charging now"
+	plan := *st.Plan
+	if a := card.Allowance(at); a.Capped && a.Left == 0 {
+		at = a.NextAt
+		why = fmt.Sprintf("Charging on %s, the first moment %s allows", at.UTC().Format("2 Jan at 15:04 MST"), capTextOf(a.Limit))
+		plan.Limit = Limit(a.Limit)
+	}
+	cause := "an operator asked for it"
+	switch pending.Reason {
+	case ReasonPaymentMethodUpdated:
+		cause = "the customer's payment method changed"
+		if pending.PaymentMethod != "" {
+			cause += " (now " + pending.PaymentMethod + ")"
+		}
+	case ReasonOperator:
+		if pending.Actor != "" {
+			cause = pending.Actor + " asked for it"
+		}
+	}
+	plan.Retry, plan.At, plan.Reason = true, at.UTC(), ReasonSteered
+	plan.Explanation = why + " because " + cause + "."
+	st.Plan, st.Outcome = &plan, OutcomeDeclined
+	s.log.InfoContext(ctx, "recovery steered: charge soon", "payment_id", st.PaymentID, "reason", pending.Reason,
+		"payment_method", st.PaymentMethod, "at", plan.At)
+	// Consumed here: the new payment method travels in the execution's state to the charge.
+	return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phasePlanned), pending.consumed())
+}
+
+// stop ends the recovery on a stop signal: settled when the invoice was paid another way,
+// stopped by an operator otherwise. No dead letter: nobody needs to act.
+func (s *Steps) stop(ctx context.Context, st State, p payments.Payment, sg Steer, now time.Time) (State, error) {
+	plan := Plan{Attempt: len(st.Attempts)}
+	if st.Plan != nil {
+		plan = *st.Plan
+	}
+	plan.Retry, plan.At, plan.WaitSeconds = false, time.Time{}, 0
+	if sg.Reason == ReasonInvoicePaid {
+		st.Outcome, plan.Reason = OutcomeSettled, ReasonSettledElsewhere
+		plan.Explanation = "Not retrying because the invoice was paid another way."
+	} else {
+		st.Outcome, plan.Reason = OutcomeStopped, ReasonStoppedByOperator
+		plan.Explanation = "Not retrying because an operator stopped the recovery"
+		if sg.Actor != "" {
+			plan.Explanation += " (" + sg.Actor + ")"
+		}
+		if sg.Note != "" {
+			plan.Explanation += ": " + sg.Note
+		}
+		plan.Explanation += "."
+	}
+	st.Plan = &plan
+	s.log.InfoContext(ctx, "recovery steered: stopped", "payment_id", st.PaymentID, "reason", sg.Reason, "actor", sg.Actor)
+	return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseEnded), sg.consumed())
+}
+
+// Reasons of steered plans.
+const (
+	ReasonSteered           Reason = "steered"             // a steering signal asked to charge soon
+	ReasonSettledElsewhere  Reason = "settled_elsewhere"   // the invoice was paid another way
+	ReasonStoppedByOperator Reason = "stopped_by_operator" // an operator stopped the recovery
+)
+
+func capTextOf(limit string) string {
+	if t, ok := capText[Limit(limit)]; ok {
+		return t
+	}
+	return limit
+}
+
+var _ = cardledger.ErrCapped
+
+// SendTaskSuccessAPI is the part of the Step Functions client SFNSignaler uses (*sfn.Client).
+type SendTaskSuccessAPI interface {
+	SendTaskSuccess(ctx context.Context, in *sfn.SendTaskSuccessInput, opts ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error)
+}
+
+// SFNSignaler ends parked waits on AWS Step Functions.
+type SFNSignaler struct {
+	Client SendTaskSuccessAPI
+}
+
+var _ Signaler = (*SFNSignaler)(nil)
+
+// SendTaskSuccess calls SendTaskSuccess. A token whose task timed out, no longer exists or is
+// not valid any more is ErrTaskGone: the recovery moved on and reads the stored signal.
+func (s *SFNSignaler) SendTaskSuccess(ctx context.Context, token string, output []byte) error {
+	_, err := s.Client.SendTaskSuccess(ctx, &sfn.SendTaskSuccessInput{TaskToken: aws.String(token), Output: aws.String(string(output))})
+	var timedOut *sfntypes.TaskTimedOut
+	var gone *sfntypes.TaskDoesNotExist
+	var invalid *sfntypes.InvalidToken
+	switch {
+	case errors.As(err, &timedOut), errors.As(err, &gone), errors.As(err, &invalid):
+		return fmt.Errorf("%w: %v", ErrTaskGone, err)
+	case err != nil:
+		return fmt.Errorf("recovery: send task success: %w", err)
+	}
+	return nil
+}
+
+// KindSteer is the outbox kind of a steering signal from a provider event (payload Steer),
+// committed by the webhook worker with the event's dedupe records.
+const KindSteer = "steer_recovery"
+
+// SteerMessages are the outbox messages that steer the running recoveries a customer-side
+// event concerns: the recovery of the invoice paid, or every running recovery of the customer
+// whose payment method changed. Their ids derive from the event and the payment, so a
+// redelivered event queues nothing new.
+func SteerMessages(ctx context.Context, st store.Store, eventID string, ev webhooks.Steer, now time.Time) ([]store.Write, error) {
+	var ws []store.Write
+	cursor := ""
+	for {
+		rs, next, err := payments.ListRunningRecoveries(ctx, st, 100, cursor)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			sg := Steer{PaymentID: r.PaymentID, At: now.UTC()}
+			switch {
+			case ev.Invoice != "":
+				if r.Invoice != ev.Invoice {
+					continue
+				}
+				sg.Action, sg.Reason = ActionStop, ReasonInvoicePaid
+			case ev.Customer != "" && r.Customer == ev.Customer:
+				sg.Action, sg.Reason, sg.PaymentMethod = ActionChargeNow, ReasonPaymentMethodUpdated, ev.PaymentMethod
+			default:
+				continue
+			}
+			w, err := outbox.New(KindSteer, "steer#"+eventID+"#"+r.PaymentID, sg, now)
+			if err != nil {
+				return nil, err
+			}
+			ws = append(ws, w)
+		}
+		if next == "" || len(ws) >= 50 {
+			return ws, nil
+		}
+		cursor = next
+	}
+}
+
+// FollowOn is the outbox relay's handler of KindSteer: store the signal and end the wait. A
+// recovery that ended meanwhile needs nothing.
+func (s *Steerer) FollowOn() outbox.Handler {
+	return func(ctx context.Context, m outbox.Message) error {
+		var sg Steer
+		if err := json.Unmarshal(m.Payload, &sg); err != nil {
+			return fmt.Errorf("recovery: steer message %s: %w", m.ID, err)
+		}
+		_, err := s.Steer(ctx, sg)
+		if errors.Is(err, ErrNotRunning) {
+			return nil
+		}
+		return err
+	}
+}
