@@ -74,6 +74,7 @@ func TestContractMoto(t *testing.T) {
 	queuetest.Run(t, queuetest.Suite{
 		Tick:                time.Second,
 		StaleReceiptDeletes: true, // moto accepts every receipt handle a message ever had
+		DuplicatesInFlight:  true,
 		Sequential:          true,
 		RedriveSlack:        2,
 		New: func(t *testing.T) queuetest.Fixture {

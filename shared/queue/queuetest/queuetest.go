@@ -46,6 +46,12 @@ type Suite struct {
 	// message that was received again: true if it deletes (moto), false if it refuses with
 	// queue.ErrStaleReceipt and keeps the message (the local queue).
 	StaleReceiptDeletes bool
+	// DuplicatesInFlight says the queue may hand out a message again while a receive of it is
+	// still in flight: SQS standard queues promise at least once, not exactly once, and moto
+	// under a full test run has done it. The cases that check an in-flight message stays hidden
+	// then start again on a new queue when it happens (at most three tries). The local queue
+	// never does (false).
+	DuplicatesInFlight bool
 }
 
 // Run runs the contract suite; every case gets its own fixture and runs in parallel.
@@ -160,9 +166,28 @@ func testSendReceiveDelete(t *testing.T, s Suite, f Fixture) {
 }
 
 func testAtLeastOnce(t *testing.T, s Suite, f Fixture) {
+	for try := 1; !atLeastOnce(t, s, f); try++ {
+		if !s.DuplicatesInFlight || try == 3 {
+			t.Fatalf("try %d: the in-flight message was delivered again", try)
+		}
+		t.Logf("try %d: the queue delivered the in-flight message again (a standard queue may); trying on a new queue", try)
+		f = s.New(t)
+	}
+}
+
+// atLeastOnce is one try of testAtLeastOnce; it reports false when the queue handed out the
+// in-flight message again (never another message: that fails the test).
+func atLeastOnce(t *testing.T, s Suite, f Fixture) bool {
 	id := send(t, f.Queue, "retry me", nil)
 	first := receiveOne(t, f.Queue, s.Tick)
-	receiveNone(t, f.Queue, "while in flight")
+	if msgs := receive(t, f.Queue, 10, time.Minute); len(msgs) != 0 {
+		for _, m := range msgs {
+			if m.ID != id {
+				t.Fatalf("while in flight: received %s %q, a message never sent to this queue", m.ID, m.Body)
+			}
+		}
+		return false
+	}
 	f.Advance(s.past(1))
 	again := receiveOne(t, f.Queue, s.Tick)
 	if again.ID != id || first.ID != id || string(again.Body) != "retry me" {
@@ -174,6 +199,7 @@ func testAtLeastOnce(t *testing.T, s Suite, f Fixture) {
 	if again.ReceiptHandle == first.ReceiptHandle {
 		t.Fatal("redelivery reused the receipt handle")
 	}
+	return true
 }
 
 func testStaleReceipt(t *testing.T, s Suite, f Fixture) {
