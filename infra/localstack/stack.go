@@ -286,7 +286,11 @@ func (s *Stack) build() error {
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
-	s.relay = &outbox.Relay{Store: s.store, Handlers: s.payments.FollowOns(), Now: s.clock.Now,
+	followOns := s.payments.FollowOns()
+	for kind, h := range adapt.DisputeFollowOns(s.deadletters) {
+		followOns[kind] = h
+	}
+	s.relay = &outbox.Relay{Store: s.store, Handlers: followOns, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
 	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
 	return nil

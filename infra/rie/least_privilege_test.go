@@ -32,6 +32,8 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "sqs:SendMessage", Resource: "OutboxDLQ"}:                       "the event source mapping's on-failure destination is written with the function's role",
 		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                    "a due resolve job is delivered to the resolve queue",
 		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}:      "a due recovery start is delivered (the samples' payment has succeeded: nothing to start)",
+		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}:               "a dispute waiting for evidence opens its dead-letter record",
+		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}:               "a dispute waiting for evidence opens its dead-letter record",
 	},
 	"recovery-steps": {
 		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}: "the charge step records the outcome on the payment",

@@ -15,6 +15,8 @@ import (
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/idempotency"
@@ -97,7 +99,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 // store they read and mark done: the part of the payments service that delivers follow-on work,
 // without the provider, so the relay holds no Stripe key and calls no provider.
 func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
-	tables := env.Tables(payments.Table, outbox.Table)
+	tables := env.Tables(payments.Table, outbox.Table, deadletter.TableName)
 	queueURL := env.Get(EnvResolveQueueURL)
 	recoverer := recoveryfn.Recoverer(cfg, env, log)
 	if err := env.Err(); err != nil {
@@ -106,7 +108,11 @@ func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
 		Resolver: &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay}}
-	return st, svc.FollowOns(), nil
+	handlers := svc.FollowOns()
+	for kind, h := range adapt.DisputeFollowOns(deadletter.NewTable(st, nil)) {
+		handlers[kind] = h
+	}
+	return st, handlers, nil
 }
 
 // Stripe is the Stripe adapter with its key in SSM parameter keyParam (read on the first call,

@@ -45,6 +45,7 @@ func (em *emitter) emit(typ, objectID string, object []byte) error {
 		if err != nil {
 			return err
 		}
+		dropped = dropped || dropByRate(em.tx, id)
 		if dropped {
 			se.State = DeliveryDropped
 			em.s.log.Info("webhook dropped on request", "event_id", id, "type", typ)

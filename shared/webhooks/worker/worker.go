@@ -123,6 +123,11 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 			}
 			ws = append(ws, rw)
 		}
+		fo, err := amendFollowOns(ev, pay, now)
+		if err != nil {
+			return "", err
+		}
+		ws = append(ws, fo...)
 	}
 	err = w.Store.Transact(ctx, ws...)
 	var ce *store.ConditionError
@@ -158,6 +163,9 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 
 // paymentFor builds the payment's state after ev, or nil when ev changes no payment of ours.
 func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Time) (*payments.Payment, error) {
+	if amends(ev) {
+		return w.amend(ctx, ev, now)
+	}
 	status, ok := statusOf(ev)
 	if !ok || ev.PaymentIntent == nil {
 		return nil, nil
