@@ -18,6 +18,7 @@ import (
 	"github.com/runtwice/twice/infra/localqueue"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/deadletter/adapt"
@@ -162,6 +163,9 @@ type Stack struct {
 	recoverer   *recovery.Recoverer
 	deadletters *deadletter.Table
 	recon       *recon.Reconciler
+	// backfill replays the provider's event log through the worker (before each scheduled
+	// reconciliation, and on demand: POST /ops/backfill).
+	backfill *backfill.Backfill
 	// starter is the runner's StartExecution with armable faults; relay delivers the outbox.
 	starter *faultyStarter
 	relay   *outbox.Relay
@@ -293,6 +297,8 @@ func (s *Stack) build() error {
 	s.relay = &outbox.Relay{Store: s.store, Handlers: followOns, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
 	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
+	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: s.queues[webhookQueue],
+		Now: s.clock.Now, Log: s.log}
 	return nil
 }
 
@@ -371,6 +377,7 @@ func (s *Stack) Handler() http.Handler {
 		mux.Handle("/ops/", ops)
 	}
 	mux.Handle("/ops/_faults", s.faultsHandler())
+	mux.Handle("POST /ops/backfill", s.backfillHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	return mux
 }
@@ -405,6 +412,12 @@ func (s *Stack) Start() {
 	if s.cfg.ReconcileEvery > 0 {
 		s.goRun(func() {
 			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) {
+				// The provider's event log first, so reconciliation compares what it could not heal.
+				if rep, err := s.backfill.Run(ctx, backfill.Request{}); err != nil {
+					s.log.Error("scheduled backfill failed", "error", err)
+				} else {
+					s.log.Info("backfill", "listed", rep.Listed, "applied", len(rep.Applied))
+				}
 				if rep, err := s.recon.Handle(ctx, nil); err != nil {
 					s.log.Error("scheduled reconciliation failed", "error", err)
 				} else {
