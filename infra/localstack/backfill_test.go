@@ -146,7 +146,6 @@ func TestBackfillHealsThirtyPercentLoss(t *testing.T) {
 	t.Logf("500 payments, %d deliveries dropped, %d that mattered, all applied by one backfill pass", len(dropped), mattered)
 }
 
-
 func queueEmpty(s *Stack, name string) bool {
 	st, err := s.queues[name].Stats()
 	return err == nil && st.Visible == 0 && st.NotVisible == 0
