@@ -200,6 +200,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(ProviderStandard, "msg_1", mustRead(f, "standard.json"))
 	f.Add(ProviderStandard, "m", []byte(`{"type":"a","timestamp":"2026-01-01T00:00:00Z","data":{"id":{"x":1},"version":-1}}`))
 	f.Add(ProviderStripe, "", []byte(`{"id":"e","type":"charge.refunded","created":1,"data":{"object":{"id":"ch","object":"charge","payment_intent":{"id":"pi"}}}}`))
+	f.Add(ProviderStripe, "", []byte(`{"id":"e","type":"charge.dispute.created","created":2,"data":{"object":{"id":"dp_1","object":"dispute","payment_intent":"pi_1","status":"needs_response","evidence_details":{"due_by":99}}}}`))
 	f.Fuzz(func(t *testing.T, provider, id string, body []byte) {
 		ev, err := Decode(Delivery{Provider: provider, Headers: map[string]string{StandardIDHeader: id}, Body: body})
 		if err != nil {
