@@ -81,12 +81,16 @@ func TestEventListThroughStripeGo(t *testing.T) {
 		params func(*stripe.EventListParams)
 		want   int
 	}{
-		"type":             {func(p *stripe.EventListParams) { p.Type = stripe.String("payment_intent.succeeded") }, 5},
-		"types":            {func(p *stripe.EventListParams) { p.Types = stripe.StringSlice([]string{"charge.refunded", "charge.dispute.created"}) }, 2},
-		"wildcard":         {func(p *stripe.EventListParams) { p.Type = stripe.String("charge.*") }, 2},
-		"undelivered":      {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(false) }, 2},
-		"delivered":        {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(true) }, 5},
-		"created[gte/lte]": {func(p *stripe.EventListParams) { p.CreatedRange = &stripe.RangeQueryParams{GreaterThanOrEqual: all[5].Created, LesserThanOrEqual: all[3].Created} }, 3},
+		"type": {func(p *stripe.EventListParams) { p.Type = stripe.String("payment_intent.succeeded") }, 5},
+		"types": {func(p *stripe.EventListParams) {
+			p.Types = stripe.StringSlice([]string{"charge.refunded", "charge.dispute.created"})
+		}, 2},
+		"wildcard":    {func(p *stripe.EventListParams) { p.Type = stripe.String("charge.*") }, 2},
+		"undelivered": {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(false) }, 2},
+		"delivered":   {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(true) }, 5},
+		"created[gte/lte]": {func(p *stripe.EventListParams) {
+			p.CreatedRange = &stripe.RangeQueryParams{GreaterThanOrEqual: all[5].Created, LesserThanOrEqual: all[3].Created}
+		}, 3},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
