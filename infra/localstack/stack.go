@@ -281,10 +281,13 @@ func (s *Stack) build() error {
 	}
 	s.recoverer = recoverer
 	requeue.Recoverer = recoverer
+	// The webhook worker applies deliveries, backfilled events and what reconciliation heals.
+	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
 	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
 	readPolicy.Logger = s.log
 	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
-		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace}); err != nil {
+		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
+		Events: client, Healer: s.worker}); err != nil {
 		return err
 	}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
@@ -296,7 +299,6 @@ func (s *Stack) build() error {
 	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: followOns, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
-	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
 	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: s.queues[webhookQueue],
 		Now: s.clock.Now, Log: s.log}
 	return nil

@@ -246,3 +246,30 @@ func (b *Backfill) Run(ctx context.Context, req Request) (Report, error) {
 		"applied", rep.Outcomes[worker.Applied], "requeued", rep.Requeued, "checkpoint", through)
 	return rep, nil
 }
+
+// Input is what a function that runs both the backfill and another pass receives: an input
+// with "backfill" is a backfill pass ({"backfill":{}} from its schedule, or an on-demand
+// Request); any other input goes to the other pass.
+type Input struct {
+	Backfill *Request `json:"backfill"`
+}
+
+// Handler returns a Lambda handler that runs a backfill pass for a {"backfill":...} input and
+// hands every other input to next (the reconciler's Handle), so one function with one
+// reserved instance holds both schedules and the checkpoint has one writer.
+func (b *Backfill) Handler(next func(context.Context, json.RawMessage) (any, error)) func(context.Context, json.RawMessage) (any, error) {
+	return func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var in map[string]json.RawMessage
+		if json.Unmarshal(raw, &in) != nil || in["backfill"] == nil {
+			return next(ctx, raw)
+		}
+		if len(in) != 1 {
+			return nil, fmt.Errorf("%w: backfill goes alone", ErrBadRequest)
+		}
+		req, err := ParseRequest(in["backfill"])
+		if err != nil {
+			return nil, err
+		}
+		return b.Run(ctx, req)
+	}
+}

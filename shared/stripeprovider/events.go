@@ -53,3 +53,21 @@ func (c *Client) Events(ctx context.Context, q provider.EventQuery) iter.Seq2[pr
 		}
 	}
 }
+
+var _ provider.EventLister = (*SecretKeyed)(nil)
+
+// Events implements provider.EventLister with the key in force now.
+func (s *SecretKeyed) Events(ctx context.Context, q provider.EventQuery) iter.Seq2[provider.Event, error] {
+	return func(yield func(provider.Event, error) bool) {
+		c, err := s.current(ctx)
+		if err != nil {
+			yield(provider.Event{}, err)
+			return
+		}
+		for ev, err := range c.Events(ctx, q) {
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}

@@ -103,7 +103,7 @@ func TestRequestShapesAgainstStripeMock(t *testing.T) {
 				return nil
 			},
 			wantPath: "/v1/payment_intents",
-			wantForm: map[string]string{"limit": "100", "customer": "cus_123",
+			wantForm: map[string]string{"limit": "100", "customer": "cus_123", "expand[0]": "data.latest_charge",
 				"created[gte]": "1790000000", "created[lte]": "1790090000"},
 			wantNoKey: true,
 		},

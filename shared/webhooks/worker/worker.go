@@ -88,6 +88,12 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 	if err != nil {
 		return "", err
 	}
+	return w.apply(ctx, ev)
+}
+
+// apply applies one decoded event (a delivery's, or the provider's object a reconciliation
+// settles: Settle).
+func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) {
 	now := w.now()
 	retention := w.Retention
 	if retention == 0 {
