@@ -33,12 +33,17 @@ func droppedEvents(t *testing.T, s *Stack) []map[string]any {
 	return out.Data
 }
 
-// TestBackfillHealsThirtyPercentLoss: the simulator drops 30% of its deliveries (seeded) over
-// 500 payments with refunds (whole and partial), disputes and cancels; one backfill pass then
-// makes every local payment what the provider says, and it applied exactly the dropped events
-// that mattered (every other dropped event, a success the API had recorded itself, is stale).
-func TestBackfillHealsThirtyPercentLoss(t *testing.T) {
-	s := newStack(t, Config{ReconcileEvery: -1})
+// TestBackfillAndReconcileHealThirtyPercentLoss: the simulator drops 30% of its deliveries
+// (seeded) over 500 payments with refunds (whole and partial), disputes and cancels, and one
+// difference of each class a person must decide is seeded (an amount changed, a second charge,
+// a payment the provider forgot, a success the provider canceled), plus a silent change the
+// provider made ahead of us. One backfill pass applies exactly the dropped events that
+// mattered (every other dropped event, a success the API had recorded itself, is stale); one
+// reconciliation then heals the silent change through the worker and opens exactly the four
+// human cases; every other local payment equals the provider's.
+func TestBackfillAndReconcileHealThirtyPercentLoss(t *testing.T) {
+	s := newStack(t, Config{ReconcileEvery: -1, ReconcileGrace: time.Nanosecond})
+	start := s.clock.Now().UTC().Truncate(time.Second).Add(-time.Minute)
 	if a := call(t, "POST", s.SimURL()+"/_sim/webhooks/drop", "", `{"rate":0.3,"seed":18}`); a.status != 200 {
 		t.Fatalf("drop: %d %s", a.status, a.body)
 	}
@@ -94,6 +99,44 @@ func TestBackfillHealsThirtyPercentLoss(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// The seeded cases: four for a person, one the provider moved ahead silently.
+	human := map[string]string{}
+	sim := func(method, path, body string) {
+		t.Helper()
+		if a := call(t, method, s.SimURL()+path, "", body); a.status >= 300 {
+			t.Fatalf("%s %s: %d %s", method, path, a.status, a.body)
+		}
+	}
+	for _, w := range wants {
+		if w.status != payments.StatusSucceeded || w.refunded != 0 || w.dispute != "" {
+			continue
+		}
+		switch len(human) {
+		case 0:
+			sim("POST", "/_sim/payment_intents/"+w.pi+"/mutate", `{"amount":9999}`)
+			human[w.id] = "amount_mismatch"
+		case 1:
+			sim("POST", "/_sim/payment_intents", fmt.Sprintf(`{"amount":2500,"currency":"usd","customer":"cus_e2e","metadata":{"twice_payment_id":%q},"webhook":false}`, w.id))
+			human[w.id] = "duplicate_charge"
+		case 2:
+			sim("DELETE", "/_sim/payment_intents/"+w.pi, "")
+			human[w.id] = "missing_at_provider"
+		case 3:
+			sim("POST", "/_sim/payment_intents/"+w.pi+"/mutate", `{"status":"canceled"}`)
+			human[w.id] = "status_mismatch"
+		}
+		if len(human) == 4 {
+			break
+		}
+	}
+	a := call(t, "POST", s.APIURL()+"/payments", "bf-silent", paymentBody("pm_bf_slow"))
+	var silent payments.View
+	if err := json.Unmarshal([]byte(a.body), &silent); err != nil || silent.ProviderPaymentID == nil {
+		t.Fatalf("silent: %d %s", a.status, a.body)
+	}
+	sim("POST", "/_sim/payment_intents/"+*silent.ProviderPaymentID+"/mutate", `{"status":"succeeded","amount_received":2500}`)
+	wants = append(wants, want{id: silent.ID, pi: *silent.ProviderPaymentID, status: payments.StatusSucceeded})
+
 	eventually(t, 60*time.Second, "every delivery that was not dropped is applied", func() bool {
 		return strings.Contains(call(t, "GET", s.SimURL()+"/_sim/stats", "", "").body, `"outbox_entries":0`) &&
 			queueEmpty(s, webhookQueue)
@@ -118,7 +161,7 @@ func TestBackfillHealsThirtyPercentLoss(t *testing.T) {
 		t.Fatal("no payment is behind the provider before the backfill: the loss was not exercised")
 	}
 
-	a := ops(t, s, "POST", "/ops/backfill", "{}")
+	a = ops(t, s, "POST", "/ops/backfill", "{}")
 	if a.status != http.StatusOK {
 		t.Fatalf("backfill: %d %s", a.status, a.body)
 	}
@@ -129,21 +172,90 @@ func TestBackfillHealsThirtyPercentLoss(t *testing.T) {
 	if len(rep.Applied) != mattered || rep.Requeued != 0 {
 		t.Fatalf("backfill applied %d events, requeued %d; %d dropped deliveries mattered (of %d dropped)", len(rep.Applied), rep.Requeued, mattered, len(dropped))
 	}
-	for _, w := range wants {
-		p := getPayment(t, s, w.id)
-		if p.Status != w.status || p.AmountRefunded != w.refunded {
-			t.Fatalf("payment %s after the backfill: %s refunded %d, want %s refunded %d", w.id, p.Status, p.AmountRefunded, w.status, w.refunded)
-		}
-		if w.dispute != "" && (p.Dispute == nil || p.Dispute.Status != w.dispute) {
-			t.Fatalf("payment %s after the backfill: dispute %+v, want %s", w.id, p.Dispute, w.dispute)
+	check := func(when string, skip func(want) bool) {
+		t.Helper()
+		for _, w := range wants {
+			if skip(w) {
+				continue
+			}
+			p := getPayment(t, s, w.id)
+			if p.Status != w.status || p.AmountRefunded != w.refunded {
+				t.Fatalf("payment %s %s: %s refunded %d, want %s refunded %d", w.id, when, p.Status, p.AmountRefunded, w.status, w.refunded)
+			}
+			if w.dispute != "" && (p.Dispute == nil || p.Dispute.Status != w.dispute) {
+				t.Fatalf("payment %s %s: dispute %+v, want %s", w.id, when, p.Dispute, w.dispute)
+			}
+			if human[w.id] == "" {
+				if got := providerView(t, s, w.pi); got.status != w.status || got.refunded != w.refunded {
+					t.Fatalf("payment %s: the provider says %+v, the test wants %+v", w.id, got, w)
+				}
+			}
 		}
 	}
+	check("after the backfill", func(w want) bool { return human[w.id] != "" || w.id == silent.ID })
 	// A second pass from the checkpoint replays nothing new.
 	a = ops(t, s, "POST", "/ops/backfill", "{}")
-	if err := json.Unmarshal([]byte(a.body), &rep); err != nil || len(rep.Applied) != 0 {
+	var again backfill.Report
+	if err := json.Unmarshal([]byte(a.body), &again); err != nil || len(again.Applied) != 0 {
 		t.Fatalf("second pass: %d %s", a.status, a.body)
 	}
-	t.Logf("500 payments, %d deliveries dropped, %d that mattered, all applied by one backfill pass", len(dropped), mattered)
+
+	window := fmt.Sprintf(`{"from":%q,"to":%q}`, start.Format(time.RFC3339), s.clock.Now().UTC().Truncate(time.Second).Format(time.RFC3339))
+	a = ops(t, s, "POST", "/ops/reconcile", window)
+	var rr struct {
+		Healed map[string]int `json:"healed"`
+		Opened map[string]int `json:"opened"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &rr); err != nil || a.status != http.StatusOK {
+		t.Fatalf("reconcile: %d %s", a.status, a.body)
+	}
+	if got := fmt.Sprint(nonZero(rr.Opened)); got != "map[amount_mismatch:1 duplicate_charge:1 missing_at_provider:1 status_mismatch:1]" {
+		t.Fatalf("opened %s\n%s", got, a.body)
+	}
+	if got := fmt.Sprint(nonZero(rr.Healed)); got != "map[status_mismatch:1]" {
+		t.Fatalf("healed %s\n%s", got, a.body)
+	}
+	recs := opsList(t, s, "limit=100")
+	if len(recs) != 4 {
+		t.Fatalf("%d dead-letter records, want the 4 seeded human cases: %v", len(recs), recs)
+	}
+	for _, r := range recs {
+		if id, _ := r["payment_id"].(string); human[id] == "" || r["class"] != "recon_"+human[id] {
+			t.Fatalf("dead-letter record %v is not a seeded human case", r)
+		}
+	}
+	check("after the reconciliation", func(w want) bool { return human[w.id] != "" })
+	t.Logf("500 payments, %d deliveries dropped, %d that mattered: backfill applied %d, reconciliation healed %v and opened %v",
+		len(dropped), mattered, len(rep.Applied), nonZero(rr.Healed), nonZero(rr.Opened))
+}
+
+type providerState struct {
+	status   string
+	refunded int64
+}
+
+// providerView is the simulator's PaymentIntent in our vocabulary.
+func providerView(t *testing.T, s *Stack, pi string) providerState {
+	t.Helper()
+	a := stripeCall(t, s, "GET", "/v1/payment_intents/"+pi+"?expand[]=latest_charge", "")
+	var v struct {
+		Status       string `json:"status"`
+		LatestCharge *struct {
+			AmountRefunded int64 `json:"amount_refunded"`
+			Refunded       bool  `json:"refunded"`
+		} `json:"latest_charge"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &v); err != nil || a.status != 200 {
+		t.Fatalf("provider %s: %d %s", pi, a.status, a.body)
+	}
+	st := providerState{status: v.Status}
+	if v.LatestCharge != nil {
+		st.refunded = v.LatestCharge.AmountRefunded
+		if v.LatestCharge.Refunded {
+			st.status = payments.StatusRefunded
+		}
+	}
+	return st
 }
 
 func queueEmpty(s *Stack, name string) bool {

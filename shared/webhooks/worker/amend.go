@@ -59,6 +59,9 @@ func (w *Worker) amend(ctx context.Context, ev webhooks.Event, now time.Time) (*
 	case err != nil:
 		return nil, err
 	}
+	if p.ProviderPaymentID != "" && p.ProviderPaymentID != pi.ID {
+		return nil, nil // a refund or dispute of another provider payment than ours (see paymentFor)
+	}
 	p.ProviderPaymentID = pi.ID
 	version := payments.EventVersion(ev.ObjectVersion)
 	switch {

@@ -200,6 +200,13 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 	case err != nil:
 		return nil, err
 	}
+	if p.ProviderPaymentID != "" && p.ProviderPaymentID != pi.ID {
+		// Another provider payment names ours (a second charge for one payment): it must not
+		// take our record over. Reconciliation reports the duplicate for a person.
+		w.log().WarnContext(ctx, "event about another provider payment than ours; recorded only", "event_id", ev.ID,
+			"payment_id", p.ID, "provider_payment_id", p.ProviderPaymentID, "event_provider_payment_id", pi.ID)
+		return nil, nil
+	}
 	p.ProviderPaymentID = pi.ID
 	var d *provider.Decline
 	if status == payments.StatusDeclined && pi.LastPaymentError != nil {
