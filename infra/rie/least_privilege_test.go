@@ -44,7 +44,7 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:PutItem", Resource: "WebhookEventsTable"}: "the backfill pass dedupes each event and stores its checkpoint",
 		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:      "the backfill pass applies a missed event to its payment",
 		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:        "a missed decline or dispute commits its follow-on work",
-		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:         "an event the backfill cannot apply now goes to the webhook queue",
+		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:        "an event the backfill cannot apply now goes to the webhook queue",
 	},
 	"operator-api": {
 		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}: "retrying a webhook record re-enqueues the delivery",
