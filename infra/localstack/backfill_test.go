@@ -3,6 +3,7 @@ package localstack
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -261,4 +262,77 @@ func providerView(t *testing.T, s *Stack, pi string) providerState {
 func queueEmpty(s *Stack, name string) bool {
 	st, err := s.queues[name].Stats()
 	return err == nil && st.Visible == 0 && st.NotVisible == 0
+}
+
+// TestRefundOfAThreeDayOldPayment: a payment created three days before; its refund's webhook
+// is lost. Reconciliation on demand (no window: up to now) compares it because its refund event
+// is in the window, and heals it through the worker; a second such refund is found by the next
+// scheduled pass (backfill, then reconciliation).
+func TestRefundOfAThreeDayOldPayment(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Addr: "127.0.0.1:0", SimAddr: "127.0.0.1:0", ReconcileEvery: -1,
+		ReconcileGrace: time.Nanosecond, ClockStart: testClockStart, Logger: slog.New(slog.DiscardHandler)}
+	first, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Start()
+	a, b := succeeded(t, first, "old-a"), succeeded(t, first, "old-b")
+	eventually(t, 20*time.Second, "the successes are delivered", func() bool {
+		return strings.Contains(call(t, "GET", first.SimURL()+"/_sim/stats", "", "").body, `"outbox_entries":0`) && queueEmpty(first, webhookQueue)
+	})
+	// The first scheduled pass ever: the checkpoint starts here.
+	first.scheduledPass(t.Context())
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The same data three days on, before anything runs.
+	later, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later.clock.Base = later.clock.Base.Add(72 * time.Hour)
+	later.Start()
+	t.Cleanup(func() { later.Close() })
+
+	refundLost := func(v payments.View) {
+		t.Helper()
+		if r := call(t, "POST", later.SimURL()+"/_sim/webhooks/drop", "", `{"count":1}`); r.status != 200 {
+			t.Fatalf("drop: %d %s", r.status, r.body)
+		}
+		if r := stripeCall(t, later, "POST", "/v1/refunds", "payment_intent="+deref(v.ProviderPaymentID)); r.status != 200 {
+			t.Fatalf("refund: %d %s", r.status, r.body)
+		}
+		if p := getPayment(t, later, v.ID); p.Status != payments.StatusSucceeded {
+			t.Fatalf("%s is %s before anything ran", v.ID, p.Status)
+		}
+	}
+	refundLost(a)
+	r := ops(t, later, "POST", "/ops/reconcile", "")
+	var rep struct {
+		Window struct {
+			From, To time.Time
+		} `json:"window"`
+		Healed   map[string]int `json:"healed"`
+		Replayed bool           `json:"replayed"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &rep); err != nil || r.status != 200 {
+		t.Fatalf("reconcile: %d %s", r.status, r.body)
+	}
+	now := later.clock.Now().UTC().Truncate(time.Second)
+	if !rep.Window.To.Equal(now) || rep.Replayed || rep.Healed["status_mismatch"] != 1 {
+		t.Fatalf("reconcile with no window: %s (now %s)", r.body, now)
+	}
+	if p := getPayment(t, later, a.ID); p.Status != payments.StatusRefunded {
+		t.Fatalf("the 3-day-old payment is %s after reconciliation", p.Status)
+	}
+
+	refundLost(b)
+	bf, _ := later.scheduledPass(t.Context())
+	if len(bf.Applied) != 1 {
+		t.Fatalf("the scheduled backfill applied %v", bf.Applied)
+	}
+	if p := getPayment(t, later, b.ID); p.Status != payments.StatusRefunded || p.AmountRefunded != 2500 {
+		t.Fatalf("the 3-day-old payment after the scheduled pass: %+v", p)
+	}
 }

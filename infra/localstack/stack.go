@@ -413,19 +413,7 @@ func (s *Stack) Start() {
 	s.goRun(func() { s.relay.Run(ctx, outboxEvery, nil) })
 	if s.cfg.ReconcileEvery > 0 {
 		s.goRun(func() {
-			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) {
-				// The provider's event log first, so reconciliation compares what it could not heal.
-				if rep, err := s.backfill.Run(ctx, backfill.Request{}); err != nil {
-					s.log.Error("scheduled backfill failed", "error", err)
-				} else {
-					s.log.Info("backfill", "listed", rep.Listed, "applied", len(rep.Applied))
-				}
-				if rep, err := s.recon.Handle(ctx, nil); err != nil {
-					s.log.Error("scheduled reconciliation failed", "error", err)
-				} else {
-					s.log.Info("reconciliation", "run_id", rep.RunID, "differences", len(rep.Differences))
-				}
-			})
+			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) { s.scheduledPass(ctx) })
 		})
 	}
 	// Executions a kill -9 interrupted continue at the step they stopped.
@@ -434,6 +422,25 @@ func (s *Stack) Start() {
 	} else if n > 0 {
 		s.log.Info("resumed recoveries", "executions", n)
 	}
+}
+
+// scheduledPass is what the local scheduler runs every ReconcileEvery: the provider's event log
+// from the backfill checkpoint first, then reconciliation of the scheduled window, so
+// reconciliation compares what the backfill could not settle.
+func (s *Stack) scheduledPass(ctx context.Context) (backfill.Report, recon.Report) {
+	bf, err := s.backfill.Run(ctx, backfill.Request{})
+	if err != nil {
+		s.log.Error("scheduled backfill failed", "error", err)
+	} else {
+		s.log.Info("backfill", "listed", bf.Listed, "applied", len(bf.Applied))
+	}
+	rep, err := s.recon.Handle(ctx, nil)
+	if err != nil {
+		s.log.Error("scheduled reconciliation failed", "error", err)
+	} else {
+		s.log.Info("reconciliation", "run_id", rep.RunID, "differences", len(rep.Differences))
+	}
+	return bf, rep
 }
 
 // outboxEvery is how often the local relay drains the outbox.
