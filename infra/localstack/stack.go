@@ -23,6 +23,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
+	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/outbox"
@@ -166,6 +167,8 @@ type Stack struct {
 	// backfill replays the provider's event log through the worker (before each scheduled
 	// reconciliation, and on demand: POST /ops/backfill).
 	backfill *backfill.Backfill
+	// feed is the outbound event feed (GET /events), filled by the relay from the outbox.
+	feed *feed.Log
 	// starter is the runner's StartExecution with armable faults; relay delivers the outbox.
 	starter *faultyStarter
 	relay   *outbox.Relay
@@ -297,6 +300,10 @@ func (s *Stack) build() error {
 	for kind, h := range adapt.DisputeFollowOns(s.deadletters) {
 		followOns[kind] = h
 	}
+	s.feed = &feed.Log{Store: s.store}
+	for kind, h := range (&feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}).Handlers() {
+		followOns[kind] = h
+	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: followOns, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
 	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: s.queues[webhookQueue],
@@ -380,6 +387,7 @@ func (s *Stack) Handler() http.Handler {
 	}
 	mux.Handle("/ops/_faults", s.faultsHandler())
 	mux.Handle("POST /ops/backfill", s.backfillHandler())
+	mux.Handle("GET /events", s.feedHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	return mux
 }

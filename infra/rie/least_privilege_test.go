@@ -37,6 +37,7 @@ var unexercised = map[string]map[rie.Call]string{
 	},
 	"recovery-steps": {
 		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}: "the charge step records the outcome on the payment",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:   "the charge step's outcome commits its change for the event feed",
 		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
 	},
 	"reconciler": {

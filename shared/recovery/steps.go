@@ -363,7 +363,11 @@ func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time) e
 	if err != nil {
 		return invalid("encode payment %s: %w", p.ID, err)
 	}
-	err = s.store.Put(ctx, w.Table, *w.Put, w.Cond)
+	cw, err := payments.ChangeMessage(p, now)
+	if err != nil {
+		return invalid("encode change of %s: %w", p.ID, err)
+	}
+	err = s.store.Transact(ctx, w, cw) // the change goes out on the event feed with it
 	if errors.Is(err, store.ErrConditionFailed) {
 		s.log.InfoContext(ctx, "recovery outcome older than the stored payment; kept the stored one", "payment_id", p.ID)
 		return nil

@@ -119,7 +119,11 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 		if err != nil {
 			return "", err
 		}
-		ws = append(ws, pw, payments.AliasWrite(pay.ProviderPaymentID, pay.ID))
+		cw, err := payments.ChangeMessage(*pay, now)
+		if err != nil {
+			return "", err
+		}
+		ws = append(ws, pw, payments.AliasWrite(pay.ProviderPaymentID, pay.ID), cw)
 		if pay.Status == payments.StatusDeclined {
 			// Recovery starts from the outbox, committed with the dedupe records and the state:
 			// a failed start is retried by the relay, never lost behind a deduped redelivery.
