@@ -33,6 +33,7 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                    "a due resolve job is delivered to the resolve queue",
 		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}:      "a due recovery start is delivered (the samples' payment has succeeded: nothing to start)",
 		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}:               "a dispute waiting for evidence opens its dead-letter record",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a published payment change stores the payment's publication state",
 		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}:               "a dispute waiting for evidence opens its dead-letter record",
 	},
 	"recovery-steps": {

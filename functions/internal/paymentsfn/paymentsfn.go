@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
@@ -19,6 +20,8 @@ import (
 	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/eventbus"
+	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/outbox"
@@ -34,6 +37,7 @@ import (
 // Environment variables (template.yaml sets them).
 const (
 	EnvResolveQueueURL = "TWICE_RESOLVE_QUEUE_URL"
+	EnvEventBusName    = "TWICE_EVENT_BUS_NAME" // the outbound payment events (the outbox relay)
 	EnvStripeKeyParam  = "TWICE_STRIPE_API_KEY_PARAM"
 	EnvStripeAPIBase   = "TWICE_STRIPE_API_BASE" // optional: stripe-mock or the simulator in tests
 	EnvRetentionDays   = "TWICE_IDEMPOTENCY_RETENTION_DAYS"
@@ -101,6 +105,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
 	tables := env.Tables(payments.Table, outbox.Table, deadletter.TableName)
 	queueURL := env.Get(EnvResolveQueueURL)
+	bus := env.Get(EnvEventBusName)
 	recoverer := recoveryfn.Recoverer(cfg, env, log)
 	if err := env.Err(); err != nil {
 		return nil, nil, err
@@ -110,6 +115,11 @@ func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 		Resolver: &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay}}
 	handlers := svc.FollowOns()
 	for kind, h := range adapt.DisputeFollowOns(deadletter.NewTable(st, nil)) {
+		handlers[kind] = h
+	}
+	// Every applied payment change goes out on the EventBridge bus, numbered per payment.
+	pub := &feed.Publisher{Store: st, Sink: &eventbus.Sink{API: eventbridge.NewFromConfig(cfg), Bus: bus, Store: st}, Log: log}
+	for kind, h := range pub.Handlers() {
 		handlers[kind] = h
 	}
 	return st, handlers, nil
