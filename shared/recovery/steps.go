@@ -363,7 +363,9 @@ func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time) e
 	if err != nil {
 		return invalid("encode payment %s: %w", p.ID, err)
 	}
-	cw, err := payments.ChangeMessage(p, now)
+	// Due on the service's clock, not the execution's (which may run faster): the relay
+	// delivers by the clock it shares with every other writer.
+	cw, err := payments.ChangeMessage(p, s.now())
 	if err != nil {
 		return invalid("encode change of %s: %w", p.ID, err)
 	}
