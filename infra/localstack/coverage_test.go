@@ -107,6 +107,9 @@ func TestRefundsDisputesAndCancelAreApplied(t *testing.T) {
 	if st := opsJSON(t, s, "/ops/payments/"+d.ID+"/timeline", &tl); st != 200 {
 		t.Fatalf("timeline: %d", st)
 	}
+	if tl.Payment.Dispute != "lost" {
+		t.Errorf("timeline head: dispute %q, want lost", tl.Payment.Dispute)
+	}
 	for _, title := range []string{"webhook charge.dispute.created", "webhook charge.dispute.updated", "webhook charge.dispute.closed"} {
 		if !hasTitle(tl, title) {
 			t.Errorf("timeline lacks %q", title)
