@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -140,8 +141,7 @@ func ParseCursor(s string) (int64, error) {
 	if len(s) > 20 || strings.TrimLeft(s, "0123456789") != "" {
 		return 0, fmt.Errorf("feed: cursor %q is not a position", s)
 	}
-	var n int64
-	_, err := fmt.Sscan(s, &n)
+	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("feed: cursor %q is not a position", s)
 	}
