@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recon"
@@ -143,6 +144,16 @@ var parsers = map[string]func(t *testing.T, b []byte){
 	},
 	"reconciler/scheduled.json":       reconEvent,
 	"reconciler/explicit-window.json": reconEvent,
+	"reconciler/backfill.json": func(t *testing.T, b []byte) {
+		var in backfill.Input
+		strict(t, b, &in)
+		if in.Backfill == nil {
+			t.Fatal("want a backfill request")
+		}
+		if in.Backfill.Since != "" || in.Backfill.UndeliveredOnly {
+			t.Fatalf("the schedule's input is the pass from the checkpoint, not %+v", *in.Backfill)
+		}
+	},
 }
 
 func step(t *testing.T, b []byte, want string) {

@@ -4,20 +4,29 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/deadletter/adapt"
+	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/retry"
+	"github.com/runtwice/twice/shared/sqsqueue"
+	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 func main() {
@@ -28,8 +37,11 @@ func main() {
 		lambdaenv.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
-	tables := env.Tables(payments.Table, recon.RunsTable, recon.DifferencesTable, deadletter.TableName, attempts.Table)
+	// The backfill pass feeds the provider's events through the webhook worker: its tables too.
+	tables := env.Tables(payments.Table, recon.RunsTable, recon.DifferencesTable, deadletter.TableName, attempts.Table,
+		worker.Table, outbox.Table)
 	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
+	webhookQueueURL := env.Get("TWICE_WEBHOOK_QUEUE_URL")
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
@@ -44,6 +56,13 @@ func main() {
 	policy.Logger = log
 	emf := env.Metrics()
 	deadletters := deadletter.NewTable(st, nil, deadletter.WithLogger(log), deadletter.WithMetrics(&deadletter.EMF{Out: emf}))
+	events, ok := stripe.(provider.EventLister)
+	if !ok {
+		lambdaenv.Fatal(log, "config", errors.New("the Stripe adapter lists no events"))
+	}
+	// The webhook worker: the backfill feeds it the provider's events, reconciliation heals
+	// through it.
+	wk := &worker.Worker{Store: st, Classify: declines.ClassOf, Log: log}
 	r, err := recon.New(recon.Config{
 		Store:    st,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
@@ -51,11 +70,17 @@ func main() {
 		Sink:    adapt.ReconSink{Table: deadletters},
 		Metrics: &recon.Metrics{Out: emf}, // EMF: the run's counts become CloudWatch metrics
 		Log:     log,
+		Events:  events, // a change in the window (a refund of an older payment) is compared too
+		Healer:  wk,
 	})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	// Each run also carries out the operators' retries of failed runs (adapt.PendingReconciles).
 	run := adapt.PendingReconciles{Table: deadletters, Run: r.Handle, Log: log}
-	lambda.Start(lambdaenv.Handler(run.Handle)) // input: the Scheduler's {"scheduled_time": ...} or {"from","to"}
+	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk,
+		Requeue: sqsqueue.New(sqs.NewFromConfig(cfg), webhookQueueURL), Log: log}
+	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return run.Handle(ctx, raw) }
+	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a backfill pass
+	lambda.Start(lambdaenv.Handler(bf.Handler(reconcile)))
 }

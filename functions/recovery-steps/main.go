@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
@@ -28,7 +29,8 @@ func main() {
 		lambdaenv.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
-	tables := env.Tables(payments.Table, deadletter.TableName, attempts.Table)
+	// A charge's outcome commits with its change on the outbound event feed (outbox).
+	tables := env.Tables(payments.Table, deadletter.TableName, attempts.Table, outbox.Table)
 	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)

@@ -265,7 +265,7 @@ func TestKillAndRestartKeepsEverything(t *testing.T) {
 }
 
 func (p *process) stack() *Stack {
-	return &Stack{cfg: Config{OperatorToken: DefaultOperatorToken}, apiLn: liveAddr{p, false}, simLn: liveAddr{p, true}}
+	return &Stack{cfg: Config{OperatorToken: DefaultOperatorToken, StripeAPIKey: DefaultStripeAPIKey}, apiLn: liveAddr{p, false}, simLn: liveAddr{p, true}}
 }
 
 // liveAddr lets the HTTP helpers of the in-process tests address a process's ports as they

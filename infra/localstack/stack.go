@@ -19,10 +19,12 @@ import (
 	"github.com/runtwice/twice/infra/localqueue"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
+	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/outbox"
@@ -163,6 +165,11 @@ type Stack struct {
 	recoverer   *recovery.Recoverer
 	deadletters *deadletter.Table
 	recon       *recon.Reconciler
+	// backfill replays the provider's event log through the worker (before each scheduled
+	// reconciliation, and on demand: POST /ops/backfill).
+	backfill *backfill.Backfill
+	// feed is the outbound event feed (GET /events), filled by the relay from the outbox.
+	feed *feed.Log
 	// starter is the runner's StartExecution with armable faults; relay delivers the outbox.
 	starter *faultyStarter
 	relay   *outbox.Relay
@@ -280,10 +287,13 @@ func (s *Stack) build() error {
 	}
 	s.recoverer = recoverer
 	requeue.Recoverer = recoverer
+	// The webhook worker applies deliveries, backfilled events and what reconciliation heals.
+	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
 	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
 	readPolicy.Logger = s.log
 	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
-		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace}); err != nil {
+		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
+		Events: client, Healer: s.worker}); err != nil {
 		return err
 	}
 	requeue.Reconcile, requeue.Loop = s.recon.Handle, s.deadletters
@@ -292,9 +302,17 @@ func (s *Stack) build() error {
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	handlers := s.payments.FollowOns()
 	handlers[recovery.KindSteer] = s.steerer().FollowOn()
+	for kind, h := range adapt.DisputeFollowOns(s.deadletters) {
+		handlers[kind] = h
+	}
+	s.feed = &feed.Log{Store: s.store}
+	for kind, h := range (&feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}).Handlers() {
+		handlers[kind] = h
+	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
-	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
+	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: s.queues[webhookQueue],
+		Now: s.clock.Now, Log: s.log}
 	return nil
 }
 
@@ -374,6 +392,8 @@ func (s *Stack) Handler() http.Handler {
 		mux.Handle("/ops/", ops)
 	}
 	mux.Handle("/ops/_faults", s.faultsHandler())
+	mux.Handle("POST /ops/backfill", s.backfillHandler())
+	mux.Handle("GET /events", s.feedHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	return mux
 }
@@ -412,13 +432,7 @@ func (s *Stack) Start() {
 	s.goRun(func() { s.relay.Run(ctx, outboxEvery, nil) })
 	if s.cfg.ReconcileEvery > 0 {
 		s.goRun(func() {
-			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) {
-				if rep, err := s.reconcileScheduled(ctx); err != nil {
-					s.log.Error("scheduled reconciliation failed", "error", err)
-				} else {
-					s.log.Info("reconciliation", "run_id", rep.RunID, "differences", len(rep.Differences))
-				}
-			})
+			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) { s.scheduledPass(ctx) })
 		})
 	}
 	// Executions a kill -9 interrupted continue at the step they stopped.
@@ -427,6 +441,25 @@ func (s *Stack) Start() {
 	} else if n > 0 {
 		s.log.Info("resumed recoveries", "executions", n)
 	}
+}
+
+// scheduledPass is what the local scheduler runs every ReconcileEvery: the provider's event log
+// from the backfill checkpoint first, then reconciliation of the scheduled window, so
+// reconciliation compares what the backfill could not settle.
+func (s *Stack) scheduledPass(ctx context.Context) (backfill.Report, recon.Report) {
+	bf, err := s.backfill.Run(ctx, backfill.Request{})
+	if err != nil {
+		s.log.Error("scheduled backfill failed", "error", err)
+	} else {
+		s.log.Info("backfill", "listed", bf.Listed, "applied", len(bf.Applied))
+	}
+	rep, err := s.reconcileScheduled(ctx) // a failed run becomes a dead-letter record
+	if err != nil {
+		s.log.Error("scheduled reconciliation failed", "error", err)
+	} else {
+		s.log.Info("reconciliation", "run_id", rep.RunID, "differences", len(rep.Differences))
+	}
+	return bf, rep
 }
 
 // outboxEvery is how often the local relay drains the outbox.

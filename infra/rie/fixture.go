@@ -156,6 +156,7 @@ func (f *Fixture) Env(extra ...string) []string {
 		"TWICE_RECOVERY_STATE_MACHINE_ARN=" + f.StateMachine,
 		"TWICE_IDEMPOTENCY_RETENTION_DAYS=7",
 		"TWICE_STAGE=" + f.Prefix,
+		"TWICE_EVENT_BUS_NAME=" + f.Prefix + "-payments", "AWS_ENDPOINT_URL_EVENTBRIDGE=" + f.Moto,
 	}
 	for logical, physical := range f.Tables {
 		env = append(env, lambdaenv.TableVar(logical)+"="+physical)

@@ -26,7 +26,6 @@ var unexercised = map[string]map[rie.Call]string{
 	},
 	"webhook-worker": {
 		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "a customer-side event (payment_method.attached, invoice.paid, ...) finds the running recoveries it steers",
-		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:            "payment_intent.payment_failed commits its recovery start with the state change",
 		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}:       "a delivery an operator retried checks its retry id (deadletter.Retries)",
 		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}:       "a delivery an operator retried resolves or reopens its record",
 	},
@@ -39,10 +38,20 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                    "a due resolve job is delivered to the resolve queue",
 		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}:      "a due recovery start is delivered (the samples' payment has succeeded: nothing to start)",
 		{Action: "states:SendTaskSuccess", Resource: "RecoveryStateMachine"}:     "a steering signal (a new payment method, an invoice paid elsewhere) ends a parked recovery's wait",
-		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a steering signal is stored before the wait is ended",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a steering signal is stored before the wait is ended; a published payment change stores the payment's publication state",
+		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}:               "a dispute waiting for evidence opens its dead-letter record",
+		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}:               "a dispute waiting for evidence opens its dead-letter record",
 	},
 	"recovery-steps": {
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:   "the charge step's outcome commits its change for the event feed",
 		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
+	},
+	"reconciler": {
+		{Action: "dynamodb:GetItem", Resource: "WebhookEventsTable"}: "the backfill pass reads its checkpoint (the samples run reconciliation only)",
+		{Action: "dynamodb:PutItem", Resource: "WebhookEventsTable"}: "the backfill pass dedupes each event and stores its checkpoint",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:      "the backfill pass applies a missed event to its payment",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:        "a missed decline or dispute commits its follow-on work",
+		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:        "an event the backfill cannot apply now goes to the webhook queue",
 	},
 	"operator-api": {
 		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}:     "the console's list of running recoveries (GET /ops/recoveries)",

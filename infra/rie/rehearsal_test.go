@@ -43,7 +43,8 @@ func TestDeployRehearsal(t *testing.T) {
 		t.Fatalf("rehearsal failed: %v", err)
 	}
 	for _, want := range []string{"all exist", "AWS::DynamoDB::Table: 8/8", "AWS::SQS::Queue: 6/6",
-		"AWS::StepFunctions::StateMachine: 1/1", "AWS::Scheduler::Schedule: 2/2", "POST /webhooks/{provider} [NONE]",
+		"AWS::StepFunctions::StateMachine: 1/1", "AWS::Scheduler::Schedule: 3/3", "AWS::Events::EventBus: 1/1",
+		"alone may events:PutEvents on it", "POST /webhooks/{provider} [NONE]",
 		"AWS::KMS::Key: 1/1", "AWS::SNS::Topic: 1/1", "AWS::CloudWatch::Dashboard: 1/1", "AWS::CloudWatch::Alarm: 32/32",
 		"AWS::CodeDeploy::DeploymentGroup: 9/9",
 		"key policy lets cloudwatch.amazonaws.com", "Twice DeadLetterOpen by deadletter-sink, operator-api, reconciler, recovery-steps",

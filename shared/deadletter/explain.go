@@ -52,6 +52,9 @@ const (
 	// ClassReconRunFailed is a scheduled reconciliation run that failed after its retries (the
 	// reconciler's on-failure destination or the schedule's dead-letter queue).
 	ClassReconRunFailed Class = "recon_run_failed"
+	// ClassDisputeEvidenceDue is a dispute of a payment that waits for our evidence: only a
+	// person can answer it, before the provider's deadline.
+	ClassDisputeEvidenceDue Class = "dispute_evidence_due"
 )
 
 // Classes lists every class with a text, in the order the console's filter shows them.
@@ -61,7 +64,7 @@ var Classes = []Class{
 	ClassHTTPThrottled, ClassHTTPTransient, ClassHTTPUnknown, ClassHTTPPermanent, ClassHTTPCredentials,
 	ClassSignature, ClassValidation, ClassExhaustedRecovery, ClassProcessing, ClassFollowOnUndelivered, ClassPoison,
 	ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconStatusMismatch,
-	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconRunFailed,
+	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconRunFailed, ClassDisputeEvidenceDue,
 }
 
 // DeclineClass maps a decline class to its failure class.
@@ -122,6 +125,10 @@ var texts = map[Class]func(Facts) (string, string){
 	ClassValidation:          validation,
 	ClassExhaustedRecovery:   exhaustedRecovery,
 	ClassProcessing:          processing,
+	ClassDisputeEvidenceDue: func(f Facts) (string, string) {
+		return "The customer disputed payment " + name(f.PaymentID, "a payment") + " and the provider needs our evidence before its deadline, or the money goes back to the customer.",
+			"Submit the order's evidence in the provider's dashboard before the deadline, or accept the dispute; then resolve this record with a note."
+	},
 	ClassFollowOnUndelivered: func(f Facts) (string, string) {
 		return "Follow-on work (queueing a payment's resolution or starting its recovery) could not be delivered" + times(f.Deliveries) +
 				" after Lambda's retries. The work is not lost: it is still in the outbox table, and the relay's sweep tries it again every 15 minutes.",

@@ -526,8 +526,10 @@ func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, who string) 
 		problem.Error(w, http.StatusBadRequest, "The request body could not be read.")
 		return
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		body = []byte("{}")
+	// No window: everything up to now (not the scheduled window, whose stored report a run
+	// within the same minute would get back).
+	if t := bytes.TrimSpace(body); len(t) == 0 || bytes.Equal(t, []byte("{}")) {
+		body = []byte(`{"up_to_now":true}`)
 	}
 	rep, err := h.cfg.Reconcile.Handle(r.Context(), body)
 	switch {

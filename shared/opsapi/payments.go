@@ -23,6 +23,11 @@ func (s StorePayments) Payment(ctx context.Context, id string) (Payment, error) 
 	if err != nil {
 		return Payment{}, err
 	}
-	return Payment{ID: p.ID, Status: p.Status, Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,
-		ProviderPaymentID: p.ProviderPaymentID, Invoice: p.Invoice, IdempotencyKey: p.IdempotencyKey, CreatedAt: p.CreatedAt}, nil
+	out := Payment{ID: p.ID, Status: p.Status, Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,
+		ProviderPaymentID: p.ProviderPaymentID, Invoice: p.Invoice, IdempotencyKey: p.IdempotencyKey, CreatedAt: p.CreatedAt,
+		AmountRefunded: p.AmountRefunded}
+	if p.Dispute != nil {
+		out.Dispute = p.Dispute.Status
+	}
+	return out, nil
 }

@@ -29,6 +29,9 @@ type Payment struct {
 	Invoice           string    `json:"invoice,omitempty"`
 	IdempotencyKey    string    `json:"idempotency_key,omitempty"`
 	CreatedAt         time.Time `json:"created_at"`
+	// AmountRefunded and Dispute (its status) appear once a refund or a dispute exists.
+	AmountRefunded int64  `json:"amount_refunded,omitempty"`
+	Dispute        string `json:"dispute,omitempty"`
 }
 
 // ErrNoPayment is what a PaymentReader returns for an unknown payment id.

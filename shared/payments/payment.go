@@ -39,6 +39,10 @@ type Payment struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	// Version orders changes: an older webhook never overwrites a newer state.
 	Version int64 `json:"version"`
+	// AmountRefunded is what the provider has refunded so far (minor units); see Refund.
+	AmountRefunded int64 `json:"amount_refunded,omitempty"`
+	// Dispute is the latest state of a dispute of the payment's charge, if any.
+	Dispute *Dispute `json:"dispute,omitempty"`
 }
 
 // View is the API's shape of a payment.
@@ -57,13 +61,17 @@ type View struct {
 	// one, and what the network caps still allow on its card.
 	Recovery *RecoveryView `json:"recovery,omitempty"`
 	Card     *CardView     `json:"card,omitempty"`
+	// AmountRefunded and Dispute appear once a refund or a dispute exists (omitted before, so
+	// the shape of a payment without either is unchanged).
+	AmountRefunded int64    `json:"amount_refunded,omitempty"`
+	Dispute        *Dispute `json:"dispute,omitempty"`
 }
 
 // View returns the API shape.
 func (p Payment) View() View {
 	v := View{ID: p.ID, Status: p.Status, Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,
 		ProviderPaymentID: nonEmpty(p.ProviderPaymentID), DeclineClass: nonEmpty(p.DeclineClass),
-		CreatedAt: p.CreatedAt.UTC().Format(time.RFC3339)}
+		CreatedAt: p.CreatedAt.UTC().Format(time.RFC3339), AmountRefunded: p.AmountRefunded, Dispute: p.Dispute}
 	if p.Decline != nil {
 		v.DeclineCode = nonEmpty(p.Decline.Code)
 	}

@@ -275,6 +275,14 @@ func (s *Service) final(p Payment, kind AnswerKind) (idempotency.Result, error) 
 		return idempotency.Result{}, err
 	}
 	res := idempotency.Result{Response: resp, IfNewer: []store.Write{w}, Final: true}
+	// The change goes out on the event feed with the response. When a newer version was stored
+	// meanwhile (the payment write is dropped), the feed still receives this state first: it is
+	// one the payment passed through, and the feed publishes in version order.
+	cw, err := ChangeMessage(p, s.now())
+	if err != nil {
+		return idempotency.Result{}, err
+	}
+	res.Effects = append(res.Effects, cw)
 	if p.ProviderPaymentID != "" {
 		res.Effects = append(res.Effects, AliasWrite(p.ProviderPaymentID, p.ID))
 	}

@@ -128,6 +128,8 @@ type fixture struct {
 	jobs     *jobs
 	declines *declines
 	h        http.Handler
+	// changes are the change messages the relay delivered, by id.
+	changes map[string]Change
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -147,7 +149,17 @@ func newFixture(t *testing.T) *fixture {
 	f.svc = &Service{Store: s, Keeper: k, Provider: f.prov, Resolver: f.jobs, OnDecline: f.declines, Now: now, Log: quiet,
 		Classify: func(d provider.Decline) string { return "class-of-" + d.Code }}
 	f.h = f.svc.Handler(func(*http.Request) string { return "local" })
-	f.relay = &outbox.Relay{Store: s, Handlers: f.svc.FollowOns(), Now: now, Log: quiet}
+	handlers := f.svc.FollowOns()
+	f.changes = map[string]Change{}
+	handlers[KindPublishChange] = func(_ context.Context, m outbox.Message) error {
+		var c Change
+		if err := json.Unmarshal(m.Payload, &c); err != nil {
+			return err
+		}
+		f.changes[m.ID] = c
+		return nil
+	}
+	f.relay = &outbox.Relay{Store: s, Handlers: handlers, Now: now, Log: quiet}
 	return f
 }
 
@@ -245,6 +257,15 @@ func TestDeclineStartsRecoveryOnce(t *testing.T) {
 	}
 	if len(f.declines.ids) != 1 {
 		t.Fatalf("recovery started %d times", len(f.declines.ids))
+	}
+	// The decline is one change, committed with the response: replays name the same message.
+	if len(f.changes) != 1 {
+		t.Fatalf("%d change messages, want 1: %v", len(f.changes), f.changes)
+	}
+	for _, c := range f.changes {
+		if c.Payment.Status != StatusDeclined || c.Version == 0 {
+			t.Fatalf("change %+v", c)
+		}
 	}
 }
 

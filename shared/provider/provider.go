@@ -59,6 +59,9 @@ type Payment struct {
 	Metadata      map[string]string
 	// Decline is set when Status is StatusDeclined.
 	Decline *Decline
+	// AmountRefunded is what the provider refunded of the payment so far (its latest charge's
+	// amount_refunded, when the adapter reads it).
+	AmountRefunded int64
 	// Card is the charged card when the provider said which (Stripe: a declined attempt's
 	// payment_method.card); nil otherwise.
 	Card *Card

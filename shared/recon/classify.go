@@ -23,6 +23,10 @@ type Snapshot struct {
 	// local payments the list did not have. A local payment whose provider id is absent here is
 	// missing at the provider.
 	Remote []provider.Payment
+	// Changed holds, per provider payment id, its newest event in the window (when the
+	// reconciler reads the provider's events): a change, not only a creation, places a
+	// difference in the window.
+	Changed map[string]time.Time
 }
 
 // Classify compares a snapshot and returns its differences in a stable order. It is pure: the
@@ -196,6 +200,7 @@ func (c *classifier) missingAtProvider(p *payments.Payment) {
 func (c *classifier) compareStatus(p *payments.Payment, r provider.Payment) {
 	ls, rs := provider.Status(p.Status), r.Status
 	if ls == rs {
+		c.compareRefunded(p, r)
 		return
 	}
 	switch {
@@ -216,7 +221,21 @@ func (c *classifier) compareStatus(p *payments.Payment, r provider.Payment) {
 	c.add(Difference{Key: diffKey(StatusMismatch, p.ID, r.ID, string(ls), string(rs)), Class: StatusMismatch,
 		PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
 		Explanation:     fmt.Sprintf("Payment %s is %s in our records but %s at the provider (%s).", p.ID, ls, rs, r.ID),
-		SuggestedAction: action}, p.CreatedAt, r.Created)
+		SuggestedAction: action}, p.CreatedAt, r.Created, c.s.Changed[r.ID])
+}
+
+// compareRefunded compares the amount refunded of a payment whose status agrees (a partial
+// refund leaves both succeeded).
+func (c *classifier) compareRefunded(p *payments.Payment, r provider.Payment) {
+	if p.AmountRefunded == r.AmountRefunded || c.young(c.s.Changed[r.ID]) {
+		return
+	}
+	c.add(Difference{Key: diffKey(StatusMismatch, p.ID, r.ID, string(r.Status), money(p.AmountRefunded, p.Currency), money(r.AmountRefunded, r.Currency)),
+		Class: StatusMismatch, PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
+		Explanation: fmt.Sprintf("Payment %s has %s refunded in our records but %s at the provider (%s).",
+			p.ID, money(p.AmountRefunded, p.Currency), money(r.AmountRefunded, r.Currency), r.ID),
+		SuggestedAction: "Replay the provider's charge.refunded event for this payment (or override), then check what the refund reverses."},
+		p.CreatedAt, r.Created, c.s.Changed[r.ID])
 }
 
 func (c *classifier) compareAmount(p *payments.Payment, r provider.Payment) {
@@ -227,7 +246,7 @@ func (c *classifier) compareAmount(p *payments.Payment, r provider.Payment) {
 		Class: AmountMismatch, PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
 		Explanation: fmt.Sprintf("Payment %s is for %s in our records but %s at the provider (%s).",
 			p.ID, money(p.Amount, p.Currency), money(r.Amount, r.Currency), r.ID),
-		SuggestedAction: "Find out which amount the customer agreed to: refund the difference at the provider, or correct our record with an override and a note."}, p.CreatedAt, r.Created)
+		SuggestedAction: "Find out which amount the customer agreed to: refund the difference at the provider, or correct our record with an override and a note."}, p.CreatedAt, r.Created, c.s.Changed[r.ID])
 }
 
 func (c *classifier) duplicate(p *payments.Payment, charged []provider.Payment, why string) {

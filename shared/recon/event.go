@@ -31,6 +31,10 @@ type Event struct {
 	ScheduledTime    string `json:"scheduled_time,omitempty"`
 	From             string `json:"from,omitempty"`
 	To               string `json:"to,omitempty"`
+	// UpToNow ends the window at this second instead of the scheduled window's end (an
+	// operator's run: it reconciles everything so far, and a run a minute later is a new
+	// run, not the stored report of the first).
+	UpToNow bool `json:"up_to_now,omitempty"`
 }
 
 // Limits of Event's relative form.
@@ -64,6 +68,8 @@ func ParseEvent(raw []byte) (Event, error) {
 	}
 	explicit := e.From != "" || e.To != ""
 	switch {
+	case e.UpToNow && (explicit || e.EndOffsetMinutes != nil || e.ScheduledTime != ""):
+		return Event{}, fmt.Errorf("%w: up_to_now takes only window_hours", ErrBadEvent)
 	case explicit && (e.WindowHours != nil || e.EndOffsetMinutes != nil || e.ScheduledTime != ""):
 		return Event{}, fmt.Errorf("%w: give either from/to or window_hours/end_offset_minutes", ErrBadEvent)
 	case explicit && (e.From == "" || e.To == ""):
@@ -122,6 +128,11 @@ func (e Event) Window(now time.Time, defaultHours int, defaultOffset time.Durati
 	}
 	if e.EndOffsetMinutes != nil {
 		offset = time.Duration(*e.EndOffsetMinutes) * time.Minute
+	}
+	if e.UpToNow {
+		to := now.UTC().Truncate(time.Second)
+		w := Window{From: to.Add(-time.Duration(hours) * time.Hour), To: to}
+		return w, w.Validate(now)
 	}
 	w := DefaultWindow(base, hours, offset)
 	return w, w.Validate(now)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // Tables the reconciler writes.
@@ -57,6 +58,18 @@ type Config struct {
 	// DefaultEndOffset).
 	WindowHours int
 	EndOffset   time.Duration
+	// Events, when set, widens a run to the changes in its window: every payment the provider's
+	// events in the window name (a refund or dispute of an older payment) is compared too.
+	Events provider.EventLister
+	// Healer, when set, settles the differences a machine can (missing locally, the provider
+	// ahead of us) by applying the provider's payment through the webhook worker; only the
+	// others open dead-letter records.
+	Healer Healer
+}
+
+// Healer applies a provider payment through the webhook worker (worker.Worker.Settle).
+type Healer interface {
+	Settle(ctx context.Context, p provider.Payment, eventID string) (worker.Outcome, error)
 }
 
 // ErrConfig: New was given an incomplete Config.
@@ -107,10 +120,13 @@ type Report struct {
 	// ComparedLocal and ComparedProvider count the payments compared on each side.
 	ComparedLocal    int `json:"compared_local"`
 	ComparedProvider int `json:"compared_provider"`
-	// Found counts the differences of each class this run saw; Opened those no earlier run
-	// had reported (the rest were already open).
+	// Found counts the differences of each class this run saw; Healed those it settled through
+	// the webhook worker; Opened those no earlier run had reported (the rest were already open).
 	Found  map[Class]int `json:"found"`
+	Healed map[Class]int `json:"healed"`
 	Opened map[Class]int `json:"opened"`
+	// HealedDifferences are the keys of the differences this run healed.
+	HealedDifferences []string `json:"healed_differences"`
 	// Differences are the keys of every difference found, in classification order.
 	Differences []string `json:"differences"`
 	// Replayed is true when the run had already been done and this is its stored report.
@@ -147,12 +163,25 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 	}
 	diffs := Classify(snap, r.cfg.Grace)
 	rep := Report{RunID: id, Window: w, StartedAt: started, ComparedLocal: len(snap.Local),
-		ComparedProvider: len(snap.Remote), Found: map[Class]int{}, Opened: map[Class]int{}, Differences: []string{}}
+		ComparedProvider: len(snap.Remote), Found: map[Class]int{}, Healed: map[Class]int{}, Opened: map[Class]int{},
+		Differences: []string{}, HealedDifferences: []string{}}
+	remotes := map[string]provider.Payment{}
+	for _, rp := range snap.Remote {
+		remotes[rp.ID] = rp
+	}
 	var errs []error
 	for _, d := range diffs {
 		d.RunID = id
 		rep.Found[d.Class]++
 		rep.Differences = append(rep.Differences, d.Key)
+		if healed, err := r.heal(ctx, d, remotes); err != nil {
+			errs = append(errs, err)
+			continue
+		} else if healed {
+			rep.Healed[d.Class]++
+			rep.HealedDifferences = append(rep.HealedDifferences, d.Key)
+			continue
+		}
 		opened, err := r.open(ctx, d)
 		if err != nil {
 			errs = append(errs, err)
@@ -185,15 +214,19 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 	return rep, nil
 }
 
-// Difference record states: opening until the Sink has it, then open.
+// Difference record states: opening until the Sink has it, then open; healed when a run
+// settled it through the webhook worker.
 const (
 	stateOpening = "opening"
 	stateOpen    = "open"
+	stateHealed  = "healed"
 )
 
 type record struct {
 	State      string     `json:"state"`
 	Difference Difference `json:"difference"`
+	// HealedBy is the run that healed it.
+	HealedBy string `json:"healed_by,omitempty"`
 }
 
 // open reports d through the Sink unless an earlier run already did. The record is written

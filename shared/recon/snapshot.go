@@ -3,11 +3,13 @@ package recon
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks"
 )
 
 // snapshot gathers both sides of w, widened by the margin, and then what each side points to
@@ -26,6 +28,11 @@ func (r *Reconciler) snapshot(ctx context.Context, w Window) (Snapshot, error) {
 			return Snapshot{}, err
 		}
 		snap.Remote = append(snap.Remote, p)
+	}
+	if r.cfg.Events != nil {
+		if err := r.changedInWindow(ctx, wide, &snap); err != nil {
+			return Snapshot{}, err
+		}
 	}
 	local, err := localPayments(ctx, r.cfg.Store, wide)
 	if err != nil {
@@ -127,4 +134,44 @@ func localPayments(ctx context.Context, s store.Store, w Window) ([]payments.Pay
 		}
 	}
 	return out, nil
+}
+
+// changedInWindow adds the provider payments that the provider's events in w name (a refund,
+// a dispute, a late success of a payment created before w) and notes each one's newest event.
+func (r *Reconciler) changedInWindow(ctx context.Context, w Window, snap *Snapshot) error {
+	snap.Changed = map[string]time.Time{}
+	for ev, err := range r.cfg.Events.Events(ctx, provider.EventQuery{CreatedFrom: w.From, CreatedTo: w.To}) {
+		if err != nil {
+			return err
+		}
+		de, err := webhooks.DecodeStripe(ev.Body)
+		if err != nil || de.PaymentIntent == nil || de.PaymentIntent.ID == "" {
+			continue // not about a payment
+		}
+		if t, ok := snap.Changed[de.PaymentIntent.ID]; !ok || ev.Created.After(t) {
+			snap.Changed[de.PaymentIntent.ID] = ev.Created
+		}
+	}
+	listed := map[string]bool{}
+	for _, rp := range snap.Remote {
+		listed[rp.ID] = true
+	}
+	ids := make([]string, 0, len(snap.Changed))
+	for id := range snap.Changed {
+		if !listed[id] {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		rp, err := r.cfg.Provider.Get(ctx, id)
+		if errors.Is(err, provider.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		snap.Remote = append(snap.Remote, rp)
+	}
+	return nil
 }

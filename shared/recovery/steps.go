@@ -550,7 +550,14 @@ func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time, e
 	if err != nil {
 		return invalid("encode payment %s: %w", p.ID, err)
 	}
-	return s.commit(ctx, p, entry, rec, append([]store.Write{w}, more...)...)
+	// The change goes out on the event feed with it, due on the service's clock, not the
+	// execution's (which may run faster): the relay delivers by the clock it shares with every
+	// other writer.
+	cw, err := payments.ChangeMessage(p, s.now())
+	if err != nil {
+		return invalid("encode change of %s: %w", p.ID, err)
+	}
+	return s.commit(ctx, p, entry, rec, append([]store.Write{w, cw}, more...)...)
 }
 
 // The phases of a recovery's stored state within one attempt, in the order they are written.

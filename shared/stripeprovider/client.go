@@ -116,7 +116,10 @@ func (c *Client) Create(ctx context.Context, req provider.CreateRequest) (provid
 // error; a missing one is a *provider.PermanentError matching provider.ErrNotFound.
 func (c *Client) Get(ctx context.Context, id string) (provider.Payment, error) {
 	ctx, ex := withExchange(ctx)
-	pi, err := c.sc.V1PaymentIntents.Retrieve(ctx, id, &stripe.PaymentIntentRetrieveParams{})
+	// The latest charge tells a refund (whole or partial) apart from a success.
+	params := &stripe.PaymentIntentRetrieveParams{}
+	params.AddExpand("latest_charge")
+	pi, err := c.sc.V1PaymentIntents.Retrieve(ctx, id, params)
 	return c.result("get", "", pi, err, ex)
 }
 
@@ -144,6 +147,7 @@ func (c *Client) List(ctx context.Context, p provider.ListParams) iter.Seq2[prov
 	return func(yield func(provider.Payment, error) bool) {
 		params := &stripe.PaymentIntentListParams{}
 		params.Limit = stripe.Int64(ListPageSize)
+		params.AddExpand("data.latest_charge")
 		setString(&params.StartingAfter, p.StartingAfter)
 		setString(&params.Customer, p.Customer)
 		if !p.CreatedFrom.IsZero() || !p.CreatedTo.IsZero() {

@@ -68,6 +68,9 @@ func toPayment(pi *stripe.PaymentIntent, raw []byte) provider.Payment {
 	if pi.Customer != nil {
 		p.Customer = pi.Customer.ID
 	}
+	if pi.LatestCharge != nil {
+		p.AmountRefunded = pi.LatestCharge.AmountRefunded
+	}
 	if pi.PaymentMethod != nil {
 		p.PaymentMethod = pi.PaymentMethod.ID
 	}

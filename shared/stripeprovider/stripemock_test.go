@@ -103,8 +103,24 @@ func TestRequestShapesAgainstStripeMock(t *testing.T) {
 				return nil
 			},
 			wantPath: "/v1/payment_intents",
-			wantForm: map[string]string{"limit": "100", "customer": "cus_123",
+			wantForm: map[string]string{"limit": "100", "customer": "cus_123", "expand[0]": "data.latest_charge",
 				"created[gte]": "1790000000", "created[lte]": "1790090000"},
+			wantNoKey: true,
+		},
+		"list undelivered events since a checkpoint": {
+			call: func() error {
+				from := time.Unix(1_790_000_000, 0)
+				for _, err := range c.Events(ctx, provider.EventQuery{CreatedFrom: from, CreatedTo: from.Add(time.Hour), Undelivered: true,
+					Types: []string{"charge.refunded", "charge.dispute.*"}}) {
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			wantPath: "/v1/events",
+			wantForm: map[string]string{"limit": "100", "delivery_success": "false", "types[0]": "charge.refunded",
+				"types[1]": "charge.dispute.*", "created[gte]": "1790000000", "created[lte]": "1790003600"},
 			wantNoKey: true,
 		},
 	}

@@ -13,8 +13,18 @@ func EventKey(e Event) string {
 
 // ChangeKey is the second dedupe key, (object id, event type, object version): a provider can
 // send two Event objects with different ids for one change, and this key is equal for both.
+//
+// Refunds and disputes add what changed: two partial refunds (or two dispute updates) in one
+// second of Stripe's clock share a version, but not an amount refunded (a dispute status).
 func ChangeKey(e Event) string {
-	return join(e.Provider, e.ObjectID, e.Type, strconv.FormatInt(e.ObjectVersion, 10))
+	parts := []string{e.Provider, e.ObjectID, e.Type, strconv.FormatInt(e.ObjectVersion, 10)}
+	switch {
+	case e.Type == "charge.refunded" && e.Charge != nil:
+		parts = append(parts, "refunded="+strconv.FormatInt(e.Charge.AmountRefunded, 10))
+	case e.Dispute != nil:
+		parts = append(parts, e.Dispute.ID, e.Dispute.Status)
+	}
+	return join(parts...)
 }
 
 // join escapes each part so that no choice of ids can make two different tuples one key,

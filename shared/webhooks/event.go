@@ -79,6 +79,9 @@ type Event struct {
 	// payment_method.attached, payment_method.automatically_updated, customer.updated with a
 	// new default payment method, invoice.paid.
 	Steer *Steer
+	// Dispute is set for charge.dispute.* events (then ObjectID is the disputed PaymentIntent,
+	// so a dispute orders on its payment's history like a refund).
+	Dispute *Dispute
 
 	// Raw is the delivery body as received.
 	Raw json.RawMessage
@@ -155,6 +158,19 @@ type Charge struct {
 	Refunded        bool   `json:"refunded"`
 }
 
+// Dispute holds the fields of a Stripe Dispute the worker needs.
+type Dispute struct {
+	ID              string `json:"id"`
+	ChargeID        string `json:"charge"`
+	PaymentIntentID string `json:"payment_intent"`
+	Amount          int64  `json:"amount"`
+	Currency        string `json:"currency"`
+	Status          string `json:"status"`
+	Reason          string `json:"reason"`
+	// EvidenceDueBy is evidence_details.due_by (unix seconds), 0 when none.
+	EvidenceDueBy int64 `json:"-"`
+}
+
 // Decode turns a verified delivery into an Event. The error wraps ErrBadPayload.
 func Decode(d Delivery) (Event, error) {
 	switch d.Provider {
@@ -182,6 +198,9 @@ var stripeRank = map[string]int64{
 	"payment_intent.succeeded":                 5,
 	"payment_intent.canceled":                  5,
 	"charge.refunded":                          6,
+	"charge.dispute.created":                   7,
+	"charge.dispute.updated":                   8,
+	"charge.dispute.closed":                    9,
 }
 
 // rankSlots is how many ranks fit under one second of `created` in an ObjectVersion.
@@ -311,6 +330,28 @@ func DecodeStripe(body []byte) (Event, error) {
 			if env.Type == "charge.refunded" {
 				ev.ObjectType, ev.ObjectID = "payment_intent", ch.Charge.PaymentIntentID
 			}
+		}
+	case "dispute":
+		var dp struct {
+			Dispute
+			Charge          expandable `json:"charge"`
+			PaymentIntent   expandable `json:"payment_intent"`
+			EvidenceDetails *struct {
+				DueBy int64 `json:"due_by"`
+			} `json:"evidence_details"`
+		}
+		if err := json.Unmarshal(env.Data.Object, &dp); err != nil {
+			return Event{}, fmt.Errorf("%w: dispute: %v", ErrBadPayload, err)
+		}
+		d := dp.Dispute
+		d.ChargeID, d.PaymentIntentID = string(dp.Charge), string(dp.PaymentIntent)
+		if dp.EvidenceDetails != nil && dp.EvidenceDetails.DueBy > 0 && dp.EvidenceDetails.DueBy <= 253402300799 {
+			d.EvidenceDueBy = dp.EvidenceDetails.DueBy
+		}
+		ev.Dispute = &d
+		if d.PaymentIntentID != "" {
+			ev.ObjectType, ev.ObjectID = "payment_intent", d.PaymentIntentID
+			ev.PaymentIntent = &PaymentIntent{ID: d.PaymentIntentID, Amount: d.Amount, Currency: d.Currency}
 		}
 	}
 	if ev.ObjectID == "" {

@@ -203,6 +203,7 @@ func FuzzDecode(f *testing.F) {
 	for _, body := range steerBodies {
 		f.Add(ProviderStripe, "", []byte(body))
 	}
+	f.Add(ProviderStripe, "", []byte(`{"id":"e","type":"charge.dispute.created","created":2,"data":{"object":{"id":"dp_1","object":"dispute","payment_intent":"pi_1","status":"needs_response","evidence_details":{"due_by":99}}}}`))
 	f.Fuzz(func(t *testing.T, provider, id string, body []byte) {
 		ev, err := Decode(Delivery{Provider: provider, Headers: map[string]string{StandardIDHeader: id}, Body: body})
 		if err != nil {

@@ -11,12 +11,17 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/eventbus"
+	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/outbox"
@@ -33,6 +38,7 @@ import (
 // Environment variables (template.yaml sets them).
 const (
 	EnvResolveQueueURL = "TWICE_RESOLVE_QUEUE_URL"
+	EnvEventBusName    = "TWICE_EVENT_BUS_NAME" // the outbound payment events (the outbox relay)
 	EnvStripeKeyParam  = "TWICE_STRIPE_API_KEY_PARAM"
 	EnvStripeAPIBase   = "TWICE_STRIPE_API_BASE" // optional: stripe-mock or the simulator in tests
 	EnvRetentionDays   = "TWICE_IDEMPOTENCY_RETENTION_DAYS"
@@ -98,8 +104,9 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 // store they read and mark done: the part of the payments service that delivers follow-on work,
 // without the provider, so the relay holds no Stripe key and calls no provider.
 func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
-	tables := env.Tables(payments.Table, outbox.Table)
+	tables := env.Tables(payments.Table, outbox.Table, deadletter.TableName)
 	queueURL := env.Get(EnvResolveQueueURL)
+	bus := env.Get(EnvEventBusName)
 	recoverer := recoveryfn.Recoverer(cfg, env, log)
 	if err := env.Err(); err != nil {
 		return nil, nil, err
@@ -110,6 +117,14 @@ func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	handlers := svc.FollowOns()
 	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
 	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
+	for kind, h := range adapt.DisputeFollowOns(deadletter.NewTable(st, nil)) {
+		handlers[kind] = h
+	}
+	// Every applied payment change goes out on the EventBridge bus, numbered per payment.
+	pub := &feed.Publisher{Store: st, Sink: &eventbus.Sink{API: eventbridge.NewFromConfig(cfg), Bus: bus, Store: st}, Log: log}
+	for kind, h := range pub.Handlers() {
+		handlers[kind] = h
+	}
 	return st, handlers, nil
 }
 

@@ -26,6 +26,14 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("lost payments", r.Lost)
 	row("replay mismatches", r.ReplayMismatches)
 	row("status mismatches", r.StatusMismatches)
+	if r.DroppedDeliveries > 0 {
+		row("webhook deliveries dropped / applied by backfill", fmt.Sprintf("%d / %d", r.DroppedDeliveries, r.BackfillApplied))
+		holds := "yes"
+		if r.StatusMismatches != 0 {
+			holds = fmt.Sprintf("NO (%d payments differ)", r.StatusMismatches)
+		}
+		row("local state equals provider after backfill", holds)
+	}
 	row("follow-on effects lost", r.FollowOnsLost)
 	row("recoverable payments recovered", fmt.Sprintf("%d of %d", r.Recovered, r.Recoverable))
 	row("recoveries ended without a named reason", r.UnnamedStops)

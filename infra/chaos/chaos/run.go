@@ -40,6 +40,10 @@ type Config struct {
 	// must be found at the provider, never created again. 0: no jump.
 	Jump time.Duration
 
+	// DropRate is the share of webhook deliveries the simulator loses (seeded); the backfill
+	// passes of the settle phase must make every local payment what the provider says.
+	DropRate float64
+
 	FaultEvery  time.Duration // mean interval between armed simulator faults
 	ReplayEvery time.Duration // mean interval between webhook replays
 
@@ -54,7 +58,7 @@ func NewConfig(seed uint64) Config {
 	return Config{Payments: 1000, Seed: seed, Kills: 3, Concurrency: 32, Duration: 10 * time.Minute,
 		Settle: 90 * time.Second, MaxDelay: 3 * time.Second,
 		ProviderTimeout: time.Second, RequestTimeout: 3 * time.Second, ResolveDelay: 200 * time.Millisecond,
-		TimeFactor: 200_000, Jump: 25 * time.Hour,
+		TimeFactor: 200_000, Jump: 25 * time.Hour, DropRate: 0.2,
 		FaultEvery: 300 * time.Millisecond, ReplayEvery: 200 * time.Millisecond}
 }
 
@@ -83,6 +87,10 @@ type Report struct {
 	Requests          int64 `json:"requests_sent"`
 	WebhookDeliveries int64 `json:"webhook_deliveries"`
 	ProviderIntents   int   `json:"provider_payment_intents"`
+	// DroppedDeliveries counts the events the simulator lost on purpose; BackfillApplied, the
+	// lost ones the backfill passes applied (the rest the stack had recorded itself).
+	DroppedDeliveries int `json:"dropped_deliveries"`
+	BackfillApplied   int `json:"backfill_applied"`
 	Findings
 	// DeadLetters counts dead-letter records by source/class; nil when the stack has no
 	// operator route for them.
@@ -139,6 +147,8 @@ type run struct {
 	replays  atomic.Int64
 	settled  atomic.Int64
 	jumped   atomic.Bool
+	// backfilled counts the events the settle phase's backfill passes applied.
+	backfilled atomic.Int64
 
 	mu         sync.Mutex // one kill and restart at a time; guards deliveries
 	deliveries int64      // deliveries_sent of the processes killed so far
@@ -203,6 +213,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := r.programCards(ctx); err != nil {
 		return rep, err
 	}
+	if cfg.DropRate > 0 {
+		if err := r.sim.dropDeliveries(ctx, cfg.DropRate, plan.Seed); err != nil {
+			return rep, err
+		}
+	}
 
 	driving := time.Now() // after the build and the first start
 	rep.StartSeconds = driving.Sub(begin).Seconds()
@@ -226,6 +241,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	drainCtx, cancelDrain := context.WithTimeout(ctx, 30*time.Second)
 	(opsClient{&simClient{http: r.sim.http, base: "http://" + proc.api, apiKey: localstack.DefaultOperatorToken}}).drainOutbox(drainCtx)
 	cancelDrain()
+	if cfg.DropRate > 0 {
+		// One more pass after everything settled, then read again: the status check below is
+		// "local state equals the provider's after backfill".
+		if n, err := r.ops().backfill(ctx); err == nil {
+			r.backfilled.Add(int64(n))
+		}
+		drainCtx, cancelDrain := context.WithTimeout(ctx, 30*time.Second)
+		r.ops().drainOutbox(drainCtx)
+		cancelDrain()
+		r.reread(ctx, obs)
+	}
 	rep.SettleSeconds = time.Since(driving).Seconds() - rep.DriveSeconds
 	stopBar()
 
@@ -253,6 +279,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	rep.ProviderIntents = len(intents)
+	rep.BackfillApplied = int(r.backfilled.Load())
+	if n, err := r.sim.dropped(checkCtx); err == nil {
+		rep.DroppedDeliveries = n
+	}
 	if st, err := r.sim.stats(checkCtx); err == nil {
 		r.mu.Lock()
 		rep.WebhookDeliveries = r.deliveries + st.DeliveriesSent
@@ -470,6 +500,7 @@ func (r *run) settle(ctx context.Context) []Observation {
 			}
 		})
 	}
+	lastBackfill := time.Now()
 	for ctx.Err() == nil {
 		open := 0
 		readAll(ctx)
@@ -480,6 +511,14 @@ func (r *run) settle(ctx context.Context) []Observation {
 		}
 		if open == 0 {
 			break
+		}
+		// A payment whose webhook was dropped waits for the provider's event log, as the
+		// scheduled backfill would bring it: a pass every couple of seconds while some wait.
+		if r.cfg.DropRate > 0 && time.Since(lastBackfill) > 2*time.Second {
+			if n, err := r.ops().backfill(ctx); err == nil {
+				r.backfilled.Add(int64(n))
+			}
+			lastBackfill = time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -499,6 +538,18 @@ func (r *run) settle(ctx context.Context) []Observation {
 		l.mu.Unlock()
 	}
 	return obs
+}
+
+// reread reads every found payment's status again (after a backfill moved some).
+func (r *run) reread(ctx context.Context, obs []Observation) {
+	r.parallel(ctx, func(i int) {
+		if !obs[i].Found {
+			return
+		}
+		if status, found, err := r.client.get(ctx, obs[i].ID); err == nil && found {
+			obs[i].Status = status
+		}
+	})
 }
 
 func stillMoving(status string) bool {

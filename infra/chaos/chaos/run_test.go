@@ -31,6 +31,9 @@ func TestShortRun(t *testing.T) {
 	if rep.Recoveries == nil || rep.Recoverable == 0 {
 		t.Fatalf("no recoveries to check: %+v", rep)
 	}
+	if rep.DroppedDeliveries == 0 {
+		t.Fatalf("no delivery was dropped at rate %v: the backfill was not exercised", cfg.DropRate)
+	}
 	if rep.ProviderIntents == 0 || rep.Requests == 0 || rep.Unanswered == cfg.Payments {
 		t.Fatalf("the run did nothing: %+v", rep)
 	}

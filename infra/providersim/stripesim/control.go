@@ -257,26 +257,27 @@ func (s *Simulator) handlePause(pause bool) http.HandlerFunc {
 }
 
 func (s *Simulator) handleDrop(w http.ResponseWriter, r *http.Request) {
-	var q struct {
-		Count int `json:"count"`
-	}
-	q.Count = 1
+	var q DropRequest
 	if err := decodeControl(r.Body, &q); err != nil {
 		s.writeControlError(w, err)
 		return
 	}
-	if q.Count < 0 || q.Count > 1000000 {
-		s.writeControlError(w, badControl("count must be within 0..1000000"))
+	count, rule, err := parseDrop(q)
+	if err != nil {
+		s.writeControlError(w, err)
 		return
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		return bucket(tx, bucketMeta).Put(metaDropWebhooks, be64(uint64(q.Count)))
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if err := bucket(tx, bucketMeta).Put(metaDropWebhooks, be64(uint64(count))); err != nil {
+			return err
+		}
+		return putJSON(bucket(tx, bucketMeta), metaDropRate, rule)
 	})
 	if err != nil {
 		s.writeControlError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"drop_next": q.Count})
+	writeJSON(w, http.StatusOK, map[string]any{"drop_next": count, "rate": rule.Rate, "seed": rule.Seed})
 }
 
 func (s *Simulator) handleFlush(w http.ResponseWriter, r *http.Request) {

@@ -42,7 +42,9 @@
 //	POST   /_sim/webhooks/pause ; POST /_sim/webhooks/resume
 //	POST   /_sim/webhooks/flush  (send every queued entry now, retry waits included;
 //	                               nothing while paused)
-//	POST   /_sim/webhooks/drop {"count"}
+//	POST   /_sim/webhooks/drop {"count"} or {"rate","seed"}  (drop the next count deliveries;
+//	                               then each event with probability rate, by a hash of seed
+//	                               and the event id; each request replaces the armed loss)
 //	GET    /_sim/events?object_id=&type=&state=&limit=&include=event
 //	GET    /_sim/stats
 //	POST   /_sim/cards {"payment_method","brand","decline_code","code","message","times",
@@ -52,6 +54,15 @@
 //	POST   /_sim/payment_intents/{id}/mutate {"amount","amount_received","currency","status","customer"}
 //	POST   /_sim/payment_intents/{id}/settle {"outcome":"succeeded|failed","decline_code"}
 //	DELETE /_sim/payment_intents/{id}  (forget it silently: "missing at provider")
+//	POST   /_sim/payment_intents/{id}/dispute {"status","reason","amount","evidence_due_in_s"}
+//	                              (charge.dispute.created, then .updated; won, lost or
+//	                              warning_closed: .closed)
+//
+// Besides the PaymentIntent routes, the simulator answers Stripe's POST
+// /v1/payment_intents/{id}/cancel (payment_intent.canceled), POST /v1/refunds (whole or
+// partial, charge.refunded with the charge's amount_refunded) and GET /v1/events (newest
+// first; limit, starting_after, ending_before, type with a trailing * wildcard, types[],
+// created[gte|gt|lte|lt], delivery_success).
 //
 // Faults arm the next count /v1 requests whose path starts with path_prefix (so
 // "/v1/payment_intents" also arms searches, "/v1/payment_intents/search" searches alone):

@@ -18,7 +18,8 @@ func FuzzParams(f *testing.F) {
 		"amount=1&currency=eur&metadata[invoice]=inv_1&expand[0]=latest_charge&expand[]=customer",
 		"limit=100&starting_after=pi_1&created[gte]=10&created[lt]=20&customer=cus_A",
 		"created=5&ending_before=pi_x", "payment_intent=pi_1&amount=5&reason=duplicate",
-		"amount=%zz", "metadata[a][b]=1", "created[gt]=9223372036854775807", "[x]=1", "a]=1", "limit=0",
+		"types[0]=charge.refunded&types[1]=charge.dispute.*&delivery_success=false&created[gte]=1",
+		"type=payment_intent.succeeded&delivery_success=yes", "amount=%zz", "metadata[a][b]=1", "created[gt]=9223372036854775807", "[x]=1", "a]=1", "limit=0",
 	} {
 		f.Add(s)
 	}
@@ -44,6 +45,10 @@ func FuzzParams(f *testing.F) {
 		if p, perr := parseRefund(v); perr == nil && p.PaymentIntent == "" && p.Charge == "" {
 			t.Fatalf("accepted refund without target: %q", raw)
 		}
+		if p, perr := parseEventList(v); perr == nil && (p.Limit < 1 || p.Limit > 100 || len(p.Types) > 21 ||
+			p.StartingAfter != "" && p.EndingBefore != "") {
+			t.Fatalf("accepted event list %+v", p)
+		}
 	})
 }
 
@@ -56,6 +61,7 @@ func FuzzControl(f *testing.F) {
 		`{"path_prefix":"/v1/","fault":"latency","latency_ms":5}`,
 		`{"event_id":"evt_1","times":3,"shuffle":true,"delay_ms":100}`,
 		`{"payment_method":"pm_x","decline_code":"insufficient_funds","times":2,"network_advice_code":"24"}`,
+		`{"rate":0.3,"seed":18}`, `{"count":2,"rate":1}`, `{"status":"needs_response","evidence_due_in_s":86400}`,
 		``, `[]`, `{"count":-1}`, `{"fault":"http_500"} {}`, `{"times":1e99}`,
 	} {
 		f.Add(s)
@@ -74,6 +80,14 @@ func FuzzControl(f *testing.F) {
 		if rule, err := parseCard(strings.NewReader(raw)); err == nil && rule.Times > 0 && rule.Decline == nil {
 			t.Fatalf("accepted card rule without a decline: %+v", rule)
 		}
+		var dq DropRequest
+		if decodeControl(strings.NewReader(raw), &dq) == nil {
+			if n, rule, err := parseDrop(dq); err == nil && (n < 0 || rule.Rate < 0 || rule.Rate > 1) {
+				t.Fatalf("accepted drop %d %+v", n, rule)
+			}
+		}
+		var dr DisputeRequest
+		_ = decodeControl(strings.NewReader(raw), &dr)
 	})
 }
 

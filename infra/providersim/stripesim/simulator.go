@@ -325,6 +325,8 @@ func (s *Simulator) routes() {
 	m.Handle("GET /v1/payment_intents/{id}", api(s.handleRetrieve))
 	m.Handle("POST /v1/payment_intents/{id}/confirm", api(s.handleConfirm))
 	m.Handle("POST /v1/refunds", api(s.handleRefund))
+	m.Handle("POST /v1/payment_intents/{id}/cancel", api(s.handleCancel))
+	m.Handle("GET /v1/events", api(s.handleEventList))
 	m.Handle("/v1/", api(s.handleUnknownRoute))
 
 	m.HandleFunc("POST /_sim/faults", s.handleArmFault)
@@ -344,6 +346,7 @@ func (s *Simulator) routes() {
 	m.HandleFunc("POST /_sim/payment_intents/{id}/mutate", s.handleMutate)
 	m.HandleFunc("POST /_sim/payment_intents/{id}/settle", s.handleSettle)
 	m.HandleFunc("DELETE /_sim/payment_intents/{id}", s.handleForget)
+	m.HandleFunc("POST /_sim/payment_intents/{id}/dispute", s.handleDispute)
 	s.mux = m
 }
 

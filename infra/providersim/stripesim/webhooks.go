@@ -50,6 +50,7 @@ func (em *emitter) emitChange(typ, objectID string, object, previous []byte) err
 		if err != nil {
 			return err
 		}
+		dropped = dropped || dropByRate(em.tx, id)
 		if dropped {
 			se.State = DeliveryDropped
 			em.s.log.Info("webhook dropped on request", "event_id", id, "type", typ)

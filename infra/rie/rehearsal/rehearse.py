@@ -76,6 +76,7 @@ def main():
         "AWS::DynamoDB::Table": lambda lid, p: make_table(ddb, lid, p, ev, phys, lacks),
         "AWS::SQS::Queue": lambda lid, p: make_queue(moto("sqs"), lid, p, ev, phys),
         "AWS::SNS::Topic": lambda lid, p: make_topic(moto("sns"), lid, p, ev, phys),
+        "AWS::Events::EventBus": lambda lid, p: make_event_bus(moto("events"), lid, p, ev, phys),
         "AWS::KMS::Key": lambda lid, p: make_key(moto("kms"), lid, p, ev, phys),
         "AWS::KMS::Alias": lambda lid, p: make_key_alias(moto("kms"), lid, p, ev, phys),
         "AWS::CloudWatch::Dashboard": lambda lid, p: make_dashboard(moto("cloudwatch"), lid, p, ev, phys),
@@ -172,6 +173,25 @@ def main():
                         stars.append(f"{lid}: {','.join(as_list(st['Action']))}")
                     elif not any(r.rstrip("*") == k or r.startswith(k + "/") or r.startswith(k + ":") for k in known):
                         problems.append(f"{lid}: {pol['PolicyName']} grants on {r}, which the stack does not create")
+
+    # Check 2b: each event bus exists in moto, and the only grant on it is events:PutEvents to
+    # the outbox relay's role (the one function that publishes payment events).
+    for lid in types.get("AWS::Events::EventBus", []):
+        if lid not in phys:
+            continue
+        bus = phys[lid]
+        moto("events").describe_event_bus(Name=bus["Ref"])
+        grants = []
+        for rl in types.get("AWS::IAM::Role", []):
+            for pol in ev(res[rl]["Properties"].get("Policies", [])):
+                for st in pol["PolicyDocument"]["Statement"]:
+                    rs = st.get("Resource", [])
+                    if bus["Arn"] in (rs if isinstance(rs, list) else [rs]):
+                        grants.append((rl, tuple(as_list(st["Action"]))))
+        if [a for _, a in grants] != [("events:PutEvents",)] or not grants[0][0].startswith("OutboxRelay"):
+            problems.append(f"{lid}: grants {grants}, want exactly events:PutEvents to the outbox relay")
+        else:
+            created.append(f"checked  {lid} {bus['Ref']} exists; {grants[0][0]} alone may events:PutEvents on it")
 
     # Check 3: the alarm topic's key lets CloudWatch publish (read back from moto's KMS).
     emitters = json.loads(args.emitters)
@@ -516,6 +536,12 @@ def make_topic(sns, lid, p, ev, phys):
     p = ev(p)
     attrs = {"KmsMasterKeyId": p["KmsMasterKeyId"]} if p.get("KmsMasterKeyId") else {}
     phys[lid] = {"Ref": sns.create_topic(Name=p["TopicName"], Attributes=attrs)["TopicArn"]}
+
+
+def make_event_bus(events, lid, p, ev, phys):
+    p = ev(p)
+    a = events.create_event_bus(Name=p["Name"])["EventBusArn"]
+    phys[lid] = {"Ref": p["Name"], "Arn": a, "Name": p["Name"]}
 
 
 def make_key(kms, lid, p, ev, phys):

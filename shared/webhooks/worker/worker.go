@@ -84,6 +84,12 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 	if err != nil {
 		return "", err
 	}
+	return w.apply(ctx, ev)
+}
+
+// apply applies one decoded event (a delivery's, or the provider's object a reconciliation
+// settles: Settle).
+func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) {
 	now := w.now()
 	retention := w.Retention
 	if retention == 0 {
@@ -109,7 +115,11 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 		if err != nil {
 			return "", err
 		}
-		ws = append(ws, pw, payments.AliasWrite(pay.ProviderPaymentID, pay.ID))
+		cw, err := payments.ChangeMessage(*pay, now)
+		if err != nil {
+			return "", err
+		}
+		ws = append(ws, pw, payments.AliasWrite(pay.ProviderPaymentID, pay.ID), cw)
 		if pay.Status == payments.StatusDeclined {
 			// Recovery starts from the outbox, committed with the dedupe records and the state:
 			// a failed start is retried by the relay, never lost behind a deduped redelivery.
@@ -119,6 +129,11 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 			}
 			ws = append(ws, rw)
 		}
+		fo, err := amendFollowOns(ev, pay, now)
+		if err != nil {
+			return "", err
+		}
+		ws = append(ws, fo...)
 	}
 	if ev.Steer != nil {
 		// A customer-side event steers running recoveries: the signals are outbox messages
@@ -163,6 +178,9 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 
 // paymentFor builds the payment's state after ev, or nil when ev changes no payment of ours.
 func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Time) (*payments.Payment, error) {
+	if amends(ev) {
+		return w.amend(ctx, ev, now)
+	}
 	status, ok := statusOf(ev)
 	if !ok || ev.PaymentIntent == nil {
 		return nil, nil
@@ -190,6 +208,13 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		return nil, fmt.Errorf("%w: %s", ErrPaymentNotYet, id)
 	case err != nil:
 		return nil, err
+	}
+	if p.ProviderPaymentID != "" && p.ProviderPaymentID != pi.ID {
+		// Another provider payment names ours (a second charge for one payment): it must not
+		// take our record over. Reconciliation reports the duplicate for a person.
+		w.log().WarnContext(ctx, "event about another provider payment than ours; recorded only", "event_id", ev.ID,
+			"payment_id", p.ID, "provider_payment_id", p.ProviderPaymentID, "event_provider_payment_id", pi.ID)
+		return nil, nil
 	}
 	p.ProviderPaymentID = pi.ID
 	var d *provider.Decline

@@ -1,0 +1,435 @@
+package stripesim
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/runtwice/twice/shared/problem"
+	bolt "go.etcd.io/bbolt"
+)
+
+// More event types the simulator sends (issue 18: cancel and disputes).
+const (
+	EventPaymentIntentCanceled = "payment_intent.canceled"
+	EventDisputeCreated        = "charge.dispute.created"
+	EventDisputeUpdated        = "charge.dispute.updated"
+	EventDisputeClosed         = "charge.dispute.closed"
+)
+
+var (
+	bucketDisputes = []byte("disputes") // charge id -> dispute
+	metaDropRate   = []byte("drop_rate")
+)
+
+func init() { allBuckets = append(allBuckets, bucketDisputes) }
+
+// dispute is Stripe's Dispute object (the fields a webhook consumer reads).
+type dispute struct {
+	ID              string            `json:"id"`
+	Object          string            `json:"object"`
+	Amount          int64             `json:"amount"`
+	Charge          string            `json:"charge"`
+	Created         int64             `json:"created"`
+	Currency        string            `json:"currency"`
+	EvidenceDetails evidenceDetails   `json:"evidence_details"`
+	Livemode        bool              `json:"livemode"`
+	Metadata        map[string]string `json:"metadata"`
+	PaymentIntent   string            `json:"payment_intent"`
+	Reason          string            `json:"reason"`
+	Status          string            `json:"status"`
+}
+
+type evidenceDetails struct {
+	DueBy           *int64 `json:"due_by"`
+	HasEvidence     bool   `json:"has_evidence"`
+	PastDue         bool   `json:"past_due"`
+	SubmissionCount int    `json:"submission_count"`
+}
+
+var disputeStatuses = map[string]bool{"warning_needs_response": true, "warning_under_review": true, "warning_closed": true,
+	"needs_response": true, "under_review": true, "won": true, "lost": true}
+
+func disputeClosed(s string) bool { return s == "won" || s == "lost" || s == "warning_closed" }
+
+// dropRule is the armed webhook loss: first Count deliveries, then each event with probability
+// Rate, decided by a hash of (Seed, event id), so a run with the same seed drops the same events.
+type dropRule struct {
+	Rate float64 `json:"rate"`
+	Seed uint64  `json:"seed"`
+}
+
+// dropByRate reports whether the armed rate drops event id.
+func dropByRate(tx *bolt.Tx, id string) bool {
+	var r dropRule
+	if found, err := getJSON(bucket(tx, bucketMeta), metaDropRate, &r); err != nil || !found || r.Rate <= 0 {
+		return false
+	}
+	var seed [8]byte
+	binary.BigEndian.PutUint64(seed[:], r.Seed)
+	h := sha256.Sum256(append(seed[:], id...))
+	return float64(binary.BigEndian.Uint64(h[:8])>>11)/float64(1<<53) < r.Rate
+}
+
+// DropRequest is the body of POST /_sim/webhooks/drop. Each request replaces the armed loss:
+// {"count":N} drops the next N deliveries (as before; an empty body is {"count":1});
+// {"rate":R,"seed":S} then drops each later event with probability R (0 < R <= 1), chosen
+// by a hash of S and the event id (deterministic; seed 0 is a seed like any other);
+// {"count":0} or {"rate":0} disarms.
+type DropRequest struct {
+	Count *int     `json:"count"`
+	Rate  *float64 `json:"rate"`
+	Seed  uint64   `json:"seed"`
+}
+
+func parseDrop(q DropRequest) (int, dropRule, error) {
+	count := 0
+	if q.Count != nil {
+		count = *q.Count
+	} else if q.Rate == nil {
+		count = 1
+	}
+	if count < 0 || count > 1000000 {
+		return 0, dropRule{}, badControl("count must be within 0..1000000")
+	}
+	r := dropRule{Seed: q.Seed}
+	if q.Rate != nil {
+		if math.IsNaN(*q.Rate) || *q.Rate < 0 || *q.Rate > 1 {
+			return 0, dropRule{}, badControl("rate must be within 0..1")
+		}
+		r.Rate = *q.Rate
+	}
+	return count, r, nil
+}
+
+// handleCancel is POST /v1/payment_intents/{id}/cancel: Stripe cancels an intent that has not
+// succeeded, and sends payment_intent.canceled.
+func (s *Simulator) handleCancel(w http.ResponseWriter, r *http.Request) {
+	form, ok := parseRequest(w, r)
+	if !ok {
+		return
+	}
+	reason := ""
+	for key, vs := range form {
+		base, segs, ok := splitParam(key)
+		switch {
+		case ok && base == "expand":
+			var c common
+			if err := parseExpand(segs, vs, &c); err != nil {
+				writeParamError(w, err)
+				return
+			}
+		case ok && base == "cancellation_reason" && len(segs) == 0:
+			reason = last(vs)
+			if !slices.Contains([]string{"duplicate", "fraudulent", "requested_by_customer", "abandoned"}, reason) {
+				writeParamError(w, &ParamError{Code: "parameter_invalid_string", Param: "cancellation_reason",
+					Message: "Invalid cancellation_reason: must be one of duplicate, fraudulent, requested_by_customer, or abandoned"})
+				return
+			}
+		default:
+			writeParamError(w, unknownParam(key))
+			return
+		}
+	}
+	id := r.PathValue("id")
+	req := requestOf(r)
+	idemKey := r.Header.Get("Idempotency-Key")
+	resp, replayed, err := s.idempotent(r, form, func(tx *bolt.Tx, now time.Time) (response, bool, error) {
+		pi, err := loadPI(tx, id)
+		if err != nil || pi == nil {
+			return noSuchPI(id), false, err
+		}
+		if pi.Status == StatusSucceeded || pi.Status == StatusCanceled {
+			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "payment_intent_unexpected_state",
+				Message: fmt.Sprintf("You cannot cancel this PaymentIntent because it has a status of %s. Only a PaymentIntent with one of the following statuses may be canceled: requires_payment_method, requires_capture, requires_confirmation, requires_action, processing.", pi.Status)}), true, nil
+		}
+		at := now.Unix()
+		pi.Status, pi.CanceledAt = StatusCanceled, &at
+		if err := s.savePI(tx, pi); err != nil {
+			return response{}, false, err
+		}
+		body := jsonBody(pi)
+		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
+		if err := em.emit(EventPaymentIntentCanceled, pi.ID, body); err != nil {
+			return response{}, false, err
+		}
+		return response{status: http.StatusOK, body: body}, true, nil
+	})
+	if err != nil {
+		s.log.Error("cancel payment intent", "err", err)
+		writeInternal(w)
+		return
+	}
+	s.wake()
+	s.finish(w, resp, replayed)
+}
+
+// DisputeRequest is the body of POST /_sim/payment_intents/{id}/dispute: the cardholder
+// disputes the intent's charge (the first request: charge.dispute.created), or the dispute
+// moves on (charge.dispute.updated; won, lost or warning_closed: charge.dispute.closed).
+// EvidenceDueInS sets evidence_details.due_by that many seconds from now (default 7 days while
+// a response is needed).
+type DisputeRequest struct {
+	Status         string `json:"status"`
+	Reason         string `json:"reason"`
+	Amount         int64  `json:"amount"`
+	EvidenceDueInS int64  `json:"evidence_due_in_s"`
+}
+
+func (s *Simulator) handleDispute(w http.ResponseWriter, r *http.Request) {
+	var q DisputeRequest
+	if err := decodeControl(r.Body, &q); err != nil {
+		s.writeControlError(w, err)
+		return
+	}
+	if q.Status == "" {
+		q.Status = "needs_response"
+	}
+	if !disputeStatuses[q.Status] || len(q.Reason) > 64 || q.Amount < 0 || q.EvidenceDueInS < 0 || q.EvidenceDueInS > 90*86400 {
+		s.writeControlError(w, badControl("status must be a Stripe dispute status, reason at most 64 bytes, amount >= 0, evidence_due_in_s within 0..7776000"))
+		return
+	}
+	id := r.PathValue("id")
+	var out *dispute
+	var bad error
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		out, bad = nil, nil
+		pi, err := loadPI(tx, id)
+		if err != nil || pi == nil {
+			return err
+		}
+		if pi.Status != StatusSucceeded || pi.LatestCharge == nil {
+			bad = badControl("only a succeeded PaymentIntent's charge can be disputed (this one is %s)", pi.Status)
+			return nil
+		}
+		now := s.now()
+		var ch charge
+		if _, err := getJSON(bucket(tx, bucketCharges), []byte(*pi.LatestCharge), &ch); err != nil {
+			return err
+		}
+		var d dispute
+		found, err := getJSON(bucket(tx, bucketDisputes), []byte(ch.ID), &d)
+		if err != nil {
+			return err
+		}
+		typ := EventDisputeUpdated
+		if !found {
+			typ = EventDisputeCreated
+			d = dispute{ID: "dp_" + ch.ID[len("ch_"):], Object: "dispute", Amount: ch.Amount, Charge: ch.ID, Created: now.Unix(),
+				Currency: ch.Currency, Metadata: map[string]string{}, PaymentIntent: pi.ID, Reason: "general"}
+		} else if disputeClosed(d.Status) {
+			bad = badControl("the dispute %s is closed (%s)", d.ID, d.Status)
+			return nil
+		}
+		if q.Reason != "" {
+			d.Reason = q.Reason
+		}
+		if q.Amount > 0 {
+			d.Amount = min(q.Amount, ch.Amount)
+		}
+		d.Status = q.Status
+		if disputeClosed(d.Status) {
+			typ = EventDisputeClosed
+		}
+		if d.Status == "needs_response" || d.Status == "warning_needs_response" {
+			due := q.EvidenceDueInS
+			if due == 0 {
+				due = 7 * 86400
+			}
+			t := now.Unix() + due
+			d.EvidenceDetails.DueBy = &t
+		}
+		if err := putJSON(bucket(tx, bucketDisputes), []byte(ch.ID), d); err != nil {
+			return err
+		}
+		out = &d
+		em := emitter{s: s, tx: tx, now: now}
+		return em.emit(typ, pi.ID, jsonBody(d))
+	})
+	switch {
+	case err != nil:
+		s.writeControlError(w, err)
+	case bad != nil:
+		s.writeControlError(w, bad)
+	case out == nil:
+		problem.Write(w, problem.New(http.StatusNotFound, "no such payment_intent"))
+	default:
+		s.wake()
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// eventListParams are the accepted parameters of GET /v1/events.
+type eventListParams struct {
+	Limit           int
+	StartingAfter   string
+	EndingBefore    string
+	Types           []string
+	Created         createdRange
+	DeliverySuccess *bool
+}
+
+func parseEventList(v url.Values) (eventListParams, *ParamError) {
+	p := eventListParams{Limit: 10}
+	for key, vs := range v {
+		base, segs, ok := splitParam(key)
+		if !ok {
+			return p, unknownParam(key)
+		}
+		val := last(vs)
+		switch {
+		case base == "created":
+			if err := parseCreated(key, segs, val, &p.Created); err != nil {
+				return p, err
+			}
+			continue
+		case base == "types" && len(segs) == 1:
+			for _, t := range vs {
+				if len(t) == 0 || len(t) > 100 {
+					return p, &ParamError{Code: "parameter_invalid_string", Param: "types", Message: "Invalid event type."}
+				}
+				p.Types = append(p.Types, t)
+			}
+			if len(p.Types) > 20 {
+				return p, &ParamError{Code: "parameter_invalid_array", Param: "types", Message: "types may list at most 20 event types."}
+			}
+			continue
+		case len(segs) > 0:
+			return p, unknownParam(key)
+		}
+		switch base {
+		case "limit":
+			n, err := parseInt("limit", val)
+			if err != nil {
+				return p, err
+			}
+			if n < 1 || n > 100 {
+				return p, &ParamError{Code: "parameter_invalid_integer", Param: "limit",
+					Message: "This value must be greater than or equal to 1 and less than or equal to 100."}
+			}
+			p.Limit = int(n)
+		case "starting_after":
+			p.StartingAfter = val
+		case "ending_before":
+			p.EndingBefore = val
+		case "type":
+			if len(val) == 0 || len(val) > 100 {
+				return p, &ParamError{Code: "parameter_invalid_string", Param: "type", Message: "Invalid event type."}
+			}
+			p.Types = append(p.Types, val)
+		case "delivery_success":
+			b := val == "true"
+			if !b && val != "false" {
+				return p, &ParamError{Code: "parameter_invalid_boolean", Param: "delivery_success",
+					Message: "Invalid boolean: " + val}
+			}
+			p.DeliverySuccess = &b
+		default:
+			return p, unknownParam(key)
+		}
+	}
+	if p.StartingAfter != "" && p.EndingBefore != "" {
+		return p, &ParamError{Code: "parameter_invalid_string", Param: "ending_before",
+			Message: "You may only specify one of these parameters: ending_before, starting_after."}
+	}
+	return p, nil
+}
+
+// typeMatches is Stripe's type filter: exact, or a prefix wildcard ("charge.dispute.*").
+func typeMatches(types []string, t string) bool {
+	if len(types) == 0 {
+		return true
+	}
+	for _, want := range types {
+		if want == t || len(want) > 1 && want[len(want)-1] == '*' && len(t) >= len(want)-1 && t[:len(want)-1] == want[:len(want)-1] {
+			return true
+		}
+	}
+	return false
+}
+
+// handleEventList is GET /v1/events: newest first (ids are in creation order), filtered by
+// type(s), created and delivery_success (true: delivered to the endpoint; false: not yet or
+// never delivered: pending, retrying, failed, dropped, or recorded without a send), paged by
+// limit, starting_after and ending_before with has_more.
+func (s *Simulator) handleEventList(w http.ResponseWriter, r *http.Request) {
+	form, ok := parseRequest(w, r)
+	if !ok {
+		return
+	}
+	p, perr := parseEventList(form)
+	if perr != nil {
+		writeParamError(w, perr)
+		return
+	}
+	list := listResponse{Object: "list", URL: "/v1/events", Data: []json.RawMessage{}}
+	missing := ""
+	err := s.db.View(func(tx *bolt.Tx) error {
+		bodies := bucket(tx, bucketEvents)
+		c := bucket(tx, bucketEvState).Cursor()
+		forward := p.EndingBefore != ""
+		var k, v []byte
+		switch {
+		case p.StartingAfter != "":
+			if k, _ = c.Seek([]byte(p.StartingAfter)); k == nil || !bytes.Equal(k, []byte(p.StartingAfter)) {
+				missing = p.StartingAfter
+				return nil
+			}
+			k, v = c.Prev()
+		case forward:
+			if k, _ = c.Seek([]byte(p.EndingBefore)); k == nil || !bytes.Equal(k, []byte(p.EndingBefore)) {
+				missing = p.EndingBefore
+				return nil
+			}
+			k, v = c.Next()
+		default:
+			k, v = c.Last()
+		}
+		for ; k != nil; k, v = stepKV(c, forward) {
+			var se storedEvent
+			if err := json.Unmarshal(v, &se); err != nil {
+				return err
+			}
+			if !p.Created.contains(se.Created) || !typeMatches(p.Types, se.Type) {
+				continue
+			}
+			if p.DeliverySuccess != nil && (se.State == DeliveryDelivered) != *p.DeliverySuccess {
+				continue
+			}
+			if len(list.Data) == p.Limit {
+				list.HasMore = true
+				break
+			}
+			list.Data = append(list.Data, bytes.Clone(bodies.Get(k)))
+		}
+		if forward {
+			slices.Reverse(list.Data)
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Error("list events", "err", err)
+		writeInternal(w)
+		return
+	}
+	if missing != "" {
+		writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
+			Param: "starting_after", Message: fmt.Sprintf("No such event: '%s'", missing)})
+		return
+	}
+	writeResponse(w, response{status: http.StatusOK, body: jsonBody(list)})
+}
+
+func stepKV(c *bolt.Cursor, forward bool) ([]byte, []byte) {
+	if forward {
+		return c.Next()
+	}
+	return c.Prev()
+}

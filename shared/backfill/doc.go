@@ -1,0 +1,9 @@
+// Package backfill replays the provider's event log through the webhook worker: the events
+// since a durable checkpoint (and, on a first run, every event the provider could not deliver
+// in its lookback), oldest first, each as the delivery a webhook would have been. The worker's
+// dedupe on event id and change makes an event that did arrive a harmless duplicate, and its
+// version rule makes an old one stale, so a pass may repeat or overlap any earlier one.
+//
+//	b := &backfill.Backfill{Store: st, Events: stripeClient, Worker: w, Requeue: webhookQueue}
+//	rep, err := b.Run(ctx, backfill.Request{})
+package backfill

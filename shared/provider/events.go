@@ -1,0 +1,35 @@
+package provider
+
+import (
+	"context"
+	"iter"
+	"time"
+)
+
+// EventLister lists the provider's event log (Stripe's GET /v1/events): the ground truth a
+// backfill replays when webhooks were lost.
+type EventLister interface {
+	// Events yields the events matching q, newest first as the provider lists them, fetching
+	// pages as the caller ranges; a failure is yielded once and ends the sequence.
+	Events(ctx context.Context, q EventQuery) iter.Seq2[Event, error]
+}
+
+// EventQuery selects events by creation time (inclusive bounds; zero: open) and delivery.
+type EventQuery struct {
+	CreatedFrom time.Time
+	CreatedTo   time.Time
+	// Undelivered keeps only events not (yet) delivered to every endpoint
+	// (delivery_success=false).
+	Undelivered bool
+	// Types filters by event type (at most 20; a trailing * matches a prefix).
+	Types []string
+}
+
+// Event is one event of the provider's log: its id, type, time and the body a webhook
+// delivery of it carries.
+type Event struct {
+	ID      string
+	Type    string
+	Created time.Time
+	Body    []byte
+}

@@ -1,0 +1,99 @@
+package recon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks/worker"
+)
+
+// Healing: a difference a machine can settle is settled, through the webhook worker, with the
+// provider's payment as the truth. Which ones:
+//   - missing locally, when the provider's payment names one of ours (twice_payment_id and
+//     twice_scope in its metadata): our commit was lost after the provider call, or its
+//     webhook was;
+//   - a status mismatch where the provider is ahead of us on the lifecycle (pending or
+//     processing to a final state, a decline later paid, a success later refunded in part or
+//     in whole).
+//
+// Everything else is a decision for a person and opens a dead-letter record: an amount or
+// currency mismatch, a duplicate charge, a payment missing at the provider, a status going
+// backwards (refunded here but paid there, canceled here but charged there), a payment that
+// is not ours.
+
+// lifecycleRank orders statuses along the lifecycle; a provider status of higher rank is
+// newer than ours.
+var lifecycleRank = map[provider.Status]int{
+	provider.StatusPending: 0, provider.StatusProcessing: 1, provider.StatusDeclined: 2,
+	provider.StatusSucceeded: 3, provider.StatusCanceled: 3, provider.StatusRefunded: 4,
+}
+
+// ProviderAhead reports whether the provider's payment is a later point of our payment's
+// lifecycle, so applying it is catching up, not overruling.
+func ProviderAhead(local *payments.Payment, remote provider.Payment) bool {
+	ls, rs := provider.Status(local.Status), remote.Status
+	switch {
+	case ls == provider.StatusCanceled:
+		return false // terminal here: a charge there is for a person
+	case ls == rs || ls == provider.StatusRefunded && rs == provider.StatusSucceeded:
+		// The same status, or a partial refund shown as succeeded: refunds only grow.
+		return remote.AmountRefunded > local.AmountRefunded
+	case ls == provider.StatusSucceeded && rs == provider.StatusCanceled:
+		return false
+	}
+	return lifecycleRank[rs] > lifecycleRank[ls]
+}
+
+// healable returns the provider payment that settles d, if d is a difference a machine may
+// settle.
+func healable(d Difference, remotes map[string]provider.Payment) (provider.Payment, bool) {
+	rp, ok := remotes[d.ProviderPaymentID]
+	if !ok {
+		return provider.Payment{}, false
+	}
+	switch d.Class {
+	case MissingLocally:
+		return rp, rp.Metadata[payments.MetaPaymentID] != "" && rp.Metadata[payments.MetaScope] != "" &&
+			rp.Status != provider.StatusPending
+	case StatusMismatch:
+		return rp, d.Local != nil && ProviderAhead(d.Local, rp)
+	}
+	return provider.Payment{}, false
+}
+
+// heal settles d through the Healer when it can, and records that run R healed it. A
+// settlement the worker does not apply (ours turned out newer, the payment is not ours) falls
+// back to opening the difference.
+func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]provider.Payment) (bool, error) {
+	if r.cfg.Healer == nil {
+		return false, nil
+	}
+	rp, ok := healable(d, remotes)
+	if !ok {
+		return false, nil
+	}
+	out, err := r.cfg.Healer.Settle(ctx, rp, "recon_heal/"+d.Key)
+	if err != nil {
+		r.log.WarnContext(ctx, "difference could not be healed; opening it", "key", d.Key, "run_id", d.RunID, "error", err)
+		return false, nil
+	}
+	if out != worker.Applied {
+		r.log.InfoContext(ctx, "healing changed nothing; opening the difference", "key", d.Key, "run_id", d.RunID, "outcome", out)
+		return false, nil
+	}
+	now := r.cfg.Now()
+	doc, err := json.Marshal(record{State: stateHealed, Difference: d, HealedBy: d.RunID})
+	if err != nil {
+		return false, err
+	}
+	if err := r.cfg.Store.Put(ctx, DifferencesTable, store.Item{PK: d.Key, Doc: doc, ExpiresAt: now.Add(r.cfg.Retention).Unix()}, store.Cond{}); err != nil {
+		return false, fmt.Errorf("record healed %s: %w", d.Key, err)
+	}
+	r.log.InfoContext(ctx, "difference healed by reconciliation run "+d.RunID, "key", d.Key, "class", d.Class,
+		"payment_id", d.PaymentID, "provider_payment_id", d.ProviderPaymentID, "provider_status", rp.Status)
+	return true, nil
+}

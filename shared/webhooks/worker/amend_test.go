@@ -1,0 +1,69 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+func refundEvent(id string, created time.Time, refunded int64) webhooks.Delivery {
+	obj := map[string]any{"id": "ch_pi_3", "object": "charge", "payment_intent": "pi_3", "amount": 2000,
+		"amount_refunded": refunded, "refunded": refunded == 2000, "metadata": map[string]string{}}
+	body, _ := json.Marshal(map[string]any{"id": id, "object": "event", "type": "charge.refunded", "created": created.Unix(), "data": map[string]any{"object": obj}})
+	return webhooks.Delivery{Provider: webhooks.ProviderStripe, EventID: id, Body: body, ReceivedAt: created}
+}
+
+// TestPartialRefundsInAnyOrder: three refunds of one charge, two of them in the same second of
+// Stripe's clock, delivered in every order and twice each: the payment ends refunded with the
+// whole amount, and never goes back to a smaller amount on the way.
+func TestPartialRefundsInAnyOrder(t *testing.T) {
+	history := []webhooks.Delivery{
+		stripeEvent("evt_s", "payment_intent.succeeded", t0, "pi_3", "pay_3", nil),
+		refundEvent("evt_r1", t0.Add(time.Second), 500),
+		refundEvent("evt_r2", t0.Add(time.Second), 1200), // the same second: same version, a bigger amount
+		refundEvent("evt_r3", t0.Add(2*time.Second), 2000),
+	}
+	for n := range uint64(20) {
+		t.Run(fmt.Sprint("order", n), func(t *testing.T) {
+			w, s := newWorker(t)
+			seed(t, s, "pay_3")
+			// The API's commit stored the alias with the provider id: a refund first finds it.
+			if err := s.Transact(context.Background(), payments.AliasWrite("pi_3", "pay_3")); err != nil {
+				t.Fatal(err)
+			}
+			ds := append(append([]webhooks.Delivery{}, history...), history...)
+			rand.New(rand.NewPCG(n, 18)).Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+			last := int64(0)
+			for _, d := range ds {
+				if _, err := w.Apply(context.Background(), d); err != nil {
+					t.Fatal(err)
+				}
+				p := status(t, s, "pay_3")
+				if p.AmountRefunded < last {
+					t.Fatalf("refunded went back from %d to %d", last, p.AmountRefunded)
+				}
+				last = p.AmountRefunded
+			}
+			if p := status(t, s, "pay_3"); p.Status != payments.StatusRefunded || p.AmountRefunded != 2000 {
+				t.Fatalf("payment %s refunded %d, want refunded 2000", p.Status, p.AmountRefunded)
+			}
+		})
+	}
+	// Only partial refunds: the payment stays succeeded, with the sum the provider reports.
+	w, s := newWorker(t)
+	seed(t, s, "pay_3")
+	for _, d := range history[:3] {
+		if _, err := w.Apply(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := status(t, s, "pay_3"); p.Status != payments.StatusSucceeded || p.AmountRefunded != 1200 {
+		t.Fatalf("after partial refunds: %s refunded %d", p.Status, p.AmountRefunded)
+	}
+}
