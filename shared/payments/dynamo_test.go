@@ -72,7 +72,8 @@ func TestDynamoDBCallsWithTheOutbox(t *testing.T) {
 // TestDynamoDBWriteUnitsPerPayment states what the payments API is billed per request on
 // DynamoDB, as DynamoDB Local reports it (ReturnConsumedCapacity), with items under 1 KB: a new
 // payment is the key's conditional put (1) plus one transaction of the key, the payment, the
-// payment's gsi1 entry and its provider alias (4 x 2); a busy provider releases the key in one conditional delete (1, was a
+// payment's gsi1 entry, its provider alias, and the change message for the event feed with its
+// due-index entry (6 x 2); a busy provider releases the key in one conditional delete (1, was a
 // 2-unit transaction before the single-write mode); a replay is the failed conditional put,
 // which the error reports no units for (AWS bills it 1 per KB of the item, so 1).
 // The attempt log's own transaction per provider call is not counted here (the fake provider
@@ -108,7 +109,7 @@ func TestDynamoDBWriteUnitsPerPayment(t *testing.T) {
 		}
 		units.Reset()
 	}
-	expect("new payment", post("n"), 201, 9)
+	expect("new payment", post("n"), 201, 13)
 	expect("replay", post("n"), 201, 0)
 	prov.FailNext(1, &provider.ThrottledError{}, true)
 	expect("provider busy: key released", post("b"), 503, 2)

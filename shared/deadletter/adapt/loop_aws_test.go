@@ -282,14 +282,15 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 	})
 
 	for name, tc := range map[string]struct {
-		pm   string
-		want deadletter.Status
+		id, pm string
+		want   deadletter.Status
 	}{
-		"recovery: the charge now succeeds":    {pm: "pm_card_visa", want: deadletter.StatusResolved},
-		"recovery: the charge now is declined": {pm: "pm_card_visa_chargeDeclinedInsufficientFunds", want: deadletter.StatusOpen},
+		// Ids that are not each other's prefix: the record is found by a text search.
+		"recovery: the charge now succeeds":    {id: "pay_chargenow_ok", pm: "pm_card_visa", want: deadletter.StatusResolved},
+		"recovery: the charge now is declined": {id: "pay_chargenow_declined", pm: "pm_card_visa_chargeDeclinedInsufficientFunds", want: deadletter.StatusOpen},
 	} {
 		t.Run(name, func(t *testing.T) {
-			id := "pay_" + strings.ReplaceAll(tc.pm, "_", "")
+			id := tc.id
 			pi, err := e.provider.Create(ctx, provider.CreateRequest{Amount: 500, Currency: "usd", Customer: "cus_r", PaymentMethod: "pm_card_visa_chargeDeclinedInsufficientFunds",
 				IdempotencyKey: "create-" + id})
 			var dec *provider.DeclineError
