@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/runtwice/twice/infra/chaos/chaos"
+	"github.com/runtwice/twice/infra/chaos/harness"
 )
 
 func main() {
@@ -26,7 +26,7 @@ func main() {
 }
 
 func run() int {
-	def := chaos.NewConfig(1)
+	def := harness.NewConfig(1)
 	payments := flag.Int("payments", def.Payments, "logical payments")
 	seed := flag.Uint64("seed", 1, "seed of the plan: keys, bodies, cards, waves, kill points, faults")
 	kills := flag.Int("kills", def.Kills, "kill -9 and restart the stack this many times")
@@ -38,9 +38,9 @@ func run() int {
 	bin := flag.String("bin", "", "a built infra/local to run instead of building one")
 	flag.Parse()
 
-	cfg := chaos.NewConfig(*seed)
+	cfg := harness.NewConfig(*seed)
 	if *short {
-		cfg = chaos.ShortConfig(*seed)
+		cfg = harness.ShortConfig(*seed)
 	}
 	// Flags given explicitly win over -short's values.
 	flag.Visit(func(f *flag.Flag) {
@@ -79,7 +79,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(os.Stderr, "chaos: seed %d, %d payments, %d kills, at most %s\n", cfg.Seed, cfg.Payments, cfg.Kills, cfg.Duration)
-	rep, err := chaos.Run(ctx, cfg)
+	rep, err := harness.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 2

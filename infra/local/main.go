@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/runtwice/twice/infra/localstack"
+	"github.com/runtwice/twice/infra/inprocess"
 )
 
 func main() {
@@ -33,18 +33,18 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("local", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataDefault := localstack.DefaultDataDir
+	dataDefault := inprocess.DefaultDataDir
 	if d := os.Getenv("TWICE_DATA_DIR"); d != "" {
 		dataDefault = d
 	}
-	cfg := localstack.Config{
+	cfg := inprocess.Config{
 		StripeWebhookSecret:   os.Getenv("TWICE_STRIPE_WEBHOOK_SECRET"),
 		StandardWebhookSecret: os.Getenv("TWICE_STANDARD_WEBHOOK_SECRET"),
 		OperatorToken:         os.Getenv("TWICE_OPERATOR_TOKEN"),
 		StripeAPIKey:          os.Getenv("TWICE_STRIPE_API_KEY"),
 	}
-	fs.StringVar(&cfg.Addr, "addr", localstack.DefaultAddr, "API address")
-	fs.StringVar(&cfg.SimAddr, "sim-addr", localstack.DefaultSimAddr, "provider simulator address")
+	fs.StringVar(&cfg.Addr, "addr", inprocess.DefaultAddr, "API address")
+	fs.StringVar(&cfg.SimAddr, "sim-addr", inprocess.DefaultSimAddr, "provider simulator address")
 	fs.StringVar(&cfg.DataDir, "data", dataDefault, "data directory (or TWICE_DATA_DIR)")
 	fs.Float64Var(&cfg.TimeFactor, "time-factor", 1, "run payment recovery's clock this many times faster (recovery demos)")
 	fs.Func("clock-start", "start the stack's clocks at this RFC 3339 instant instead of now, e.g. 2026-03-02T10:00:00Z (testing and demos; kept with the data directory)",
@@ -66,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	stack, err := localstack.New(cfg)
+	stack, err := inprocess.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return stack.Close()
 }
 
-func banner(w io.Writer, s *localstack.Stack) {
+func banner(w io.Writer, s *inprocess.Stack) {
 	c := s.Config()
 	api := s.APIURL()
 	fmt.Fprintf(w, `twice is running locally.

@@ -18,7 +18,7 @@ import (
 
 const (
 	defaultURL   = "http://127.0.0.1:3000"
-	defaultToken = "twice-local-operator-token" // the local stack's default (localstack.DefaultOperatorToken)
+	defaultToken = "twice-local-operator-token" // the local stack's default (inprocess.DefaultOperatorToken)
 )
 
 const usage = `twicectl: the operator API from a terminal

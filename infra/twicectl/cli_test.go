@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/localstack"
+	"github.com/runtwice/twice/infra/inprocess"
 )
 
 // stack starts the local stack on free ports at a fixed clock start.
-func stack(t *testing.T) *localstack.Stack {
+func stack(t *testing.T) *inprocess.Stack {
 	t.Helper()
-	s, err := localstack.New(localstack.Config{Addr: "127.0.0.1:0", SimAddr: "127.0.0.1:0", DataDir: t.TempDir(),
+	s, err := inprocess.New(inprocess.Config{Addr: "127.0.0.1:0", SimAddr: "127.0.0.1:0", DataDir: t.TempDir(),
 		ClockStart: time.Date(2027, 6, 9, 14, 0, 0, 0, time.UTC), ProviderTimeout: 300 * time.Millisecond,
 		ResolveDelay: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -27,7 +27,7 @@ func stack(t *testing.T) *localstack.Stack {
 	return s
 }
 
-func ctl(t *testing.T, s *localstack.Stack, args ...string) (int, string, string) {
+func ctl(t *testing.T, s *inprocess.Stack, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	env := func(k string) string {

@@ -1,5 +1,5 @@
 // Package clock is the injectable time source of the packages that wait: the Step Functions
-// runner (infra/asl), the local queue (infra/localqueue), the local stack (infra/localstack) and
+// runner (infra/asl), the local queue (infra/localqueue), the local stack (infra/inprocess) and
 // the reconciliation schedule (shared/recon).
 //
 // A Clock reads the time and makes one-shot Timers. Three implementations:

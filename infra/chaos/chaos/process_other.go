@@ -1,7 +1,0 @@
-//go:build !linux
-
-package chaos
-
-import "os/exec"
-
-func dieWithParent(*exec.Cmd) {}

@@ -1,0 +1,24 @@
+// Package harness is the chaos run of the local stack: it builds infra/local, runs it as a child
+// process on free loopback ports, and drives it with logical payments each sent several times
+// (concurrently and later, with the same Idempotency-Key), while it arms simulator faults
+// (timeout after effect, 500, 429 with Retry-After, latency), replays webhooks shuffled and
+// duplicated, and kills the stack with SIGKILL at random moments, restarting it on the same
+// data directory and ports.
+//
+// At the end it lets the stack settle (bounded), sends every key once more as a late client
+// retry, and checks, against the simulator's own PaymentIntents grouped by their
+// twice_payment_id metadata:
+//
+//   - double charges: no logical payment has more than one succeeded PaymentIntent;
+//   - lost payments: every payment the stack accepted (201, 402 or 202) is still known and no
+//     longer pending, and the provider charged nothing the stack does not know;
+//   - replay mismatches: every final answer of a key equals its first, status and body;
+//   - status mismatches: the local status equals the provider's, mapped.
+//
+// A seed decides the plan (keys, bodies, cards, how many duplicates, the delays, the kill
+// points and the sequence of faults); the interleaving of goroutines is the machine's, so two
+// runs of one seed send the same requests but not at the same instants. Every wait is bounded:
+// Config.Duration is a hard bound, and the report comes even when a run ends incomplete.
+//
+// The command is infra/chaos; ShortConfig is the run the test command makes.
+package harness

@@ -1,0 +1,134 @@
+package harness
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// Card is a test PaymentMethod of the simulator and the local status it ends in.
+type Card struct {
+	PaymentMethod string
+	Weight        int // relative frequency in a plan
+}
+
+// Cards is the mix a plan draws from: mostly a card that succeeds, some declines (a soft one, a
+// hard one, a processing error, each declining every time), and recoverable cards.
+var Cards = []Card{
+	{"pm_card_visa", 76},
+	{"pm_card_visa_chargeDeclinedInsufficientFunds", 6},
+	{"pm_card_visa_chargeDeclinedLostCard", 6},
+	{"pm_card_chargeDeclinedProcessingError", 6},
+	{Recoverable, 6},
+}
+
+// Recoverable stands in the card mix for a card of its own, programmed in the simulator to
+// decline a few times with a soft decline and then succeed: the default recovery policy must
+// recover every one of them, on any day.
+const Recoverable = "recoverable"
+
+// Recovery is how a recoverable payment's card declines before it succeeds.
+type Recovery struct {
+	Code  string // a soft decline code
+	Times int    // declines before the first success, the original charge included
+}
+
+// recoveries are the programmed declines a plan draws from: each one retried within the
+// window by the default policy on every day of the calendar (shared/recovery's sweep), so
+// each must end recovered. Insufficient funds gets one retry at least, so it declines once.
+var recoveries = []Recovery{
+	{"insufficient_funds", 1},
+	{"card_velocity_exceeded", 1}, {"card_velocity_exceeded", 3},
+	{"processing_error", 1}, {"processing_error", 2}, {"processing_error", 4},
+}
+
+// clockStarts is the span a plan's clock start is drawn from: four calendar years, one of
+// them a leap year, so runs of different seeds start on different days.
+var clockStarts = [2]time.Time{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+
+// Payment is one logical payment of a plan: one Idempotency-Key and one body, sent First
+// times at once and then Later times after Delay.
+type Payment struct {
+	Index  int
+	Key    string
+	Body   string
+	Card   string
+	First  int           // concurrent sends of the first wave (2..3)
+	Later  int           // sends of the second wave (1..2)
+	Delay  time.Duration // between the waves
+	Client uint64        // seed of this payment's client (its retry jitter)
+	// Recover is set for a recoverable card (Card is then its own pm_ id).
+	Recover *Recovery
+}
+
+// Plan is everything a seed decides: the payments, where the kills fall and the chaos
+// schedule. Timing between goroutines is not decided by the seed, so two runs of one seed send
+// the same requests and arm the same faults in the same order, but not at the same instants.
+type Plan struct {
+	Seed     uint64
+	Payments []Payment
+	// KillAt holds, in ascending order, the number of payments started at which the stack is
+	// killed.
+	KillAt []int
+	// ClockStart is the stack's clock start (-clock-start), in whole minutes.
+	ClockStart time.Time
+}
+
+// NewPlan draws the plan of a seed.
+func NewPlan(seed uint64, payments, kills int, maxDelay time.Duration) Plan {
+	rng := rand.New(rand.NewPCG(seed, 0x6368616f73)) // "chaos"
+	p := Plan{Seed: seed, Payments: make([]Payment, payments)}
+	total := 0
+	for _, c := range Cards {
+		total += c.Weight
+	}
+	for i := range p.Payments {
+		card := Cards[0].PaymentMethod
+		for n, c := rng.IntN(total), 0; ; c++ {
+			if n < Cards[c].Weight {
+				card = Cards[c].PaymentMethod
+				break
+			}
+			n -= Cards[c].Weight
+		}
+		var rec *Recovery
+		if card == Recoverable {
+			r := recoveries[rng.IntN(len(recoveries))]
+			rec, card = &r, fmt.Sprintf("pm_chaos_recoverable_%d_%06d", seed, i)
+		}
+		amount := 500 + rng.IntN(99_500)
+		p.Payments[i] = Payment{
+			Recover: rec,
+			Index:   i,
+			Key:     fmt.Sprintf("chaos-%d-%06d", seed, i),
+			Body: fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_chaos_%03d","payment_method":%q,"description":"chaos %d/%d"}`,
+				amount, rng.IntN(200), card, seed, i),
+			Card:   card,
+			First:  2 + rng.IntN(2),
+			Later:  1 + rng.IntN(2),
+			Delay:  time.Duration(rng.Int64N(int64(maxDelay) + 1)),
+			Client: rng.Uint64(),
+		}
+	}
+	// Kills fall between 10 % and 90 % of the payments started, so each one lands among
+	// requests in flight and some payments start after the last restart.
+	for range kills {
+		p.KillAt = append(p.KillAt, payments/10+rng.IntN(max(1, payments*8/10)))
+	}
+	slices.Sort(p.KillAt)
+	span := int64(clockStarts[1].Sub(clockStarts[0]) / time.Minute)
+	p.ClockStart = clockStarts[0].Add(time.Duration(rng.Int64N(span)) * time.Minute)
+	return p
+}
+
+// Recoverable counts the plan's recoverable payments.
+func (p Plan) Recoverable() int {
+	n := 0
+	for _, pay := range p.Payments {
+		if pay.Recover != nil {
+			n++
+		}
+	}
+	return n
+}

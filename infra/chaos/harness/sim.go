@@ -1,0 +1,150 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// simClient talks to the simulator's Stripe API and its /_sim controls.
+type simClient struct {
+	http   *http.Client
+	base   string
+	apiKey string
+}
+
+func (s *simClient) do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("chaos: %s %s: HTTP %d", method, path, resp.StatusCode)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(b, out)
+}
+
+// simStats is the part of GET /_sim/stats the report uses.
+type simStats struct {
+	PaymentIntents int   `json:"payment_intents"`
+	Requests       int64 `json:"requests"`
+	FaultsInjected int64 `json:"faults_injected"`
+	DeliveriesSent int64 `json:"deliveries_sent"`
+	OutboxEntries  int   `json:"outbox_entries"`
+}
+
+func (s *simClient) stats(ctx context.Context) (simStats, error) {
+	var st simStats
+	err := s.do(ctx, http.MethodGet, "/_sim/stats", nil, &st)
+	return st, err
+}
+
+// fault is the body of POST /_sim/faults.
+type fault struct {
+	PathPrefix  string `json:"path_prefix"`
+	Fault       string `json:"fault"`
+	Count       int    `json:"count"`
+	RetryAfterS int    `json:"retry_after_s,omitempty"`
+	LatencyMS   int    `json:"latency_ms,omitempty"`
+}
+
+func (s *simClient) arm(ctx context.Context, f fault) error {
+	return s.do(ctx, http.MethodPost, "/_sim/faults", f, nil)
+}
+
+func (s *simClient) clearFaults(ctx context.Context) error {
+	return s.do(ctx, http.MethodDelete, "/_sim/faults", nil, nil)
+}
+
+// recentEvents lists the ids of the newest events.
+func (s *simClient) recentEvents(ctx context.Context, limit int) ([]string, error) {
+	var out struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := s.do(ctx, http.MethodGet, fmt.Sprintf("/_sim/events?limit=%d", limit), nil, &out); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(out.Data))
+	for i, d := range out.Data {
+		ids[i] = d.ID
+	}
+	return ids, nil
+}
+
+type replay struct {
+	EventID string `json:"event_id"`
+	Times   int    `json:"times"`
+	Shuffle bool   `json:"shuffle"`
+	DelayMS int64  `json:"delay_ms,omitempty"`
+}
+
+func (s *simClient) replay(ctx context.Context, r replay) error {
+	return s.do(ctx, http.MethodPost, "/_sim/webhooks/replay", r, nil)
+}
+
+// intents lists every PaymentIntent through the Stripe API, page by page.
+func (s *simClient) intents(ctx context.Context) ([]Intent, error) {
+	var all []Intent
+	after := ""
+	for range 100_000 { // bounded: 10 M intents
+		q := url.Values{"limit": {"100"}}
+		if after != "" {
+			q.Set("starting_after", after)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/v1/payment_intents?"+q.Encode(), nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+s.apiKey)
+		resp, err := s.http.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("chaos: list PaymentIntents: HTTP %d", resp.StatusCode)
+		}
+		page, more, err := parseIntentPage(b)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if !more {
+			return all, nil
+		}
+		after = page[len(page)-1].ID
+	}
+	return all, fmt.Errorf("chaos: list PaymentIntents: too many pages")
+}

@@ -1,0 +1,122 @@
+package inprocess
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/runtwice/twice/infra/testenv/browsertest"
+	"github.com/runtwice/twice/shared/payments"
+)
+
+// browserOrSkip starts chromium before the stack, so a test without one skips at once.
+func browserOrSkip(t *testing.T) context.Context { return browsertest.New(t, 90*time.Second) }
+
+// TestConsoleTimelineAndListInBrowser drives the console of a real stack in headless chromium
+// at a desktop and a phone width: a lost card (a hard decline: the recovery files a dead
+// letter at once) must show its amount, customer, card and next action in the list, and its
+// timeline must show the API call, the provider call and the dead letter, with human
+// durations and a request that opens without JavaScript (the console's CSP allows none).
+// Screenshots go to TWICE_SCREENSHOT_DIR when set.
+func TestConsoleTimelineAndListInBrowser(t *testing.T) {
+	bctx := browserOrSkip(t)
+	s := newStack(t, Config{})
+	a := call(t, "POST", s.APIURL()+"/payments", "order-lost", `{"amount":4250,"currency":"eur","customer":"cus_ada","payment_method":"pm_card_visa_chargeDeclinedLostCard"}`)
+	var v payments.View
+	if err := json.Unmarshal([]byte(a.body), &v); err != nil || a.status != http.StatusPaymentRequired {
+		t.Fatalf("lost card: %d %s", a.status, a.body)
+	}
+	eventually(t, 20*time.Second, "the hard decline is a dead letter", func() bool {
+		return strings.Contains(ops(t, s, "GET", "/ops/deadletters?status=open", "").body, v.ID)
+	})
+
+	dir := os.Getenv("TWICE_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("browser, %s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("browser, reading %s: %v", sel, err)
+		}
+		return s
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot %s: %d bytes", name, len(png))
+	}
+	// overflow is how far the page is wider than the viewport: a phone must not scroll sideways.
+	overflow := func() int {
+		t.Helper()
+		n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	do("sign in", chromedp.Navigate(s.APIURL()+"/ops/"), chromedp.WaitVisible(`input[name="token"]`),
+		chromedp.SendKeys(`input[name="token"]`, s.Config().OperatorToken), chromedp.SendKeys(`input[name="name"]`, "Ada"),
+		chromedp.Submit(`input[name="token"]`), chromedp.WaitVisible(`#records`))
+
+	for _, width := range []int64{1280, 390} {
+		name := map[int64]string{1280: "desktop", 390: "phone"}[width]
+		do("viewport", chromedp.EmulateViewport(width, 900))
+		do("list", chromedp.Navigate(s.APIURL()+"/ops/"), chromedp.WaitVisible(`#records td.amount`), chromedp.WaitVisible(`#records td.customer`))
+		list := text(`#records`)
+		for _, want := range []string{"42.50 EUR", "cus_ada", "visa", "9987", "retry", v.ID, "ago"} {
+			if !strings.Contains(list, want) {
+				t.Errorf("%s list lacks %q:\n%s", name, want, list)
+			}
+		}
+		if n := overflow(); n > 0 {
+			t.Errorf("%s list is %d px wider than the screen", name, n)
+		}
+		shot("deadletters-" + name + ".png")
+
+		do("timeline", chromedp.Navigate(s.APIURL()+"/ops/payments/"+v.ID), chromedp.WaitVisible(`#timeline`))
+		head, tl := text(`#payment`), text(`#timeline`)
+		for _, want := range []string{"42.50 EUR", "cus_ada", "declined"} {
+			if !strings.Contains(head, want) {
+				t.Errorf("%s timeline head lacks %q:\n%s", name, want, head)
+			}
+		}
+		for _, want := range []string{"API payments.create", "stripe payment_intents.create", "dead letter opened", "402", " ms"} {
+			if !strings.Contains(tl, want) {
+				t.Errorf("%s timeline lacks %q:\n%s", name, want, tl)
+			}
+		}
+		if strings.Contains(tl, "µs\n") && strings.Contains(tl, ".") && strings.Contains(tl, "ms ") {
+			t.Errorf("a Go duration in the timeline:\n%s", tl)
+		}
+		// Open the provider call's row: a <details>, no script involved.
+		do("open a row", chromedp.Click(`#timeline li.provider summary`), chromedp.WaitVisible(`#timeline li.provider pre`))
+		if req := text(`#timeline li.provider pre`); !strings.Contains(req, "amount=4250") {
+			t.Errorf("%s: the opened row shows %q, want the redacted request", name, req)
+		}
+		if n := overflow(); n > 0 {
+			t.Errorf("%s timeline is %d px wider than the screen", name, n)
+		}
+		shot("timeline-" + name + ".png")
+	}
+}

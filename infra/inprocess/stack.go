@@ -1,0 +1,561 @@
+package inprocess
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/runtwice/twice/infra/asl"
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/infra/localqueue"
+	"github.com/runtwice/twice/infra/providersim/stripesim"
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/backfill"
+	"github.com/runtwice/twice/shared/clock"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
+	"github.com/runtwice/twice/shared/declines"
+	"github.com/runtwice/twice/shared/feed"
+	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/opsapi"
+	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/retry"
+	"github.com/runtwice/twice/shared/secrets"
+	"github.com/runtwice/twice/shared/stripeprovider"
+	"github.com/runtwice/twice/shared/webhooks"
+	"github.com/runtwice/twice/shared/webhooks/ingest"
+	"github.com/runtwice/twice/shared/webhooks/worker"
+	"github.com/runtwice/twice/statemachines"
+)
+
+// Defaults of the local contract (DESIGN.md "Local contract").
+const (
+	DefaultAddr                  = "127.0.0.1:3000"
+	DefaultSimAddr               = stripesim.DefaultAddr
+	DefaultDataDir               = ".twice"
+	DefaultStripeWebhookSecret   = stripesim.DefaultWebhookSecret
+	DefaultStandardWebhookSecret = "whsec_dHdpY2UtbG9jYWwtc3RhbmRhcmQtc2VjcmV0" // base64("twice-local-standard-secret")
+	DefaultOperatorToken         = "twice-local-operator-token"
+	DefaultStripeAPIKey          = stripesim.DefaultAPIKey
+)
+
+// Queue names, as the template names the SQS queues.
+const (
+	webhookQueue    = "webhooks"
+	webhookDLQ      = "webhooks-dlq"
+	resolveQueue    = "resolve"
+	resolveDLQ      = "resolve-dlq"
+	maxReceiveCount = 5
+)
+
+// ingestMaxBody keeps a webhook delivery, base64 inside its JSON queue message, under SQS's
+// 256 KiB message limit.
+const ingestMaxBody = 180 << 10
+
+// Config configures a Stack. Zero values take the defaults above.
+type Config struct {
+	Addr    string // the API; ":0"-style addresses pick a free port
+	SimAddr string // the provider simulator
+	DataDir string
+
+	StripeWebhookSecret   string
+	StandardWebhookSecret string
+	OperatorToken         string
+	StripeAPIKey          string
+
+	// ProviderTimeout bounds one provider call (default 3 s); past it the outcome is unknown and
+	// the payment is resolved in the background.
+	ProviderTimeout time.Duration
+	// TimeFactor runs each payment recovery's clock (its plans, its Waits, its caps) this many
+	// times faster than the stack's (default 1), from the moment that recovery starts, so a
+	// recovery planned days ahead happens in seconds, on any day and however long the stack
+	// has been up. Everything else keeps the stack's time: webhook signatures, idempotency
+	// locks and reconciliation windows are about real seconds. Each recovery's clock is kept
+	// with its execution, so a restart continues its timeline.
+	TimeFactor float64
+	// ClockStart, when set, starts the stack's clocks at that instant instead of the wall
+	// clock's: a testing and demo aid, so a run does not depend on the day it happens (with
+	// TimeFactor, recovery runs from there). It is kept with the data directory: a restart
+	// continues the same timeline, and another start on the same directory is refused
+	// (ErrClockStartConflict).
+	ClockStart time.Time
+	// ResolveDelay is the wait before a background resolve of an unknown outcome (default 2 s).
+	ResolveDelay time.Duration
+	// RequestTimeout is each API request's deadline (default 29 s, API Gateway's limit). An
+	// idempotency lock lasts until the deadline plus a margin, so after a crash a retry waits
+	// at most that long for the orphaned lock.
+	RequestTimeout time.Duration
+	// LockMargin is added to the request deadline for the lock's expiry (default 5 s).
+	LockMargin time.Duration
+	// ReconcileEvery is the reconciliation schedule (default 1 h, as in template.yaml; a
+	// negative value turns it off). POST /ops/reconcile runs one on demand.
+	ReconcileEvery time.Duration
+	// ReconcileGrace is how old a difference must be to count (default 10 min): younger
+	// pending payments and unmatched provider payments may still be settling.
+	ReconcileGrace time.Duration
+
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&c.Addr, DefaultAddr)
+	def(&c.SimAddr, DefaultSimAddr)
+	def(&c.DataDir, DefaultDataDir)
+	def(&c.StripeWebhookSecret, DefaultStripeWebhookSecret)
+	def(&c.StandardWebhookSecret, DefaultStandardWebhookSecret)
+	def(&c.OperatorToken, DefaultOperatorToken)
+	def(&c.StripeAPIKey, DefaultStripeAPIKey)
+	if c.ProviderTimeout <= 0 {
+		c.ProviderTimeout = 3 * time.Second
+	}
+	if c.TimeFactor <= 0 {
+		c.TimeFactor = 1
+	}
+	if c.ResolveDelay <= 0 {
+		c.ResolveDelay = 2 * time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 29 * time.Second
+	}
+	if c.LockMargin <= 0 {
+		c.LockMargin = 5 * time.Second
+	}
+	if c.ReconcileEvery == 0 {
+		c.ReconcileEvery = time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+}
+
+// Stack is the local stack: every function behind one server.
+type Stack struct {
+	cfg   Config
+	log   *slog.Logger
+	clock *clock.Accelerated
+
+	store    *boltstore.Store
+	broker   *localqueue.Broker
+	queues   map[string]*localqueue.Queue
+	sim      *stripesim.Simulator
+	attempts *attempts.Log
+	payments *payments.Service
+	worker   *worker.Worker
+	runner   *asl.Runner
+	// recoverer starts recoveries; deadletters is the dead-letter table; recon reconciles.
+	recoverer   *recovery.Recoverer
+	deadletters *deadletter.Table
+	recon       *recon.Reconciler
+	// backfill replays the provider's event log through the worker (before each scheduled
+	// reconciliation, and on demand: POST /ops/backfill).
+	backfill *backfill.Backfill
+	// feed is the outbound event feed (GET /events), filled by the relay from the outbox.
+	feed *feed.Log
+	// starter is the runner's StartExecution with armable faults; relay delivers the outbox.
+	starter *faultyStarter
+	relay   *outbox.Relay
+
+	apiLn, simLn   net.Listener
+	apiSrv, simSrv *http.Server
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// stopSimTrim stops keeping the simulator's file out of the resident set.
+	stopSimTrim func()
+}
+
+// New opens the data directory and builds the stack; Start serves it.
+func New(cfg Config) (*Stack, error) {
+	cfg.defaults()
+	// Every log line goes out redacted and capped, whichever package writes it.
+	cfg.Logger = slog.New(attempts.RedactingHandler(cfg.Logger.Handler()))
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &Stack{cfg: cfg, log: cfg.Logger, queues: map[string]*localqueue.Queue{}}
+	var err error
+	if s.clock, err = newClock(cfg.DataDir, cfg.ClockStart); err != nil {
+		return nil, err
+	}
+	// Listen first, so the simulator knows where to send webhooks even on a ":0" address.
+	if s.apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("inprocess: listen %s: %w", cfg.Addr, err)
+	}
+	if s.simLn, err = net.Listen("tcp", cfg.SimAddr); err != nil {
+		s.apiLn.Close()
+		return nil, fmt.Errorf("inprocess: listen %s: %w", cfg.SimAddr, err)
+	}
+	if err := s.build(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) build() error {
+	var err error
+	if s.store, err = boltstore.Open(filepath.Join(s.cfg.DataDir, "twice.db")); err != nil {
+		return err
+	}
+	// One group committer for the one file: store writes, queue changes and the runner's
+	// checkpoints share fsyncs (infra/boltgroup).
+	s.broker = localqueue.New(s.store.DB(), localqueue.Options{Committer: s.store.Committer()})
+	for name, dlq := range map[string]string{webhookQueue: webhookDLQ, resolveQueue: resolveDLQ} {
+		q, err := s.broker.Queue(name, localqueue.Config{DeadLetter: dlq, MaxReceiveCount: maxReceiveCount})
+		if err != nil {
+			return err
+		}
+		s.queues[name] = q
+		if s.queues[dlq], err = s.broker.Queue(dlq, localqueue.Config{}); err != nil {
+			return err
+		}
+	}
+
+	s.sim, err = stripesim.New(stripesim.Config{
+		DataDir:       s.cfg.DataDir,
+		APIKeys:       []string{s.cfg.StripeAPIKey},
+		WebhookURL:    "http://" + s.apiLn.Addr().String() + "/webhooks/stripe",
+		WebhookSecret: s.cfg.StripeWebhookSecret,
+		Now:           s.clock.Now,
+		Logger:        s.log.With("component", "providersim"),
+	})
+	if err != nil {
+		return err
+	}
+	s.stopSimTrim = boltstore.KeepTrimmed(s.sim.DB())
+
+	if s.attempts, err = attempts.NewLog(s.store, attempts.Config{}, attempts.WithClock(s.clock.Now)); err != nil {
+		return err
+	}
+	record := attempts.BestEffort(s.attempts, s.log)
+
+	client, err := stripeprovider.New(stripeprovider.Config{
+		APIKey:   s.cfg.StripeAPIKey,
+		BaseURL:  "http://" + s.simLn.Addr().String(),
+		Timeout:  s.cfg.ProviderTimeout,
+		Observer: attempts.StripeObserver{Record: record},
+		Now:      s.clock.Now,
+	})
+	if err != nil {
+		return err
+	}
+	seed := uint64(time.Now().UnixNano())
+	policy := retry.New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+	policy.Logger = s.log
+	// An unknown outcome on the API path is resolved in the background, not retried while the
+	// caller waits: the timeout already used the caller's patience.
+	policy.ShouldRetry = func(err error) bool {
+		var unknown *provider.UnknownOutcomeError
+		return !errors.As(err, &unknown)
+	}
+	prov := &retry.Provider{Next: client, Policy: policy}
+
+	keeper, err := idempotency.NewKeeper(s.store, idempotency.Config{LockMargin: s.cfg.LockMargin}, idempotency.WithClock(s.clock.Now),
+		idempotency.WithLogger(s.log))
+	if err != nil {
+		return err
+	}
+	// An operator's retry goes back to the queue a message died on, or starts a new recovery
+	// round; the recoverer is set once it is built, below.
+	requeue := &adapt.Requeuer{Store: s.store, Queues: map[string]adapt.Sender{}}
+	for name, q := range s.queues {
+		requeue.Queues[name] = q
+	}
+	s.deadletters = deadletter.NewTable(s.store, requeue, deadletter.WithClock(s.clock.Now), deadletter.WithLogger(s.log))
+	recoverer, err := s.buildRecovery(client, seed)
+	if err != nil {
+		return err
+	}
+	s.recoverer = recoverer
+	requeue.Recoverer = recoverer
+	// The webhook worker applies deliveries, backfilled events and what reconciliation heals.
+	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
+	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
+	readPolicy.Logger = s.log
+	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
+		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
+		Events: client, Healer: s.worker}); err != nil {
+		return err
+	}
+	requeue.Reconcile, requeue.Loop = s.recon.Handle, s.deadletters
+	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
+		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
+		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
+	handlers := s.payments.FollowOns()
+	handlers[recovery.KindSteer] = s.steerer().FollowOn()
+	for kind, h := range adapt.DisputeFollowOns(s.deadletters) {
+		handlers[kind] = h
+	}
+	s.feed = &feed.Log{Store: s.store}
+	for kind, h := range (&feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}).Handlers() {
+		handlers[kind] = h
+	}
+	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
+		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
+	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: s.queues[webhookQueue],
+		Now: s.clock.Now, Log: s.log}
+	return nil
+}
+
+// recoveryMachine is the state machine's local name; recoveryStepsARN stands in for the
+// recovery-steps function's ARN in the definition.
+const (
+	recoveryMachine  = "payment-recovery"
+	recoveryStepsARN = "arn:aws:lambda:local:000000000000:function:recovery-steps"
+)
+
+// buildRecovery runs payment-recovery.asl.json on the local runner, its tasks on the same
+// recovery steps the recovery-steps function runs, and returns what starts a recovery.
+func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.Recoverer, error) {
+	// Recovery charges carry an attempt key, so an unknown outcome may be repeated inline.
+	policy := retry.New(rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)))
+	policy.Logger = s.log
+	steps, err := recovery.NewSteps(recovery.StepsConfig{
+		Provider:    &retry.Provider{Next: client, Policy: policy},
+		Store:       s.store,
+		DeadLetters: adapt.RecoverySink{Table: s.deadletters},
+		Policy:      recovery.DefaultPolicy(),
+		Now:         s.clock.Now, // each recovery's own, faster time comes with its steps' input
+		Rand:        rand.New(rand.NewPCG(seed+2, seed^0xbb67ae8584caa73b)),
+		Log:         s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	checkpoints, err := asl.NewBoltStore(s.store.DB(), asl.WithCommitter(s.store.Committer()))
+	if err != nil {
+		return nil, err
+	}
+	s.runner = asl.New(checkpoints, asl.TaskRegistry{recoveryStepsARN: recovery.LambdaHandler(steps.Handle)},
+		asl.WithClock(s.clock), asl.WithTimeFactor(s.cfg.TimeFactor), asl.WithLogger(s.log), asl.WithRand(rand.New(rand.NewPCG(seed+3, seed))))
+	def := asl.Substitute(statemachines.PaymentRecovery, map[string]string{statemachines.RecoveryStepsFunctionArn: recoveryStepsARN})
+	if err := s.runner.Define(recoveryMachine, def); err != nil {
+		return nil, err
+	}
+	s.starter = &faultyStarter{next: s.runner}
+	return &recovery.Recoverer{Starter: &asl.Starter{Runner: s.starter, StateMachine: recoveryMachine}, Log: s.log}, nil
+}
+
+// Handler is every route of template.yaml. The adapters it wires (QueueSink, QueueResolver,
+// the attempt observers) are the ones functions/*/main.go wires to the AWS services.
+func (s *Stack) Handler() http.Handler {
+	mux := http.NewServeMux()
+	local := func(*http.Request) string { return "local" }
+	pay := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Scope: local, Now: s.clock.Now,
+		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(s.payments.Handler(local))
+	mux.Handle("POST /payments", pay)
+	mux.Handle("GET /payments/{id}", pay)
+
+	verifiers := webhooks.Static{}
+	if v, err := webhooks.NewStripeVerifier(secrets.Split(s.cfg.StripeWebhookSecret), webhooks.WithClock(s.clock.Now)); err == nil {
+		verifiers[webhooks.ProviderStripe] = v
+	} else {
+		s.log.Error("stripe webhook secret rejected; /webhooks/stripe will answer 503", "error", err)
+	}
+	if v, err := webhooks.NewStandardVerifier(secrets.Split(s.cfg.StandardWebhookSecret), webhooks.WithClock(s.clock.Now)); err == nil {
+		verifiers[webhooks.ProviderStandard] = v
+	} else {
+		s.log.Error("standard webhook secret rejected; /webhooks/standard will answer 503", "error", err)
+	}
+	in := ingest.New(verifiers, ingest.QueueSink{Queue: s.queues[webhookQueue]})
+	in.MaxBody = ingestMaxBody
+	in.Now = s.clock.Now
+	in.Logger = s.log
+	in.Observer = attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}
+	mux.Handle(ingest.Pattern, in)
+	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
+		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon,
+		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store},
+		Recoveries: opsapi.StorePayments{Store: s.store}, Steer: s.steerer()})
+	if err != nil {
+		s.log.Error("operator API disabled", "error", err)
+	} else {
+		mux.Handle("/ops/", ops)
+	}
+	mux.Handle("/ops/_faults", s.faultsHandler())
+	mux.Handle("POST /ops/backfill", s.backfillHandler())
+	mux.Handle("GET /events", s.feedHandler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	return mux
+}
+
+// Start serves the API and the simulator and starts the background work: webhook delivery
+// from the simulator, the queue consumers and the runner.
+func (s *Stack) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.apiSrv = &http.Server{Handler: withDeadline(s.Handler(), s.cfg.RequestTimeout), ReadHeaderTimeout: 10 * time.Second}
+	s.simSrv = &http.Server{Handler: s.sim, ReadHeaderTimeout: 10 * time.Second}
+	s.goRun(func() { s.apiSrv.Serve(s.apiLn) })
+	s.goRun(func() { s.simSrv.Serve(s.simLn) })
+	s.sim.Start(ctx)
+
+	// A message an operator retried closes its dead-letter record's loop (deadletter.Retries).
+	worker := &deadletter.Retries{Loop: s.deadletters, Next: s.worker.Handle, Now: s.clock.Now, Log: s.log,
+		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+	resolver := &deadletter.Retries{Loop: s.deadletters, Next: s.payments.HandleResolve, Now: s.clock.Now, Log: s.log,
+		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
+	consumers := []*queue.Consumer{
+		{Queue: s.queues[webhookQueue], Handler: worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
+			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Logger: s.log},
+		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
+	}
+	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
+	for _, dlq := range []string{webhookDLQ, resolveDLQ} {
+		consumers = append(consumers, &queue.Consumer{Queue: s.queues[dlq], Handler: sink.Handle, Visibility: 30 * time.Second,
+			Wait: 5 * time.Second, SourceARN: arn(dlq), Region: "local", Logger: s.log})
+	}
+	for _, c := range consumers {
+		s.goRun(func() { _ = c.Run(ctx) })
+	}
+	// Follow-on work committed before a kill -9 is still in the outbox: delivered now.
+	s.goRun(func() { s.relay.Run(ctx, outboxEvery, nil) })
+	if s.cfg.ReconcileEvery > 0 {
+		s.goRun(func() {
+			_ = recon.Every(ctx, s.cfg.ReconcileEvery, s.clock, func(ctx context.Context) { s.scheduledPass(ctx) })
+		})
+	}
+	// Executions a kill -9 interrupted continue at the step they stopped.
+	if n, err := s.runner.Resume(ctx); err != nil {
+		s.log.Error("resume recoveries", "error", err)
+	} else if n > 0 {
+		s.log.Info("resumed recoveries", "executions", n)
+	}
+}
+
+// scheduledPass is what the local scheduler runs every ReconcileEvery: the provider's event log
+// from the backfill checkpoint first, then reconciliation of the scheduled window, so
+// reconciliation compares what the backfill could not settle.
+func (s *Stack) scheduledPass(ctx context.Context) (backfill.Report, recon.Report) {
+	bf, err := s.backfill.Run(ctx, backfill.Request{})
+	if err != nil {
+		s.log.Error("scheduled backfill failed", "error", err)
+	} else {
+		s.log.Info("backfill", "listed", bf.Listed, "applied", len(bf.Applied))
+	}
+	rep, err := s.reconcileScheduled(ctx) // a failed run becomes a dead-letter record
+	if err != nil {
+		s.log.Error("scheduled reconciliation failed", "error", err)
+	} else {
+		s.log.Info("reconciliation", "run_id", rep.RunID, "differences", len(rep.Differences))
+	}
+	return bf, rep
+}
+
+// outboxEvery is how often the local relay drains the outbox.
+const outboxEvery = 100 * time.Millisecond
+
+// withDeadline gives every request the deadline API Gateway would.
+func withDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func arn(q string) string { return "arn:aws:sqs:local:000000000000:" + q }
+
+func (s *Stack) goRun(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// APIURL and SimURL are where the stack listens.
+func (s *Stack) APIURL() string { return "http://" + s.apiLn.Addr().String() }
+func (s *Stack) SimURL() string { return "http://" + s.simLn.Addr().String() }
+
+// Config returns the effective configuration.
+func (s *Stack) Config() Config { return s.cfg }
+
+// Close stops serving, lets in-flight work finish, and closes the data files.
+func (s *Stack) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s.apiSrv != nil {
+		s.apiSrv.Shutdown(ctx)
+		s.simSrv.Shutdown(ctx)
+	} else {
+		if s.apiLn != nil {
+			s.apiLn.Close()
+		}
+		if s.simLn != nil {
+			s.simLn.Close()
+		}
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	var errs []error
+	if s.runner != nil {
+		errs = append(errs, s.runner.Close())
+	}
+	if s.sim != nil {
+		errs = append(errs, s.sim.Close())
+	}
+	if s.broker != nil {
+		errs = append(errs, s.broker.Close())
+	}
+	s.wg.Wait()
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileScheduled runs the scheduled reconciliation over its window; a run that fails
+// becomes a dead-letter record whose Retry runs the same window again (as the AWS schedule's
+// failures reach the dead-letter table through reconcile-dlq).
+func (s *Stack) reconcileScheduled(ctx context.Context) (recon.Report, error) {
+	w := s.recon.DefaultWindow()
+	input, err := json.Marshal(recon.Event{From: w.From.UTC().Format(time.RFC3339), To: w.To.UTC().Format(time.RFC3339)})
+	if err != nil {
+		return recon.Report{}, err
+	}
+	rep, err := s.recon.Handle(ctx, input)
+	if err != nil {
+		if _, _, oerr := s.deadletters.Open(context.WithoutCancel(ctx), deadletter.ReconRunFailed(input, s.clock.Now())); oerr != nil {
+			return rep, errors.Join(err, oerr)
+		}
+	}
+	return rep, err
+}
+
+// steerer steers running recoveries on the local runner, as recoveryfn.Steerer does on AWS.
+func (s *Stack) steerer() *recovery.Steerer {
+	return &recovery.Steerer{Store: s.store, Signal: localSignaler{s.runner}, Now: s.clock.Now}
+}
+
+// localSignaler is recovery.Signaler on the local runner.
+type localSignaler struct{ r *asl.Runner }
+
+func (l localSignaler) SendTaskSuccess(ctx context.Context, token string, output []byte) error {
+	err := l.r.SendTaskSuccess(ctx, token, output)
+	if errors.Is(err, asl.ErrTaskTimedOut) || errors.Is(err, asl.ErrInvalidToken) {
+		return fmt.Errorf("%w: %v", recovery.ErrTaskGone, err)
+	}
+	return err
+}

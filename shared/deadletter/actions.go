@@ -1,0 +1,254 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runtwice/twice/shared/store"
+)
+
+// change applies fn to the current record and commits the result, conditioned on the version
+// it read; when someone else changed the record first it reads again and re-applies fn, which
+// sees the new state (a second click sees retrying and does nothing). fn returns false to
+// leave the record as it is.
+func (t *Table) change(ctx context.Context, id string, fn func(r *Record, now time.Time) (bool, error)) (Record, bool, error) {
+	return t.changeWith(ctx, id, nil, fn)
+}
+
+// changeWith is change with extra writes committed in the same transaction as the record
+// (built from the changed record). A failed condition on an extra write leaves the record as
+// it is (changed false, no error): the extra write is a guard that says the change was made.
+func (t *Table) changeWith(ctx context.Context, id string, extra func(r Record, now time.Time) []store.Write,
+	fn func(r *Record, now time.Time) (bool, error)) (Record, bool, error) {
+	for try := 0; try < maxTries; try++ {
+		old, err := t.Get(ctx, id)
+		if err != nil {
+			return Record{}, false, err
+		}
+		now := t.now().UTC()
+		r := old
+		r.Audit = append([]Audit{}, old.Audit...)
+		changed, err := fn(&r, now)
+		if err != nil || !changed {
+			return old, false, err
+		}
+		r.UpdatedAt, r.Version = now, old.Version+1
+		it, err := r.item()
+		if err != nil {
+			return Record{}, false, err
+		}
+		var delta int64
+		if old.Status == StatusOpen && r.Status != StatusOpen {
+			delta = -1
+		} else if old.Status != StatusOpen && r.Status == StatusOpen {
+			delta = +1
+		}
+		var ex []store.Write
+		if extra != nil {
+			ex = extra(r, now)
+		}
+		n, err := t.commit(ctx, store.Write{Table: TableName, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: old.Version}}, delta, now, ex...)
+		var ce *store.ConditionError
+		if errors.As(err, &ce) && len(ex) > 0 && ce.Index >= extraIndex(delta, 0) {
+			return old, false, nil
+		}
+		if errors.Is(err, store.ErrConditionFailed) || errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return Record{}, false, fmt.Errorf("deadletter: update %s: %w", id, err)
+		}
+		t.emit(n, now)
+		return r, true, nil
+	}
+	return Record{}, false, fmt.Errorf("%w: %s", ErrBusy, id)
+}
+
+func checkNote(note string) error {
+	if len(note) > MaxNote || !utf8.ValidString(note) {
+		return fmt.Errorf("%w: note too long or not UTF-8", ErrInvalid)
+	}
+	return nil
+}
+
+// Retry re-sends the record's work to its target with retry id RetryID(id, n), where n is the
+// record's next retry number, and moves it to retrying. A record already retrying is left as
+// it is (retried false): a double click, or two operators at once, retries once. When the
+// target refuses the retry, the record returns to its previous status with a retry_failed
+// audit entry, and the error wraps ErrRequeue.
+func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool, error) {
+	return t.RetrySeen(ctx, id, actor, note, -1)
+}
+
+// RetrySeen is Retry from an operator who saw the record with seen retries (a form, an API
+// body): when the record has had a retry since (a double click whose first click's retry
+// already ended, resolved or open again), it is left as it is (retried false), so the work is
+// done once however fast the first retry ends. seen < 0 checks nothing.
+func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int) (Record, bool, error) {
+	if err := checkNote(note); err != nil {
+		return Record{}, false, err
+	}
+	if t.requeue == nil {
+		return Record{}, false, fmt.Errorf("%w: no requeuer configured", ErrRequeue)
+	}
+	var from Status
+	r, retried, err := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
+		if seen >= 0 && r.Retries != seen {
+			return false, nil // retried since the operator looked: this is a second click
+		}
+		switch r.Status {
+		case StatusRetrying:
+			return false, nil
+		case StatusResolved, StatusOverridden:
+			return false, fmt.Errorf("%w: %s is %s", ErrClosed, r.ID, r.Status)
+		}
+		if !r.Target.Retryable() {
+			return false, fmt.Errorf("%w: %s", ErrNotRetryable, r.ID)
+		}
+		from = r.Status
+		r.Retries++
+		r.Audit = append(r.Audit, Audit{At: now, Actor: actor, Action: ActionRetry, Note: note, From: r.Status,
+			To: StatusRetrying, RetryID: RetryID(r.ID, r.Retries)})
+		r.Status = StatusRetrying
+		return true, nil
+	})
+	if err != nil || !retried {
+		return r, false, err
+	}
+	retryID := RetryID(r.ID, r.Retries)
+	tgt := r.Target
+	tgt.Retry, tgt.RecordID = r.Retries, r.ID
+	if err := t.requeue.Requeue(ctx, tgt, retryID); err != nil {
+		t.log.ErrorContext(ctx, "dead-letter retry not sent", "record", r.ID, "retry_id", retryID, "err", err)
+		n := r.Retries
+		back, _, berr := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
+			if r.Status != StatusRetrying || r.Retries != n {
+				return false, nil
+			}
+			r.Audit = append(r.Audit, Audit{At: now, Actor: "system", Action: ActionRetryError,
+				Note: "the retry could not be sent; try again", From: StatusRetrying, To: from, RetryID: retryID})
+			r.Status = from
+			return true, nil
+		})
+		if berr != nil {
+			return r, false, fmt.Errorf("%w: %s (and the record stays retrying: %v)", ErrRequeue, id, berr)
+		}
+		return back, false, fmt.Errorf("%w: %s", ErrRequeue, id)
+	}
+	t.log.InfoContext(ctx, "dead-letter retried", "record", r.ID, "retry_id", retryID, "actor", actor)
+	return r, true, nil
+}
+
+// Override closes the record with a manual outcome. Both outcome and note are required.
+func (t *Table) Override(ctx context.Context, id, actor, outcome, note string) (Record, error) {
+	outcome, note = strings.TrimSpace(outcome), strings.TrimSpace(note)
+	if outcome == "" || note == "" {
+		return Record{}, ErrNoteRequired
+	}
+	if len(outcome) > MaxOutcome || !utf8.ValidString(outcome) {
+		return Record{}, fmt.Errorf("%w: outcome too long or not UTF-8", ErrInvalid)
+	}
+	if err := checkNote(note); err != nil {
+		return Record{}, err
+	}
+	r, _, err := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
+		if r.Status == StatusResolved || r.Status == StatusOverridden {
+			return false, fmt.Errorf("%w: %s is %s", ErrClosed, r.ID, r.Status)
+		}
+		r.Audit = append(r.Audit, Audit{At: now, Actor: actor, Action: ActionOverride, Note: note, Outcome: outcome, From: r.Status, To: StatusOverridden})
+		r.Status, r.Outcome = StatusOverridden, outcome
+		return true, nil
+	})
+	return r, err
+}
+
+// Resolve closes the record: the work is done, by a retry or by hand.
+func (t *Table) Resolve(ctx context.Context, id, actor, note string) (Record, error) {
+	return t.settle(ctx, id, actor, note, ActionResolve, StatusResolved)
+}
+
+// Ignore sets the record aside: nothing will be done. An ignored record can still be retried
+// or resolved later.
+func (t *Table) Ignore(ctx context.Context, id, actor, note string) (Record, error) {
+	return t.settle(ctx, id, actor, note, ActionIgnore, StatusIgnored)
+}
+
+func (t *Table) settle(ctx context.Context, id, actor, note, action string, to Status) (Record, error) {
+	if err := checkNote(strings.TrimSpace(note)); err != nil {
+		return Record{}, err
+	}
+	r, _, err := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
+		switch {
+		case r.Status == to:
+			return false, nil // a repeated click: nothing to do, nothing to audit
+		case r.Status == StatusResolved || r.Status == StatusOverridden:
+			return false, fmt.Errorf("%w: %s is %s", ErrClosed, r.ID, r.Status)
+		}
+		r.Audit = append(r.Audit, Audit{At: now, Actor: actor, Action: action, Note: strings.TrimSpace(note), From: r.Status, To: to})
+		r.Status = to
+		return true, nil
+	})
+	return r, err
+}
+
+// BulkResult counts what a BulkRetry did.
+type BulkResult struct {
+	Matched int      `json:"matched"`
+	Retried int      `json:"retried"`
+	Skipped int      `json:"skipped"`
+	Failed  int      `json:"failed"`
+	IDs     []string `json:"retried_ids"`
+}
+
+// MaxBulk bounds the records one BulkRetry touches.
+const MaxBulk = 500
+
+// BulkRetry retries every record matching f (open by default), up to MaxBulk. Each retry is
+// audited on its record like a single retry; records that cannot be retried are skipped.
+func (t *Table) BulkRetry(ctx context.Context, f Filter, actor, note string) (BulkResult, error) {
+	if f.Status == "" {
+		f.Status = StatusOpen
+	}
+	if f.Status != StatusOpen && f.Status != StatusIgnored {
+		return BulkResult{}, fmt.Errorf("%w: bulk retry works on open or ignored records", ErrInvalid)
+	}
+	if note == "" {
+		note = "bulk retry"
+	}
+	var ids []string
+	f.Cursor, f.Limit = "", MaxLimit
+	for len(ids) < MaxBulk {
+		page, err := t.List(ctx, f)
+		if err != nil {
+			return BulkResult{}, err
+		}
+		for _, r := range page.Records {
+			if len(ids) < MaxBulk {
+				ids = append(ids, r.ID)
+			}
+		}
+		if page.Cursor == "" {
+			break
+		}
+		f.Cursor = page.Cursor
+	}
+	res := BulkResult{Matched: len(ids), IDs: []string{}}
+	for _, id := range ids {
+		_, retried, err := t.Retry(ctx, id, actor, note)
+		switch {
+		case err == nil && retried:
+			res.Retried++
+			res.IDs = append(res.IDs, id)
+		case err == nil, errors.Is(err, ErrNotRetryable), errors.Is(err, ErrClosed):
+			res.Skipped++
+		default:
+			res.Failed++
+			t.log.ErrorContext(ctx, "bulk retry failed for a record", "record", id, "err", err)
+		}
+	}
+	return res, nil
+}
