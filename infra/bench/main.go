@@ -98,18 +98,20 @@ func run() error {
 
 	// Phase 1: new payments, each with a fresh key.
 	var seq atomic.Int64
-	var ids sync.Map
+	var ids, amounts sync.Map // provider payment id -> our id, amount
 	newPay := load("new payments", *clients, *duration, *maxReq, func() (int, error) {
 		n := seq.Add(1)
 		status, body, err := post(client, base+"/payments", "bench-"+strconv.FormatInt(n, 10),
 			fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_bench","payment_method":"pm_card_visa"}`, 1000+n%500))
 		if status == http.StatusCreated {
 			var v struct {
-				ID  string `json:"id"`
-				PID string `json:"provider_payment_id"`
+				ID     string `json:"id"`
+				PID    string `json:"provider_payment_id"`
+				Amount int64  `json:"amount"`
 			}
 			json.Unmarshal(body, &v)
 			ids.Store(v.PID, v.ID)
+			amounts.Store(v.PID, v.Amount)
 		}
 		return status, err
 	}, http.StatusCreated)
@@ -142,8 +144,9 @@ func run() error {
 			return 0, errDone
 		}
 		pi := pis[n/2]
-		body := fmt.Sprintf(`{"id":"evt_bench_%s","object":"event","type":"charge.refunded","created":%d,"data":{"object":{"id":"ch_%s","object":"charge","payment_intent":%q,"amount":1000,"amount_refunded":1000,"refunded":true,"metadata":{}}}}`,
-			pi, now.Unix(), pi, pi)
+		amount, _ := amounts.Load(pi) // a whole refund: a partial one leaves the payment succeeded
+		body := fmt.Sprintf(`{"id":"evt_bench_%s","object":"event","type":"charge.refunded","created":%d,"data":{"object":{"id":"ch_%s","object":"charge","payment_intent":%q,"amount":%d,"amount_refunded":%d,"refunded":true,"metadata":{}}}}`,
+			pi, now.Unix(), pi, pi, amount, amount)
 		req, _ := http.NewRequest("POST", base+"/webhooks/stripe", strings.NewReader(body))
 		req.Header.Set("Stripe-Signature", stripesim.SignatureHeader([]byte(body), secret, time.Now()))
 		resp, err := client.Do(req)
