@@ -185,7 +185,7 @@ func (h *Handler) bearer(fn func(http.ResponseWriter, *http.Request, string)) ht
 		who, ok := h.actor(r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="twice-ops"`)
-			problem.Error(w, http.StatusUnauthorized, "A valid operator token is required.")
+			problem.Write(w, problem.Typed(http.StatusUnauthorized, problem.Unauthorized, "A valid operator token is required."))
 			return
 		}
 		fn(w, r, who)
@@ -195,7 +195,7 @@ func (h *Handler) bearer(fn func(http.ResponseWriter, *http.Request, string)) ht
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		problem.Error(w, http.StatusInternalServerError, "")
+		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The response could not be encoded."))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -204,36 +204,42 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// fail maps an error to a problem; internal text never leaves.
+// fail maps an error to a problem, the operator API's one mapping; internal text never leaves.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status, detail := statusOf(err)
-	if status == http.StatusInternalServerError {
+	p := problemOf(err)
+	if p.Status == http.StatusInternalServerError {
 		h.cfg.Logger.ErrorContext(r.Context(), "operator api error", "path", r.URL.Path, "err", err)
 	}
-	problem.Error(w, status, detail)
+	problem.Write(w, p)
 }
 
-func statusOf(err error) (int, string) {
+func problemOf(err error) problem.Problem {
 	var fe *FieldError
 	switch {
 	case errors.As(err, &fe):
-		return http.StatusBadRequest, fe.Error()
+		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, fe.Error()).WithFields([]string{fe.Field})
 	case errors.Is(err, deadletter.ErrNotFound), errors.Is(err, attempts.ErrNotFound):
-		return http.StatusNotFound, "No such record."
+		return problem.Typed(http.StatusNotFound, problem.NotFound, "No such record.")
 	case errors.Is(err, deadletter.ErrNoteRequired):
-		return http.StatusBadRequest, "An override needs an outcome and a note."
+		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "An override needs an outcome and a note.").WithFields([]string{"outcome", "note"})
 	case errors.Is(err, deadletter.ErrInvalid), errors.Is(err, attempts.ErrInvalid):
-		return http.StatusBadRequest, "The request is not valid."
+		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "The request is not valid.")
 	case errors.Is(err, deadletter.ErrNotRetryable):
-		return http.StatusConflict, "This record has nothing to retry; resolve or override it instead."
+		return problem.Typed(http.StatusConflict, problem.NothingToRetry, "This record has nothing to retry; resolve or override it instead.")
 	case errors.Is(err, deadletter.ErrClosed):
-		return http.StatusConflict, "This record is already closed."
+		return problem.Typed(http.StatusConflict, problem.RecordClosed, "This record is already closed.")
 	case errors.Is(err, deadletter.ErrBusy):
-		return http.StatusConflict, "The record changed while you acted; reload and try again."
+		return problem.Typed(http.StatusConflict, problem.RecordChanged, "The record changed while you acted; reload and try again.")
 	case errors.Is(err, deadletter.ErrRequeue):
-		return http.StatusBadGateway, "The retry could not be sent; the record is unchanged. Try again."
+		return problem.Typed(http.StatusBadGateway, problem.RetryNotSent, "The retry could not be sent; the record is unchanged. Try again.")
 	}
-	return http.StatusInternalServerError, "Something went wrong; it has been logged."
+	return problem.Typed(http.StatusInternalServerError, problem.Internal, "Something went wrong; it has been logged.")
+}
+
+// statusOf is the status and detail of the problem err maps to (the console shows them).
+func statusOf(err error) (int, string) {
+	p := problemOf(err)
+	return p.Status, p.Detail
 }
 
 // FieldError is a bad query parameter or body field; its text is safe to show.
@@ -515,7 +521,7 @@ func (h *Handler) bulkRetry(w http.ResponseWriter, r *http.Request, who string) 
 }
 
 func problemNotConfigured(w http.ResponseWriter) {
-	problem.Error(w, http.StatusNotFound, "The attempt log is not configured.")
+	problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "The attempt log is not configured."))
 }
 
 // reconcile runs a reconciliation now and answers its report. A window already reconciled
@@ -523,7 +529,7 @@ func problemNotConfigured(w http.ResponseWriter) {
 func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, who string) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<10))
 	if err != nil {
-		problem.Error(w, http.StatusBadRequest, "The request body could not be read.")
+		problem.Write(w, problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body could not be read."))
 		return
 	}
 	// No window: everything up to now (not the scheduled window, whose stored report a run
@@ -534,11 +540,11 @@ func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, who string) 
 	rep, err := h.cfg.Reconcile.Handle(r.Context(), body)
 	switch {
 	case errors.Is(err, recon.ErrBadEvent), errors.Is(err, recon.ErrBadWindow):
-		problem.Error(w, http.StatusBadRequest, "The reconciliation window is not valid: give {} or {\"from\",\"to\"} in RFC 3339.")
+		problem.Write(w, problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "The reconciliation window is not valid: give {} or {\"from\",\"to\"} in RFC 3339.").WithFields([]string{"from", "to"}))
 		return
 	case err != nil:
 		h.cfg.Logger.ErrorContext(r.Context(), "reconciliation failed", "by", who, "err", err)
-		problem.Error(w, http.StatusBadGateway, "The reconciliation could not finish; it is safe to run it again.")
+		problem.Write(w, problem.Typed(http.StatusBadGateway, problem.ReconcileFailed, "The reconciliation could not finish; it is safe to run it again."))
 		return
 	}
 	h.cfg.Logger.InfoContext(r.Context(), "reconciliation run", "by", who, "run_id", rep.RunID)

@@ -289,9 +289,9 @@ func (h *Handler) timelineAPI(w http.ResponseWriter, r *http.Request, _ string) 
 func (h *Handler) failTimeline(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ErrNoPayment):
-		problem.Error(w, http.StatusNotFound, "No such payment.")
+		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No such payment."))
 	case errors.Is(err, errNotConfigured):
-		problem.Error(w, http.StatusNotFound, "The payment timeline is not configured.")
+		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "The payment timeline is not configured."))
 	default:
 		h.fail(w, r, err)
 	}

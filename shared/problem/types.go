@@ -24,6 +24,12 @@ const (
 	WebhookUnverified   = "webhook-unverified"          // 400: signature, timestamp or body refused
 	Unavailable         = "unavailable"                 // 503 with Retry-After: try again later
 	Unauthorized        = "unauthorized"                // 401
+	RecordClosed        = "record-closed"               // 409: the dead-letter record is closed
+	NothingToRetry      = "nothing-to-retry"            // 409: the record has no retry (resolve or override it)
+	RecordChanged       = "record-changed"              // 409: changed while the operator acted; reload
+	RetryNotSent        = "retry-not-sent"              // 502: the retry could not be sent; nothing changed
+	ReconcileFailed     = "reconciliation-failed"       // 502: the run could not finish; run it again
+	NoRunningRecovery   = "no-running-recovery"         // 409: nothing to steer
 )
 
 // Typed returns the problem of the given type (a constant above) with the standard title for
