@@ -27,7 +27,7 @@ import (
 )
 
 // The interleaved comparison (-interleaved): every side runs its new keys and then their
-// replays, side after side within a round (A B C ... A B C ...), for each concurrency, so a
+// replays, side after side within a round (A B C, then C B A in the next round), for each concurrency, so a
 // drift of the shared machine or of DynamoDB Local hits every side alike; each round's ratios
 // are reported, not only their mean.
 //
@@ -158,8 +158,16 @@ func interleaved(spec interleaveSpec, root, out string, stdout io.Writer) error 
 		load(min(200, spec.Requests), 8, func(i int) bool { return s.newKey("warm-"+s.name, i) })
 	}
 	for round := 1; round <= spec.Rounds; round++ {
+		// Odd rounds run the sides in order, even rounds in reverse (A B C, C B A, ...): each pair
+		// compared (twice/tx and bare/tx, ...) runs first in half the rounds, so a phase's
+		// position after another side's burst weighs on both alike.
+		order := sides
+		if round%2 == 0 {
+			order = slices.Clone(sides)
+			slices.Reverse(order)
+		}
 		for _, conc := range spec.Concurrency {
-			for _, s := range sides {
+			for _, s := range order {
 				prefix := fmt.Sprintf("r%d-c%d-%s", round, conc, s.name)
 				for _, kind := range []string{kindNew, kindReplay} {
 					p := runGoPhase(round, conc, s, kind, prefix, spec.Requests)
