@@ -65,8 +65,9 @@ func TestRetryAfterTheProviderForgotTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 25 hours on, before anything runs (the accelerated clock is read by every component).
-	later.clock.Anchor = later.clock.Anchor.Add(25 * time.Hour)
+	// 25 hours on, before anything runs (the accelerated clock is read by every component):
+	// Base moves, not Anchor, which would move the clock back.
+	later.clock.Base = later.clock.Base.Add(25 * time.Hour) // Now = Base + (wall - Anchor) x Factor
 	later.Start()
 	t.Cleanup(func() { later.Close() })
 	// The simulator's own sweep may have forgotten the key already at 25 h; expire the rest.
