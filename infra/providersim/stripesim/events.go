@@ -306,15 +306,11 @@ func parseEventList(v url.Values) (eventListParams, *ParamError) {
 		}
 		switch base {
 		case "limit":
-			n, err := parseInt("limit", val)
+			n, err := parseLimit(val)
 			if err != nil {
 				return p, err
 			}
-			if n < 1 || n > 100 {
-				return p, &ParamError{Code: "parameter_invalid_integer", Param: "limit",
-					Message: "This value must be greater than or equal to 1 and less than or equal to 100."}
-			}
-			p.Limit = int(n)
+			p.Limit = n
 		case "starting_after":
 			p.StartingAfter = val
 		case "ending_before":

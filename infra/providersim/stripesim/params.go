@@ -364,15 +364,11 @@ func parseList(v url.Values) (listParams, *ParamError) {
 		}
 		switch base {
 		case "limit":
-			n, err := parseInt("limit", val)
+			n, err := parseLimit(val)
 			if err != nil {
 				return p, err
 			}
-			if n < 1 || n > 100 {
-				return p, &ParamError{Code: "parameter_invalid_integer", Param: "limit",
-					Message: "This value must be greater than or equal to 1 and less than or equal to 100."}
-			}
-			p.Limit = int(n)
+			p.Limit = n
 		case "starting_after":
 			p.StartingAfter = val
 		case "ending_before":
@@ -437,3 +433,16 @@ const (
 	minInt64 = -1 << 63
 	maxInt64 = 1<<63 - 1
 )
+
+// parseLimit reads a list's limit, 1 to 100 as Stripe allows, for every list and search route.
+func parseLimit(val string) (int, *ParamError) {
+	n, err := parseInt("limit", val)
+	if err != nil {
+		return 0, err
+	}
+	if n < 1 || n > 100 {
+		return 0, &ParamError{Code: "parameter_invalid_integer", Param: "limit",
+			Message: "This value must be greater than or equal to 1 and less than or equal to 100."}
+	}
+	return int(n), nil
+}

@@ -38,17 +38,12 @@ func (s *Simulator) handleSearch(w http.ResponseWriter, r *http.Request) {
 		case "query":
 			m = searchQuery.FindStringSubmatch(last(vs))
 		case "limit":
-			n, perr := parseInt("limit", last(vs))
+			n, perr := parseLimit(last(vs))
 			if perr != nil {
 				writeParamError(w, perr)
 				return
 			}
-			if n < 1 || n > 100 {
-				writeParamError(w, &ParamError{Code: "parameter_invalid_integer", Param: "limit",
-					Message: "This value must be greater than or equal to 1 and less than or equal to 100."})
-				return
-			}
-			limit = int(n)
+			limit = n
 		case "page":
 		default:
 			writeParamError(w, unknownParam(k))
