@@ -19,6 +19,36 @@ import (
 // browserOrSkip starts chromium before the stack, so a test without one skips at once.
 func browserOrSkip(t *testing.T) context.Context { return browsertest.New(t, 90*time.Second) }
 
+// page drives one test's browser: a step that fails fails the test, naming what it was doing.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func (p page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, steps...); err != nil {
+		p.t.Fatalf("browser, %s: %v", what, err)
+	}
+}
+
+func (p page) text(sel string) string {
+	p.t.Helper()
+	s, err := chromedp.Run(p.ctx, chromedp.Text(sel))
+	if err != nil {
+		p.t.Fatalf("browser, reading %s: %v", sel, err)
+	}
+	return s
+}
+
+// signIn signs in to the stack's console with its operator token, as Ada.
+func (p page) signIn(s *Stack) {
+	p.t.Helper()
+	p.do("sign in", chromedp.Navigate(s.APIURL()+"/ops/"), chromedp.WaitVisible(`input[name="token"]`),
+		chromedp.SendKeys(`input[name="token"]`, s.Config().OperatorToken), chromedp.SendKeys(`input[name="name"]`, "Ada"),
+		chromedp.Submit(`input[name="token"]`), chromedp.WaitVisible(`#records`))
+}
+
 // TestConsoleTimelineAndListInBrowser drives the console of a real stack in headless chromium
 // at a desktop and a phone width: a lost card (a hard decline: the recovery files a dead
 // letter at once) must show its amount, customer, card and next action in the list, and its
@@ -41,20 +71,8 @@ func TestConsoleTimelineAndListInBrowser(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("browser, %s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("browser, reading %s: %v", sel, err)
-		}
-		return s
-	}
+	pg := page{t, bctx}
+	do, text := pg.do, pg.text
 	shot := func(name string) {
 		t.Helper()
 		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
@@ -75,9 +93,7 @@ func TestConsoleTimelineAndListInBrowser(t *testing.T) {
 		}
 		return n
 	}
-	do("sign in", chromedp.Navigate(s.APIURL()+"/ops/"), chromedp.WaitVisible(`input[name="token"]`),
-		chromedp.SendKeys(`input[name="token"]`, s.Config().OperatorToken), chromedp.SendKeys(`input[name="name"]`, "Ada"),
-		chromedp.Submit(`input[name="token"]`), chromedp.WaitVisible(`#records`))
+	pg.signIn(s)
 
 	for _, width := range []int64{1280, 390} {
 		name := map[int64]string{1280: "desktop", 390: "phone"}[width]

@@ -339,23 +339,9 @@ func TestConsoleRetryClosesTheLoopInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("browser, %s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("browser, reading %s: %v", sel, err)
-		}
-		return s
-	}
-	do("sign in", chromedp.Navigate(s.APIURL()+"/ops/"), chromedp.WaitVisible(`input[name="token"]`),
-		chromedp.SendKeys(`input[name="token"]`, s.Config().OperatorToken), chromedp.SendKeys(`input[name="name"]`, "Ada"),
-		chromedp.Submit(`input[name="token"]`), chromedp.WaitVisible(`#records`))
+	pg := page{t, bctx}
+	do, text := pg.do, pg.text
+	pg.signIn(s)
 	do("open the record", chromedp.Navigate(s.APIURL()+"/ops/records/"+rec.ID), chromedp.WaitVisible(`#retry`))
 	// A double click: the second click lands on the page the first one's answer replaces, or
 	// on nothing; either way the table carries out one retry.

@@ -28,23 +28,9 @@ func TestConsoleSteersRecoveriesInBrowser(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("browser, %s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("browser, reading %s: %v", sel, err)
-		}
-		return s
-	}
-	do("sign in", chromedp.Navigate(s.APIURL()+"/ops/"), chromedp.WaitVisible(`input[name="token"]`),
-		chromedp.SendKeys(`input[name="token"]`, s.Config().OperatorToken), chromedp.SendKeys(`input[name="name"]`, "Ada"),
-		chromedp.Submit(`input[name="token"]`), chromedp.WaitVisible(`#records`))
+	pg := page{t, bctx}
+	do, text := pg.do, pg.text
+	pg.signIn(s)
 	do("recoveries", chromedp.Navigate(s.APIURL()+"/ops/running"), chromedp.WaitVisible(`#recoveries`))
 	list := text(`#recoveries`)
 	for _, want := range []string{now.ID, stop.ID, "visa", "payday"} {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/runtwice/twice/infra/testenv"
 	"github.com/runtwice/twice/shared/dynamo"
@@ -19,13 +20,11 @@ import (
 	"github.com/runtwice/twice/shared/provider/providertest"
 )
 
-// TestDynamoDBCallsWithTheOutbox counts the SDK's calls per request on DynamoDB Local: the
-// outbox message of a decline (start recovery) and of an unknown outcome (resolve) ride in the
-// transaction the answer commits in, so a new key stays one conditional put plus one
-// transaction, and a replay, or a repeat of a key another caller is resolving, one call.
-func TestDynamoDBCallsWithTheOutbox(t *testing.T) {
-	calls := &dynamo.CallCounter{}
-	client := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.Middleware()) })
+// dynamoPayments is the payments API on DynamoDB Local, its client running mw (a call or
+// capacity counter): the store, the provider fake and a POST of a key and a payment method.
+func dynamoPayments(t *testing.T, mw func(*middleware.Stack) error) (*dynamo.Store, *providertest.Fake, func(key, pm string) int) {
+	t.Helper()
+	client := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, mw) })
 	st := dynamo.New(client, map[string]string{
 		idempotency.Table: testenv.CreateTable(t, client, testenv.Schema{}),
 		Table:             testenv.CreateTable(t, client, testenv.Schema{GSI1: true}),
@@ -40,13 +39,22 @@ func TestDynamoDBCallsWithTheOutbox(t *testing.T) {
 	prov := &providertest.Fake{Now: now}
 	svc := &Service{Store: st, Keeper: k, Provider: prov, Now: now, Log: quiet}
 	h := svc.Handler(func(*http.Request) string { return "local" })
-	post := func(key, pm string) int {
+	return st, prov, func(key, pm string) int {
 		r := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"amount":100,"currency":"usd","customer":"cus_1","payment_method":"`+pm+`"}`))
 		r.Header.Set("Idempotency-Key", key)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		return w.Code
 	}
+}
+
+// TestDynamoDBCallsWithTheOutbox counts the SDK's calls per request on DynamoDB Local: the
+// outbox message of a decline (start recovery) and of an unknown outcome (resolve) ride in the
+// transaction the answer commits in, so a new key stays one conditional put plus one
+// transaction, and a replay, or a repeat of a key another caller is resolving, one call.
+func TestDynamoDBCallsWithTheOutbox(t *testing.T) {
+	calls := &dynamo.CallCounter{}
+	st, prov, post := dynamoPayments(t, calls.Middleware())
 	expect := func(step string, code, wantCode int, want map[string]int) {
 		t.Helper()
 		if got := calls.Counts(); code != wantCode || fmt.Sprint(got) != fmt.Sprint(want) {
@@ -80,28 +88,8 @@ func TestDynamoDBCallsWithTheOutbox(t *testing.T) {
 // logs nothing).
 func TestDynamoDBWriteUnitsPerPayment(t *testing.T) {
 	units := &dynamo.CapacityCounter{}
-	client := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, units.Middleware()) })
-	st := dynamo.New(client, map[string]string{
-		idempotency.Table: testenv.CreateTable(t, client, testenv.Schema{}),
-		Table:             testenv.CreateTable(t, client, testenv.Schema{GSI1: true}),
-		outbox.Table:      testenv.CreateTable(t, client, testenv.Schema{GSI1: true}),
-	})
-	now := func() time.Time { return created }
-	quiet := slog.New(slog.DiscardHandler)
-	k, err := idempotency.NewKeeper(st, idempotency.Config{}, idempotency.WithClock(now), idempotency.WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov := &providertest.Fake{Now: now}
-	svc := &Service{Store: st, Keeper: k, Provider: prov, Now: now, Log: quiet}
-	h := svc.Handler(func(*http.Request) string { return "local" })
-	post := func(key string) int {
-		r := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"amount":100,"currency":"usd","customer":"cus_1","payment_method":"pm_card_visa"}`))
-		r.Header.Set("Idempotency-Key", key)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w.Code
-	}
+	_, prov, postPM := dynamoPayments(t, units.Middleware())
+	post := func(key string) int { return postPM(key, "pm_card_visa") }
 	expect := func(step string, code, wantCode int, want float64) {
 		t.Helper()
 		if got, _ := units.Units(); code != wantCode || got != want {
