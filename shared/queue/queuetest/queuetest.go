@@ -50,7 +50,8 @@ type Suite struct {
 	// still in flight: SQS standard queues promise at least once, not exactly once, and moto
 	// under a full test run has done it. The cases that check an in-flight message stays hidden
 	// then start again on a new queue when it happens (at most three tries). The local queue
-	// never does (false).
+	// never does (false). ConcurrentReceiversNeverShare then only checks that every message
+	// reached some receiver, and logs the duplicates.
 	DuplicatesInFlight bool
 }
 
@@ -346,7 +347,7 @@ func testConcurrentReceivers(t *testing.T, s Suite, f Fixture) {
 	for err := range errs {
 		t.Fatalf("receive: %v", err)
 	}
-	ours := 0
+	ours, dups := 0, 0
 	for id, c := range got {
 		if !sent[id] {
 			// moto, under a full test run, once handed this queue a message of another queue
@@ -355,9 +356,18 @@ func testConcurrentReceivers(t *testing.T, s Suite, f Fixture) {
 			continue
 		}
 		ours++
-		if c != 1 {
+		if c == 1 {
+			continue
+		}
+		if !s.DuplicatesInFlight {
 			t.Fatalf("message %s received %d times", id, c)
 		}
+		// A standard queue promises at least once: moto, serving five receivers at once
+		// under a full test run, has handed one message to two of them.
+		dups += c - 1
+	}
+	if dups > 0 {
+		t.Logf("%d duplicate deliveries among %d receivers (a standard queue may)", dups, receivers)
 	}
 	if ours != n {
 		t.Fatalf("received %d distinct messages of the %d sent", ours, n)
