@@ -5,13 +5,32 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runtwice/twice/functions/internal/paymentsfn"
+	"github.com/runtwice/twice/functions/internal/recoveryfn"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/deadletter/adapt"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/eventbus"
+	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/sqsqueue"
+)
+
+const (
+	envResolveQueueURL = "TWICE_RESOLVE_QUEUE_URL"
+	envEventBusName    = "TWICE_EVENT_BUS_NAME" // the outbound payment events
+	// resolveDelay is how long a resolve job waits before it repeats the provider call.
+	resolveDelay = 5 * time.Second
 )
 
 func main() {
@@ -20,11 +39,39 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)
 	}
-	st, handlers, err := paymentsfn.FollowOns(cfg, &lambdaenv.Env{}, log)
+	st, handlers, err := followOns(cfg, &lambdaenv.Env{}, log)
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	// The schedule's sweep leaves what the stream delivers within minutes to the stream.
 	relay := &outbox.Relay{Store: st, Handlers: handlers, Log: log, MinAge: 10 * time.Minute}
 	lambda.Start(relay.Handle) // stream batches (per-record failures) and the scheduled sweep
+}
+
+// followOns returns the outbox relay's handlers (queue a resolve job, start a recovery) and the
+// store they read and mark done: the part of the payments service that delivers follow-on work,
+// without the provider, so the relay holds no Stripe key and calls no provider.
+func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
+	tables := env.Tables(payments.Table, outbox.Table, deadletter.TableName)
+	queueURL := env.Get(envResolveQueueURL)
+	bus := env.Get(envEventBusName)
+	recoverer := recoveryfn.Recoverer(cfg, env, log)
+	if err := env.Err(); err != nil {
+		return nil, nil, err
+	}
+	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
+	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
+		Resolver: &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: resolveDelay}}
+	handlers := svc.FollowOns()
+	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
+	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
+	for kind, h := range adapt.DisputeFollowOns(deadletter.NewTable(st, nil)) {
+		handlers[kind] = h
+	}
+	// Every applied payment change goes out on the EventBridge bus, numbered per payment.
+	pub := &feed.Publisher{Store: st, Sink: &eventbus.Sink{API: eventbridge.NewFromConfig(cfg), Bus: bus, Store: st}, Log: log}
+	for kind, h := range pub.Handlers() {
+		handlers[kind] = h
+	}
+	return st, handlers, nil
 }

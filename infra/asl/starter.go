@@ -14,7 +14,7 @@ type ExecutionStarter interface {
 var _ ExecutionStarter = (*Runner)(nil)
 
 // Starter starts executions of one state machine on the local runner the way
-// recovery.SFNStarter does on Step Functions: it satisfies recovery.Starter, and a name that
+// stepfunctions.Starter does on Step Functions: it satisfies recovery.Starter, and a name that
 // is taken (ErrExecutionAlreadyExists) is success, as on AWS. It lives here rather than in
 // shared/recovery so that no Lambda binary links the interpreter.
 type Starter struct {

@@ -84,3 +84,68 @@ func TestSharedImportsNothingFromInfra(t *testing.T) {
 	}
 	t.Logf("%d shared packages import nothing from infra/ or functions/", n)
 }
+
+// serviceOf maps an IAM action's service prefix to the aws-sdk-go-v2 client package that calls
+// it (ssm's GetParameter is made by shared/ssmparam, which signs one request itself).
+var serviceOf = map[string]string{"dynamodb": "dynamodb", "sqs": "sqs", "states": "sfn", "events": "eventbridge",
+	"ssm": "ssm", "cloudwatch": "cloudwatch", "lambda": "lambda", "sns": "sns", "kms": "kms", "logs": "cloudwatchlogs"}
+
+// TestLambdaBinariesLinkOnlyTheClientsTheyMayCall: a function links an AWS service's client
+// exactly when its policy grants that service some action. A client the function never calls
+// is not free: each service package builds its serialization schemas and endpoint tables in
+// package init, before the first request (dynamodb's alone is about 1 ms of INIT), so
+// payments-api no longer links the SQS, Step Functions and EventBridge clients the outbox relay
+// uses. Actions granted for an event source mapping (a stream or queue the function is
+// invoked from, read by Lambda with the function's role) need no client.
+func TestLambdaBinariesLinkOnlyTheClientsTheyMayCall(t *testing.T) {
+	root, err := rie.ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants, err := rie.TemplateGrants(root + "/template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byMapping := map[string]bool{"dynamodb:DescribeStream": true, "dynamodb:GetRecords": true, "dynamodb:GetShardIterator": true,
+		"dynamodb:ListStreams": true, "sqs:ReceiveMessage": true, "sqs:DeleteMessage": true, "sqs:GetQueueAttributes": true,
+		"sqs:ChangeMessageVisibility": true}
+	for _, fn := range functions(t, root) {
+		t.Run(fn, func(t *testing.T) {
+			g, ok := grants[fn]
+			if !ok {
+				t.Fatalf("%s is not in template.yaml", fn)
+			}
+			want := map[string]bool{}
+			for c := range g.Actions {
+				if byMapping[c.Action] {
+					continue
+				}
+				prefix, _, _ := strings.Cut(c.Action, ":")
+				svc, ok := serviceOf[prefix]
+				if !ok {
+					t.Fatalf("%s: action %s of a service this test does not know", fn, c.Action)
+				}
+				want[svc] = true
+			}
+			linked := map[string]bool{}
+			for pkg := range deps(t, root, "./functions/"+fn) {
+				if svc, ok := strings.CutPrefix(pkg, "github.com/aws/aws-sdk-go-v2/service/"); ok && !strings.Contains(svc, "/") {
+					linked[svc] = true
+				}
+				if pkg == module+"shared/ssmparam" {
+					linked["ssm"] = true
+				}
+			}
+			for svc := range linked {
+				if !want[svc] {
+					t.Errorf("%s links the %s client but its policy grants no %s action it would call", fn, svc, svc)
+				}
+			}
+			for svc := range want {
+				if !linked[svc] {
+					t.Errorf("%s is granted %s actions but links no %s client", fn, svc, svc)
+				}
+			}
+		})
+	}
+}

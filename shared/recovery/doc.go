@@ -50,7 +50,8 @@
 // Starting: Recoverer is the payments API's DeclineHandler. It starts the machine for every
 // declined payment, hard declines included, so the dead-letter step is the one place that
 // records them; the execution name is ExecutionName(invoice or payment id, round), so a
-// second start (the payment_failed webhook, a replay) is already started. SFNStarter starts
-// on AWS Step Functions; the local runner's asl.Starter (infra/asl, so no Lambda binary links
+// second start (the payment_failed webhook, a replay) is already started. stepfunctions.Starter
+// starts on AWS Step Functions (shared/stepfunctions, so this package links no Step Functions
+// client); the local runner's asl.Starter (infra/asl, so no Lambda binary links
 // the interpreter) satisfies Starter too. Both count ExecutionAlreadyExists as success.
 package recovery

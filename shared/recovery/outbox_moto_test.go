@@ -20,12 +20,13 @@ import (
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/stepfunctions"
 	"github.com/runtwice/twice/shared/store"
 )
 
 // throttled answers the first n StartExecution calls as Step Functions does when throttled.
 type throttled struct {
-	recovery.StartExecutionAPI
+	stepfunctions.StartExecutionAPI
 	mu     sync.Mutex
 	n      int
 	failed int
@@ -77,7 +78,7 @@ func TestOutboxStartsRecoveryOnceOnMoto(t *testing.T) {
 	c := clock.NewFake(t0)
 	_, st, _ := newSteps(t, newScriptedProvider(c.Now), c)
 	svc := &payments.Service{Store: st, Log: discard(),
-		OnDecline: &recovery.Recoverer{Starter: &recovery.SFNStarter{Client: api, StateMachineArn: aws.ToString(created.StateMachineArn)}, Log: discard()}}
+		OnDecline: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: api, StateMachineArn: aws.ToString(created.StateMachineArn)}, Log: discard()}}
 	relay := &outbox.Relay{Store: st, Handlers: svc.FollowOns(), Now: c.Now, Rand: rand.New(rand.NewPCG(5, 6)), Log: discard()}
 
 	p := payments.Payment{ID: "pay_outbox_moto", Invoice: "inv_outbox_moto", Status: payments.StatusDeclined, CreatedAt: t0, UpdatedAt: t0,

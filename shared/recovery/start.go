@@ -5,15 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
-	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/runtwice/twice/shared/payments"
 )
@@ -24,41 +18,7 @@ type Starter interface {
 	Start(ctx context.Context, executionName string, input []byte) error
 }
 
-var (
-	_ Starter                 = (*SFNStarter)(nil)
-	_ payments.DeclineHandler = (*Recoverer)(nil)
-)
-
-// StartExecutionAPI is the part of the Step Functions client SFNStarter uses (*sfn.Client).
-type StartExecutionAPI interface {
-	StartExecution(ctx context.Context, in *sfn.StartExecutionInput, opts ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error)
-}
-
-// SFNStarter starts recoveries on AWS Step Functions.
-type SFNStarter struct {
-	Client          StartExecutionAPI
-	StateMachineArn string
-}
-
-// Start calls StartExecution. ExecutionAlreadyExists (the name is taken by an execution
-// with other input, or by one that has closed; Standard workflows keep names for 90 days)
-// means this recovery already started, so it is success. For a running execution with the
-// same input AWS answers with that execution, also success.
-func (s *SFNStarter) Start(ctx context.Context, executionName string, input []byte) error {
-	_, err := s.Client.StartExecution(ctx, &sfn.StartExecutionInput{
-		StateMachineArn: aws.String(s.StateMachineArn),
-		Name:            aws.String(executionName),
-		Input:           aws.String(string(input)),
-	})
-	var exists *sfntypes.ExecutionAlreadyExists
-	if errors.As(err, &exists) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("recovery: start %s: %w", executionName, err)
-	}
-	return nil
-}
+var _ payments.DeclineHandler = (*Recoverer)(nil)
 
 // maxNameLen is Step Functions' limit on execution names.
 const maxNameLen = 80

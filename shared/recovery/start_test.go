@@ -16,6 +16,7 @@ import (
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/stepfunctions"
 )
 
 // validExecutionName applies Step Functions' rules for execution names.
@@ -172,12 +173,12 @@ func TestRecovererStartsDeclinedPaymentsOnly(t *testing.T) {
 	}
 }
 
-// TestSFNStarterOnMoto starts the same recovery twice against moto's Step Functions API:
+// TestStepFunctionsStarterOnMoto starts the same recovery twice against moto's Step Functions API:
 // the second start is ExecutionAlreadyExists (or the running execution), and both succeed.
-func TestSFNStarterOnMoto(t *testing.T) {
+func TestStepFunctionsStarterOnMoto(t *testing.T) {
 	ctx := context.Background()
 	client, created := motoMachine(t)
-	starter := &recovery.SFNStarter{Client: client, StateMachineArn: aws.ToString(created.StateMachineArn)}
+	starter := &stepfunctions.Starter{Client: client, StateMachineArn: aws.ToString(created.StateMachineArn)}
 	r := &recovery.Recoverer{Starter: starter, Log: discard()}
 	p := payments.Payment{ID: "pay_moto", Invoice: "inv_moto", Status: payments.StatusDeclined}
 	for i := range 2 {

@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
-	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
-
 	"github.com/runtwice/twice/shared/cardledger"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
@@ -274,34 +270,6 @@ func capTextOf(limit string) string {
 }
 
 var _ = cardledger.ErrCapped
-
-// SendTaskSuccessAPI is the part of the Step Functions client SFNSignaler uses (*sfn.Client).
-type SendTaskSuccessAPI interface {
-	SendTaskSuccess(ctx context.Context, in *sfn.SendTaskSuccessInput, opts ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error)
-}
-
-// SFNSignaler ends parked waits on AWS Step Functions.
-type SFNSignaler struct {
-	Client SendTaskSuccessAPI
-}
-
-var _ Signaler = (*SFNSignaler)(nil)
-
-// SendTaskSuccess calls SendTaskSuccess. A token whose task timed out, no longer exists or is
-// not valid any more is ErrTaskGone: the recovery moved on and reads the stored signal.
-func (s *SFNSignaler) SendTaskSuccess(ctx context.Context, token string, output []byte) error {
-	_, err := s.Client.SendTaskSuccess(ctx, &sfn.SendTaskSuccessInput{TaskToken: aws.String(token), Output: aws.String(string(output))})
-	var timedOut *sfntypes.TaskTimedOut
-	var gone *sfntypes.TaskDoesNotExist
-	var invalid *sfntypes.InvalidToken
-	switch {
-	case errors.As(err, &timedOut), errors.As(err, &gone), errors.As(err, &invalid):
-		return fmt.Errorf("%w: %v", ErrTaskGone, err)
-	case err != nil:
-		return fmt.Errorf("recovery: send task success: %w", err)
-	}
-	return nil
-}
 
 // KindSteer is the outbox kind of a steering signal from a provider event (payload Steer),
 // committed by the webhook worker with the event's dedupe records.

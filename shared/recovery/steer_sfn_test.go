@@ -9,6 +9,7 @@ import (
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/stepfunctions"
 )
 
 type fakeSFN struct {
@@ -21,9 +22,9 @@ func (f *fakeSFN) SendTaskSuccess(_ context.Context, in *sfn.SendTaskSuccessInpu
 	return &sfn.SendTaskSuccessOutput{}, f.err
 }
 
-// TestSFNSignalerNamesAGoneTask: a token whose wait is over (timed out, gone, invalid) is
+// TestStepFunctionsSignalerNamesAGoneTask: a token whose wait is over (timed out, gone, invalid) is
 // ErrTaskGone, which the Steerer does not count as a failure; other errors stay errors.
-func TestSFNSignalerNamesAGoneTask(t *testing.T) {
+func TestStepFunctionsSignalerNamesAGoneTask(t *testing.T) {
 	for name, tc := range map[string]struct {
 		err  error
 		gone bool
@@ -37,7 +38,7 @@ func TestSFNSignalerNamesAGoneTask(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeSFN{err: tc.err}
-			err := (&recovery.SFNSignaler{Client: f}).SendTaskSuccess(context.Background(), "tok", []byte(`{"action":"stop"}`))
+			err := (&stepfunctions.Signaler{Client: f}).SendTaskSuccess(context.Background(), "tok", []byte(`{"action":"stop"}`))
 			if errors.Is(err, recovery.ErrTaskGone) != tc.gone || (err != nil) != (tc.gone || tc.fail) {
 				t.Fatalf("err %v", err)
 			}

@@ -11,42 +11,28 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/attempts"
-	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
-	"github.com/runtwice/twice/shared/eventbus"
-	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
-	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/secrets"
-	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/ssmparam"
 	"github.com/runtwice/twice/shared/stripeprovider"
 )
 
 // Environment variables (template.yaml sets them).
 const (
-	EnvResolveQueueURL = "TWICE_RESOLVE_QUEUE_URL"
-	EnvEventBusName    = "TWICE_EVENT_BUS_NAME" // the outbound payment events (the outbox relay)
 	EnvStripeKeyParam  = "TWICE_STRIPE_API_KEY_PARAM"
 	EnvStripeAPIBase   = "TWICE_STRIPE_API_BASE" // optional: stripe-mock or the simulator in tests
 	EnvRetentionDays   = "TWICE_IDEMPOTENCY_RETENTION_DAYS"
 	EnvProviderTimeout = "TWICE_PROVIDER_TIMEOUT_MS" // optional, default 3000
 )
-
-// ResolveDelay is how long a resolve job waits before it repeats the provider call.
-const ResolveDelay = 5 * time.Second
 
 // Tables are the logical tables the service writes.
 var Tables = []string{idempotency.Table, payments.Table, attempts.Table, outbox.Table}
@@ -55,9 +41,7 @@ var Tables = []string{idempotency.Table, payments.Table, attempts.Table, outbox.
 // first provider call and cached (secrets.Cached refreshes it).
 func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Service, error) {
 	tables := env.Tables(Tables...)
-	queueURL := env.Get(EnvResolveQueueURL)
 	keyParam := env.Get(EnvStripeKeyParam)
-	recoverer := recoveryfn.Recoverer(cfg, env, log)
 	days, err := strconv.Atoi(env.Optional(EnvRetentionDays, "7"))
 	if err != nil {
 		return nil, errors.New("paymentsfn: " + EnvRetentionDays + " is not a number of days")
@@ -90,42 +74,12 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		return nil, err
 	}
 	return &payments.Service{
-		Store:     st,
-		Keeper:    keeper,
-		Provider:  &retry.Provider{Next: stripe, Policy: policy},
-		Resolver:  &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
-		Classify:  declines.ClassOf,
-		OnDecline: recoverer,
-		Log:       log,
+		Store:    st,
+		Keeper:   keeper,
+		Provider: &retry.Provider{Next: stripe, Policy: policy},
+		Classify: declines.ClassOf,
+		Log:      log,
 	}, nil
-}
-
-// FollowOns returns the outbox relay's handlers (queue a resolve job, start a recovery) and the
-// store they read and mark done: the part of the payments service that delivers follow-on work,
-// without the provider, so the relay holds no Stripe key and calls no provider.
-func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
-	tables := env.Tables(payments.Table, outbox.Table, deadletter.TableName)
-	queueURL := env.Get(EnvResolveQueueURL)
-	bus := env.Get(EnvEventBusName)
-	recoverer := recoveryfn.Recoverer(cfg, env, log)
-	if err := env.Err(); err != nil {
-		return nil, nil, err
-	}
-	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
-	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
-		Resolver: &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay}}
-	handlers := svc.FollowOns()
-	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
-	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
-	for kind, h := range adapt.DisputeFollowOns(deadletter.NewTable(st, nil)) {
-		handlers[kind] = h
-	}
-	// Every applied payment change goes out on the EventBridge bus, numbered per payment.
-	pub := &feed.Publisher{Store: st, Sink: &eventbus.Sink{API: eventbridge.NewFromConfig(cfg), Bus: bus, Store: st}, Log: log}
-	for kind, h := range pub.Handlers() {
-		handlers[kind] = h
-	}
-	return st, handlers, nil
 }
 
 // Stripe is the Stripe adapter with its key in SSM parameter keyParam (read on the first call,

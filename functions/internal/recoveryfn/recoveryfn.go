@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/stepfunctions"
 )
 
 // EnvStateMachineARN names the recovery state machine (template.yaml sets it).
@@ -25,7 +26,7 @@ const EnvStateMachineARN = "TWICE_RECOVERY_STATE_MACHINE_ARN"
 // missing variable is noted in env.
 func Recoverer(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) *recovery.Recoverer {
 	return &recovery.Recoverer{
-		Starter: &recovery.SFNStarter{Client: sfn.NewFromConfig(cfg), StateMachineArn: env.Get(EnvStateMachineARN)},
+		Starter: &stepfunctions.Starter{Client: sfn.NewFromConfig(cfg), StateMachineArn: env.Get(EnvStateMachineARN)},
 		Log:     log,
 	}
 }
@@ -33,7 +34,7 @@ func Recoverer(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) *recovery.R
 // Steerer steers running recoveries on AWS Step Functions (SendTaskSuccess on the parked
 // wait's token).
 func Steerer(cfg aws.Config, st store.Store) *recovery.Steerer {
-	return &recovery.Steerer{Store: st, Signal: &recovery.SFNSignaler{Client: sfn.NewFromConfig(cfg)}, Now: time.Now}
+	return &recovery.Steerer{Store: st, Signal: &stepfunctions.Signaler{Client: sfn.NewFromConfig(cfg)}, Now: time.Now}
 }
 
 // QueueName is the name in an SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME).

@@ -34,6 +34,7 @@ import (
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/sqsqueue"
+	"github.com/runtwice/twice/shared/stepfunctions"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
@@ -93,7 +94,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	now := func() time.Time { return t0 }
 	// operator-api's requeuer (the queues by name, recovery on Step Functions).
 	requeue := adapt.Requeuer{Store: st, Queues: map[string]adapt.Sender{}, ReconcileAtNextRun: true,
-		Recoverer: &recovery.Recoverer{Starter: &recovery.SFNStarter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}}
+		Recoverer: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}}
 	for name, q := range e.queues {
 		requeue.Queues[prefix+"-"+name] = q
 	}
