@@ -1,5 +1,7 @@
 // Package paymentsfn builds the payments.Service that payments-api and payment-resolver share,
-// on the AWS adapters: DynamoDB for the store, SQS for the resolve queue, SSM for the Stripe key.
+// on the AWS adapters: DynamoDB for the store, SSM for the Stripe key. Their follow-on work (the
+// resolve queue, recovery starts) is outbox messages the outbox relay delivers, so neither links
+// an SQS or Step Functions client.
 // It is wiring, as a main is; it lives here so the two mains cannot drift apart.
 package paymentsfn
 

@@ -1,4 +1,4 @@
-package recovery_test
+package stepfunctions_test
 
 import (
 	"context"
@@ -22,9 +22,9 @@ func (f *fakeSFN) SendTaskSuccess(_ context.Context, in *sfn.SendTaskSuccessInpu
 	return &sfn.SendTaskSuccessOutput{}, f.err
 }
 
-// TestStepFunctionsSignalerNamesAGoneTask: a token whose wait is over (timed out, gone, invalid) is
+// TestSignalerNamesAGoneTask: a token whose wait is over (timed out, gone, invalid) is
 // ErrTaskGone, which the Steerer does not count as a failure; other errors stay errors.
-func TestStepFunctionsSignalerNamesAGoneTask(t *testing.T) {
+func TestSignalerNamesAGoneTask(t *testing.T) {
 	for name, tc := range map[string]struct {
 		err  error
 		gone bool
