@@ -2,25 +2,22 @@ package deadletter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/queue"
 )
 
 // retriedMessage is the message a Requeuer sends for the record's current retry.
-func retriedMessage(id string, r deadletter.Record) events.SQSMessage {
+func retriedMessage(id string, r deadletter.Record) queue.Message {
 	rt := deadletter.RetryID(r.ID, r.Retries)
-	attr := func(v string) events.SQSMessageAttribute {
-		return events.SQSMessageAttribute{StringValue: &v, DataType: "String"}
-	}
-	return events.SQSMessage{MessageId: id, Body: string(r.Target.Body), MessageAttributes: map[string]events.SQSMessageAttribute{
-		deadletter.AttrRecordID: attr(r.ID), deadletter.AttrRetryID: attr(rt)}}
+	return queue.Message{ID: id, Body: r.Target.Body, ReceiveCount: 1,
+		Attributes: map[string]string{deadletter.AttrRecordID: r.ID, deadletter.AttrRetryID: rt}}
 }
 
 // counting is a consumer's handler that counts the messages it works and fails those in fail.
@@ -29,15 +26,12 @@ type counting struct {
 	fail map[string]bool
 }
 
-func (c *counting) Handle(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var resp events.SQSEventResponse
-	for _, m := range ev.Records {
-		c.n.Add(1)
-		if c.fail[m.MessageId] {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-		}
+func (c *counting) Handle(_ context.Context, m queue.Message) error {
+	c.n.Add(1)
+	if c.fail[m.ID] {
+		return errors.New("cannot apply")
 	}
-	return resp, nil
+	return nil
 }
 
 func TestRetriedMessageClosesItsLoop(t *testing.T) {
@@ -72,9 +66,8 @@ func TestRetriedMessageClosesItsLoop(t *testing.T) {
 			h := &deadletter.Retries{Loop: e.table, Next: next.Handle, Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
 			// The queue delivers the retried message twice (at least once): worked once.
 			for range 2 {
-				resp, err := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{retriedMessage("m-retry", rec)}})
-				if err != nil || len(resp.BatchItemFailures) != 0 {
-					t.Fatalf("handle: %+v %v", resp, err)
+				if err := h.Handle(ctx, retriedMessage("m-retry", rec)); err != nil {
+					t.Fatalf("handle: %v", err)
 				}
 			}
 			if n := next.n.Load(); n != 1 {
@@ -187,17 +180,10 @@ func FuzzRetriesAttributes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rec, rt string) {
 		next := &counting{}
 		h := &deadletter.Retries{Loop: e.table, Next: next.Handle}
-		attr := func(v string) events.SQSMessageAttribute {
-			return events.SQSMessageAttribute{StringValue: &v, DataType: "String"}
-		}
-		m := events.SQSMessage{MessageId: "m", MessageAttributes: map[string]events.SQSMessageAttribute{
-			deadletter.AttrRecordID: attr(rec), deadletter.AttrRetryID: attr(rt)}}
-		resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if next.n.Load() > 1 || (next.n.Load() == 0 && len(resp.BatchItemFailures) == 0 && !strings.HasPrefix(rt, "rt_")) {
-			t.Fatalf("worked %d times, failures %v", next.n.Load(), resp.BatchItemFailures)
+		m := queue.Message{ID: "m", Attributes: map[string]string{deadletter.AttrRecordID: rec, deadletter.AttrRetryID: rt}}
+		err := h.Handle(context.Background(), m)
+		if next.n.Load() > 1 || (next.n.Load() == 0 && err == nil && !strings.HasPrefix(rt, "rt_")) {
+			t.Fatalf("worked %d times, error %v", next.n.Load(), err)
 		}
 	})
 }
