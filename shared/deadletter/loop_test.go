@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 // retriedMessage is the message a Requeuer sends for the record's current retry.
@@ -99,6 +100,35 @@ func TestRetriedMessageClosesItsLoop(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A batch failure of the consumer (sqsbatch.FailBatch) is passed on untouched: the record stays
+// retrying, and the redelivery closes its loop.
+func TestRetriesPassesABatchFailureOn(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rec, _, _ := e.table.Open(ctx, webhookRecord("evt_batch"))
+	if _, ok, err := e.table.Retry(ctx, rec.ID, "ops", ""); err != nil || !ok {
+		t.Fatalf("retry: %v %v", ok, err)
+	}
+	rec, _ = e.table.Get(ctx, rec.ID)
+	down := sqsbatch.FailBatch(errors.New("store unavailable"))
+	next := func(context.Context, queue.Message) error { return down }
+	h := &deadletter.Retries{Loop: e.table, Next: func(ctx context.Context, m queue.Message) error { return next(ctx, m) },
+		Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+	if err := h.Handle(ctx, retriedMessage("m-retry", rec)); err != down {
+		t.Fatalf("got %v, want the batch failure itself", err)
+	}
+	if got, _ := e.table.Get(ctx, rec.ID); got.Status != deadletter.StatusRetrying || len(got.Attempts) != 1 {
+		t.Fatalf("record %s with %d attempts after a batch failure", got.Status, len(got.Attempts))
+	}
+	next = func(context.Context, queue.Message) error { return nil }
+	if err := h.Handle(ctx, retriedMessage("m-retry", rec)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.table.Get(ctx, rec.ID); got.Status != deadletter.StatusResolved {
+		t.Fatalf("record %s after the redelivery", got.Status)
 	}
 }
 
