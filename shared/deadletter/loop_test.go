@@ -132,6 +132,58 @@ func TestRetriesPassesABatchFailureOn(t *testing.T) {
 	}
 }
 
+// brokenLoop cannot read or write the ledger: the table is unavailable.
+type brokenLoop struct{ readFails bool }
+
+var errTableDown = errors.New("table unavailable")
+
+func (b brokenLoop) RetryDone(context.Context, string) (bool, error) {
+	if b.readFails {
+		return false, errTableDown
+	}
+	return false, nil
+}
+
+func (brokenLoop) RetrySucceeded(context.Context, string, string, string) (deadletter.Record, bool, error) {
+	return deadletter.Record{}, false, errTableDown
+}
+
+func (brokenLoop) RetryFailed(context.Context, string, string, deadletter.Attempt) (deadletter.Record, bool, error) {
+	return deadletter.Record{}, false, errTableDown
+}
+
+// When the record cannot be read or updated the retried message fails, so it comes back and the
+// report is made again; a message without retry attributes never touches the table.
+func TestRetriesFailTheMessageWhenTheRecordCannotBeUpdated(t *testing.T) {
+	rec := deadletter.Record{ID: "dl_0123456789abcdef01234567", Retries: 1}
+	tests := map[string]struct {
+		loop     brokenLoop
+		m        queue.Message
+		nextFail bool
+		wantRuns int64
+		wantErr  bool
+	}{
+		"ledger unreadable: not run":  {loop: brokenLoop{readFails: true}, m: retriedMessage("m", rec), wantErr: true},
+		"success not recorded":        {m: retriedMessage("m", rec), wantRuns: 1, wantErr: true},
+		"failure not recorded":        {m: retriedMessage("m", rec), nextFail: true, wantRuns: 1, wantErr: true},
+		"no retry attributes: passes": {loop: brokenLoop{readFails: true}, m: queue.Message{ID: "m"}, wantRuns: 1},
+		"no retry attributes: fails":  {loop: brokenLoop{readFails: true}, m: queue.Message{ID: "m"}, nextFail: true, wantRuns: 1, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			next := &counting{fail: map[string]bool{"m": tc.nextFail}}
+			h := &deadletter.Retries{Loop: tc.loop, Next: next.Handle, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+			err := h.Handle(context.Background(), tc.m)
+			if (err != nil) != tc.wantErr || next.n.Load() != tc.wantRuns {
+				t.Fatalf("error %v, runs %d; want error %v, runs %d", err, next.n.Load(), tc.wantErr, tc.wantRuns)
+			}
+			if tc.wantErr && tc.m.Attributes != nil && !errors.Is(err, errTableDown) {
+				t.Fatalf("error %v does not name the table's", err)
+			}
+		})
+	}
+}
+
 func TestRetryEndsOnce(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
