@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/sqsbatch"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -50,6 +51,10 @@ func sqsEvent(t *testing.T, b []byte, queueSuffix string, body func(t *testing.T
 	for _, r := range ev.Records {
 		if r.MessageId == "" || r.EventSource != "aws:sqs" || !strings.HasSuffix(r.EventSourceARN, queueSuffix) {
 			t.Fatalf("record %+v: want a message id and a source ending %s", r, queueSuffix)
+		}
+		// What the function's per-message func gets (sqsbatch): the system attributes read.
+		if m := sqsbatch.Message(r); m.ReceiveCount < 1 || m.SentAt.IsZero() || m.Source != r.EventSourceARN {
+			t.Fatalf("record %s as a message: receive count %d, sent %v, source %q", r.MessageId, m.ReceiveCount, m.SentAt, m.Source)
 		}
 		body(t, []byte(r.Body))
 	}

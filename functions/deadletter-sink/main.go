@@ -10,6 +10,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 func main() {
@@ -29,5 +30,6 @@ func main() {
 	table := deadletter.NewTable(dynamo.New(lambdaenv.DynamoDB(cfg), tables), nil,
 		deadletter.WithLogger(log), deadletter.WithMetrics(emf))
 	sink := &deadletter.Sink{Table: table, Metrics: emf, Count: table.OpenCount}
-	lambda.Start(lambdaenv.Handler(sink.Handle)) // per-message failures: ReportBatchItemFailures
+	// One record per message (ReportBatchItemFailures), then the open count for the batch.
+	lambda.Start(lambdaenv.Handler(sqsbatch.Handler(sink.Handle, sqsbatch.WithLogger(log), sqsbatch.WithAfterBatch(sink.ReportOpen))))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 func main() {
@@ -31,5 +32,5 @@ func main() {
 	}
 	h := &deadletter.Retries{Loop: deadletter.NewTable(dynamo.New(lambdaenv.DynamoDB(cfg), dl), nil, deadletter.WithLogger(log)),
 		Next: svc.HandleResolve, Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
-	lambda.Start(lambdaenv.Handler(h.Handle)) // per-message failures: ReportBatchItemFailures
+	lambda.Start(lambdaenv.Handler(sqsbatch.Handler(h.Handle, sqsbatch.WithLogger(log)))) // ReportBatchItemFailures
 }

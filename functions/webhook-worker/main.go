@@ -12,6 +12,7 @@ import (
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/sqsbatch"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
@@ -32,5 +33,5 @@ func main() {
 	w := &worker.Worker{Store: st, Classify: declines.ClassOf, Log: log}
 	h := &deadletter.Retries{Loop: deadletter.NewTable(st, nil, deadletter.WithLogger(log)), Next: w.Handle, Log: log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-	lambda.Start(lambdaenv.Handler(h.Handle)) // per-message failures: ReportBatchItemFailures
+	lambda.Start(lambdaenv.Handler(sqsbatch.Handler(h.Handle, sqsbatch.WithLogger(log)))) // ReportBatchItemFailures
 }

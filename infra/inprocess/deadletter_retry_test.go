@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/chromedp/chromedp"
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
@@ -122,8 +122,7 @@ func checkEnd(t *testing.T, r apiRecord, want deadletter.Status, attemptsBefore 
 func deadMessage(t *testing.T, s *Stack, dlq, id, body string) deadletter.Record {
 	t.Helper()
 	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
-	m := events.SQSMessage{MessageId: id, Body: body, EventSourceARN: arn(dlq),
-		Attributes: map[string]string{"ApproximateReceiveCount": "5"}}
+	m := queue.Message{ID: id, Body: []byte(body), Source: arn(dlq), ReceiveCount: 5}
 	r, _, err := s.deadletters.Open(context.Background(), sink.Record(m))
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ import (
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/secrets"
+	"github.com/runtwice/twice/shared/sqsbatch"
 	"github.com/runtwice/twice/shared/stripeprovider"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
@@ -415,14 +416,14 @@ func (s *Stack) Start() {
 	resolver := &deadletter.Retries{Loop: s.deadletters, Next: s.payments.HandleResolve, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	consumers := []*queue.Consumer{
-		{Queue: s.queues[webhookQueue], Handler: worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[webhookQueue], Handler: sqsbatch.Handler(worker.Handle, sqsbatch.WithLogger(s.log)), Visibility: 30 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Logger: s.log},
-		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[resolveQueue], Handler: sqsbatch.Handler(resolver.Handle, sqsbatch.WithLogger(s.log)), Visibility: 10 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
 	}
 	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
 	for _, dlq := range []string{webhookDLQ, resolveDLQ} {
-		consumers = append(consumers, &queue.Consumer{Queue: s.queues[dlq], Handler: sink.Handle, Visibility: 30 * time.Second,
+		consumers = append(consumers, &queue.Consumer{Queue: s.queues[dlq], Handler: sqsbatch.Handler(sink.Handle, sqsbatch.WithLogger(s.log)), Visibility: 30 * time.Second,
 			Wait: 5 * time.Second, SourceARN: arn(dlq), Region: "local", Logger: s.log})
 	}
 	for _, c := range consumers {

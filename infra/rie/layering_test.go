@@ -2,6 +2,7 @@ package rie_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -147,5 +148,46 @@ func TestLambdaBinariesLinkOnlyTheClientsTheyMayCall(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDomainPackagesTakePlainMessages: aws-lambda-go's event types stay on the Lambda side.
+// A queue consumer is a func over queue.Message that sqsbatch, the one SQS batch adapter, runs
+// for Lambda and for the local stack; the domain packages import neither the events package nor
+// the adapter. Only the adapters listed here may import the events package.
+func TestDomainPackagesTakePlainMessages(t *testing.T) {
+	const events = "github.com/aws/aws-lambda-go/events"
+	adapters := map[string]string{
+		"shared/sqsbatch":               "the SQS batch adapter of every queue consumer",
+		"shared/queue":                  "Consumer, the local stand-in for Lambda's SQS event source mapping, builds the event",
+		"shared/apigw":                  "the API Gateway HTTP API adapter",
+		"shared/idempotency/idemlambda": "the Lambda idempotency library (Wrap for any event, SQS for a batch)",
+		"shared/outbox":                 "the DynamoDB stream handler of the outbox relay",
+	}
+	domain := []string{"shared/payments", "shared/webhooks/worker", "shared/deadletter"}
+	root, err := rie.ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := deps(t, root, "./shared/...")
+	for pkg, imports := range g {
+		rel, ok := strings.CutPrefix(pkg, module)
+		if !ok || !strings.HasPrefix(rel, "shared/") {
+			continue
+		}
+		if _, adapter := adapters[rel]; !adapter && slices.Contains(imports, events) {
+			t.Errorf("%s imports %s: take queue.Message (sqsbatch) or add an adapter package", rel, events)
+		}
+	}
+	for _, d := range domain {
+		imports, ok := g[module+d]
+		if !ok {
+			t.Fatalf("%s not listed", d)
+		}
+		for _, imp := range imports {
+			if imp == events || imp == module+"shared/sqsbatch" {
+				t.Errorf("%s imports %s", d, imp)
+			}
+		}
 	}
 }

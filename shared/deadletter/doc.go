@@ -24,13 +24,13 @@
 // Record.Actions lists only the actions that apply; Record.OverrideEffect says what an
 // override changes (only the record).
 //
-// Sink.Handle is the deadletter-sink Lambda's handler: one record per dead SQS message, the
-// source from the DLQ's name, failures reported per message. FromRecovery builds the record
-// for a recovery dead letter.
+// Sink.Handle is the deadletter-sink function's per-message func (run through sqsbatch, like
+// Retries.Handle): one record per dead queue.Message, the source from the DLQ's name, a message
+// that cannot be stored failing alone. FromRecovery builds the record for a recovery dead letter.
 //
 // The open count lives in a counter item updated in the same transaction as each status
 // change, with a per-hour snapshot for the console's chart (OpenHistory). EMF writes the count
 // as a CloudWatch metric (namespace Twice, metric DeadLetterOpen, dimension Stage) in
-// Embedded Metric Format, whenever it changes and after each sink batch; the alarm watches its
+// Embedded Metric Format, whenever it changes and after each sink batch (Sink.ReportOpen); the alarm watches its
 // growth over several periods, never single failures.
 package deadletter

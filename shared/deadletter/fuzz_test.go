@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/queue"
 )
 
 // FuzzSinkRecord: whatever a dead message holds, the sink builds a record it can store (the
@@ -23,9 +22,8 @@ func FuzzSinkRecord(f *testing.F) {
 		f.Add(s.queue, s.body)
 	}
 	sink := &deadletter.Sink{}
-	f.Fuzz(func(t *testing.T, queue, body string) {
-		m := events.SQSMessage{MessageId: "m", Body: body, EventSourceARN: "arn:aws:sqs:eu-west-1:1:" + queue,
-			Attributes: map[string]string{"ApproximateReceiveCount": "3"}}
+	f.Fuzz(func(t *testing.T, dlq, body string) {
+		m := queue.Message{ID: "m", Body: []byte(body), Source: "arn:aws:sqs:eu-west-1:1:" + dlq, ReceiveCount: 3}
 		r := sink.Record(m)
 		if _, err := json.Marshal(r); err != nil {
 			t.Fatalf("record does not encode: %v", err)

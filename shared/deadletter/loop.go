@@ -10,8 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/aws/aws-lambda-go/events"
-
+	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -170,16 +169,18 @@ const (
 	ResolverFailed = "could not be run by the payment resolver (the provider may still be unavailable); its log says why under the message id"
 )
 
-// Retries wraps a queue consumer's SQS handler (the webhook worker's, the resolver's) so that
-// a message an operator retried closes its record's loop: a retry already done is not worked
-// again (deleted at once), a retried message the handler processed resolves its record, and
-// one it failed reopens its record with the attempt appended and is deleted, so the operator
-// gets it back now rather than after the queue's redeliveries. Messages without retry
-// attributes pass through untouched. When the record cannot be updated the message is
-// reported failed, so it comes back and the report is made again.
+// Retries is per-message middleware for a queue consumer (the webhook worker, the resolver): a
+// message an operator retried closes its record's loop. A retry already done is not worked
+// again (the message succeeds at once); a retried message Next processed resolves its record;
+// one Next failed reopens its record with the attempt appended and succeeds, so the message is
+// deleted and the operator gets the record back now rather than after the queue's
+// redeliveries. Messages without retry attributes pass through untouched. When the record
+// cannot be read or updated the message fails, so it comes back and the report is made again.
+// An error of Next that fails the whole batch (sqsbatch.FailBatch) is returned as it is, with
+// the record left retrying.
 type Retries struct {
 	Loop Loop
-	Next func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+	Next func(ctx context.Context, m queue.Message) error
 	// Done and Failed complete "the retried message ..." in the outcome and the attempt
 	// ("was applied by the webhook worker", "could not be applied by the webhook worker").
 	Done, Failed string
@@ -187,71 +188,43 @@ type Retries struct {
 	Log          *slog.Logger
 }
 
-// Handle implements the SQS handler.
-func (h *Retries) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	type retried struct{ record, retry string }
-	tags := map[string]retried{}
-	work := events.SQSEvent{Records: make([]events.SQSMessage, 0, len(ev.Records))}
-	var resp events.SQSEventResponse
-	for _, m := range ev.Records {
-		rec, rt := attr(m, AttrRecordID), attr(m, AttrRetryID)
-		if rec == "" && rt == "" || !validIDs(rec, rt) {
-			work.Records = append(work.Records, m)
-			continue
-		}
-		done, err := h.Loop.RetryDone(ctx, rt)
-		if err != nil {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-			continue
-		}
-		if done {
-			h.log().InfoContext(ctx, "retried message deduped: its retry already ended", "message_id", m.MessageId,
-				"record", rec, "retry_id", rt)
-			continue
-		}
-		tags[m.MessageId] = retried{rec, rt}
-		work.Records = append(work.Records, m)
-	}
-	if len(work.Records) == 0 {
-		return resp, nil
-	}
-	out, err := h.Next(ctx, work)
-	if err != nil {
-		return out, err
-	}
-	failed := map[string]bool{}
-	for _, f := range out.BatchItemFailures {
-		failed[f.ItemIdentifier] = true
-	}
-	for _, m := range work.Records {
-		tag, ok := tags[m.MessageId]
-		if !ok {
-			if failed[m.MessageId] {
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-			}
-			continue
-		}
-		var rerr error
-		if failed[m.MessageId] {
-			_, _, rerr = h.Loop.RetryFailed(ctx, tag.record, tag.retry, Attempt{At: h.now().UTC(), MessageID: m.MessageId,
-				ReceiveCount: 1, Error: "The retried message " + h.Failed + " (retry " + tag.retry + ")."})
-		} else {
-			_, _, rerr = h.Loop.RetrySucceeded(ctx, tag.record, tag.retry, "The retried message "+h.Done+" (message "+m.MessageId+").")
-		}
-		if rerr != nil {
-			h.log().WarnContext(ctx, "retried message's record not updated; it will be delivered again", "message_id", m.MessageId,
-				"record", tag.record, "retry_id", tag.retry, "error", rerr)
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-		}
-	}
-	return resp, nil
-}
+// batchFailure is an error that fails the whole batch (sqsbatch.BatchError), asked for by
+// behaviour so that this package needs nothing of the Lambda side.
+type batchFailure interface{ FailsBatch() bool }
 
-func attr(m events.SQSMessage, name string) string {
-	if a, ok := m.MessageAttributes[name]; ok && a.StringValue != nil {
-		return *a.StringValue
+// Handle runs one message through Next and closes its retry's loop.
+func (h *Retries) Handle(ctx context.Context, m queue.Message) error {
+	rec, rt := m.Attributes[AttrRecordID], m.Attributes[AttrRetryID]
+	if rec == "" && rt == "" || !validIDs(rec, rt) {
+		return h.Next(ctx, m)
 	}
-	return ""
+	done, err := h.Loop.RetryDone(ctx, rt)
+	if err != nil {
+		return err
+	}
+	if done {
+		h.log().InfoContext(ctx, "retried message deduped: its retry already ended", "message_id", m.ID,
+			"record", rec, "retry_id", rt)
+		return nil
+	}
+	var rerr error
+	if err := h.Next(ctx, m); err != nil {
+		if bf := batchFailure(nil); errors.As(err, &bf) && bf.FailsBatch() {
+			return err
+		}
+		// The message is done with (deleted); the attempt points here for the cause.
+		h.log().WarnContext(ctx, "retried message failed again; its record goes back to open", "message_id", m.ID,
+			"record", rec, "retry_id", rt, "error", err)
+		_, _, rerr = h.Loop.RetryFailed(ctx, rec, rt, Attempt{At: h.now().UTC(), MessageID: m.ID,
+			ReceiveCount: 1, Error: "The retried message " + h.Failed + " (retry " + rt + ")."})
+	} else {
+		_, _, rerr = h.Loop.RetrySucceeded(ctx, rec, rt, "The retried message "+h.Done+" (message "+m.ID+").")
+	}
+	if rerr != nil {
+		// The adapter logs the failure, and SQS delivers the message again.
+		return fmt.Errorf("deadletter: record %s of retry %s not updated: %w", rec, rt, rerr)
+	}
+	return nil
 }
 
 func (h *Retries) now() time.Time {

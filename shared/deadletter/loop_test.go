@@ -2,25 +2,23 @@ package deadletter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 // retriedMessage is the message a Requeuer sends for the record's current retry.
-func retriedMessage(id string, r deadletter.Record) events.SQSMessage {
+func retriedMessage(id string, r deadletter.Record) queue.Message {
 	rt := deadletter.RetryID(r.ID, r.Retries)
-	attr := func(v string) events.SQSMessageAttribute {
-		return events.SQSMessageAttribute{StringValue: &v, DataType: "String"}
-	}
-	return events.SQSMessage{MessageId: id, Body: string(r.Target.Body), MessageAttributes: map[string]events.SQSMessageAttribute{
-		deadletter.AttrRecordID: attr(r.ID), deadletter.AttrRetryID: attr(rt)}}
+	return queue.Message{ID: id, Body: r.Target.Body, ReceiveCount: 1,
+		Attributes: map[string]string{deadletter.AttrRecordID: r.ID, deadletter.AttrRetryID: rt}}
 }
 
 // counting is a consumer's handler that counts the messages it works and fails those in fail.
@@ -29,15 +27,12 @@ type counting struct {
 	fail map[string]bool
 }
 
-func (c *counting) Handle(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var resp events.SQSEventResponse
-	for _, m := range ev.Records {
-		c.n.Add(1)
-		if c.fail[m.MessageId] {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-		}
+func (c *counting) Handle(_ context.Context, m queue.Message) error {
+	c.n.Add(1)
+	if c.fail[m.ID] {
+		return errors.New("cannot apply")
 	}
-	return resp, nil
+	return nil
 }
 
 func TestRetriedMessageClosesItsLoop(t *testing.T) {
@@ -72,9 +67,8 @@ func TestRetriedMessageClosesItsLoop(t *testing.T) {
 			h := &deadletter.Retries{Loop: e.table, Next: next.Handle, Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
 			// The queue delivers the retried message twice (at least once): worked once.
 			for range 2 {
-				resp, err := h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{retriedMessage("m-retry", rec)}})
-				if err != nil || len(resp.BatchItemFailures) != 0 {
-					t.Fatalf("handle: %+v %v", resp, err)
+				if err := h.Handle(ctx, retriedMessage("m-retry", rec)); err != nil {
+					t.Fatalf("handle: %v", err)
 				}
 			}
 			if n := next.n.Load(); n != 1 {
@@ -104,6 +98,87 @@ func TestRetriedMessageClosesItsLoop(t *testing.T) {
 				if _, ok, err := e.table.Retry(ctx, rec.ID, "ops@example.com", ""); err != nil || !ok {
 					t.Fatalf("second retry: %v %v", ok, err)
 				}
+			}
+		})
+	}
+}
+
+// A batch failure of the consumer (sqsbatch.FailBatch) is passed on untouched: the record stays
+// retrying, and the redelivery closes its loop.
+func TestRetriesPassesABatchFailureOn(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rec, _, _ := e.table.Open(ctx, webhookRecord("evt_batch"))
+	if _, ok, err := e.table.Retry(ctx, rec.ID, "ops", ""); err != nil || !ok {
+		t.Fatalf("retry: %v %v", ok, err)
+	}
+	rec, _ = e.table.Get(ctx, rec.ID)
+	down := sqsbatch.FailBatch(errors.New("store unavailable"))
+	next := func(context.Context, queue.Message) error { return down }
+	h := &deadletter.Retries{Loop: e.table, Next: func(ctx context.Context, m queue.Message) error { return next(ctx, m) },
+		Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+	if err := h.Handle(ctx, retriedMessage("m-retry", rec)); err != down {
+		t.Fatalf("got %v, want the batch failure itself", err)
+	}
+	if got, _ := e.table.Get(ctx, rec.ID); got.Status != deadletter.StatusRetrying || len(got.Attempts) != 1 {
+		t.Fatalf("record %s with %d attempts after a batch failure", got.Status, len(got.Attempts))
+	}
+	next = func(context.Context, queue.Message) error { return nil }
+	if err := h.Handle(ctx, retriedMessage("m-retry", rec)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.table.Get(ctx, rec.ID); got.Status != deadletter.StatusResolved {
+		t.Fatalf("record %s after the redelivery", got.Status)
+	}
+}
+
+// brokenLoop cannot read or write the ledger: the table is unavailable.
+type brokenLoop struct{ readFails bool }
+
+var errTableDown = errors.New("table unavailable")
+
+func (b brokenLoop) RetryDone(context.Context, string) (bool, error) {
+	if b.readFails {
+		return false, errTableDown
+	}
+	return false, nil
+}
+
+func (brokenLoop) RetrySucceeded(context.Context, string, string, string) (deadletter.Record, bool, error) {
+	return deadletter.Record{}, false, errTableDown
+}
+
+func (brokenLoop) RetryFailed(context.Context, string, string, deadletter.Attempt) (deadletter.Record, bool, error) {
+	return deadletter.Record{}, false, errTableDown
+}
+
+// When the record cannot be read or updated the retried message fails, so it comes back and the
+// report is made again; a message without retry attributes never touches the table.
+func TestRetriesFailTheMessageWhenTheRecordCannotBeUpdated(t *testing.T) {
+	rec := deadletter.Record{ID: "dl_0123456789abcdef01234567", Retries: 1}
+	tests := map[string]struct {
+		loop     brokenLoop
+		m        queue.Message
+		nextFail bool
+		wantRuns int64
+		wantErr  bool
+	}{
+		"ledger unreadable: not run":  {loop: brokenLoop{readFails: true}, m: retriedMessage("m", rec), wantErr: true},
+		"success not recorded":        {m: retriedMessage("m", rec), wantRuns: 1, wantErr: true},
+		"failure not recorded":        {m: retriedMessage("m", rec), nextFail: true, wantRuns: 1, wantErr: true},
+		"no retry attributes: passes": {loop: brokenLoop{readFails: true}, m: queue.Message{ID: "m"}, wantRuns: 1},
+		"no retry attributes: fails":  {loop: brokenLoop{readFails: true}, m: queue.Message{ID: "m"}, nextFail: true, wantRuns: 1, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			next := &counting{fail: map[string]bool{"m": tc.nextFail}}
+			h := &deadletter.Retries{Loop: tc.loop, Next: next.Handle, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+			err := h.Handle(context.Background(), tc.m)
+			if (err != nil) != tc.wantErr || next.n.Load() != tc.wantRuns {
+				t.Fatalf("error %v, runs %d; want error %v, runs %d", err, next.n.Load(), tc.wantErr, tc.wantRuns)
+			}
+			if tc.wantErr && tc.m.Attributes != nil && !errors.Is(err, errTableDown) {
+				t.Fatalf("error %v does not name the table's", err)
 			}
 		})
 	}
@@ -187,17 +262,10 @@ func FuzzRetriesAttributes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rec, rt string) {
 		next := &counting{}
 		h := &deadletter.Retries{Loop: e.table, Next: next.Handle}
-		attr := func(v string) events.SQSMessageAttribute {
-			return events.SQSMessageAttribute{StringValue: &v, DataType: "String"}
-		}
-		m := events.SQSMessage{MessageId: "m", MessageAttributes: map[string]events.SQSMessageAttribute{
-			deadletter.AttrRecordID: attr(rec), deadletter.AttrRetryID: attr(rt)}}
-		resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if next.n.Load() > 1 || (next.n.Load() == 0 && len(resp.BatchItemFailures) == 0 && !strings.HasPrefix(rt, "rt_")) {
-			t.Fatalf("worked %d times, failures %v", next.n.Load(), resp.BatchItemFailures)
+		m := queue.Message{ID: "m", Attributes: map[string]string{deadletter.AttrRecordID: rec, deadletter.AttrRetryID: rt}}
+		err := h.Handle(context.Background(), m)
+		if next.n.Load() > 1 || (next.n.Load() == 0 && err == nil && !strings.HasPrefix(rt, "rt_")) {
+			t.Fatalf("worked %d times, error %v", next.n.Load(), err)
 		}
 	})
 }

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
@@ -25,28 +24,28 @@ type Sink struct {
 	Table Opener
 	// Now stamps attempts whose message carries no SentTimestamp (default time.Now).
 	Now func() time.Time
-	// Metrics, when set, gets the open count after each batch.
+	// Metrics, when set, gets the open count from ReportOpen.
 	Metrics *EMF
 	// Count reads the open count for Metrics (Table.OpenCount).
 	Count func(ctx context.Context) (int64, error)
 }
 
-// Handle opens one record per dead message. A message that cannot be stored is reported as a
-// batch item failure, so SQS keeps it and delivers it again; the rest of the batch is kept.
-func (s *Sink) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var resp events.SQSEventResponse
-	for _, m := range ev.Records {
-		r := s.Record(m)
-		if _, _, err := s.Table.Open(ctx, r); err != nil {
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-		}
-	}
+// Handle opens the record of one dead message: the per-message func that sqsbatch runs for the
+// deadletter-sink function. A message that cannot be stored fails alone, so SQS keeps it and
+// delivers it again; the rest of the batch is kept.
+func (s *Sink) Handle(ctx context.Context, m queue.Message) error {
+	_, _, err := s.Table.Open(ctx, s.Record(m))
+	return err
+}
+
+// ReportOpen sends the open count to Metrics, when both Metrics and Count are set: the
+// deadletter-sink function runs it after each batch (sqsbatch.WithAfterBatch).
+func (s *Sink) ReportOpen(ctx context.Context) {
 	if s.Metrics != nil && s.Count != nil {
 		if n, err := s.Count(ctx); err == nil {
 			s.Metrics.Open(n, s.now())
 		}
 	}
-	return resp, nil
 }
 
 func (s *Sink) now() time.Time {
@@ -83,29 +82,29 @@ func SourceOf(dlq string) Source {
 // Record builds the record for one dead message. The key is the business identity of the work
 // when the body can be read (the provider's event id; the payment to resolve), so the same
 // work dead-lettered twice, even as two messages, is one record; otherwise the message id.
-func (s *Sink) Record(m events.SQSMessage) Record {
-	dlq := QueueName(m.EventSourceARN)
+func (s *Sink) Record(m queue.Message) Record {
+	dlq := QueueName(m.Source)
 	src := SourceOf(dlq)
-	deliveries, _ := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	deliveries := m.ReceiveCount
 	at := s.now().UTC()
-	if ms, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err == nil {
-		at = time.UnixMilli(ms).UTC()
+	if !m.SentAt.IsZero() {
+		at = m.SentAt.UTC()
 	}
-	att := Attempt{At: at, MessageID: m.MessageId, ReceiveCount: deliveries,
+	att := Attempt{At: at, MessageID: m.ID, ReceiveCount: deliveries,
 		Error: "delivered " + strconv.Itoa(deliveries) + " times without success; moved to " + dlq}
 	body := json.RawMessage(m.Body)
 	if !json.Valid(body) {
-		q, _ := json.Marshal(m.Body) // keep the bytes, as a JSON string
+		q, _ := json.Marshal(string(m.Body)) // keep the bytes, as a JSON string
 		body = q
 	}
-	r := Record{Source: src, Key: "msg:" + m.MessageId, Class: ClassPoison, Payload: body,
+	r := Record{Source: src, Key: "msg:" + m.ID, Class: ClassPoison, Payload: body,
 		Attempts: []Attempt{att}, Facts: Facts{Deliveries: deliveries}}
 	target := Target{Kind: TargetQueue, Queue: strings.TrimSuffix(dlq, "-dlq"), Body: json.RawMessage(m.Body)}
 
 	switch src {
 	case SourceWebhook:
 		var d webhooks.Delivery
-		if json.Unmarshal([]byte(m.Body), &d) != nil || d.Provider == "" {
+		if json.Unmarshal(m.Body, &d) != nil || d.Provider == "" {
 			break
 		}
 		r.Facts.Provider = d.Provider
@@ -124,13 +123,13 @@ func (s *Sink) Record(m events.SQSMessage) Record {
 				End     string `json:"endSequenceNumber"`
 			} `json:"DDBStreamBatchInfo"`
 		}
-		if json.Unmarshal([]byte(m.Body), &f) != nil || f.Batch.ShardID == "" || f.Batch.Start == "" {
+		if json.Unmarshal(m.Body, &f) != nil || f.Batch.ShardID == "" || f.Batch.Start == "" {
 			break
 		}
 		r.Class, r.Key = ClassFollowOnUndelivered, "outbox:"+f.Batch.ShardID+":"+f.Batch.Start+"-"+f.Batch.End
 	case SourceResolve:
 		var j payments.ResolveJob
-		if json.Unmarshal([]byte(m.Body), &j) != nil || j.PaymentID == "" {
+		if json.Unmarshal(m.Body, &j) != nil || j.PaymentID == "" {
 			break
 		}
 		r.Class, r.Key, r.PaymentID, r.Facts.PaymentID = ClassHTTPUnknown, "resolve:"+j.PaymentID, j.PaymentID, j.PaymentID
@@ -141,7 +140,7 @@ func (s *Sink) Record(m events.SQSMessage) Record {
 	}
 	// A retried message that died again (its consumer did not close the loop itself) belongs
 	// to the record it was retried from, whatever key its body gives: Open reopens that one.
-	if id := attr(m, AttrRecordID); validIDs(id, attr(m, AttrRetryID)) {
+	if id := m.Attributes[AttrRecordID]; validIDs(id, m.Attributes[AttrRetryID]) {
 		r.ID = id
 	}
 	return r
@@ -153,7 +152,7 @@ func (s *Sink) Record(m events.SQSMessage) Record {
 // error in message attributes). Both carry the scheduled time, which is the run's identity,
 // so the two copies of one failed run are one record. There is no queue to retry to: the
 // action is to invoke the reconciler again.
-func reconFailure(r *Record, m events.SQSMessage) {
+func reconFailure(r *Record, m queue.Message) {
 	type input struct {
 		ScheduledTime string `json:"scheduled_time,omitempty"`
 		From          string `json:"from,omitempty"`
@@ -169,7 +168,7 @@ func reconFailure(r *Record, m events.SQSMessage) {
 			ErrorMessage string `json:"errorMessage"`
 		} `json:"responsePayload"`
 	}
-	if json.Unmarshal([]byte(m.Body), &dest) != nil {
+	if json.Unmarshal(m.Body, &dest) != nil {
 		return
 	}
 	in, cause := dest.RequestPayload, ""
@@ -181,12 +180,10 @@ func reconFailure(r *Record, m events.SQSMessage) {
 		r.Payload, _ = json.Marshal(in)
 	} else { // the schedule's own dead letter: the body is the input
 		in = &input{}
-		if json.Unmarshal([]byte(m.Body), in) != nil {
+		if json.Unmarshal(m.Body, in) != nil {
 			return
 		}
-		if a, ok := m.MessageAttributes["ERROR_MESSAGE"]; ok && a.StringValue != nil {
-			cause = *a.StringValue
-		}
+		cause = m.Attributes["ERROR_MESSAGE"]
 	}
 	run := in.ScheduledTime
 	if run == "" && in.From != "" {

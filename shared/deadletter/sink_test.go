@@ -3,19 +3,19 @@ package deadletter_test
 import (
 	"context"
 	"encoding/json"
-	"strconv"
+	"errors"
 	"strings"
 	"testing"
-
-	"github.com/aws/aws-lambda-go/events"
+	"time"
 
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/metrics"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
-func sqsMessage(t *testing.T, id, queue string, body any, receives int) events.SQSMessage {
+func sqsMessage(t *testing.T, id, dlq string, body any, receives int) queue.Message {
 	t.Helper()
 	b, ok := body.(string)
 	if !ok {
@@ -25,31 +25,31 @@ func sqsMessage(t *testing.T, id, queue string, body any, receives int) events.S
 		}
 		b = string(raw)
 	}
-	return events.SQSMessage{MessageId: id, Body: b, EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:" + queue,
-		Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receives), "SentTimestamp": "1796000000000"}}
+	return queue.Message{ID: id, Body: []byte(b), Source: "arn:aws:sqs:eu-west-1:123456789012:" + dlq,
+		ReceiveCount: receives, SentAt: time.UnixMilli(1796000000000)}
 }
 
 func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 	delivery := webhooks.Delivery{Provider: "stripe", EventID: "evt_sink", Body: []byte(`{"id":"evt_sink"}`)}
 	job := payments.ResolveJob{Scope: "local", Key: "order-7", PaymentID: "pay_sink"}
 	tests := map[string]struct {
-		msg         func(t *testing.T) events.SQSMessage
+		msg         func(t *testing.T) queue.Message
 		wantSource  deadletter.Source
 		wantClass   deadletter.Class
 		wantKey     string
 		wantQueue   string
 		wantPayment string
 	}{
-		"webhook": {func(t *testing.T) events.SQSMessage { return sqsMessage(t, "m1", "twice-webhooks-dlq", delivery, 5) },
+		"webhook": {func(t *testing.T) queue.Message { return sqsMessage(t, "m1", "twice-webhooks-dlq", delivery, 5) },
 			deadletter.SourceWebhook, deadletter.ClassProcessing, "webhook:stripe:evt_sink", "twice-webhooks", ""},
-		"resolve": {func(t *testing.T) events.SQSMessage { return sqsMessage(t, "m2", "resolve-dlq", job, 3) },
+		"resolve": {func(t *testing.T) queue.Message { return sqsMessage(t, "m2", "resolve-dlq", job, 3) },
 			deadletter.SourceResolve, deadletter.ClassHTTPUnknown, "resolve:pay_sink", "resolve", "pay_sink"},
-		"webhook without event id": {func(t *testing.T) events.SQSMessage {
+		"webhook without event id": {func(t *testing.T) queue.Message {
 			return sqsMessage(t, "m3", "webhooks-dlq", webhooks.Delivery{Provider: "standard"}, 5)
 		}, deadletter.SourceWebhook, deadletter.ClassValidation, "msg:m3", "webhooks", ""},
-		"poison": {func(t *testing.T) events.SQSMessage { return sqsMessage(t, "m4", "webhooks-dlq", "not json {", 5) },
+		"poison": {func(t *testing.T) queue.Message { return sqsMessage(t, "m4", "webhooks-dlq", "not json {", 5) },
 			deadletter.SourceWebhook, deadletter.ClassPoison, "msg:m4", "", ""},
-		"unknown queue": {func(t *testing.T) events.SQSMessage { return sqsMessage(t, "m5", "other-dlq", job, 1) },
+		"unknown queue": {func(t *testing.T) queue.Message { return sqsMessage(t, "m5", "other-dlq", job, 1) },
 			deadletter.SourceUnknown, deadletter.ClassPoison, "msg:m5", "", ""},
 	}
 	for name, tc := range tests {
@@ -59,9 +59,8 @@ func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 			msg := tc.msg(t)
 			// The same dead message delivered twice (SQS is at least once) is one record.
 			for i := 0; i < 2; i++ {
-				resp, err := sink.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg}})
-				if err != nil || len(resp.BatchItemFailures) != 0 {
-					t.Fatalf("resp %+v err %v", resp, err)
+				if err := sink.Handle(context.Background(), msg); err != nil {
+					t.Fatal(err)
 				}
 			}
 			p, _ := e.table.List(context.Background(), deadletter.Filter{})
@@ -72,20 +71,20 @@ func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 			if r.Source != tc.wantSource || r.Class != tc.wantClass || r.Key != tc.wantKey || r.Target.Queue != tc.wantQueue || r.PaymentID != tc.wantPayment {
 				t.Errorf("got source %s class %s key %s queue %q payment %q", r.Source, r.Class, r.Key, r.Target.Queue, r.PaymentID)
 			}
-			if len(r.Attempts) != 1 || r.Attempts[0].MessageID != msg.MessageId || r.Attempts[0].ReceiveCount == 0 {
+			if len(r.Attempts) != 1 || r.Attempts[0].MessageID != msg.ID || r.Attempts[0].ReceiveCount == 0 {
 				t.Errorf("attempts %+v", r.Attempts)
 			}
 			if !json.Valid(r.Payload) {
 				t.Errorf("payload not kept as JSON: %s", r.Payload)
 			}
-			if r.Target.Queue != "" && string(r.Target.Body) != msg.Body {
+			if r.Target.Queue != "" && string(r.Target.Body) != string(msg.Body) {
 				t.Errorf("retry body %s differs from the message %s", r.Target.Body, msg.Body)
 			}
 		})
 	}
 }
 
-func TestSinkReportsFailuresPerMessage(t *testing.T) {
+func TestSinkFailsTheMessageItCannotStore(t *testing.T) {
 	e := newEnv(t)
 	failing := openerFunc(func(ctx context.Context, r deadletter.Record) (deadletter.Record, bool, error) {
 		if r.Key == "msg:bad" {
@@ -94,10 +93,11 @@ func TestSinkReportsFailuresPerMessage(t *testing.T) {
 		return e.table.Open(ctx, r)
 	})
 	sink := &deadletter.Sink{Table: failing}
-	resp, err := sink.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		sqsMessage(t, "good", "webhooks-dlq", "x", 1), sqsMessage(t, "bad", "webhooks-dlq", "y", 1)}})
-	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "bad" {
-		t.Fatalf("resp %+v err %v", resp, err)
+	if err := sink.Handle(context.Background(), sqsMessage(t, "good", "webhooks-dlq", "x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Handle(context.Background(), sqsMessage(t, "bad", "webhooks-dlq", "y", 1)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a record that cannot be stored: %v", err)
 	}
 }
 
@@ -121,14 +121,15 @@ func TestSinkOpensOneRecordPerFailedReconciliationRun(t *testing.T) {
 	}
 	scheduler := sqsMessage(t, "s1", "twice-prod-reconcile-dlq", map[string]any{"scheduled_time": run}, 1)
 	msg := "target unreachable"
-	scheduler.MessageAttributes = map[string]events.SQSMessageAttribute{"ERROR_MESSAGE": {StringValue: &msg, DataType: "String"}}
-	ev := events.SQSEvent{Records: []events.SQSMessage{sqsMessage(t, "d1", "twice-prod-reconcile-dlq", destination, 1), scheduler}}
-	resp, err := sink.Handle(context.Background(), ev)
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("handle: %v %+v", err, resp)
+	scheduler.Attributes = map[string]string{"ERROR_MESSAGE": msg}
+	batch := []queue.Message{sqsMessage(t, "d1", "twice-prod-reconcile-dlq", destination, 1), scheduler}
+	for _, m := range batch {
+		if err := sink.Handle(context.Background(), m); err != nil {
+			t.Fatalf("handle %s: %v", m.ID, err)
+		}
 	}
-	first := sink.Record(ev.Records[0])
-	second := sink.Record(ev.Records[1])
+	first := sink.Record(batch[0])
+	second := sink.Record(batch[1])
 	if first.Source != deadletter.SourceReconciliation || first.Class != deadletter.ClassReconRunFailed ||
 		first.Key != "reconcile:"+run || second.Key != first.Key || first.Target.Kind != deadletter.TargetReconcile {
 		t.Fatalf("records %+v / %+v", first, second)
@@ -146,6 +147,12 @@ func TestSinkOpensOneRecordPerFailedReconciliationRun(t *testing.T) {
 	if n, err := e.table.OpenCount(context.Background()); err != nil || n != 1 {
 		t.Fatalf("open count %d (%v), want 1", n, err)
 	}
+	// After the batch (sqsbatch.WithAfterBatch), the open count goes out as a metric.
+	before := e.metrics.Len()
+	sink.ReportOpen(context.Background())
+	if got := e.metrics.String()[before:]; !strings.Contains(got, `"DeadLetterOpen":1`) {
+		t.Fatalf("metric after the batch: %q", got)
+	}
 }
 
 // The outbox relay's on-failure destination: Lambda's record of a stream batch becomes one
@@ -155,8 +162,7 @@ func TestOutboxBatchFailureBecomesARecord(t *testing.T) {
 	s := &deadletter.Sink{}
 	body := `{"requestContext":{"requestId":"r1","functionArn":"arn:aws:lambda:us-east-1:1:function:twice-dev-outbox-relay","condition":"RetryAttemptsExhausted","approximateInvokeCount":11},` +
 		`"version":"1.0","timestamp":"2026-12-01T10:00:00.000Z","DDBStreamBatchInfo":{"shardId":"shardId-0001","startSequenceNumber":"100","endSequenceNumber":"109","batchSize":10,"streamArn":"arn:aws:dynamodb:us-east-1:1:table/twice-dev-outbox/stream/x"}}`
-	r := s.Record(events.SQSMessage{MessageId: "m1", Body: body, EventSourceARN: "arn:aws:sqs:us-east-1:1:twice-dev-outbox-dlq",
-		Attributes: map[string]string{"ApproximateReceiveCount": "1"}})
+	r := s.Record(queue.Message{ID: "m1", Body: []byte(body), Source: "arn:aws:sqs:us-east-1:1:twice-dev-outbox-dlq", ReceiveCount: 1})
 	if r.Source != deadletter.SourceOutbox || r.Class != deadletter.ClassFollowOnUndelivered || r.Key != "outbox:shardId-0001:100-109" || r.Target.Retryable() {
 		t.Fatalf("record %+v", r)
 	}

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runtwice/twice/shared/idempotency/idemlambda"
 	"github.com/runtwice/twice/shared/queue"
 )
@@ -18,22 +16,22 @@ import (
 // the same in Lambda and locally.
 const ResolveScope = "resolve-job"
 
-// HandleResolve is the resolve queue's SQS handler: each record's body is a JSON ResolveJob,
-// run under its own idempotency key (its message id, idemlambda.SQS), so a redelivered message
-// whose job completed is not run again. A job that fails (or does not decode) is reported alone
-// as a batch item failure, so SQS retries it and, after the queue's maxReceiveCount, moves it
-// to the dead-letter queue.
-func (s *Service) HandleResolve(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	h, err := idemlambda.SQS(idemlambda.Config[struct{}]{Keeper: s.Keeper, KeyPrefix: ResolveScope, Log: s.log()}, s.resolveMessage)
+// HandleResolve runs one message of the resolve queue, whose body is a JSON ResolveJob: the
+// per-message func that sqsbatch runs for the payment-resolver function. The job runs under its
+// own idempotency key (its message id, idemlambda.Message), so a redelivered message whose job
+// completed is not run again. A job that fails (or does not decode) fails this message alone,
+// so SQS retries it and, after the queue's maxReceiveCount, moves it to the dead-letter queue.
+func (s *Service) HandleResolve(ctx context.Context, m queue.Message) error {
+	h, err := idemlambda.Message(idemlambda.Config[struct{}]{Keeper: s.Keeper, KeyPrefix: ResolveScope, Log: s.log()}, s.resolveMessage)
 	if err != nil {
-		return events.SQSEventResponse{}, err
+		return err
 	}
-	return h(ctx, ev)
+	return h(ctx, m)
 }
 
-func (s *Service) resolveMessage(ctx context.Context, m events.SQSMessage) error {
+func (s *Service) resolveMessage(ctx context.Context, m queue.Message) error {
 	var job ResolveJob
-	if err := json.Unmarshal([]byte(m.Body), &job); err != nil {
+	if err := json.Unmarshal(m.Body, &job); err != nil {
 		return err
 	}
 	if job.Scope == "" || job.Key == "" || job.PaymentID == "" {

@@ -3,12 +3,12 @@ package payments
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
+	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
 )
@@ -35,20 +35,18 @@ func TestQueueResolverSendsTheJobDelayed(t *testing.T) {
 	}
 }
 
-// HandleResolve reports each bad job alone; a job that cannot be parsed, or names no key, never
+// HandleResolve fails each bad job alone; a job that cannot be parsed, or names no key, never
 // reaches the provider, and its message record is released (a redelivery runs it again).
 func TestHandleResolveReportsEachFailure(t *testing.T) {
 	f := newFixture(t)
 	bad, _ := json.Marshal(ResolveJob{Scope: "s", PaymentID: "pay_1"})
-	batch := events.SQSEvent{Records: []events.SQSMessage{
-		{MessageId: "not-json", Body: "{"},
-		{MessageId: "bad-body", Body: string(bad)},
-	}}
+	batch := []queue.Message{{ID: "not-json", Body: []byte("{")}, {ID: "bad-body", Body: bad}}
 	for range 2 {
-		resp, err := f.svc.HandleResolve(context.Background(), batch)
-		if err != nil || len(resp.BatchItemFailures) != 2 || resp.BatchItemFailures[0].ItemIdentifier != "not-json" ||
-			resp.BatchItemFailures[1].ItemIdentifier != "bad-body" {
-			t.Fatalf("%+v, %v", resp, err)
+		for _, m := range batch {
+			// Not an InProgressError on the second round: the first released the key.
+			if err := f.svc.HandleResolve(context.Background(), m); err == nil || errors.As(err, new(*idempotency.InProgressError)) {
+				t.Fatalf("%s: %v", m.ID, err)
+			}
 		}
 	}
 	if len(f.prov.calls) != 0 {
@@ -69,12 +67,12 @@ func TestHandleResolveRunsEachMessageOnce(t *testing.T) {
 		t.Fatalf("%d jobs", len(f.jobs.list))
 	}
 	b, _ := json.Marshal(f.jobs.list[0])
-	msg := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: string(b)}}}
+	msg := queue.Message{ID: "m-1", Body: b, ReceiveCount: 1}
 	for range 2 {
-		resp, err := f.svc.HandleResolve(context.Background(), msg)
-		if err != nil || len(resp.BatchItemFailures) != 0 {
-			t.Fatalf("%+v, %v", resp, err)
+		if err := f.svc.HandleResolve(context.Background(), msg); err != nil {
+			t.Fatal(err)
 		}
+		msg.ReceiveCount++ // a redelivery differs in its receive count, never in its key
 	}
 	// One create before the timeout, one resolution: the redelivery made no call.
 	if n := f.prov.calls[provider.IdempotencyKey("local", "k")]; n != 2 {

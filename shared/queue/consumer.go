@@ -15,7 +15,8 @@ import (
 )
 
 // Handler is a Lambda SQS handler with ReportBatchItemFailures: it returns the ids of the
-// messages that failed, or an error that fails the whole batch.
+// messages that failed, or an error that fails the whole batch. sqsbatch.Handler builds one
+// from a per-message func; every consumer of twice is built that way.
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
 // Receiver is what a Consumer needs of a queue.

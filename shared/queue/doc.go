@@ -13,7 +13,8 @@
 // error)) over a queue exactly as Lambda's event source mapping with ReportBatchItemFailures
 // does: successes are deleted, reported failures are left for redelivery, and a handler error,
 // panic or unknown item identifier fails the whole batch. The local stack therefore runs the
-// very handlers that AWS runs.
+// very handlers that AWS runs: package sqsbatch builds every consumer's handler from a
+// per-message func over Message.
 //
 // Every implementation passes the shared suite in package queue/queuetest.
 package queue

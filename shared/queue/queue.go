@@ -31,6 +31,9 @@ type Message struct {
 	// ReceiveCount is SQS's ApproximateReceiveCount: 1 on the first delivery.
 	ReceiveCount int
 	SentAt       time.Time
+	// Source is the ARN of the queue the message was delivered from (Lambda's eventSourceARN):
+	// set for the per-message funcs of package sqsbatch, empty from Receive.
+	Source string
 }
 
 // SendOptions are the optional parts of a Send.

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -33,6 +32,7 @@ import (
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/sqsbatch"
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/stepfunctions"
 	"github.com/runtwice/twice/shared/webhooks"
@@ -118,9 +118,8 @@ func newAWSEnv(t *testing.T) *awsEnv {
 func (e *awsEnv) open(t *testing.T, name, id, body string) deadletter.Record {
 	t.Helper()
 	sink := &deadletter.Sink{Table: e.table, Now: func() time.Time { return t0 }}
-	r, _, err := e.table.Open(context.Background(), sink.Record(events.SQSMessage{MessageId: id, Body: body,
-		EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:" + e.prefix + "-" + name + "-dlq",
-		Attributes:     map[string]string{"ApproximateReceiveCount": "5"}}))
+	r, _, err := e.table.Open(context.Background(), sink.Record(queue.Message{ID: id, Body: []byte(body),
+		Source: "arn:aws:sqs:us-east-1:123456789012:" + e.prefix + "-" + name + "-dlq", ReceiveCount: 5}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,15 +154,16 @@ func (e *awsEnv) doubleClick(t *testing.T, id string) {
 // consume polls the queue with the consumer the function's event source mapping stands for,
 // the handler wrapped as its main wraps it, until the queue is empty; it returns how many
 // messages the inner handler saw.
-func (e *awsEnv) consume(t *testing.T, name string, next func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)) int {
+func (e *awsEnv) consume(t *testing.T, name string, next func(context.Context, queue.Message) error) int {
 	t.Helper()
 	seen := 0
-	counted := func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		seen += len(ev.Records)
-		return next(ctx, ev)
+	counted := func(ctx context.Context, m queue.Message) error {
+		seen++
+		return next(ctx, m)
 	}
 	h := &deadletter.Retries{Loop: e.table, Next: counted, Now: func() time.Time { return t0 }, Done: "was processed", Failed: "failed"}
-	c := &queue.Consumer{Queue: e.queues[name], Handler: h.Handle, Wait: time.Second, Visibility: 30 * time.Second}
+	c := &queue.Consumer{Queue: e.queues[name], Handler: sqsbatch.Handler(h.Handle, sqsbatch.WithLogger(slog.New(slog.DiscardHandler))), Wait: time.Second,
+		Visibility: 30 * time.Second}
 	for empty := 0; empty < 2; {
 		res, err := c.Poll(context.Background())
 		if err != nil {

@@ -2,7 +2,8 @@
 // key is chosen by an RFC 9535 JSONPath over the event (Powertools' event_key_jmespath), an
 // optional second path picks the payload a repeat must match (payload_validation_jmespath), and
 // an SQS batch runs each record under its own key, reporting only the records that failed
-// (events.SQSEventResponse, ReportBatchItemFailures).
+// (events.SQSEventResponse, ReportBatchItemFailures, through package sqsbatch); Message does
+// the same for one plain queue.Message.
 //
 // The in-progress lock lasts until the Lambda deadline in the handler's context plus the
 // Keeper's LockMargin, so a function that timed out frees its key for the next delivery as soon
@@ -17,13 +18,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/theory/jsonpath"
 
 	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 // ErrNoKey is returned (RaiseOnMissingKey) when the key path selects nothing, or only nulls.
@@ -216,7 +218,8 @@ func Wrap[E, R any](cfg Config[R], h func(context.Context, E) (R, error)) (func(
 // body, attributes, messageAttributes, ...) with body decoded when it is JSON, so
 // "$.body.order_id" selects a field of the message.
 //
-// A record whose handler fails, whose key is held by another delivery, or that mismatches is
+// The batch runs through sqsbatch, the adapter every queue consumer of twice uses: a record
+// whose handler fails, whose key is held by another delivery, or that mismatches is logged and
 // reported in BatchItemFailures, so SQS delivers it again (and, after maxReceiveCount, to the
 // dead-letter queue); the rest of the batch is done. For a FIFO queue (its ARN ends in
 // ".fifo") the records after a failed one are reported too without running, so the queue's
@@ -226,21 +229,23 @@ func SQS(cfg Config[struct{}], h func(context.Context, events.SQSMessage) error)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		var resp events.SQSEventResponse
-		failed := false
-		for _, m := range ev.Records {
-			if failed && strings.HasSuffix(m.EventSourceARN, ".fifo") {
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-				continue
-			}
-			if err := c.record(ctx, m, h); err != nil {
-				c.cfg.Log.InfoContext(ctx, "record will be delivered again", "message_id", m.MessageId, "error", err)
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-				failed = true
-			}
-		}
-		return resp, nil
+	return sqsbatch.Records(func(ctx context.Context, m events.SQSMessage) error { return c.record(ctx, m, h) },
+		sqsbatch.WithLogger(c.cfg.Log)), nil
+}
+
+// Message is SQS for one plain message, the per-message func of package sqsbatch: h runs under
+// the message's key, chosen by the same paths over the message's Lambda record (rebuilt with
+// queue.Event: messageId, body, attributes, messageAttributes, eventSourceARN; no awsRegion), so
+// sqsbatch.Handler(Message(cfg, h)) keys a message as SQS(cfg, ...) does. A message whose key
+// is held, or that mismatches, gets the error, as does one whose h fails.
+func Message(cfg Config[struct{}], h func(context.Context, queue.Message) error) (func(context.Context, queue.Message) error, error) {
+	c, err := compile(cfg, "$.messageId")
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, m queue.Message) error {
+		r := queue.Event(m.Source, "", []queue.Message{m}).Records[0]
+		return c.record(ctx, r, func(ctx context.Context, _ events.SQSMessage) error { return h(ctx, m) })
 	}, nil
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/idempotency/idemlambda"
+	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -257,6 +259,48 @@ func TestSQSFIFOStopsAtTheFirstFailure(t *testing.T) {
 	resp, _ := h(context.Background(), events.SQSEvent{Records: recs})
 	if fmt.Sprint(ran) != "[f1 f2]" || fmt.Sprint(failures(resp)) != "[f2 f3 f4]" {
 		t.Fatal(ran, failures(resp))
+	}
+}
+
+// Message keys a plain message as SQS keys its record: a message completed through one is
+// replayed through the other, and sqsbatch runs it in a batch like SQS does.
+func TestMessageKeysAsSQSDoes(t *testing.T) {
+	k, _ := keeper(t)
+	runs := map[string]int{}
+	run := func(id string) error {
+		runs[id]++
+		if id == "m2" && runs[id] == 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	}
+	batch, err := idemlambda.SQS(idemlambda.Config[struct{}]{Keeper: k, KeyPrefix: "jobs", Log: quiet},
+		func(_ context.Context, m events.SQSMessage) error { return run(m.MessageId) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := idemlambda.Message(idemlambda.Config[struct{}]{Keeper: k, KeyPrefix: "jobs", Log: quiet},
+		func(_ context.Context, m queue.Message) error { return run(m.ID) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := batch(context.Background(), events.SQSEvent{Records: []events.SQSMessage{sqsMsg("m1", "a")}}); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatal(failures(resp), err)
+	}
+	// m1 completed through SQS: not run again as a plain message. m2 fails once, then runs.
+	plain := sqsbatch.Handler(one, sqsbatch.WithLogger(quiet))
+	ev := events.SQSEvent{Records: []events.SQSMessage{sqsMsg("m1", "a"), sqsMsg("m2", "b")}}
+	if resp, err := plain(context.Background(), ev); err != nil || fmt.Sprint(failures(resp)) != "[m2]" {
+		t.Fatal(failures(resp), err)
+	}
+	if resp, err := plain(context.Background(), ev); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatal(failures(resp), err)
+	}
+	if runs["m1"] != 1 || runs["m2"] != 2 {
+		t.Fatalf("runs %v", runs)
+	}
+	if _, err := idemlambda.Message(idemlambda.Config[struct{}]{}, func(context.Context, queue.Message) error { return nil }); err == nil {
+		t.Fatal("no Keeper: no error")
 	}
 }
 

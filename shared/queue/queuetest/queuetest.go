@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 // MaxReceiveCount is the redrive policy every fixture's queue must have.
@@ -399,24 +400,26 @@ func testConsumerBatchFailures(t *testing.T, s Suite, f Fixture) {
 	}
 	var mu sync.Mutex
 	seen := map[string][]string{} // body -> ApproximateReceiveCount of each delivery
+	const source = "arn:aws:sqs:us-east-1:000000000000:test"
+	// The per-message func every consumer of twice is, through the one adapter (sqsbatch) that
+	// Lambda and the local stack both run.
+	handle := func(_ context.Context, m queue.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		body := string(m.Body)
+		seen[body] = append(seen[body], strconv.Itoa(m.ReceiveCount))
+		if m.Attributes["n"] != body || m.Source != source || m.SentAt.IsZero() {
+			return sqsbatch.FailBatch(fmt.Errorf("message %q: attributes %v, source %q, sent %v", body, m.Attributes, m.Source, m.SentAt))
+		}
+		// First deliveries of "fail" messages fail; their redeliveries succeed.
+		if strings.HasPrefix(body, "fail") && len(seen[body]) == 1 {
+			return errors.New("first delivery fails")
+		}
+		return nil
+	}
 	c := &queue.Consumer{
-		Queue: f.Queue, Visibility: s.Tick, Wait: time.Second, SourceARN: "arn:aws:sqs:us-east-1:000000000000:test",
-		Handler: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			var resp events.SQSEventResponse
-			for _, r := range ev.Records {
-				seen[r.Body] = append(seen[r.Body], r.Attributes["ApproximateReceiveCount"])
-				if a := r.MessageAttributes["n"]; a.StringValue == nil || *a.StringValue != r.Body {
-					return resp, fmt.Errorf("message attribute n of %q: %+v", r.Body, a)
-				}
-				// First deliveries of "fail" messages fail; their redeliveries succeed.
-				if strings.HasPrefix(r.Body, "fail") && len(seen[r.Body]) == 1 {
-					resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
-				}
-			}
-			return resp, nil
-		},
+		Queue: f.Queue, Visibility: s.Tick, Wait: time.Second, SourceARN: source,
+		Handler: sqsbatch.Handler(handle, sqsbatch.WithLogger(slog.New(slog.DiscardHandler))),
 	}
 	total := queue.BatchResult{}
 	for total.Received < 4 {

@@ -8,10 +8,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
@@ -61,21 +60,17 @@ func (w *Worker) log() *slog.Logger {
 	return slog.Default()
 }
 
-// Handle is the SQS handler: each record's body is a JSON webhooks.Delivery.
-func (w *Worker) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	var resp events.SQSEventResponse
-	for _, m := range ev.Records {
-		var d webhooks.Delivery
-		err := json.Unmarshal([]byte(m.Body), &d)
-		if err == nil {
-			_, err = w.Apply(ctx, d)
-		}
-		if err != nil {
-			w.log().WarnContext(ctx, "webhook delivery not applied; will retry", "message_id", m.MessageId, "error", err)
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-		}
+// Handle applies one message of the webhook queue, whose body is a JSON webhooks.Delivery: the
+// per-message func that sqsbatch runs for the webhook-worker function. An error (a body that does
+// not decode, a payment not stored yet, a failed commit) fails this message alone, so SQS
+// delivers it again.
+func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
+	var d webhooks.Delivery
+	if err := json.Unmarshal(m.Body, &d); err != nil {
+		return fmt.Errorf("worker: delivery: %w", err)
 	}
-	return resp, nil
+	_, err := w.Apply(ctx, d)
+	return err
 }
 
 // Apply applies one delivery.

@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -213,8 +212,7 @@ func TestCrashBetweenDedupeAndApplyLosesNothing(t *testing.T) {
 	seed(t, s, "pay_4")
 	w.Store = &failingStore{Store: s, n: 1}
 	d := stripeEvent("evt_4", "payment_intent.succeeded", t0, "pi_4", "pay_4", nil)
-	resp, _ := w.Handle(context.Background(), sqsEvent(d))
-	if len(resp.BatchItemFailures) != 1 {
+	if err := w.Handle(context.Background(), message("m0", d)); err == nil {
 		t.Fatal("a failed commit was acknowledged")
 	}
 	if _, err := s.Get(context.Background(), Table, "event#"+"stripe/evt_4", ""); !errors.Is(err, store.ErrNotFound) {
@@ -232,33 +230,32 @@ func TestCrashBetweenDedupeAndApplyLosesNothing(t *testing.T) {
 	}
 }
 
-func sqsEvent(ds ...webhooks.Delivery) events.SQSEvent {
-	var ev events.SQSEvent
-	for i, d := range ds {
-		b, _ := json.Marshal(d)
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprint("m", i), Body: string(b)})
-	}
-	return ev
+func message(id string, d webhooks.Delivery) queue.Message {
+	b, _ := json.Marshal(d)
+	return queue.Message{ID: id, Body: b, ReceiveCount: 1}
 }
 
-func TestBatchReportsFailuresPerMessage(t *testing.T) {
+// Each message stands alone: a payment not stored yet and a body that is not JSON fail their
+// own message; the good one is applied.
+func TestEachMessageFailsAlone(t *testing.T) {
 	w, s := newWorker(t)
 	seed(t, s, "pay_5")
-	ev := sqsEvent(
-		stripeEvent("evt_ok", "payment_intent.succeeded", t0, "pi_5", "pay_5", nil),
-		stripeEvent("evt_missing", "payment_intent.succeeded", t0, "pi_x", "pay_not_stored", nil),
-	)
-	ev.Records = append(ev.Records, events.SQSMessage{MessageId: "poison", Body: "{not json"})
-	resp, err := w.Handle(context.Background(), ev)
-	if err != nil {
-		t.Fatal(err)
+	msgs := []queue.Message{
+		message("m0", stripeEvent("evt_ok", "payment_intent.succeeded", t0, "pi_5", "pay_5", nil)),
+		message("m1", stripeEvent("evt_missing", "payment_intent.succeeded", t0, "pi_x", "pay_not_stored", nil)),
+		{ID: "poison", Body: []byte("{not json")},
 	}
 	var failed []string
-	for _, f := range resp.BatchItemFailures {
-		failed = append(failed, f.ItemIdentifier)
+	for _, m := range msgs {
+		if err := w.Handle(context.Background(), m); err != nil {
+			failed = append(failed, m.ID)
+		}
 	}
 	if fmt.Sprint(failed) != "[m1 poison]" {
 		t.Fatalf("failures %v", failed)
+	}
+	if err := w.Handle(context.Background(), msgs[1]); !errors.Is(err, ErrPaymentNotYet) {
+		t.Fatalf("payment not stored yet: %v", err)
 	}
 	if p := status(t, s, "pay_5"); p.Status != payments.StatusSucceeded {
 		t.Fatal("the good message was not applied")
@@ -282,7 +279,7 @@ func TestEventsForPaymentsWeDoNotHaveYet(t *testing.T) {
 }
 
 // FuzzHandle feeds arbitrary queue message bodies: the worker never panics, and a body it cannot
-// apply is reported as that message's failure, never as a batch error.
+// apply is that message's error, never one that fails the batch (sqsbatch.FailBatch).
 func FuzzHandle(f *testing.F) {
 	good, _ := json.Marshal(stripeEvent("evt_f", "payment_intent.succeeded", t0, "pi_f", "", map[string]string{}))
 	for _, s := range []string{string(good), "", "{}", `{"provider":"stripe","body":"e30="}`, `{"provider":"nope"}`, "[1]"} {
@@ -290,12 +287,10 @@ func FuzzHandle(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		w, _ := newWorker(t)
-		resp, err := w.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m", Body: body}}})
-		if err != nil {
+		err := w.Handle(context.Background(), queue.Message{ID: "m", Body: []byte(body)})
+		var fb interface{ FailsBatch() bool }
+		if errors.As(err, &fb) {
 			t.Fatalf("batch error %v", err)
-		}
-		if len(resp.BatchItemFailures) > 1 {
-			t.Fatalf("%d failures for one message", len(resp.BatchItemFailures))
 		}
 	})
 }

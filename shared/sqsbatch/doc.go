@@ -1,0 +1,28 @@
+// Package sqsbatch is the one Lambda SQS batch adapter: it turns a per-message func over a
+// plain queue.Message into the handler Lambda's SQS event source mapping calls with
+// ReportBatchItemFailures, and it is the only package a queue consumer needs for aws-lambda-go's
+// SQS event types. Domain packages (payments, webhooks/worker, deadletter) write
+// func(ctx, queue.Message) error; functions/*/main.go and the local stack (through
+// queue.Consumer, Lambda's stand-in) wrap it here, so AWS and local run one code path.
+//
+// The rules, the same for every consumer:
+//   - messages run one at a time, in the batch's order;
+//   - a func error fails that message alone: it is logged (message id, queue, receive count,
+//     error) and reported in BatchItemFailures, so SQS delivers it again and, past the queue's
+//     maxReceiveCount, moves it to the dead-letter queue; the rest of the batch is done;
+//   - a panic in a func fails that message alone too (logged with its stack), not the batch
+//     as the Lambda runtime would: one poison message must not send its batch mates round the
+//     redrive loop with it;
+//   - an error wrapped with FailBatch fails the whole batch: the handler returns it, the
+//     remaining messages are not run, and Lambda (or queue.Consumer) leaves every message of
+//     the batch for redelivery;
+//   - on a FIFO queue (the source ARN ends in ".fifo") the messages after a failed one are
+//     reported failed without running, so the group's order holds;
+//   - WithAfterBatch runs once after every batch, whatever its outcome (the dead-letter sink's
+//     open-count metric).
+//
+// Use:
+//
+//	w := &worker.Worker{...}
+//	lambda.Start(sqsbatch.Handler(w.Handle, sqsbatch.WithLogger(log)))
+package sqsbatch

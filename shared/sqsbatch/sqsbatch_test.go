@@ -1,0 +1,135 @@
+package sqsbatch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/sqsbatch"
+)
+
+const arn = "arn:aws:sqs:us-east-1:000000000000:webhooks"
+
+func batch(source string, bodies ...string) events.SQSEvent {
+	msgs := make([]queue.Message, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = queue.Message{ID: fmt.Sprint("m", i), Body: []byte(b), ReceiveCount: 1}
+	}
+	return queue.Event(source, "us-east-1", msgs)
+}
+
+// behave fails, panics or fails the batch by body.
+func behave(_ context.Context, m queue.Message) error {
+	switch string(m.Body) {
+	case "fail":
+		return errors.New("cannot apply")
+	case "panic":
+		var p *struct{ n int }
+		_ = p.n // a nil dereference, as a bug would make
+	case "down":
+		return sqsbatch.FailBatch(errors.New("store unavailable"))
+	}
+	return nil
+}
+
+func TestHandler(t *testing.T) {
+	tests := map[string]struct {
+		ev        events.SQSEvent
+		wantRun   []string // message ids the func saw, in order
+		wantFail  []string
+		wantErr   bool
+		wantLines []string // substrings the log must hold
+	}{
+		"empty batch": {ev: events.SQSEvent{}, wantRun: nil, wantFail: nil},
+		"all succeed": {ev: batch(arn, "ok", "ok", "ok"), wantRun: []string{"m0", "m1", "m2"}},
+		"one failure among many": {ev: batch(arn, "ok", "fail", "ok", "ok"), wantRun: []string{"m0", "m1", "m2", "m3"},
+			wantFail: []string{"m1"}, wantLines: []string{`"msg":"sqs message failed; it will be delivered again"`, `"message_id":"m1"`,
+				`"queue":"webhooks"`, `"receive_count":"1"`, `"error":"cannot apply"`}},
+		"every message fails alone": {ev: batch(arn, "fail", "fail"), wantRun: []string{"m0", "m1"}, wantFail: []string{"m0", "m1"}},
+		"a panic fails that message alone": {ev: batch(arn, "ok", "panic", "ok"), wantRun: []string{"m0", "m1", "m2"},
+			wantFail: []string{"m1"}, wantLines: []string{`"msg":"sqs message handler panicked"`, `nil pointer dereference`, `"stack":"goroutine`}},
+		"whole-batch error stops the batch": {ev: batch(arn, "ok", "down", "ok"), wantRun: []string{"m0", "m1"}, wantErr: true,
+			wantLines: []string{`"msg":"sqs batch failed; every message will be delivered again"`, `"error":"store unavailable"`}},
+		"fifo: the messages after a failure wait their turn": {ev: batch(arn+".fifo", "ok", "fail", "ok", "ok"),
+			wantRun: []string{"m0", "m1"}, wantFail: []string{"m1", "m2", "m3"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var logs bytes.Buffer
+			var ran []string
+			batches := 0
+			h := sqsbatch.Handler(func(ctx context.Context, m queue.Message) error {
+				ran = append(ran, m.ID)
+				return behave(ctx, m)
+			}, sqsbatch.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))), sqsbatch.WithAfterBatch(func(context.Context) { batches++ }))
+			resp, err := h(context.Background(), tc.ev)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil && (!strings.Contains(err.Error(), "store unavailable") || len(resp.BatchItemFailures) != 0) {
+				t.Fatalf("batch error %v with %+v", err, resp)
+			}
+			var failed []string
+			for _, f := range resp.BatchItemFailures {
+				failed = append(failed, f.ItemIdentifier)
+			}
+			if !slices.Equal(ran, tc.wantRun) || !slices.Equal(failed, tc.wantFail) {
+				t.Fatalf("ran %v failed %v, want ran %v failed %v", ran, failed, tc.wantRun, tc.wantFail)
+			}
+			if batches != 1 {
+				t.Fatalf("after-batch ran %d times", batches)
+			}
+			for _, want := range tc.wantLines {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("log lacks %s:\n%s", want, logs.String())
+				}
+			}
+			if len(tc.wantFail) == 0 && !tc.wantErr && logs.Len() != 0 {
+				t.Errorf("logged without a failure:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// The plain message carries what the consumers read: id, body, string attributes, receive
+// count, sent time, source, the receipt.
+func TestMessageFromRecord(t *testing.T) {
+	sent := time.UnixMilli(1764590400123).UTC()
+	ev := queue.Event(arn, "us-east-1", []queue.Message{{ID: "m-1", Body: []byte(`{"a":1}`), ReceiptHandle: "r-1",
+		ReceiveCount: 3, SentAt: sent, Attributes: map[string]string{"dead_letter_id": "dl_1", "retry_id": "rt_1"}}})
+	bin := "Binary"
+	ev.Records[0].MessageAttributes["blob"] = events.SQSMessageAttribute{BinaryValue: []byte{1}, DataType: bin}
+	got := sqsbatch.Message(ev.Records[0])
+	want := queue.Message{ID: "m-1", Body: []byte(`{"a":1}`), ReceiptHandle: "r-1", ReceiveCount: 3, SentAt: sent, Source: arn,
+		Attributes: map[string]string{"dead_letter_id": "dl_1", "retry_id": "rt_1"}}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	// A record without the system attributes (a hand-written test event) reads as zero values.
+	bare := sqsbatch.Message(events.SQSMessage{MessageId: "m-2", Body: "x"})
+	if bare.ReceiveCount != 0 || !bare.SentAt.IsZero() || bare.Attributes != nil || bare.Source != "" {
+		t.Fatalf("%+v", bare)
+	}
+}
+
+// FailBatch keeps its cause for errors.Is, and tells middleware it fails the batch.
+func TestFailBatch(t *testing.T) {
+	cause := errors.New("down")
+	err := fmt.Errorf("resolve: %w", sqsbatch.FailBatch(cause))
+	var fb interface{ FailsBatch() bool }
+	if !errors.Is(err, cause) || !errors.As(err, &fb) || !fb.FailsBatch() {
+		t.Fatalf("%v", err)
+	}
+	if sqsbatch.FailBatch(nil) != nil {
+		t.Fatal("FailBatch(nil) is an error")
+	}
+}
