@@ -17,7 +17,6 @@ import (
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/eventbus"
@@ -33,6 +32,7 @@ import (
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/ssmparam"
 	"github.com/runtwice/twice/shared/stripeprovider"
+	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // Environment variables (template.yaml sets them).
@@ -117,7 +117,7 @@ func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	handlers := svc.FollowOns()
 	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
 	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
-	for kind, h := range adapt.DisputeFollowOns(deadletter.NewTable(st, nil)) {
+	for kind, h := range worker.DisputeFollowOns(deadletter.NewTable(st, nil)) {
 		handlers[kind] = h
 	}
 	// Every applied payment change goes out on the EventBridge bus, numbered per payment.
