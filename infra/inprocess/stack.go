@@ -292,12 +292,12 @@ func (s *Stack) build() error {
 	}
 	// An operator's retry goes back to the queue a message died on, starts a new recovery
 	// round, or runs reconciliation again and closes the record's loop with the result.
-	queues := deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{}}
+	queues := map[string]deadletter.Sender{}
 	for name, q := range s.queues {
-		queues.Queues[name] = q
+		queues[name] = q
 	}
 	s.deadletters = records.WithRequeuer(deadletter.ByTarget{
-		deadletter.TargetQueue:     queues,
+		deadletter.TargetQueue:     deadletter.QueueRequeuer{Queues: queues},
 		deadletter.TargetRecovery:  recovery.Requeuer{Store: s.store, Recoverer: recoverer},
 		deadletter.TargetReconcile: recon.Requeuer{Run: s.recon.Handle, Loop: records},
 	})

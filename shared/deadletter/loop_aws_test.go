@@ -92,12 +92,12 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	now := func() time.Time { return t0 }
 	// operator-api's requeuer (the queues by name, recovery on Step Functions, reconciliation
 	// at the reconciler's next run).
-	queues := deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{}}
+	queues := map[string]deadletter.Sender{}
 	for name, q := range e.queues {
-		queues.Queues[prefix+"-"+name] = q
+		queues[prefix+"-"+name] = q
 	}
 	requeue := deadletter.ByTarget{
-		deadletter.TargetQueue: queues,
+		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: queues},
 		deadletter.TargetRecovery: recovery.Requeuer{Store: st,
 			Recoverer: &recovery.Recoverer{Starter: &recovery.SFNStarter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}},
 		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
