@@ -18,11 +18,12 @@ import (
 	"github.com/runtwice/twice/shared/apigw"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/ssmparam"
@@ -45,11 +46,15 @@ func main() {
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	sq := sqs.NewFromConfig(cfg)
-	// A retried failed reconciliation run waits for the reconciler's next scheduled run.
-	requeue := adapt.Requeuer{Store: st, Recoverer: recoverer, ReconcileAtNextRun: true, Queues: map[string]adapt.Sender{
-		recoveryfn.QueueName(webhookURL): sqsqueue.New(sq, webhookURL),
-		recoveryfn.QueueName(resolveURL): sqsqueue.New(sq, resolveURL),
-	}}
+	requeue := deadletter.ByTarget{
+		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{
+			recoveryfn.QueueName(webhookURL): sqsqueue.New(sq, webhookURL),
+			recoveryfn.QueueName(resolveURL): sqsqueue.New(sq, resolveURL),
+		}},
+		deadletter.TargetRecovery: recovery.Requeuer{Store: st, Recoverer: recoverer},
+		// A retried failed reconciliation run waits for the reconciler's next scheduled run.
+		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
+	}
 	emf := &deadletter.EMF{Out: env.Metrics()}
 	table := deadletter.NewTable(st, requeue, deadletter.WithLogger(log), deadletter.WithMetrics(emf))
 	attemptLog, err := attempts.NewLog(st, attempts.Config{})

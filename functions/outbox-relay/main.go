@@ -15,7 +15,6 @@ import (
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/eventbus"
 	"github.com/runtwice/twice/shared/feed"
@@ -24,6 +23,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/sqsqueue"
+	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 const (
@@ -65,7 +65,7 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	handlers := svc.FollowOns()
 	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
 	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
-	for kind, h := range adapt.DisputeFollowOns(deadletter.NewTable(st, nil)) {
+	for kind, h := range worker.DisputeFollowOns(deadletter.NewTable(st, nil)) {
 		handlers[kind] = h
 	}
 	// Every applied payment change goes out on the EventBridge bus, numbered per payment.

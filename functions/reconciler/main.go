@@ -16,7 +16,6 @@ import (
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
@@ -67,7 +66,7 @@ func main() {
 		Store:    st,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		// Each difference opens a dead-letter record: DeadLetterOpen moves with it.
-		Sink:    adapt.ReconSink{Table: deadletters},
+		Sink:    recon.DeadLetterRecords{Table: deadletters},
 		Metrics: &recon.Metrics{Out: emf}, // EMF: the run's counts become CloudWatch metrics
 		Log:     log,
 		Events:  events, // a change in the window (a refund of an older payment) is compared too
@@ -76,8 +75,8 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	// Each run also carries out the operators' retries of failed runs (adapt.PendingReconciles).
-	run := adapt.PendingReconciles{Table: deadletters, Run: r.Handle, Log: log}
+	// Each run also carries out the operators' retries of failed runs (recon.PendingRetries).
+	run := recon.PendingRetries{Table: deadletters, Run: r.Handle, Log: log}
 	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk,
 		Requeue: sqsqueue.New(sqs.NewFromConfig(cfg), webhookQueueURL), Log: log}
 	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return run.Handle(ctx, raw) }

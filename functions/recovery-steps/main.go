@@ -12,7 +12,6 @@ import (
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/outbox"
@@ -48,7 +47,7 @@ func main() {
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		Store:    st,
 		// An exhausted or hard-declined recovery opens a record: DeadLetterOpen moves with it.
-		DeadLetters: adapt.RecoverySink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log),
+		DeadLetters: recovery.DeadLetterRecords{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log),
 			deadletter.WithMetrics(&deadletter.EMF{Out: env.Metrics()}))},
 		Policy: recovery.DefaultPolicy(),
 		Now:    time.Now,

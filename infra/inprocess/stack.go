@@ -22,7 +22,6 @@ import (
 	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/idempotency"
@@ -275,35 +274,40 @@ func (s *Stack) build() error {
 	if err != nil {
 		return err
 	}
-	// An operator's retry goes back to the queue a message died on, or starts a new recovery
-	// round; the recoverer is set once it is built, below.
-	requeue := &adapt.Requeuer{Store: s.store, Queues: map[string]adapt.Sender{}}
-	for name, q := range s.queues {
-		requeue.Queues[name] = q
-	}
-	s.deadletters = deadletter.NewTable(s.store, requeue, deadletter.WithClock(s.clock.Now), deadletter.WithLogger(s.log))
-	recoverer, err := s.buildRecovery(client, seed)
+	// The dead-letter table as the recovery steps, reconciliation and the consumers use it; the
+	// operator's table, whose retries go back to those parts, is made from it once they exist.
+	records := deadletter.NewTable(s.store, nil, deadletter.WithClock(s.clock.Now), deadletter.WithLogger(s.log))
+	recoverer, err := s.buildRecovery(client, seed, records)
 	if err != nil {
 		return err
 	}
 	s.recoverer = recoverer
-	requeue.Recoverer = recoverer
 	// The webhook worker applies deliveries, backfilled events and what reconciliation heals.
 	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
 	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
 	readPolicy.Logger = s.log
 	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
-		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
+		Sink: recon.DeadLetterRecords{Table: records}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
 		Events: client, Healer: s.worker}); err != nil {
 		return err
 	}
-	requeue.Reconcile, requeue.Loop = s.recon.Handle, s.deadletters
+	// An operator's retry goes back to the queue a message died on, starts a new recovery
+	// round, or runs reconciliation again and closes the record's loop with the result.
+	queues := map[string]deadletter.Sender{}
+	for name, q := range s.queues {
+		queues[name] = q
+	}
+	s.deadletters = records.WithRequeuer(deadletter.ByTarget{
+		deadletter.TargetQueue:     deadletter.QueueRequeuer{Queues: queues},
+		deadletter.TargetRecovery:  recovery.Requeuer{Store: s.store, Recoverer: recoverer},
+		deadletter.TargetReconcile: recon.Requeuer{Run: s.recon.Handle, Loop: records},
+	})
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	handlers := s.payments.FollowOns()
 	handlers[recovery.KindSteer] = s.steerer().FollowOn()
-	for kind, h := range adapt.DisputeFollowOns(s.deadletters) {
+	for kind, h := range worker.DisputeFollowOns(s.deadletters) {
 		handlers[kind] = h
 	}
 	s.feed = &feed.Log{Store: s.store}
@@ -326,14 +330,14 @@ const (
 
 // buildRecovery runs payment-recovery.asl.json on the local runner, its tasks on the same
 // recovery steps the recovery-steps function runs, and returns what starts a recovery.
-func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.Recoverer, error) {
+func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters *deadletter.Table) (*recovery.Recoverer, error) {
 	// Recovery charges carry an attempt key, so an unknown outcome may be repeated inline.
 	policy := retry.New(rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)))
 	policy.Logger = s.log
 	steps, err := recovery.NewSteps(recovery.StepsConfig{
 		Provider:    &retry.Provider{Next: client, Policy: policy},
 		Store:       s.store,
-		DeadLetters: adapt.RecoverySink{Table: s.deadletters},
+		DeadLetters: recovery.DeadLetterRecords{Table: deadletters},
 		Policy:      recovery.DefaultPolicy(),
 		Now:         s.clock.Now, // each recovery's own, faster time comes with its steps' input
 		Rand:        rand.New(rand.NewPCG(seed+2, seed^0xbb67ae8584caa73b)),

@@ -191,3 +191,27 @@ func TestDomainPackagesTakePlainMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadLetterTableLinksNoProducer: what opens dead-letter records and carries out their
+// retries lives with each record's producer (recovery, recon, the webhook worker), which import
+// shared/deadletter, never the other way round; deadletter declares the one-method interfaces
+// it calls (Opener, Requeuer, Loop). So the table and the function that only fills it
+// (deadletter-sink) link none of the producers' packages and clients.
+func TestDeadLetterTableLinksNoProducer(t *testing.T) {
+	root, err := rie.ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	producers := []string{"shared/recovery", "shared/recon", "shared/webhooks/worker", "shared/deadletter/adapt"}
+	for _, pattern := range []string{"./shared/deadletter", "./functions/deadletter-sink"} {
+		g := deps(t, root, pattern)
+		if _, ok := g[module+"shared/deadletter"]; !ok {
+			t.Fatalf("%s does not link shared/deadletter: not the graph", pattern)
+		}
+		for _, p := range producers {
+			if _, ok := g[module+p]; ok {
+				t.Errorf("%s links %s", pattern, p)
+			}
+		}
+	}
+}

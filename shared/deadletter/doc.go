@@ -14,11 +14,16 @@
 // to the Requeuer with RetryID(record, retry number): a second click sees retrying and does
 // nothing, so a double click retries once. If the Requeuer refuses, the record goes back to
 // its previous status with a retry_failed audit entry. A retried message that dies again
-// reopens its record.
+// reopens its record. The Requeuer is ByTarget, one per target kind: QueueRequeuer here, and
+// recovery.Requeuer and recon.Requeuer with the producers of those records, which also own
+// what opens them (recovery.DeadLetterRecords, recon.DeadLetterRecords,
+// worker.DisputeFollowOns); this package imports none of them. A retry target that needs the
+// table itself is built on the table first, and the operator's table after it
+// (Table.WithRequeuer).
 //
 // Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Queue
 // consumers are wrapped in Retries, which skips a retry id that already ended and reports the
-// message's result; recovery's steps report a charge-now's result through the recovery sink;
+// message's result; recovery's steps report a charge-now's result through recovery.DeadLetterRecords;
 // RetrySucceeded moves the record to resolved and RetryFailed back to open with the attempt
 // appended, each with a ledger item for the retry id in the same conditional transaction.
 // Record.Actions lists only the actions that apply; Record.OverrideEffect says what an

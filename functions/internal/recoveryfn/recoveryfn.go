@@ -1,7 +1,8 @@
 // Package recoveryfn is the recovery wiring the functions share: the starter on Step
 // Functions and queue names from URLs. It is small on purpose: webhook-worker imports it
 // without the payment service's provider and queue clients, whose package initialisation would
-// lengthen its cold start. The dead-letter adapters are in shared/deadletter/adapt.
+// lengthen its cold start. What opens dead-letter records and carries out their retries lives
+// with each record's producer (recovery, recon, the webhook worker) and in shared/deadletter.
 package recoveryfn
 
 import (

@@ -7,7 +7,6 @@ import (
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -25,10 +24,10 @@ func (f *fakeQueue) Send(_ context.Context, body []byte, opts queue.SendOptions)
 
 func TestRequeuerSendsBackToTheQueueTheMessageDiedOn(t *testing.T) {
 	webhooks, resolve := &fakeQueue{}, &fakeQueue{}
-	q := adapt.Requeuer{Queues: map[string]adapt.Sender{
+	q := deadletter.ByTarget{deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{
 		recoveryfn.QueueName("https://sqs.us-east-1.amazonaws.com/123456789012/twice-prod-webhooks"): webhooks,
 		recoveryfn.QueueName("https://sqs.us-east-1.amazonaws.com/123456789012/twice-prod-resolve"):  resolve,
-	}}
+	}}}
 	tests := map[string]struct {
 		target  deadletter.Target
 		want    *fakeQueue

@@ -1,4 +1,4 @@
-package adapt_test
+package deadletter_test
 
 import (
 	"context"
@@ -21,7 +21,6 @@ import (
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/infra/testenv"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/deadletter/adapt"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/idempotency"
@@ -79,7 +78,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 		}
 		e.queues[name] = sqsqueue.New(sq, *q.QueueUrl)
 	}
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "statemachines", "payment-recovery.asl.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "statemachines", "payment-recovery.asl.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,15 +91,21 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	e.machine = aws.ToString(m.StateMachineArn)
 	quiet := slog.New(slog.DiscardHandler)
 	now := func() time.Time { return t0 }
-	// operator-api's requeuer (the queues by name, recovery on Step Functions).
-	requeue := adapt.Requeuer{Store: st, Queues: map[string]adapt.Sender{}, ReconcileAtNextRun: true,
-		Recoverer: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}}
+	// operator-api's requeuer (the queues by name, recovery on Step Functions, reconciliation
+	// at the reconciler's next run).
+	queues := map[string]deadletter.Sender{}
 	for name, q := range e.queues {
-		requeue.Queues[prefix+"-"+name] = q
+		queues[prefix+"-"+name] = q
+	}
+	requeue := deadletter.ByTarget{
+		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: queues},
+		deadletter.TargetRecovery: recovery.Requeuer{Store: st,
+			Recoverer: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}},
+		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
 	}
 	e.table = deadletter.NewTable(st, requeue, deadletter.WithClock(now), deadletter.WithLogger(quiet))
 	// recovery-steps, with the dead-letter sink it wires.
-	e.steps, err = recovery.NewSteps(recovery.StepsConfig{Provider: e.provider, Store: st, DeadLetters: adapt.RecoverySink{Table: e.table},
+	e.steps, err = recovery.NewSteps(recovery.StepsConfig{Provider: e.provider, Store: st, DeadLetters: recovery.DeadLetterRecords{Table: e.table},
 		Now: now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +264,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 			}
 			return recon.Report{RunID: "run-1"}, nil
 		}
-		pending := adapt.PendingReconciles{Table: e.table, Run: run}
+		pending := recon.PendingRetries{Table: e.table, Run: run}
 		if n, err := pending.RunPending(ctx); err != nil || n != 1 {
 			t.Fatalf("pending: %d %v", n, err)
 		}

@@ -1,4 +1,4 @@
-package adapt
+package worker
 
 import (
 	"context"
@@ -8,17 +8,16 @@ import (
 
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/outbox"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // DisputeFollowOns returns the outbox handler that opens a dispute's dead-letter record
-// (worker.KindDisputeEvidence). Table.Open is idempotent on the dispute id, so a redelivered
-// message is the same record.
+// (KindDisputeEvidence, which the worker commits with the dispute). Table.Open is idempotent on
+// the dispute id, so a redelivered message is the same record.
 func DisputeFollowOns(t deadletter.Opener) map[string]outbox.Handler {
-	return map[string]outbox.Handler{worker.KindDisputeEvidence: func(ctx context.Context, m outbox.Message) error {
-		var de worker.DisputeEvidence
+	return map[string]outbox.Handler{KindDisputeEvidence: func(ctx context.Context, m outbox.Message) error {
+		var de DisputeEvidence
 		if err := json.Unmarshal(m.Payload, &de); err != nil {
-			return fmt.Errorf("adapt: dispute message %s: %w", m.ID, err)
+			return fmt.Errorf("worker: dispute message %s: %w", m.ID, err)
 		}
 		due := "soon"
 		if de.Dispute.EvidenceDueBy != nil {

@@ -1,0 +1,75 @@
+package deadletter_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/queue"
+)
+
+type queueSends struct {
+	bodies []string
+	attrs  []map[string]string
+}
+
+func (q *queueSends) Send(_ context.Context, body []byte, opts queue.SendOptions) (string, error) {
+	q.bodies = append(q.bodies, string(body))
+	q.attrs = append(q.attrs, opts.Attributes)
+	return "m1", nil
+}
+
+// The table the sinks use has no requeuer; the operator's table is made from it with one, and
+// each retry goes to the requeuer of its target's kind.
+func TestWithRequeuerRetriesByTargetKind(t *testing.T) {
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "dl.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	now := func() time.Time { return time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC) }
+	records := deadletter.NewTable(s, nil, deadletter.WithClock(now), deadletter.WithLogger(slog.New(slog.DiscardHandler)))
+	webhooks := &queueSends{}
+	ops := records.WithRequeuer(deadletter.ByTarget{
+		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{"twice-webhooks": webhooks}},
+	})
+
+	wh := webhookRecord("evt_by_target")
+	wh.Target.Queue = "twice-webhooks-dlq"
+	r, _, err := records.Open(ctx, wh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := records.Open(ctx, deadletter.FromRecovery(deadletter.RecoveryDeadLetter{Key: "rec_by_target", PaymentID: "pay_1",
+		Reason: "exhausted", Attempts: []deadletter.Attempt{{At: now(), Error: "declined"}}}))
+	if err != nil || rec.Target.Kind != deadletter.TargetRecovery {
+		t.Fatalf("recovery record %+v %v", rec.Target, err)
+	}
+
+	// The sinks' table is unchanged: it has no retries to send.
+	if _, ok, err := records.Retry(ctx, r.ID, "jwt:ops", ""); ok || !errors.Is(err, deadletter.ErrRequeue) {
+		t.Fatalf("retry on the table without a requeuer: %v %v", ok, err)
+	}
+	got, ok, err := ops.Retry(ctx, r.ID, "jwt:ops", "")
+	if err != nil || !ok || got.Status != deadletter.StatusRetrying {
+		t.Fatalf("queue retry: %v %v %s", ok, err, got.Status)
+	}
+	if len(webhooks.bodies) != 1 || webhooks.bodies[0] != string(wh.Target.Body) ||
+		webhooks.attrs[0][deadletter.AttrRetryID] != deadletter.RetryID(r.ID, 1) || webhooks.attrs[0][deadletter.AttrRecordID] != r.ID {
+		t.Fatalf("sent %v %v", webhooks.bodies, webhooks.attrs)
+	}
+	// No requeuer for recovery targets here: the retry is not sent and the record is open again.
+	got, ok, err = ops.Retry(ctx, rec.ID, "jwt:ops", "")
+	if ok || !errors.Is(err, deadletter.ErrRequeue) || got.Status != deadletter.StatusOpen {
+		t.Fatalf("recovery retry without its requeuer: %v %v %s", ok, err, got.Status)
+	}
+	if err := (deadletter.ByTarget{}).Requeue(ctx, deadletter.Target{Kind: deadletter.TargetRecovery}, "rt"); !errors.Is(err, deadletter.ErrNotRetryable) {
+		t.Fatalf("ByTarget without the kind: %v", err)
+	}
+}
