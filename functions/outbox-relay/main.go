@@ -20,6 +20,7 @@ import (
 	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/outbox/outboxlambda"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/sqsqueue"
@@ -45,7 +46,8 @@ func main() {
 	}
 	// The schedule's sweep leaves what the stream delivers within minutes to the stream.
 	relay := &outbox.Relay{Store: st, Handlers: handlers, Log: log, MinAge: 10 * time.Minute}
-	lambda.Start(relay.Handle) // stream batches (per-record failures) and the scheduled sweep
+	h := &outboxlambda.Handler{Relay: relay}
+	lambda.Start(h.Handle) // stream batches (per-record failures) and the scheduled sweep
 }
 
 // followOns returns the outbox relay's handlers (queue a resolve job, start a recovery) and the

@@ -162,9 +162,9 @@ func TestDomainPackagesTakePlainMessages(t *testing.T) {
 		"shared/queue":                  "Consumer, the local stand-in for Lambda's SQS event source mapping, builds the event",
 		"shared/apigw":                  "the API Gateway HTTP API adapter",
 		"shared/idempotency/idemlambda": "the Lambda idempotency library (Wrap for any event, SQS for a batch)",
-		"shared/outbox":                 "the DynamoDB stream handler of the outbox relay",
+		"shared/outbox/outboxlambda":    "the DynamoDB stream handler of the outbox relay",
 	}
-	domain := []string{"shared/payments", "shared/webhooks/worker", "shared/deadletter"}
+	domain := []string{"shared/payments", "shared/webhooks/worker", "shared/deadletter", "shared/outbox"}
 	root, err := rie.ModuleRoot(".")
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@
 //
 // Two relays share the delivery rule (Relay.Deliver): locally Relay.Run drains the embedded
 // store's outbox (a message committed before a kill -9 is delivered after the restart); in AWS
-// the outbox table's DynamoDB stream invokes a relay function (HandleStream), with Lambda's
+// the outbox table's DynamoDB stream invokes a relay function (outboxlambda.Handler), with Lambda's
 // retries, BisectBatchOnFunctionError and an on-failure destination behind it.
 //
 //	w, _ := outbox.New("start_recovery", "recovery#pay_1#r1", payload, now)

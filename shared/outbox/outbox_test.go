@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/store"
@@ -146,35 +144,5 @@ func TestNothingIsDropped(t *testing.T) {
 	}
 	if _, err := New("", "id", nil, t0); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("kindless message: %v", err)
-	}
-}
-
-// The relay function's handler: a stream batch is delivered record by record; anything else is
-// the schedule's sweep, which takes only messages due longer than MinAge (younger ones are the
-// stream's), so a message whose stream records expired is still delivered.
-func TestHandleDispatchesStreamAndSweep(t *testing.T) {
-	s := newStore(t)
-	ctx := context.Background()
-	c := clock.NewFake(t0)
-	h := &flaky{}
-	r := &Relay{Store: s, Handlers: map[string]Handler{"k": h.handle}, Now: c.Now, MinAge: 10 * time.Minute,
-		Log: slog.New(slog.DiscardHandler)}
-	w, _ := New("k", "left-behind", nil, t0)
-	if err := s.Transact(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	out, err := r.Handle(ctx, []byte(`{"version":"0","source":"aws.scheduler"}`))
-	if err != nil || out.(Sweep) != (Sweep{}) {
-		t.Fatalf("sweep of a young message: %+v, %v", out, err)
-	}
-	c.Advance(11 * time.Minute)
-	out, err = r.Handle(ctx, []byte(`{}`))
-	if err != nil || out.(Sweep) != (Sweep{Delivered: 1}) || fmt.Sprint(h.delivered) != "[left-behind]" {
-		t.Fatalf("sweep: %+v, %v, %v", out, err, h.delivered)
-	}
-	stream := `{"Records":[{"eventName":"INSERT","eventSource":"aws:dynamodb","dynamodb":{"SequenceNumber":"9","NewImage":{"pk":{"S":"x"}}}}]}`
-	out, err = r.Handle(ctx, []byte(stream))
-	if resp, ok := out.(events.DynamoDBEventResponse); err != nil || !ok || len(resp.BatchItemFailures) != 1 {
-		t.Fatalf("stream batch: %+v, %v", out, err)
 	}
 }

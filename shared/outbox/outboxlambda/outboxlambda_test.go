@@ -1,9 +1,12 @@
-package outbox
+package outboxlambda
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,10 +17,33 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/testenv"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/store"
 )
+
+var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+
+// flaky fails its first n deliveries, then records each one.
+type flaky struct {
+	mu        sync.Mutex
+	fail      int
+	delivered []string
+}
+
+func (f *flaky) handle(_ context.Context, m outbox.Message) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail > 0 {
+		f.fail--
+		return errors.New("throttled")
+	}
+	f.delivered = append(f.delivered, m.ID)
+	return nil
+}
 
 // streamTable creates an outbox table with a NEW_IMAGE stream on DynamoDB Local and returns the
 // store over it (plus a payments table) and the stream's ARN.
@@ -34,7 +60,7 @@ func streamTable(t *testing.T) (store.Store, string) {
 	if err != nil || d.Table.LatestStreamArn == nil {
 		t.Fatalf("describe: %v", err)
 	}
-	s := dynamo.New(db, map[string]string{Table: name, "payments": testenv.CreateTable(t, db, testenv.Schema{})})
+	s := dynamo.New(db, map[string]string{outbox.Table: name, "payments": testenv.CreateTable(t, db, testenv.Schema{})})
 	return s, *d.Table.LatestStreamArn
 }
 
@@ -104,7 +130,7 @@ func lambdaRecord(r streamtypes.Record) events.DynamoDBEventRecord {
 func TestStreamRelayOnDynamoDBLocal(t *testing.T) {
 	s, arn := streamTable(t)
 	ctx := context.Background()
-	w, err := New("start", "recovery#pay_s#r1", map[string]string{"payment_id": "pay_s"}, t0)
+	w, err := outbox.New("start", "recovery#pay_s#r1", map[string]string{"payment_id": "pay_s"}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,35 +142,35 @@ func TestStreamRelayOnDynamoDBLocal(t *testing.T) {
 		t.Fatalf("first record %s", ev.Records[0].EventName)
 	}
 	h := &flaky{fail: 1}
-	r := &Relay{Store: s, Handlers: map[string]Handler{"start": h.handle}, Log: slog.New(slog.DiscardHandler)}
-	resp, err := r.HandleStream(ctx, ev)
+	r := &Handler{Relay: &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{"start": h.handle}, Log: slog.New(slog.DiscardHandler)}}
+	resp, err := r.Stream(ctx, ev)
 	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[0].Change.SequenceNumber {
 		t.Fatalf("failed delivery: %+v, %v", resp, err)
 	}
-	if _, err := s.Get(ctx, Table, "recovery#pay_s#r1", ""); err != nil {
+	if _, err := s.Get(ctx, outbox.Table, "recovery#pay_s#r1", ""); err != nil {
 		t.Fatalf("undelivered message gone: %v", err)
 	}
 	// Lambda retries the batch from the failed record.
-	resp, err = r.HandleStream(ctx, ev)
+	resp, err = r.Stream(ctx, ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 || len(h.delivered) != 1 {
 		t.Fatalf("retry: %+v, %v, delivered %v", resp, err, h.delivered)
 	}
-	if _, err := s.Get(ctx, Table, "recovery#pay_s#r1", ""); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Get(ctx, outbox.Table, "recovery#pay_s#r1", ""); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("delivered message not marked done: %v", err)
 	}
 	all := readStream(t, arn, 2)
 	if all.Records[1].EventName != "REMOVE" {
 		t.Fatalf("second record %s", all.Records[1].EventName)
 	}
-	if resp, _ := r.HandleStream(ctx, events.DynamoDBEvent{Records: all.Records[1:]}); len(resp.BatchItemFailures) != 0 || len(h.delivered) != 1 {
+	if resp, _ := r.Stream(ctx, events.DynamoDBEvent{Records: all.Records[1:]}); len(resp.BatchItemFailures) != 0 || len(h.delivered) != 1 {
 		t.Fatalf("the REMOVE record was delivered: %v", h.delivered)
 	}
 }
 
 // A record that is not an outbox item fails alone and loudly, never silently skipped.
 func TestStreamRejectsForeignImages(t *testing.T) {
-	r := &Relay{Log: slog.New(slog.DiscardHandler)}
-	resp, _ := r.HandleStream(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+	r := &Handler{Relay: &outbox.Relay{}, Log: slog.New(slog.DiscardHandler)}
+	resp, _ := r.Stream(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
 		{EventName: "INSERT", Change: events.DynamoDBStreamRecord{SequenceNumber: "7", NewImage: map[string]events.DynamoDBAttributeValue{
 			"pk": events.NewStringAttribute("x")}}},
 	}})
@@ -161,11 +187,11 @@ func FuzzStreamImage(f *testing.F) {
 	f.Add("", []byte(`{"id":"","kind":""}`), "-1", "outbox#due")
 	f.Fuzz(func(t *testing.T, pk string, doc []byte, ver, index string) {
 		delivered := 0
-		r := &Relay{Store: nopStore{}, Handlers: map[string]Handler{"k": func(context.Context, Message) error { delivered++; return nil }},
-			Log: slog.New(slog.DiscardHandler)}
+		r := &Handler{Relay: &outbox.Relay{Store: nopStore{}, Handlers: map[string]outbox.Handler{"k": func(context.Context, outbox.Message) error { delivered++; return nil }},
+			Log: slog.New(slog.DiscardHandler)}}
 		img := map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute(pk), "doc": events.NewBinaryAttribute(doc),
 			"ver": events.NewNumberAttribute(ver), "gsi1pk": events.NewStringAttribute(index)}
-		resp, err := r.HandleStream(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		resp, err := r.Stream(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
 			{EventName: "INSERT", Change: events.DynamoDBStreamRecord{SequenceNumber: "1", NewImage: img}}}})
 		if err != nil || delivered+len(resp.BatchItemFailures) > 1 {
 			t.Fatalf("delivered %d, failures %v, %v", delivered, resp.BatchItemFailures, err)
@@ -177,3 +203,37 @@ func FuzzStreamImage(f *testing.F) {
 type nopStore struct{ store.Store }
 
 func (nopStore) Delete(context.Context, string, string, string, store.Cond) error { return nil }
+
+// The relay function's handler: a stream batch is delivered record by record; anything else is
+// the schedule's sweep, which takes only messages due longer than MinAge (younger ones are the
+// stream's), so a message whose stream records expired is still delivered.
+func TestHandleDispatchesStreamAndSweep(t *testing.T) {
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "o.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	c := clock.NewFake(t0)
+	h := &flaky{}
+	r := &Handler{Relay: &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{"k": h.handle}, Now: c.Now, MinAge: 10 * time.Minute,
+		Log: slog.New(slog.DiscardHandler)}}
+	w, _ := outbox.New("k", "left-behind", nil, t0)
+	if err := s.Transact(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.Handle(ctx, []byte(`{"version":"0","source":"aws.scheduler"}`))
+	if err != nil || out.(Sweep) != (Sweep{}) {
+		t.Fatalf("sweep of a young message: %+v, %v", out, err)
+	}
+	c.Advance(11 * time.Minute)
+	out, err = r.Handle(ctx, []byte(`{}`))
+	if err != nil || out.(Sweep) != (Sweep{Delivered: 1}) || fmt.Sprint(h.delivered) != "[left-behind]" {
+		t.Fatalf("sweep: %+v, %v, %v", out, err, h.delivered)
+	}
+	stream := `{"Records":[{"eventName":"INSERT","eventSource":"aws:dynamodb","dynamodb":{"SequenceNumber":"9","NewImage":{"pk":{"S":"x"}}}}]}`
+	out, err = r.Handle(ctx, []byte(stream))
+	if resp, ok := out.(events.DynamoDBEventResponse); err != nil || !ok || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("stream batch: %+v, %v", out, err)
+	}
+}
