@@ -12,7 +12,7 @@
 // MathAdd, Array, ArrayLength, ArrayGetItem and ArrayContains. Map and Parallel states and
 // execution-level TimeoutSeconds are not supported.
 //
-// Task resources resolve through a Resolver (TaskRegistry is a map): a plain Lambda
+// Task resources are found through Tasks (TaskRegistry is a map): a plain Lambda
 // function ARN receives the effective input and its result is the state's result;
 // arn:aws:states:::lambda:invoke calls Parameters.FunctionName with Parameters.Payload and
 // wraps the result as {"ExecutedVersion","Payload","StatusCode"} like AWS. Retry and Catch

@@ -37,14 +37,14 @@ func openDB(t *testing.T, file string) *bolt.DB {
 }
 
 // newHarness builds a runner on a fresh bbolt file with a fake clock and a seeded rand.
-func newHarness(t *testing.T, tasks Resolver, opts ...Option) *harness {
+func newHarness(t *testing.T, tasks Tasks, opts ...Option) *harness {
 	t.Helper()
 	db := openDB(t, filepath.Join(t.TempDir(), "asl.db"))
 	t.Cleanup(func() { db.Close() })
 	return newHarnessOn(t, db, clock.NewFake(t0), tasks, opts...)
 }
 
-func newHarnessOn(t *testing.T, db *bolt.DB, clock *clock.Fake, tasks Resolver, opts ...Option) *harness {
+func newHarnessOn(t *testing.T, db *bolt.DB, clock *clock.Fake, tasks Tasks, opts ...Option) *harness {
 	t.Helper()
 	store, err := NewBoltStore(db)
 	if err != nil {

@@ -64,20 +64,20 @@ type HistoryEvent struct {
 // between its return and the checkpoint re-runs it), so it must be idempotent.
 type TaskFunc func(ctx context.Context, input json.RawMessage) (json.RawMessage, error)
 
-// Resolver finds the function for a Task resource: a Lambda function ARN (or, for
+// Tasks finds the function for a Task resource: a Lambda function ARN (or, for
 // arn:aws:states:::lambda:invoke, the FunctionName parameter).
-type Resolver interface {
-	Resolve(resource string) (TaskFunc, bool)
+type Tasks interface {
+	Lookup(resource string) (TaskFunc, bool)
 }
 
-// TaskRegistry is a Resolver keyed by resource string. A function ARN
-// (arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]) also resolves through NAME.
+// TaskRegistry is the Tasks keyed by resource string. A function ARN
+// (arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]) is also found by NAME.
 type TaskRegistry map[string]TaskFunc
 
-var _ Resolver = TaskRegistry(nil)
+var _ Tasks = TaskRegistry(nil)
 
-// Resolve implements Resolver.
-func (t TaskRegistry) Resolve(resource string) (TaskFunc, bool) {
+// Lookup implements Tasks.
+func (t TaskRegistry) Lookup(resource string) (TaskFunc, bool) {
 	if fn, ok := t[resource]; ok {
 		return fn, true
 	}
@@ -132,7 +132,7 @@ func WithCloseGrace(d time.Duration) Option { return func(r *Runner) { r.closeGr
 // Runner interprets state machines and persists every transition.
 type Runner struct {
 	store      Store
-	tasks      Resolver
+	tasks      Tasks
 	clock      clock.Clock
 	factor     float64 // WithTimeFactor; <= 1: none
 	log        *slog.Logger
@@ -158,7 +158,7 @@ type Runner struct {
 
 // New returns a Runner over store, resolving Task resources through tasks. Call Define for
 // each state machine, then Resume to pick up executions a previous process left running.
-func New(store Store, tasks Resolver, opts ...Option) *Runner {
+func New(store Store, tasks Tasks, opts ...Option) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Runner{
 		store: store, tasks: tasks, clock: clock.Real(), log: slog.Default(),

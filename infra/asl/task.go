@@ -64,7 +64,7 @@ func (r *Runner) task(ctx context.Context, rec *Record, def *Definition, st *Sta
 	r.emit(rec, events, HistoryEvent{Type: "TaskScheduled", StateName: st.Name, Resource: st.Resource, Input: body})
 
 	var res taskResult
-	if fn, ok := r.tasks.Resolve(fnName); !ok {
+	if fn, ok := r.tasks.Lookup(fnName); !ok {
 		res.err = &StatesError{Name: "Lambda.ResourceNotFoundException", Cause: "no function registered for " + fnName}
 	} else {
 		r.emit(rec, events, HistoryEvent{Type: "TaskStarted", StateName: st.Name, Resource: st.Resource})
