@@ -51,7 +51,7 @@ func main() {
 		recoveryfn.QueueName(resolveURL): sqsqueue.New(sq, resolveURL),
 	}}
 	emf := &deadletter.EMF{Out: env.Metrics()}
-	table := deadletter.NewTable(st, requeue, deadletter.WithLogger(log), deadletter.WithMetrics(emf))
+	table := &deadletter.Table{Store: st, Requeuer: requeue, Log: log, Metrics: emf}
 	attemptLog, err := attempts.NewLog(st, attempts.Config{})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)

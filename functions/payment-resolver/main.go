@@ -29,7 +29,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	h := &deadletter.Retries{Loop: deadletter.NewTable(dynamo.New(lambdaenv.DynamoDB(cfg), dl), nil, deadletter.WithLogger(log)),
+	h := &deadletter.Retries{Loop: &deadletter.Table{Store: dynamo.New(lambdaenv.DynamoDB(cfg), dl), Log: log},
 		Next: svc.HandleResolve, Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	lambda.Start(lambdaenv.Handler(h.Handle)) // per-message failures: ReportBatchItemFailures
 }

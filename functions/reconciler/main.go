@@ -55,7 +55,7 @@ func main() {
 	policy := retry.New(paymentsfn.NewRand())
 	policy.Logger = log
 	emf := env.Metrics()
-	deadletters := deadletter.NewTable(st, nil, deadletter.WithLogger(log), deadletter.WithMetrics(&deadletter.EMF{Out: emf}))
+	deadletters := &deadletter.Table{Store: st, Log: log, Metrics: &deadletter.EMF{Out: emf}}
 	events, ok := stripe.(provider.EventLister)
 	if !ok {
 		lambdaenv.Fatal(log, "config", errors.New("the Stripe adapter lists no events"))

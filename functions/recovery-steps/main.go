@@ -48,8 +48,8 @@ func main() {
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		Store:    st,
 		// An exhausted or hard-declined recovery opens a record: DeadLetterOpen moves with it.
-		DeadLetters: adapt.RecoverySink{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log),
-			deadletter.WithMetrics(&deadletter.EMF{Out: env.Metrics()}))},
+		DeadLetters: adapt.RecoverySink{Table: &deadletter.Table{Store: st, Log: log,
+			Metrics: &deadletter.EMF{Out: env.Metrics()}}},
 		Policy: recovery.DefaultPolicy(),
 		Now:    time.Now,
 		Rand:   paymentsfn.NewRand(),

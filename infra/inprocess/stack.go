@@ -280,7 +280,7 @@ func (s *Stack) build() error {
 	for name, q := range s.queues {
 		requeue.Queues[name] = q
 	}
-	s.deadletters = deadletter.NewTable(s.store, requeue, deadletter.WithClock(s.clock.Now), deadletter.WithLogger(s.log))
+	s.deadletters = &deadletter.Table{Store: s.store, Requeuer: requeue, Now: s.clock.Now, Log: s.log}
 	recoverer, err := s.buildRecovery(client, seed)
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ func newFixture(t *testing.T) fixture {
 	t.Cleanup(func() { _ = s.Close() })
 	now := func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) }
 	sent := &counter{}
-	tb := deadletter.NewTable(s, sent, deadletter.WithClock(now), deadletter.WithLogger(slog.New(slog.DiscardHandler)))
+	tb := &deadletter.Table{Store: s, Requeuer: sent, Now: now, Log: slog.New(slog.DiscardHandler)}
 	log, err := attempts.NewLog(s, attempts.Config{}, attempts.WithClock(now))
 	if err != nil {
 		t.Fatal(err)

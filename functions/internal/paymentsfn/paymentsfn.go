@@ -117,7 +117,7 @@ func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	handlers := svc.FollowOns()
 	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
 	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
-	for kind, h := range adapt.DisputeFollowOns(deadletter.NewTable(st, nil)) {
+	for kind, h := range adapt.DisputeFollowOns(&deadletter.Table{Store: st}) {
 		handlers[kind] = h
 	}
 	// Every applied payment change goes out on the EventBridge bus, numbered per payment.

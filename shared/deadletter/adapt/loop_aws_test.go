@@ -97,7 +97,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	for name, q := range e.queues {
 		requeue.Queues[prefix+"-"+name] = q
 	}
-	e.table = deadletter.NewTable(st, requeue, deadletter.WithClock(now), deadletter.WithLogger(quiet))
+	e.table = &deadletter.Table{Store: st, Requeuer: requeue, Now: now, Log: quiet}
 	// recovery-steps, with the dead-letter sink it wires.
 	e.steps, err = recovery.NewSteps(recovery.StepsConfig{Provider: e.provider, Store: st, DeadLetters: adapt.RecoverySink{Table: e.table},
 		Now: now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet})
