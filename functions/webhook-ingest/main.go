@@ -44,7 +44,7 @@ func main() {
 	// not the SDK's ssm client, whose package init alone cost ~8 ms of every cold start.
 	src := secrets.NewCached(ssmparam.New(cfg))
 	src.Logger = log
-	verifiers, err := webhooks.NewRotating(src, names)
+	verifiers, err := webhooks.NewRotating(webhooks.Rotating{Source: src, Names: names})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}

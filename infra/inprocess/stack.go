@@ -366,12 +366,12 @@ func (s *Stack) Handler() http.Handler {
 	mux.Handle("GET /payments/{id}", pay)
 
 	verifiers := webhooks.Static{}
-	if v, err := webhooks.NewStripeVerifier(secrets.Split(s.cfg.StripeWebhookSecret), webhooks.WithClock(s.clock.Now)); err == nil {
+	if v, err := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: secrets.Split(s.cfg.StripeWebhookSecret), Now: s.clock.Now}); err == nil {
 		verifiers[webhooks.ProviderStripe] = v
 	} else {
 		s.log.Error("stripe webhook secret rejected; /webhooks/stripe will answer 503", "error", err)
 	}
-	if v, err := webhooks.NewStandardVerifier(secrets.Split(s.cfg.StandardWebhookSecret), webhooks.WithClock(s.clock.Now)); err == nil {
+	if v, err := webhooks.NewStandardVerifier(webhooks.StandardVerifier{Secrets: secrets.Split(s.cfg.StandardWebhookSecret), Now: s.clock.Now}); err == nil {
 		verifiers[webhooks.ProviderStandard] = v
 	} else {
 		s.log.Error("standard webhook secret rejected; /webhooks/standard will answer 503", "error", err)

@@ -19,7 +19,7 @@ func (printQueue) Enqueue(_ context.Context, d webhooks.Delivery) error {
 }
 
 func Example() {
-	sv, _ := webhooks.NewStripeVerifier([]string{"whsec_local"})
+	sv, _ := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: []string{"whsec_local"}})
 	mux := http.NewServeMux()
 	mux.Handle(ingest.Pattern, ingest.New(webhooks.Static{webhooks.ProviderStripe: sv}, printQueue{}))
 

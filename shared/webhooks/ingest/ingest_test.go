@@ -59,12 +59,12 @@ func (brokenVerifiers) Verifier(context.Context, string) (webhooks.Verifier, err
 }
 
 func testVerifiers(t testing.TB) webhooks.Static {
-	clock := webhooks.WithClock(func() time.Time { return now })
-	sv, err := webhooks.NewStripeVerifier([]string{stripeSecret}, clock)
+	clock := func() time.Time { return now }
+	sv, err := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: []string{stripeSecret}, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stv, err := webhooks.NewStandardVerifier([]string{stdSecret}, clock)
+	stv, err := webhooks.NewStandardVerifier(webhooks.StandardVerifier{Secrets: []string{stdSecret}, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
