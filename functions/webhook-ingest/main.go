@@ -52,10 +52,8 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	in := ingest.New(verifiers, ingest.QueueSink{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL)})
-	in.MaxBody = maxBody
-	in.Logger = log
-	in.Observer = attempts.IngestObserver{Record: attempts.BestEffort(attemptLog, log)}
+	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL)},
+		MaxBody: maxBody, Log: log, Observer: attempts.IngestObserver{Record: attempts.BestEffort(attemptLog, log)}}
 	mux := http.NewServeMux()
 	mux.Handle(ingest.Pattern, in) // it reads the {provider} wildcard
 	// No authorizer: a webhook proves itself by its signature.

@@ -376,11 +376,8 @@ func (s *Stack) Handler() http.Handler {
 	} else {
 		s.log.Error("standard webhook secret rejected; /webhooks/standard will answer 503", "error", err)
 	}
-	in := ingest.New(verifiers, ingest.QueueSink{Queue: s.queues[webhookQueue]})
-	in.MaxBody = ingestMaxBody
-	in.Now = s.clock.Now
-	in.Logger = s.log
-	in.Observer = attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}
+	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: s.queues[webhookQueue]}, MaxBody: ingestMaxBody,
+		Now: s.clock.Now, Log: s.log, Observer: attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}}
 	mux.Handle(ingest.Pattern, in)
 	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
 		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon,

@@ -99,9 +99,9 @@ type rig struct {
 
 func newRig(t testing.TB, v webhooks.Verifiers) *rig {
 	r := &rig{mux: http.NewServeMux(), queue: &memQueue{}, obs: &recorder{}, logs: &bytes.Buffer{}}
-	h := New(v, r.queue)
+	h := &Handler{Verifiers: v, Queue: r.queue}
 	h.Observer = r.obs
-	h.Logger = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h.Log = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.Now = func() time.Time { return now }
 	r.mux.Handle(Pattern, h)
 	return r
