@@ -52,7 +52,7 @@ func main() {
 	}}
 	emf := &deadletter.EMF{Out: env.Metrics()}
 	table := &deadletter.Table{Store: st, Requeuer: requeue, Log: log, Metrics: emf}
-	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}

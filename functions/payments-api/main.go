@@ -25,7 +25,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	attemptLog, err := attempts.NewLog(svc.Store, attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: svc.Store})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}

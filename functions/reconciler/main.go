@@ -46,7 +46,7 @@ func main() {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
-	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}

@@ -48,7 +48,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	attemptLog, err := attempts.NewLog(dynamo.New(lambdaenv.DynamoDB(cfg), tables), attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables)})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}

@@ -243,7 +243,7 @@ func (s *Stack) build() error {
 	}
 	s.stopSimTrim = boltstore.KeepTrimmed(s.sim.DB())
 
-	if s.attempts, err = attempts.NewLog(s.store, attempts.Config{}, attempts.WithClock(s.clock.Now)); err != nil {
+	if s.attempts, err = attempts.NewLog(attempts.Log{Store: s.store, Now: s.clock.Now}); err != nil {
 		return err
 	}
 	record := attempts.BestEffort(s.attempts, s.log)

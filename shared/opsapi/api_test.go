@@ -51,7 +51,7 @@ func newFixture(t *testing.T) fixture {
 	now := func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) }
 	sent := &counter{}
 	tb := &deadletter.Table{Store: s, Requeuer: sent, Now: now, Log: slog.New(slog.DiscardHandler)}
-	log, err := attempts.NewLog(s, attempts.Config{}, attempts.WithClock(now))
+	log, err := attempts.NewLog(attempts.Log{Store: s, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 	}
 
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
-	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		return nil, err
 	}
