@@ -63,7 +63,7 @@ func main() {
 	// The webhook worker: the backfill feeds it the provider's events, reconciliation heals
 	// through it.
 	wk := &worker.Worker{Store: st, Classify: declines.ClassOf, Log: log}
-	r, err := recon.New(recon.Config{
+	r := &recon.Reconciler{
 		Store:    st,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		// Each difference opens a dead-letter record: DeadLetterOpen moves with it.
@@ -72,9 +72,6 @@ func main() {
 		Log:     log,
 		Events:  events, // a change in the window (a refund of an older payment) is compared too
 		Healer:  wk,
-	})
-	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
 	}
 	// Each run also carries out the operators' retries of failed runs (adapt.PendingReconciles).
 	run := adapt.PendingReconciles{Table: deadletters, Run: r.Handle, Log: log}

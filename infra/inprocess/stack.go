@@ -291,11 +291,9 @@ func (s *Stack) build() error {
 	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
 	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
 	readPolicy.Logger = s.log
-	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
+	s.recon = &recon.Reconciler{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
 		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
-		Events: client, Healer: s.worker}); err != nil {
-		return err
-	}
+		Events: client, Healer: s.worker}
 	requeue.Reconcile, requeue.Loop = s.recon.Handle, s.deadletters
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},

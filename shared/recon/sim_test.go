@@ -124,11 +124,8 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { st.Close() })
 	counted := &countingStore{Store: st}
 	e := &env{t: t, counted: counted, lists: lists, clock: clock, simURL: srv.URL, prov: prov, store: counted, sink: &recordingSink{}, metrics: &bytes.Buffer{}}
-	e.rec, err = recon.New(recon.Config{Store: counted, Provider: prov, Sink: e.sink, Now: clock.Now,
-		Metrics: &recon.Metrics{Out: &metrics.EMF{W: e.metrics}}, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.rec = &recon.Reconciler{Store: counted, Provider: prov, Sink: e.sink, Now: clock.Now,
+		Metrics: &recon.Metrics{Out: &metrics.EMF{W: e.metrics}}, Log: slog.New(slog.DiscardHandler)}
 	return e
 }
 
