@@ -56,7 +56,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	ops, err := opsapi.New(opsapi.Config{
+	ops, err := opsapi.New(opsapi.Handler{
 		Records:  table,
 		Attempts: attemptLog,
 		// A lookup by a caller's own Idempotency-Key names its scope (&scope=jwt:...): in AWS
@@ -70,7 +70,7 @@ func main() {
 		SessionKeySource: sessionKey,
 		OIDC:             login,
 		Secure:           true,
-		Logger:           log,
+		Log:              log,
 	})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)

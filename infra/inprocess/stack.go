@@ -377,8 +377,8 @@ func (s *Stack) Handler() http.Handler {
 	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: s.queues[webhookQueue]}, MaxBody: ingestMaxBody,
 		Now: s.clock.Now, Log: s.log, Observer: attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}}
 	mux.Handle(ingest.Pattern, in)
-	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
-		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon,
+	ops, err := opsapi.New(opsapi.Handler{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
+		Now: s.clock.Now, Log: s.log, Reconcile: s.recon,
 		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store},
 		Recoveries: opsapi.StorePayments{Store: s.store}, Steer: s.steerer()})
 	if err != nil {

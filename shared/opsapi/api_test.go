@@ -68,7 +68,7 @@ func newFixture(t *testing.T) fixture {
 		Operation: "webhook stripe", Method: "POST", Path: "/webhooks/stripe", Status: 200, EventID: "evt_seed", Outcome: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := opsapi.New(opsapi.Config{Records: tb, Attempts: log, Token: token, Now: now, Logger: slog.New(slog.DiscardHandler)})
+	h, err := opsapi.New(opsapi.Handler{Records: tb, Attempts: log, Token: token, Now: now, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestAPIBulkRetry(t *testing.T) {
 
 func TestPrincipal(t *testing.T) {
 	f := newFixture(t)
-	h, err := opsapi.New(opsapi.Config{Records: f.table, Principal: func(r *http.Request) (string, bool) {
+	h, err := opsapi.New(opsapi.Handler{Records: f.table, Principal: func(r *http.Request) (string, bool) {
 		v := r.Header.Get("X-Test-Principal")
 		return v, v != ""
 	}, SessionKey: []byte("k")})

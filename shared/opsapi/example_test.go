@@ -18,7 +18,7 @@ func Example() {
 	s, _ := boltstore.Open(filepath.Join(dir, "twice.db"))
 	defer s.Close()
 	table := &deadletter.Table{Store: s, Log: slog.New(slog.DiscardHandler)}
-	h, _ := opsapi.New(opsapi.Config{Records: table, Token: "local-operator-token"})
+	h, _ := opsapi.New(opsapi.Handler{Records: table, Token: "local-operator-token"})
 
 	req := httptest.NewRequest("GET", "/ops/deadletters", nil)
 	w := httptest.NewRecorder()

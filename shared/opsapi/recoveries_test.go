@@ -53,8 +53,8 @@ func recoveryFixture(t *testing.T) fixture {
 	put(payments.Recovery{PaymentID: "pay_stopped", State: payments.RecoveryStopped, Round: 1, Attempts: 1,
 		Explanation: "Not retrying because the card was reported lost.", DeadLetter: "recovery:pay_stopped:1", Seq: 1}.Write())
 	sp := opsapi.StorePayments{Store: s}
-	h, err := opsapi.New(opsapi.Config{Records: tb, Attempts: log, Payments: sp, Recoveries: sp, Token: token, Now: now,
-		Logger: slog.New(slog.DiscardHandler)})
+	h, err := opsapi.New(opsapi.Handler{Records: tb, Attempts: log, Payments: sp, Recoveries: sp, Token: token, Now: now,
+		Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
