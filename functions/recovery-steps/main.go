@@ -44,7 +44,7 @@ func main() {
 	// A recovery charge carries its attempt key, so an unknown outcome may be repeated inline.
 	policy := retry.New(paymentsfn.NewRand())
 	policy.Logger = log
-	steps, err := recovery.NewSteps(recovery.StepsConfig{
+	steps, err := recovery.NewSteps(recovery.Steps{
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		Store:    st,
 		// An exhausted or hard-declined recovery opens a record: DeadLetterOpen moves with it.

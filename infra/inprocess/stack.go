@@ -327,7 +327,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.
 	// Recovery charges carry an attempt key, so an unknown outcome may be repeated inline.
 	policy := retry.New(rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)))
 	policy.Logger = s.log
-	steps, err := recovery.NewSteps(recovery.StepsConfig{
+	steps, err := recovery.NewSteps(recovery.Steps{
 		Provider:    &retry.Provider{Next: client, Policy: policy},
 		Store:       s.store,
 		DeadLetters: adapt.RecoverySink{Table: s.deadletters},

@@ -99,7 +99,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	}
 	e.table = &deadletter.Table{Store: st, Requeuer: requeue, Now: now, Log: quiet}
 	// recovery-steps, with the dead-letter sink it wires.
-	e.steps, err = recovery.NewSteps(recovery.StepsConfig{Provider: e.provider, Store: st, DeadLetters: adapt.RecoverySink{Table: e.table},
+	e.steps, err = recovery.NewSteps(recovery.Steps{Provider: e.provider, Store: st, DeadLetters: adapt.RecoverySink{Table: e.table},
 		Now: now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet})
 	if err != nil {
 		t.Fatal(err)
