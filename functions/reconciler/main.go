@@ -52,8 +52,7 @@ func main() {
 	}
 	stripe := paymentsfn.Stripe(cfg, keyParam, env.Optional(paymentsfn.EnvStripeAPIBase, ""), 10*time.Second, attemptLog, log)
 	// Listing is a read: every failure may be retried, with the policy's budget.
-	policy := retry.New(paymentsfn.NewRand())
-	policy.Logger = log
+	policy := retry.New(retry.Policy{Rand: paymentsfn.NewRand(), Log: log})
 	emf := env.Metrics()
 	deadletters := &deadletter.Table{Store: st, Log: log, Metrics: &deadletter.EMF{Out: emf}}
 	events, ok := stripe.(provider.EventLister)

@@ -42,8 +42,7 @@ func main() {
 	}
 	stripe := paymentsfn.Stripe(cfg, keyParam, env.Optional(paymentsfn.EnvStripeAPIBase, ""), 10*time.Second, attemptLog, log)
 	// A recovery charge carries its attempt key, so an unknown outcome may be repeated inline.
-	policy := retry.New(paymentsfn.NewRand())
-	policy.Logger = log
+	policy := retry.New(retry.Policy{Rand: paymentsfn.NewRand(), Log: log})
 	steps, err := recovery.NewSteps(recovery.Steps{
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		Store:    st,

@@ -259,8 +259,7 @@ func (s *Stack) build() error {
 		return err
 	}
 	seed := uint64(time.Now().UnixNano())
-	policy := retry.New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
-	policy.Logger = s.log
+	policy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), Log: s.log})
 	// An unknown outcome on the API path is resolved in the background, not retried while the
 	// caller waits: the timeout already used the caller's patience.
 	policy.ShouldRetry = func(err error) bool {
@@ -289,8 +288,7 @@ func (s *Stack) build() error {
 	requeue.Recoverer = recoverer
 	// The webhook worker applies deliveries, backfilled events and what reconciliation heals.
 	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
-	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
-	readPolicy.Logger = s.log
+	readPolicy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)), Log: s.log})
 	s.recon = &recon.Reconciler{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
 		Sink: adapt.ReconSink{Table: s.deadletters}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
 		Events: client, Healer: s.worker}
@@ -325,8 +323,7 @@ const (
 // recovery steps the recovery-steps function runs, and returns what starts a recovery.
 func (s *Stack) buildRecovery(client provider.Provider, seed uint64) (*recovery.Recoverer, error) {
 	// Recovery charges carry an attempt key, so an unknown outcome may be repeated inline.
-	policy := retry.New(rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)))
-	policy.Logger = s.log
+	policy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)), Log: s.log})
 	steps, err := recovery.NewSteps(recovery.Steps{
 		Provider:    &retry.Provider{Next: client, Policy: policy},
 		Store:       s.store,

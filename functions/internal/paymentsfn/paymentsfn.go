@@ -76,8 +76,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		return nil, err
 	}
 	stripe := Stripe(cfg, keyParam, env.Optional(EnvStripeAPIBase, ""), time.Duration(timeoutMS)*time.Millisecond, attemptLog, log)
-	policy := retry.New(NewRand())
-	policy.Logger = log
+	policy := retry.New(retry.Policy{Rand: NewRand(), Log: log})
 	// As locally: an unknown outcome is resolved in the background through the resolve queue,
 	// not retried while the caller waits.
 	policy.ShouldRetry = func(err error) bool {
