@@ -86,8 +86,7 @@ func consoleLogin(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*opsapi
 	if issuer == "" {
 		return nil, nil
 	}
-	params := secrets.NewCached(ssmparam.New(cfg))
-	params.Logger = log
+	params := &secrets.Cached{Getter: ssmparam.New(cfg), Log: log}
 	first := func(name string) func(context.Context) (string, error) {
 		return func(ctx context.Context) (string, error) {
 			v, err := params.Secrets(ctx, name)

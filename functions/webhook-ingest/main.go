@@ -42,8 +42,7 @@ func main() {
 	}
 	// Secrets are read from SSM on the first delivery and cached; INIT makes no call. ssmparam,
 	// not the SDK's ssm client, whose package init alone cost ~8 ms of every cold start.
-	src := secrets.NewCached(ssmparam.New(cfg))
-	src.Logger = log
+	src := &secrets.Cached{Getter: ssmparam.New(cfg), Log: log}
 	verifiers, err := webhooks.NewRotating(webhooks.Rotating{Source: src, Names: names})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)

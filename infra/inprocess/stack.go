@@ -408,14 +408,14 @@ func (s *Stack) Start() {
 		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	consumers := []*queue.Consumer{
 		{Queue: s.queues[webhookQueue], Handler: worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
-			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Logger: s.log},
+			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Log: s.log},
 		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
-			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
+			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Log: s.log},
 	}
 	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
 	for _, dlq := range []string{webhookDLQ, resolveDLQ} {
 		consumers = append(consumers, &queue.Consumer{Queue: s.queues[dlq], Handler: sink.Handle, Visibility: 30 * time.Second,
-			Wait: 5 * time.Second, SourceARN: arn(dlq), Region: "local", Logger: s.log})
+			Wait: 5 * time.Second, SourceARN: arn(dlq), Region: "local", Log: s.log})
 	}
 	for _, c := range consumers {
 		s.goRun(func() { _ = c.Run(ctx) })

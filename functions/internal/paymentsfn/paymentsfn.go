@@ -130,8 +130,7 @@ func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 // Stripe is the Stripe adapter with its key in SSM parameter keyParam (read on the first call,
 // then cached and refreshed) and every exchange put into the attempt log.
 func Stripe(cfg aws.Config, keyParam, baseURL string, timeout time.Duration, attemptLog *attempts.Log, log *slog.Logger) provider.Provider {
-	keys := secrets.NewCached(ssmparam.New(cfg))
-	keys.Logger = log
+	keys := &secrets.Cached{Getter: ssmparam.New(cfg), Log: log}
 	return stripeprovider.NewSecretKeyed(keys, keyParam, stripeprovider.Config{
 		BaseURL:  baseURL,
 		Timeout:  timeout,
