@@ -248,7 +248,7 @@ func (s *Stack) build() error {
 	}
 	record := attempts.BestEffort(s.attempts, s.log)
 
-	client, err := stripeprovider.New(stripeprovider.Config{
+	client, err := stripeprovider.New(stripeprovider.Client{
 		APIKey:   s.cfg.StripeAPIKey,
 		BaseURL:  "http://" + s.simLn.Addr().String(),
 		Timeout:  s.cfg.ProviderTimeout,

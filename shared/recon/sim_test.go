@@ -113,7 +113,7 @@ func newEnv(t *testing.T) *env {
 	srv := httptest.NewServer(sim) // 127.0.0.1
 	t.Cleanup(func() { srv.Close(); sim.Close() })
 	lists := &listCalls{}
-	prov, err := stripeprovider.New(stripeprovider.Config{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Now: clock.Now, Observer: lists})
+	prov, err := stripeprovider.New(stripeprovider.Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Now: clock.Now, Observer: lists})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func Example() {
 	}))
 	defer stripe.Close()
 
-	adapter, err := stripeprovider.New(stripeprovider.Config{
+	adapter, err := stripeprovider.New(stripeprovider.Client{
 		APIKey:   "sk_test_example",
 		BaseURL:  stripe.URL,
 		Observer: printObserver{},

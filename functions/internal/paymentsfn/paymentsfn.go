@@ -131,11 +131,11 @@ func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 // then cached and refreshed) and every exchange put into the attempt log.
 func Stripe(cfg aws.Config, keyParam, baseURL string, timeout time.Duration, attemptLog *attempts.Log, log *slog.Logger) provider.Provider {
 	keys := &secrets.Cached{Getter: ssmparam.New(cfg), Log: log}
-	return stripeprovider.NewSecretKeyed(keys, keyParam, stripeprovider.Config{
+	return &stripeprovider.SecretKeyed{Source: keys, Name: keyParam, Client: stripeprovider.Client{
 		BaseURL:  baseURL,
 		Timeout:  timeout,
 		Observer: attempts.StripeObserver{Record: attempts.BestEffort(attemptLog, log)},
-	})
+	}}
 }
 
 // NewRand is a jitter source seeded per container, so two containers do not retry in step.
