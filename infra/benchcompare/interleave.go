@@ -139,12 +139,12 @@ func interleaved(spec interleaveSpec, root, out string, stdout io.Writer) error 
 		tables[name] = physical
 	}
 	st := dynamo.New(client, map[string]string{idempotency.Table: tables["twice-keys"], "payments": tables["twice-effects"]})
-	quiet := idempotency.WithLogger(slog.New(slog.DiscardHandler))
-	plain, err := idempotency.NewKeeper(st, idempotency.Config{}, quiet)
+	quiet := slog.New(slog.DiscardHandler)
+	plain, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Log: quiet})
 	if err != nil {
 		return err
 	}
-	cached, err := idempotency.NewKeeper(st, idempotency.Config{}, quiet, idempotency.WithCache(spec.CachePerSide))
+	cached, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Log: quiet, CacheSize: spec.CachePerSide})
 	if err != nil {
 		return err
 	}

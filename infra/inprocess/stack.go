@@ -268,8 +268,8 @@ func (s *Stack) build() error {
 	}
 	prov := &retry.Provider{Next: client, Policy: policy}
 
-	keeper, err := idempotency.NewKeeper(s.store, idempotency.Config{LockMargin: s.cfg.LockMargin}, idempotency.WithClock(s.clock.Now),
-		idempotency.WithLogger(s.log))
+	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: s.store, LockMargin: s.cfg.LockMargin, Now: s.clock.Now,
+		Log: s.log})
 	if err != nil {
 		return err
 	}

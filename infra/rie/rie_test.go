@@ -266,7 +266,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		// Jobs whose first call ended unknown: their keys are pending with the caller's bytes (as
 		// payments-api leaves them); the resolver makes the call now, and a decline commits its
 		// recovery start to the outbox with the state change.
-		keeper, err := idempotency.NewKeeper(e.store(), idempotency.Config{})
+		keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: e.store()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -83,8 +83,8 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		var unknown *provider.UnknownOutcomeError
 		return !errors.As(err, &unknown)
 	}
-	keeper, err := idempotency.NewKeeper(st, idempotency.Config{Retention: time.Duration(days) * 24 * time.Hour},
-		idempotency.WithLogger(log))
+	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Retention: time.Duration(days) * 24 * time.Hour,
+		Log: log})
 	if err != nil {
 		return nil, err
 	}

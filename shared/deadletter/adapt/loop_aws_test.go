@@ -104,7 +104,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keeper, err := idempotency.NewKeeper(st, idempotency.Config{}, idempotency.WithClock(now), idempotency.WithLogger(quiet))
+	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Now: now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

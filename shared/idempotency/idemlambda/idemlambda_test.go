@@ -40,7 +40,7 @@ func keeper(t testing.TB) (*idempotency.Keeper, *clock) {
 	}
 	t.Cleanup(func() { s.Close() })
 	c := &clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
-	k, err := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithClock(c.Now), idempotency.WithLogger(quiet))
+	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: s, Now: c.Now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
