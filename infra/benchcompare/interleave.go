@@ -36,7 +36,7 @@ import (
 //     TransactWriteItems), as the payments API does;
 //   - twice/single: Keeper.Do with no effect (the record is the result): one conditional PutItem
 //     completes it;
-//   - twice/single+cache: the same with WithCache (replays served in process);
+//   - twice/single+cache: the same with Keeper.CacheSize (replays served in process);
 //   - bare/tx and bare/single: the same design in plain aws-sdk-go-v2 calls (conditional PutItem
 //     with ALL_OLD on failure, then TransactWriteItems or a conditional PutItem, the same items
 //     and document), with none of the library around them;

@@ -177,7 +177,7 @@ func NewSteps(s Steps) (*Steps, error) {
 		return nil, ErrStepsConfig
 	}
 	out := &s
-	pl, err := NewPlanner(s.Policy, out.now, s.Rand)
+	pl, err := NewPlanner(Planner{Policy: s.Policy, Now: out.now, Rand: s.Rand})
 	if err != nil {
 		return nil, err
 	}
