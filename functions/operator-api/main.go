@@ -75,7 +75,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	lambda.Start(lambdaenv.Handler(apigw.New(ops).Invoke))
+	lambda.Start(lambdaenv.Handler((&apigw.Adapter{Handler: ops}).Invoke))
 }
 
 // consoleLogin is the console's OIDC sign-in from the environment (TWICE_OIDC_*), and the

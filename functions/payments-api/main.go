@@ -33,5 +33,5 @@ func main() {
 	// request and answer goes to the attempt log, under the payment it concerns.
 	h := attempts.API{Record: attempts.BestEffort(attemptLog, log), Scope: apigw.Scope,
 		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(apigw.RequireScope(svc.Handler(apigw.Scope)))
-	lambda.Start(lambdaenv.Handler(apigw.New(h).Invoke))
+	lambda.Start(lambdaenv.Handler((&apigw.Adapter{Handler: h}).Invoke))
 }

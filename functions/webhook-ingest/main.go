@@ -56,5 +56,5 @@ func main() {
 	mux := http.NewServeMux()
 	mux.Handle(ingest.Pattern, in) // it reads the {provider} wildcard
 	// No authorizer: a webhook proves itself by its signature.
-	lambda.Start(lambdaenv.Handler(apigw.New(mux).Invoke))
+	lambda.Start(lambdaenv.Handler((&apigw.Adapter{Handler: mux}).Invoke))
 }
