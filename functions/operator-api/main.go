@@ -47,8 +47,8 @@ func main() {
 	sq := sqs.NewFromConfig(cfg)
 	// A retried failed reconciliation run waits for the reconciler's next scheduled run.
 	requeue := adapt.Requeuer{Store: st, Recoverer: recoverer, ReconcileAtNextRun: true, Queues: map[string]adapt.Sender{
-		recoveryfn.QueueName(webhookURL): sqsqueue.New(sq, webhookURL),
-		recoveryfn.QueueName(resolveURL): sqsqueue.New(sq, resolveURL),
+		recoveryfn.QueueName(webhookURL): &sqsqueue.Queue{Client: sq, URL: webhookURL},
+		recoveryfn.QueueName(resolveURL): &sqsqueue.Queue{Client: sq, URL: resolveURL},
 	}}
 	emf := &deadletter.EMF{Out: env.Metrics()}
 	table := &deadletter.Table{Store: st, Requeuer: requeue, Log: log, Metrics: emf}

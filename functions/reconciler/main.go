@@ -75,7 +75,7 @@ func main() {
 	// Each run also carries out the operators' retries of failed runs (adapt.PendingReconciles).
 	run := adapt.PendingReconciles{Table: deadletters, Run: r.Handle, Log: log}
 	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk,
-		Requeue: sqsqueue.New(sqs.NewFromConfig(cfg), webhookQueueURL), Log: log}
+		Requeue: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: webhookQueueURL}, Log: log}
 	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return run.Handle(ctx, raw) }
 	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a backfill pass
 	lambda.Start(lambdaenv.Handler(bf.Handler(reconcile)))

@@ -51,7 +51,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL)},
+	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: queueURL}},
 		MaxBody: maxBody, Log: log, Observer: attempts.IngestObserver{Record: attempts.BestEffort(attemptLog, log)}}
 	mux := http.NewServeMux()
 	mux.Handle(ingest.Pattern, in) // it reads the {provider} wildcard

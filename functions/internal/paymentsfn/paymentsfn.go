@@ -92,7 +92,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		Store:     st,
 		Keeper:    keeper,
 		Provider:  &retry.Provider{Next: stripe, Policy: policy},
-		Resolver:  &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay},
+		Resolver:  &payments.QueueResolver{Queue: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: queueURL}, Delay: ResolveDelay},
 		Classify:  declines.ClassOf,
 		OnDecline: recoverer,
 		Log:       log,
@@ -112,7 +112,7 @@ func FollowOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
-		Resolver: &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: ResolveDelay}}
+		Resolver: &payments.QueueResolver{Queue: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: queueURL}, Delay: ResolveDelay}}
 	handlers := svc.FollowOns()
 	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
 	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()

@@ -76,7 +76,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.queues[name] = sqsqueue.New(sq, *q.QueueUrl)
+		e.queues[name] = &sqsqueue.Queue{Client: sq, URL: *q.QueueUrl}
 	}
 	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "statemachines", "payment-recovery.asl.json"))
 	if err != nil {
