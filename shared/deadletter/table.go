@@ -78,8 +78,8 @@ func (f RequeueFunc) Requeue(ctx context.Context, t Target, retryID string) erro
 //
 //	t := &deadletter.Table{Store: s, Requeuer: r, Log: log}
 //
-// Store is required; without a Requeuer a retry fails with ErrRequeue. Now defaults to time.Now, Log to slog.Default(), and a nil
-// Metrics writes no metric lines.
+// Store is required; without a Requeuer a retry fails with ErrRequeue. Now defaults to
+// time.Now, Log to slog.Default(), and a nil Metrics writes no metric lines.
 type Table struct {
 	Store store.Store
 	// Requeuer sends retries to their target.
