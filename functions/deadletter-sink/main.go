@@ -27,9 +27,9 @@ func main() {
 	// The open count goes to stdout as EMF; the dead-letter growth alarm watches it.
 	emf := &deadletter.EMF{Out: env.Metrics()}
 	// No Requeuer: the sink only opens records; retries are the operator API's.
-	table := deadletter.NewTable(dynamo.New(lambdaenv.DynamoDB(cfg), tables), nil,
-		deadletter.WithLogger(log), deadletter.WithMetrics(emf))
+	table := &deadletter.Table{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables),
+		Log: log, Metrics: emf}
 	sink := &deadletter.Sink{Table: table, Metrics: emf, Count: table.OpenCount}
 	// One record per message (ReportBatchItemFailures), then the open count for the batch.
-	lambda.Start(lambdaenv.Handler(sqsbatch.Handler(sink.Handle, sqsbatch.WithLogger(log), sqsbatch.WithAfterBatch(sink.ReportOpen))))
+	lambda.Start(lambdaenv.Handler((&sqsbatch.Batch{Each: sink.Handle, Log: log, AfterBatch: sink.ReportOpen}).Handle))
 }

@@ -48,20 +48,20 @@ func main() {
 	sq := sqs.NewFromConfig(cfg)
 	requeue := deadletter.ByTarget{
 		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{
-			recoveryfn.QueueName(webhookURL): sqsqueue.New(sq, webhookURL),
-			recoveryfn.QueueName(resolveURL): sqsqueue.New(sq, resolveURL),
+			recoveryfn.QueueName(webhookURL): &sqsqueue.Queue{Client: sq, URL: webhookURL},
+			recoveryfn.QueueName(resolveURL): &sqsqueue.Queue{Client: sq, URL: resolveURL},
 		}},
 		deadletter.TargetRecovery: recovery.Requeuer{Store: st, Recoverer: recoverer},
 		// A retried failed reconciliation run waits for the reconciler's next scheduled run.
 		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
 	}
 	emf := &deadletter.EMF{Out: env.Metrics()}
-	table := deadletter.NewTable(st, requeue, deadletter.WithLogger(log), deadletter.WithMetrics(emf))
-	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	table := &deadletter.Table{Store: st, Requeuer: requeue, Log: log, Metrics: emf}
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	ops, err := opsapi.New(opsapi.Config{
+	ops, err := opsapi.New(opsapi.Handler{
 		Records:  table,
 		Attempts: attemptLog,
 		// A lookup by a caller's own Idempotency-Key names its scope (&scope=jwt:...): in AWS
@@ -75,12 +75,12 @@ func main() {
 		SessionKeySource: sessionKey,
 		OIDC:             login,
 		Secure:           true,
-		Logger:           log,
+		Log:              log,
 	})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	lambda.Start(lambdaenv.Handler(apigw.New(ops).Invoke))
+	lambda.Start(lambdaenv.Handler((&apigw.Adapter{Handler: ops}).Invoke))
 }
 
 // consoleLogin is the console's OIDC sign-in from the environment (TWICE_OIDC_*), and the
@@ -91,8 +91,7 @@ func consoleLogin(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*opsapi
 	if issuer == "" {
 		return nil, nil
 	}
-	params := secrets.NewCached(ssmparam.New(cfg))
-	params.Logger = log
+	params := &secrets.Cached{Getter: ssmparam.New(cfg), Log: log}
 	first := func(name string) func(context.Context) (string, error) {
 		return func(ctx context.Context) (string, error) {
 			v, err := params.Secrets(ctx, name)

@@ -63,11 +63,11 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
-		Resolver: &payments.QueueResolver{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL), Delay: resolveDelay}}
+		Resolver: &payments.QueueResolver{Queue: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: queueURL}, Delay: resolveDelay}}
 	handlers := svc.FollowOns()
 	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
 	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
-	for kind, h := range worker.DisputeFollowOns(deadletter.NewTable(st, nil)) {
+	for kind, h := range worker.DisputeFollowOns(&deadletter.Table{Store: st}) {
 		handlers[kind] = h
 	}
 	// Every applied payment change goes out on the EventBridge bus, numbered per payment.

@@ -30,7 +30,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	h := &deadletter.Retries{Loop: deadletter.NewTable(dynamo.New(lambdaenv.DynamoDB(cfg), dl), nil, deadletter.WithLogger(log)),
+	h := &deadletter.Retries{Loop: &deadletter.Table{Store: dynamo.New(lambdaenv.DynamoDB(cfg), dl), Log: log},
 		Next: svc.HandleResolve, Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
-	lambda.Start(lambdaenv.Handler(sqsbatch.Handler(h.Handle, sqsbatch.WithLogger(log)))) // ReportBatchItemFailures
+	lambda.Start(lambdaenv.Handler((&sqsbatch.Batch{Each: h.Handle, Log: log}).Handle)) // ReportBatchItemFailures
 }

@@ -25,7 +25,7 @@ func main() {
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	attemptLog, err := attempts.NewLog(svc.Store, attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: svc.Store})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
@@ -33,5 +33,5 @@ func main() {
 	// request and answer goes to the attempt log, under the payment it concerns.
 	h := attempts.API{Record: attempts.BestEffort(attemptLog, log), Scope: apigw.Scope,
 		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(apigw.RequireScope(svc.Handler(apigw.Scope)))
-	lambda.Start(lambdaenv.Handler(apigw.New(h).Invoke))
+	lambda.Start(lambdaenv.Handler((&apigw.Adapter{Handler: h}).Invoke))
 }

@@ -45,16 +45,15 @@ func main() {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
-	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	stripe := paymentsfn.Stripe(cfg, keyParam, env.Optional(paymentsfn.EnvStripeAPIBase, ""), 10*time.Second, attemptLog, log)
 	// Listing is a read: every failure may be retried, with the policy's budget.
-	policy := retry.New(paymentsfn.NewRand())
-	policy.Logger = log
+	policy := retry.New(retry.Policy{Rand: paymentsfn.NewRand(), Log: log})
 	emf := env.Metrics()
-	deadletters := deadletter.NewTable(st, nil, deadletter.WithLogger(log), deadletter.WithMetrics(&deadletter.EMF{Out: emf}))
+	deadletters := &deadletter.Table{Store: st, Log: log, Metrics: &deadletter.EMF{Out: emf}}
 	events, ok := stripe.(provider.EventLister)
 	if !ok {
 		lambdaenv.Fatal(log, "config", errors.New("the Stripe adapter lists no events"))
@@ -62,7 +61,7 @@ func main() {
 	// The webhook worker: the backfill feeds it the provider's events, reconciliation heals
 	// through it.
 	wk := &worker.Worker{Store: st, Classify: declines.ClassOf, Log: log}
-	r, err := recon.New(recon.Config{
+	r := &recon.Reconciler{
 		Store:    st,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		// Each difference opens a dead-letter record: DeadLetterOpen moves with it.
@@ -71,14 +70,11 @@ func main() {
 		Log:     log,
 		Events:  events, // a change in the window (a refund of an older payment) is compared too
 		Healer:  wk,
-	})
-	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
 	}
 	// Each run also carries out the operators' retries of failed runs (recon.PendingRetries).
 	run := recon.PendingRetries{Table: deadletters, Run: r.Handle, Log: log}
 	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk,
-		Requeue: sqsqueue.New(sqs.NewFromConfig(cfg), webhookQueueURL), Log: log}
+		Requeue: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: webhookQueueURL}, Log: log}
 	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return run.Handle(ctx, raw) }
 	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a backfill pass
 	lambda.Start(lambdaenv.Handler(bf.Handler(reconcile)))

@@ -35,20 +35,19 @@ func main() {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
-	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	stripe := paymentsfn.Stripe(cfg, keyParam, env.Optional(paymentsfn.EnvStripeAPIBase, ""), 10*time.Second, attemptLog, log)
 	// A recovery charge carries its attempt key, so an unknown outcome may be repeated inline.
-	policy := retry.New(paymentsfn.NewRand())
-	policy.Logger = log
-	steps, err := recovery.NewSteps(recovery.StepsConfig{
+	policy := retry.New(retry.Policy{Rand: paymentsfn.NewRand(), Log: log})
+	steps, err := recovery.NewSteps(recovery.Steps{
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		Store:    st,
 		// An exhausted or hard-declined recovery opens a record: DeadLetterOpen moves with it.
-		DeadLetters: recovery.DeadLetterRecords{Table: deadletter.NewTable(st, nil, deadletter.WithLogger(log),
-			deadletter.WithMetrics(&deadletter.EMF{Out: env.Metrics()}))},
+		DeadLetters: recovery.DeadLetterRecords{Table: &deadletter.Table{Store: st, Log: log,
+			Metrics: &deadletter.EMF{Out: env.Metrics()}}},
 		Policy: recovery.DefaultPolicy(),
 		Now:    time.Now,
 		Rand:   paymentsfn.NewRand(),

@@ -42,22 +42,19 @@ func main() {
 	}
 	// Secrets are read from SSM on the first delivery and cached; INIT makes no call. ssmparam,
 	// not the SDK's ssm client, whose package init alone cost ~8 ms of every cold start.
-	src := secrets.NewCached(ssmparam.New(cfg))
-	src.Logger = log
-	verifiers, err := webhooks.NewRotating(src, names)
+	src := &secrets.Cached{Getter: ssmparam.New(cfg), Log: log}
+	verifiers, err := webhooks.NewRotating(webhooks.Rotating{Source: src, Names: names})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	attemptLog, err := attempts.NewLog(dynamo.New(lambdaenv.DynamoDB(cfg), tables), attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables)})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
-	in := ingest.New(verifiers, ingest.QueueSink{Queue: sqsqueue.New(sqs.NewFromConfig(cfg), queueURL)})
-	in.MaxBody = maxBody
-	in.Logger = log
-	in.Observer = attempts.IngestObserver{Record: attempts.BestEffort(attemptLog, log)}
+	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: queueURL}},
+		MaxBody: maxBody, Log: log, Observer: attempts.IngestObserver{Record: attempts.BestEffort(attemptLog, log)}}
 	mux := http.NewServeMux()
 	mux.Handle(ingest.Pattern, in) // it reads the {provider} wildcard
 	// No authorizer: a webhook proves itself by its signature.
-	lambda.Start(lambdaenv.Handler(apigw.New(mux).Invoke))
+	lambda.Start(lambdaenv.Handler((&apigw.Adapter{Handler: mux}).Invoke))
 }

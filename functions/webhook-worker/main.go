@@ -31,7 +31,7 @@ func main() {
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	w := &worker.Worker{Store: st, Classify: declines.ClassOf, Log: log}
-	h := &deadletter.Retries{Loop: deadletter.NewTable(st, nil, deadletter.WithLogger(log)), Next: w.Handle, Log: log,
+	h := &deadletter.Retries{Loop: &deadletter.Table{Store: st, Log: log}, Next: w.Handle, Log: log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-	lambda.Start(lambdaenv.Handler(sqsbatch.Handler(h.Handle, sqsbatch.WithLogger(log)))) // ReportBatchItemFailures
+	lambda.Start(lambdaenv.Handler((&sqsbatch.Batch{Each: h.Handle, Log: log}).Handle)) // ReportBatchItemFailures
 }

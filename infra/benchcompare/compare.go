@@ -104,8 +104,7 @@ func runTwice(endpoint string, spec loadSpec) (sideRun, error) {
 		return sideRun{}, err
 	}
 	defer dynamo.DeleteTable(context.Background(), admin, table)
-	keeper, err := idempotency.NewKeeper(dynamo.New(client, map[string]string{idempotency.Table: table}),
-		idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: dynamo.New(client, map[string]string{idempotency.Table: table}), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return sideRun{}, err
 	}

@@ -36,7 +36,7 @@ import (
 //     TransactWriteItems), as the payments API does;
 //   - twice/single: Keeper.Do with no effect (the record is the result): one conditional PutItem
 //     completes it;
-//   - twice/single+cache: the same with WithCache (replays served in process);
+//   - twice/single+cache: the same with Keeper.CacheSize (replays served in process);
 //   - bare/tx and bare/single: the same design in plain aws-sdk-go-v2 calls (conditional PutItem
 //     with ALL_OLD on failure, then TransactWriteItems or a conditional PutItem, the same items
 //     and document), with none of the library around them;
@@ -139,12 +139,12 @@ func interleaved(spec interleaveSpec, root, out string, stdout io.Writer) error 
 		tables[name] = physical
 	}
 	st := dynamo.New(client, map[string]string{idempotency.Table: tables["twice-keys"], "payments": tables["twice-effects"]})
-	quiet := idempotency.WithLogger(slog.New(slog.DiscardHandler))
-	plain, err := idempotency.NewKeeper(st, idempotency.Config{}, quiet)
+	quiet := slog.New(slog.DiscardHandler)
+	plain, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Log: quiet})
 	if err != nil {
 		return err
 	}
-	cached, err := idempotency.NewKeeper(st, idempotency.Config{}, quiet, idempotency.WithCache(spec.CachePerSide))
+	cached, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Log: quiet, CacheSize: spec.CachePerSide})
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func TestTwiceMakesTheBareCalls(t *testing.T) {
 		rt := &recordingTransport{bytes: map[string]int{}}
 		c := dynamo.NewClient(ep, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: rt} })
 		st := dynamo.New(c, map[string]string{idempotency.Table: tables["twice-keys"], "payments": tables["twice-effects"]})
-		k, err := idempotency.NewKeeper(st, idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+		k, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,8 +59,7 @@ func replayClient(tb testing.TB) *dynamodb.Client {
 //	go test -run XXX -bench ReplayCPU -benchmem ./infra/benchcompare
 func BenchmarkReplayCPU(b *testing.B) {
 	client := replayClient(b)
-	k, err := idempotency.NewKeeper(dynamo.New(client, map[string]string{idempotency.Table: "t", "payments": "e"}),
-		idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: dynamo.New(client, map[string]string{idempotency.Table: "t", "payments": "e"}), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,8 +78,7 @@ func BenchmarkReplayCPU(b *testing.B) {
 // Both sides take the canned answer as a replay (the benchmark measures what it says).
 func TestReplayCPUHarness(t *testing.T) {
 	client := replayClient(t)
-	k, err := idempotency.NewKeeper(dynamo.New(client, map[string]string{idempotency.Table: "t", "payments": "e"}),
-		idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: dynamo.New(client, map[string]string{idempotency.Table: "t", "payments": "e"}), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +102,7 @@ func (okTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 //	go test -run XXX -bench NewKeyCPU -benchmem ./infra/benchcompare
 func BenchmarkNewKeyCPU(b *testing.B) {
 	client := dynamo.NewClient("http://127.0.0.1:1", func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: okTransport{}} })
-	k, err := idempotency.NewKeeper(dynamo.New(client, map[string]string{idempotency.Table: "t", "payments": "e"}),
-		idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: dynamo.New(client, map[string]string{idempotency.Table: "t", "payments": "e"}), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -243,12 +243,12 @@ func (s *Stack) build() error {
 	}
 	s.stopSimTrim = boltstore.KeepTrimmed(s.sim.DB())
 
-	if s.attempts, err = attempts.NewLog(s.store, attempts.Config{}, attempts.WithClock(s.clock.Now)); err != nil {
+	if s.attempts, err = attempts.NewLog(attempts.Log{Store: s.store, Now: s.clock.Now}); err != nil {
 		return err
 	}
 	record := attempts.BestEffort(s.attempts, s.log)
 
-	client, err := stripeprovider.New(stripeprovider.Config{
+	client, err := stripeprovider.New(stripeprovider.Client{
 		APIKey:   s.cfg.StripeAPIKey,
 		BaseURL:  "http://" + s.simLn.Addr().String(),
 		Timeout:  s.cfg.ProviderTimeout,
@@ -259,8 +259,7 @@ func (s *Stack) build() error {
 		return err
 	}
 	seed := uint64(time.Now().UnixNano())
-	policy := retry.New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
-	policy.Logger = s.log
+	policy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), Log: s.log})
 	// An unknown outcome on the API path is resolved in the background, not retried while the
 	// caller waits: the timeout already used the caller's patience.
 	policy.ShouldRetry = func(err error) bool {
@@ -269,14 +268,14 @@ func (s *Stack) build() error {
 	}
 	prov := &retry.Provider{Next: client, Policy: policy}
 
-	keeper, err := idempotency.NewKeeper(s.store, idempotency.Config{LockMargin: s.cfg.LockMargin}, idempotency.WithClock(s.clock.Now),
-		idempotency.WithLogger(s.log))
+	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: s.store, LockMargin: s.cfg.LockMargin, Now: s.clock.Now,
+		Log: s.log})
 	if err != nil {
 		return err
 	}
 	// The dead-letter table as the recovery steps, reconciliation and the consumers use it; the
 	// operator's table, whose retries go back to those parts, is made from it once they exist.
-	records := deadletter.NewTable(s.store, nil, deadletter.WithClock(s.clock.Now), deadletter.WithLogger(s.log))
+	records := &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log}
 	recoverer, err := s.buildRecovery(client, seed, records)
 	if err != nil {
 		return err
@@ -284,24 +283,21 @@ func (s *Stack) build() error {
 	s.recoverer = recoverer
 	// The webhook worker applies deliveries, backfilled events and what reconciliation heals.
 	s.worker = &worker.Worker{Store: s.store, Classify: declines.ClassOf, Now: s.clock.Now, Log: s.log}
-	readPolicy := retry.New(rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)))
-	readPolicy.Logger = s.log
-	if s.recon, err = recon.New(recon.Config{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
+	readPolicy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)), Log: s.log})
+	s.recon = &recon.Reconciler{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
 		Sink: recon.DeadLetterRecords{Table: records}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
-		Events: client, Healer: s.worker}); err != nil {
-		return err
-	}
+		Events: client, Healer: s.worker}
 	// An operator's retry goes back to the queue a message died on, starts a new recovery
 	// round, or runs reconciliation again and closes the record's loop with the result.
 	queues := map[string]deadletter.Sender{}
 	for name, q := range s.queues {
 		queues[name] = q
 	}
-	s.deadletters = records.WithRequeuer(deadletter.ByTarget{
+	s.deadletters = &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log, Requeuer: deadletter.ByTarget{
 		deadletter.TargetQueue:     deadletter.QueueRequeuer{Queues: queues},
 		deadletter.TargetRecovery:  recovery.Requeuer{Store: s.store, Recoverer: recoverer},
 		deadletter.TargetReconcile: recon.Requeuer{Run: s.recon.Handle, Loop: records},
-	})
+	}}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
@@ -332,9 +328,8 @@ const (
 // recovery steps the recovery-steps function runs, and returns what starts a recovery.
 func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters *deadletter.Table) (*recovery.Recoverer, error) {
 	// Recovery charges carry an attempt key, so an unknown outcome may be repeated inline.
-	policy := retry.New(rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)))
-	policy.Logger = s.log
-	steps, err := recovery.NewSteps(recovery.StepsConfig{
+	policy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)), Log: s.log})
+	steps, err := recovery.NewSteps(recovery.Steps{
 		Provider:    &retry.Provider{Next: client, Policy: policy},
 		Store:       s.store,
 		DeadLetters: recovery.DeadLetterRecords{Table: deadletters},
@@ -371,24 +366,21 @@ func (s *Stack) Handler() http.Handler {
 	mux.Handle("GET /payments/{id}", pay)
 
 	verifiers := webhooks.Static{}
-	if v, err := webhooks.NewStripeVerifier(secrets.Split(s.cfg.StripeWebhookSecret), webhooks.WithClock(s.clock.Now)); err == nil {
+	if v, err := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: secrets.Split(s.cfg.StripeWebhookSecret), Now: s.clock.Now}); err == nil {
 		verifiers[webhooks.ProviderStripe] = v
 	} else {
 		s.log.Error("stripe webhook secret rejected; /webhooks/stripe will answer 503", "error", err)
 	}
-	if v, err := webhooks.NewStandardVerifier(secrets.Split(s.cfg.StandardWebhookSecret), webhooks.WithClock(s.clock.Now)); err == nil {
+	if v, err := webhooks.NewStandardVerifier(webhooks.StandardVerifier{Secrets: secrets.Split(s.cfg.StandardWebhookSecret), Now: s.clock.Now}); err == nil {
 		verifiers[webhooks.ProviderStandard] = v
 	} else {
 		s.log.Error("standard webhook secret rejected; /webhooks/standard will answer 503", "error", err)
 	}
-	in := ingest.New(verifiers, ingest.QueueSink{Queue: s.queues[webhookQueue]})
-	in.MaxBody = ingestMaxBody
-	in.Now = s.clock.Now
-	in.Logger = s.log
-	in.Observer = attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}
+	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: s.queues[webhookQueue]}, MaxBody: ingestMaxBody,
+		Now: s.clock.Now, Log: s.log, Observer: attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}}
 	mux.Handle(ingest.Pattern, in)
-	ops, err := opsapi.New(opsapi.Config{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
-		Now: s.clock.Now, Logger: s.log, Reconcile: s.recon,
+	ops, err := opsapi.New(opsapi.Handler{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
+		Now: s.clock.Now, Log: s.log, Reconcile: s.recon,
 		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store},
 		Recoveries: opsapi.StorePayments{Store: s.store}, Steer: s.steerer()})
 	if err != nil {
@@ -420,15 +412,15 @@ func (s *Stack) Start() {
 	resolver := &deadletter.Retries{Loop: s.deadletters, Next: s.payments.HandleResolve, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	consumers := []*queue.Consumer{
-		{Queue: s.queues[webhookQueue], Handler: sqsbatch.Handler(worker.Handle, sqsbatch.WithLogger(s.log)), Visibility: 30 * time.Second, Wait: 5 * time.Second,
-			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Logger: s.log},
-		{Queue: s.queues[resolveQueue], Handler: sqsbatch.Handler(resolver.Handle, sqsbatch.WithLogger(s.log)), Visibility: 10 * time.Second, Wait: 5 * time.Second,
-			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Logger: s.log},
+		{Queue: s.queues[webhookQueue], Handler: (&sqsbatch.Batch{Each: worker.Handle, Log: s.log}).Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
+			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Log: s.log},
+		{Queue: s.queues[resolveQueue], Handler: (&sqsbatch.Batch{Each: resolver.Handle, Log: s.log}).Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Log: s.log},
 	}
 	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
 	for _, dlq := range []string{webhookDLQ, resolveDLQ} {
-		consumers = append(consumers, &queue.Consumer{Queue: s.queues[dlq], Handler: sqsbatch.Handler(sink.Handle, sqsbatch.WithLogger(s.log)), Visibility: 30 * time.Second,
-			Wait: 5 * time.Second, SourceARN: arn(dlq), Region: "local", Logger: s.log})
+		consumers = append(consumers, &queue.Consumer{Queue: s.queues[dlq], Handler: (&sqsbatch.Batch{Each: sink.Handle, Log: s.log}).Handle, Visibility: 30 * time.Second,
+			Wait: 5 * time.Second, SourceARN: arn(dlq), Region: "local", Log: s.log})
 	}
 	for _, c := range consumers {
 		s.goRun(func() { _ = c.Run(ctx) })

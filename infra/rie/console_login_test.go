@@ -54,7 +54,7 @@ func TestConsoleLoginInAWS(t *testing.T) {
 	}
 
 	// A dead webhook delivery whose retry goes back to the fixture's webhook queue.
-	table := deadletter.NewTable(e.store(), nil)
+	table := &deadletter.Table{Store: e.store()}
 	rec, _, err := table.Open(ctx, deadletter.Record{Source: deadletter.SourceWebhook, Key: "webhook:stripe:evt_browser",
 		Class: deadletter.ClassProcessing, EventID: "evt_browser", Payload: json.RawMessage(`{"id":"evt_browser"}`),
 		Facts:    deadletter.Facts{EventID: "evt_browser", Provider: "stripe", Deliveries: 5},

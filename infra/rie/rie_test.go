@@ -266,7 +266,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		// Jobs whose first call ended unknown: their keys are pending with the caller's bytes (as
 		// payments-api leaves them); the resolver makes the call now, and a decline commits its
 		// recovery start to the outbox with the state change.
-		keeper, err := idempotency.NewKeeper(e.store(), idempotency.Config{})
+		keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: e.store()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +350,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 
 	t.Run("deadletter-sink", func(t *testing.T) {
 		em := e.start(t, "deadletter-sink")
-		table := deadletter.NewTable(e.store(), nil)
+		table := &deadletter.Table{Store: e.store()}
 		before, err := table.OpenCount(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -398,7 +398,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		// Retry the recovery record recovery-steps opened: a new round starts on moto's Step
 		// Functions, and the record and its audit are written. (The queue records' targets are
 		// the sample events' queue names, which this fixture does not have.)
-		page, err := deadletter.NewTable(e.store(), nil).List(ctx, deadletter.Filter{Status: deadletter.StatusOpen, Source: deadletter.SourceRecovery})
+		page, err := (&deadletter.Table{Store: e.store()}).List(ctx, deadletter.Filter{Status: deadletter.StatusOpen, Source: deadletter.SourceRecovery})
 		if err != nil || len(page.Records) == 0 {
 			t.Fatalf("open recovery records: %d (%v)", len(page.Records), err)
 		}

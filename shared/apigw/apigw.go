@@ -58,11 +58,8 @@ func RequireScope(h http.Handler) http.Handler {
 }
 
 // Adapter is a Lambda handler for HTTP API (payload 2.0) events that serves them with an
-// http.Handler.
-type Adapter struct{ h http.Handler }
-
-// New returns an Adapter serving h.
-func New(h http.Handler) *Adapter { return &Adapter{h: h} }
+// http.Handler, built as a literal: lambda.Start((&apigw.Adapter{Handler: h}).Invoke).
+type Adapter struct{ Handler http.Handler }
 
 // Invoke is the Lambda handler: pass it to lambda.Start. The request's context is the
 // invocation's (so idempotency locks follow the Lambda deadline) and carries the API Gateway
@@ -73,7 +70,7 @@ func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	if err != nil {
 		problem.Write(w, problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request could not be read."))
 	} else {
-		a.h.ServeHTTP(w, r)
+		a.Handler.ServeHTTP(w, r)
 	}
 	return w.response(), nil
 }

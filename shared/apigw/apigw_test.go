@@ -49,7 +49,7 @@ func TestScopeAndRequireScope(t *testing.T) {
 					Authorizer: tc.auth,
 				},
 			}
-			resp, err := apigw.New(h).Invoke(context.Background(), ev)
+			resp, err := (&apigw.Adapter{Handler: h}).Invoke(context.Background(), ev)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestRequestAndResponse(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 		w.Write([]byte{0, 1, 2})
 	})
-	resp, err := apigw.New(h).Invoke(context.Background(), ev)
+	resp, err := (&apigw.Adapter{Handler: h}).Invoke(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,16 +99,16 @@ func TestRequestAndResponse(t *testing.T) {
 	}
 
 	// JSON stays text; a bad base64 body is a 400 that never reaches the handler.
-	resp, _ = apigw.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	resp, _ = (&apigw.Adapter{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/problem+json")
 		json.NewEncoder(w).Encode(map[string]int{"status": 409})
-	})).Invoke(context.Background(), events.APIGatewayV2HTTPRequest{RawPath: "/", RequestContext: ev.RequestContext})
+	})}).Invoke(context.Background(), events.APIGatewayV2HTTPRequest{RawPath: "/", RequestContext: ev.RequestContext})
 	if resp.IsBase64Encoded || !strings.Contains(resp.Body, "409") {
 		t.Fatalf("json response: %+v", resp)
 	}
 	bad := ev
 	bad.Body = "%%%"
-	resp, _ = apigw.New(h).Invoke(context.Background(), bad)
+	resp, _ = (&apigw.Adapter{Handler: h}).Invoke(context.Background(), bad)
 	if resp.StatusCode != 400 {
 		t.Fatalf("bad body: %+v", resp)
 	}

@@ -11,6 +11,6 @@
 // ARN), and RequireScope refuses a request with no authenticated caller, so an API deployed
 // without an authorizer fails closed instead of putting everyone in one scope.
 //
-//	api := apigw.New(apigw.RequireScope(service.Handler(apigw.Scope)))
+//	api := &apigw.Adapter{Handler: apigw.RequireScope(service.Handler(apigw.Scope))}
 //	lambda.Start(api.Invoke)
 package apigw

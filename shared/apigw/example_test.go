@@ -11,7 +11,7 @@ import (
 )
 
 // A handler behind the HTTP API sees the request API Gateway received, and the caller's scope
-// from the JWT authorizer. In a main: lambda.Start(apigw.New(h).Invoke).
+// from the JWT authorizer. In a main: lambda.Start((&apigw.Adapter{Handler: h}).Invoke).
 func Example() {
 	h := apigw.RequireScope(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s for %s, signature %q", r.Method, r.URL.Path, apigw.Scope(r), r.Header.Get("Stripe-Signature"))
@@ -26,11 +26,11 @@ func Example() {
 			},
 		},
 	}
-	resp, _ := apigw.New(h).Invoke(context.Background(), ev)
+	resp, _ := (&apigw.Adapter{Handler: h}).Invoke(context.Background(), ev)
 	fmt.Println(resp.StatusCode, resp.Body)
 
 	ev.RequestContext.Authorizer = nil
-	resp, _ = apigw.New(h).Invoke(context.Background(), ev)
+	resp, _ = (&apigw.Adapter{Handler: h}).Invoke(context.Background(), ev)
 	fmt.Println(resp.StatusCode, resp.Headers["Content-Type"])
 	// Output:
 	// 200 GET /payments/pay_1 for jwt:client-1, signature "t=1,v1=ab"

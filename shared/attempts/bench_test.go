@@ -69,7 +69,7 @@ func BenchmarkRedactCap(b *testing.B) {
 // recording an outbound call with both 2 KiB bodies (four items per attempt, one transaction).
 func BenchmarkRecord(b *testing.B) {
 	s := openStore(b)
-	l, err := NewLog(s, Config{})
+	l, err := NewLog(Log{Store: s})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func TestCardNumberKeyMaskedInLogsAndStore(t *testing.T) {
 	}
 
 	c := &clock{t: t0}
-	l, _ := newLog(t, Config{}, c)
+	l, _ := newLog(t, Log{}, c)
 	ctx := context.Background()
 	if err := l.Record(ctx, Attempt{Direction: Inbound, IdempotencyKey: "4242 4242 4242 4242", PaymentID: "pay_1"}); err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func FuzzRecordNoLeak(f *testing.F) {
 	}
 	f.Cleanup(func() { db.Close() })
 	c := &clock{t: t0}
-	l, err := NewLog(boltstore.New(db), Config{PageSize: 3}, WithClock(c.Now))
+	l, err := NewLog(Log{Store: boltstore.New(db), PageSize: 3, Now: c.Now})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func Example() {
 	defer s.Close()
 
 	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
-	log, err := attempts.NewLog(s, attempts.Config{}, attempts.WithClock(func() time.Time { return now }))
+	log, err := attempts.NewLog(attempts.Log{Store: s, Now: func() time.Time { return now }})
 	if err != nil {
 		panic(err)
 	}

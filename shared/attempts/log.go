@@ -81,19 +81,9 @@ var (
 	ErrInvalid = errors.New("attempts: invalid lookup")
 	// ErrDuplicateID means an attempt with the same id is already stored; nothing was written.
 	ErrDuplicateID = errors.New("attempts: duplicate attempt id")
-	// ErrConfig means a Config value is out of range.
+	// ErrConfig means a size given to NewLog is out of range.
 	ErrConfig = errors.New("attempts: invalid config")
 )
-
-// Config tunes a Log. Zero values take the defaults.
-type Config struct {
-	// Retention is how long an attempt is kept (default 30 days); it sets the items' TTL.
-	Retention time.Duration
-	// BodyCap caps each stored body, after redaction (default 8 KiB, at most MaxBodyCap).
-	BodyCap int
-	// PageSize is the number of attempts a Lookup returns at most (default 50).
-	PageSize int
-}
 
 // Defaults.
 const (
@@ -104,50 +94,69 @@ const (
 	MaxBodyCap = 64 << 10
 )
 
-// Log is the attempt log on a store.Store.
+// Log is the attempt log on a store.Store. Build it with NewLog, which checks the sizes and
+// starts the id source once:
+//
+//	l, err := attempts.NewLog(attempts.Log{Store: s, Now: clock.Now})
+//
+// Zero values take the defaults.
 type Log struct {
-	store store.Store
-	cfg   Config
-	now   func() time.Time
-	newID func() string
+	Store store.Store
+	// Retention is how long an attempt is kept (default 30 days); it sets the items' TTL.
+	Retention time.Duration
+	// BodyCap caps each stored body, after redaction (default 8 KiB, at most MaxBodyCap).
+	BodyCap int
+	// PageSize is the number of attempts a Lookup returns at most (default 50).
+	PageSize int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// IDs is the id source for attempts that arrive without an ID (default NewIDs over Now).
+	IDs func() string
 }
 
-// Option configures a Log.
-type Option func(*Log)
-
-// WithClock injects the clock (default time.Now).
-func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now } }
-
-// WithIDs injects the id source used for attempts that arrive without an ID.
-func WithIDs(next func() string) Option { return func(l *Log) { l.newID = next } }
-
-// NewLog validates cfg and returns a Log on s.
-func NewLog(s store.Store, cfg Config, opts ...Option) (*Log, error) {
-	if cfg.Retention == 0 {
-		cfg.Retention = DefaultRetention
-	}
-	if cfg.BodyCap == 0 {
-		cfg.BodyCap = DefaultBodyCap
-	}
-	if cfg.PageSize == 0 {
-		cfg.PageSize = DefaultPageSize
-	}
+// NewLog checks l's sizes and returns it ready to record.
+func NewLog(l Log) (*Log, error) {
 	switch {
-	case cfg.Retention < time.Hour:
-		return nil, fmt.Errorf("%w: retention %s is under an hour", ErrConfig, cfg.Retention)
-	case cfg.BodyCap < 0 || cfg.BodyCap > MaxBodyCap:
-		return nil, fmt.Errorf("%w: body cap %d", ErrConfig, cfg.BodyCap)
-	case cfg.PageSize < 0 || cfg.PageSize > 100:
-		return nil, fmt.Errorf("%w: page size %d (1-100)", ErrConfig, cfg.PageSize)
+	case l.Retention != 0 && l.Retention < time.Hour:
+		return nil, fmt.Errorf("%w: retention %s is under an hour", ErrConfig, l.Retention)
+	case l.BodyCap < 0 || l.BodyCap > MaxBodyCap:
+		return nil, fmt.Errorf("%w: body cap %d", ErrConfig, l.BodyCap)
+	case l.PageSize < 0 || l.PageSize > 100:
+		return nil, fmt.Errorf("%w: page size %d (1-100)", ErrConfig, l.PageSize)
 	}
-	l := &Log{store: s, cfg: cfg, now: time.Now}
-	for _, o := range opts {
-		o(l)
+	out := &l
+	if out.IDs == nil {
+		out.IDs = NewIDs(out.now)
 	}
-	if l.newID == nil {
-		l.newID = NewIDs(l.now)
+	return out, nil
+}
+
+func (l *Log) now() time.Time {
+	if l.Now == nil {
+		return time.Now()
 	}
-	return l, nil
+	return l.Now()
+}
+
+func (l *Log) retention() time.Duration {
+	if l.Retention == 0 {
+		return DefaultRetention
+	}
+	return l.Retention
+}
+
+func (l *Log) bodyCap() int {
+	if l.BodyCap == 0 {
+		return DefaultBodyCap
+	}
+	return l.BodyCap
+}
+
+func (l *Log) pageSize() int {
+	if l.PageSize == 0 {
+		return DefaultPageSize
+	}
+	return l.PageSize
 }
 
 // NewIDs returns the default id source: "att_" + the clock in hex nanoseconds + a tag drawn
@@ -170,19 +179,19 @@ func NewIDs(now func() time.Time) func() string {
 // (see BestEffort).
 func (l *Log) Record(ctx context.Context, a Attempt) error {
 	if a.ID == "" {
-		a.ID = l.newID()
+		a.ID = l.IDs()
 	}
 	if a.StartedAt.IsZero() {
 		a.StartedAt = l.now()
 	}
 	a.StartedAt = a.StartedAt.UTC()
 	claims := a.Claimed // hashed whole, before the cap, so a lookup of the whole id counts them
-	a = a.Redacted(l.cfg.BodyCap)
+	a = a.Redacted(l.bodyCap())
 	doc, err := json.Marshal(a)
 	if err != nil {
 		return fmt.Errorf("attempts: encode %s: %w", a.ID, err)
 	}
-	expires := a.StartedAt.Add(l.cfg.Retention).Unix()
+	expires := a.StartedAt.Add(l.retention()).Unix()
 	ws := []store.Write{{
 		Table: Table,
 		Put:   &store.Item{PK: "att#" + a.ID, SK: idItemSK, Doc: doc, ExpiresAt: expires},
@@ -221,7 +230,7 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 			ws = append(ws, item(p+k.value, sumDoc))
 		}
 	}
-	if err := l.store.Transact(ctx, ws...); err != nil {
+	if err := l.Store.Transact(ctx, ws...); err != nil {
 		if errors.Is(err, store.ErrConditionFailed) {
 			return fmt.Errorf("%w: %s", ErrDuplicateID, a.ID)
 		}
@@ -274,7 +283,7 @@ const UnverifiedNotice = "An unverified delivery claimed this id; it was refused
 const maxClaimCount = 100
 
 func (l *Log) countClaims(ctx context.Context, id string) (int, error) {
-	res, err := l.store.Query(ctx, store.Query{Table: Table, PK: claimPK(id), Limit: maxClaimCount})
+	res, err := l.Store.Query(ctx, store.Query{Table: Table, PK: claimPK(id), Limit: maxClaimCount})
 	if err != nil {
 		return 0, err
 	}
@@ -305,7 +314,7 @@ func claimPK(id string) string {
 }
 
 func (l *Log) query(ctx context.Context, pk, cursor string) (Page, error) {
-	res, err := l.store.Query(ctx, store.Query{Table: Table, PK: pk, Desc: true, Limit: l.cfg.PageSize, Cursor: cursor})
+	res, err := l.Store.Query(ctx, store.Query{Table: Table, PK: pk, Desc: true, Limit: l.pageSize(), Cursor: cursor})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {
 			return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -332,7 +341,7 @@ func (l *Log) Get(ctx context.Context, id string) (Attempt, error) {
 	if id == "" {
 		return Attempt{}, fmt.Errorf("%w: empty id", ErrInvalid)
 	}
-	it, err := l.store.Get(ctx, Table, "att#"+id, idItemSK)
+	it, err := l.Store.Get(ctx, Table, "att#"+id, idItemSK)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Attempt{}, fmt.Errorf("%w: %s", ErrNotFound, id)

@@ -46,10 +46,11 @@ func openStore(t testing.TB) *boltstore.Store {
 	return s
 }
 
-func newLog(t testing.TB, cfg Config, c *clock) (*Log, store.Store) {
+func newLog(t testing.TB, cfg Log, c *clock) (*Log, store.Store) {
 	t.Helper()
 	s := openStore(t)
-	l, err := NewLog(s, cfg, WithClock(c.Now))
+	cfg.Store, cfg.Now = s, c.Now
+	l, err := NewLog(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func newLog(t testing.TB, cfg Config, c *clock) (*Log, store.Store) {
 
 func TestRecordLookup(t *testing.T) {
 	c := &clock{t: t0}
-	l, _ := newLog(t, Config{PageSize: 2}, c)
+	l, _ := newLog(t, Log{PageSize: 2}, c)
 	ctx := context.Background()
 	// Three calls for one payment, a webhook for it, and an unrelated call; recorded out of
 	// order to show the lookup orders by StartedAt, not by arrival.
@@ -124,7 +125,7 @@ func TestRecordLookup(t *testing.T) {
 
 func TestRecordStoresRedactedCappedWithTTL(t *testing.T) {
 	c := &clock{t: t0}
-	l, s := newLog(t, Config{BodyCap: 64, Retention: 48 * time.Hour}, c)
+	l, s := newLog(t, Log{BodyCap: 64, Retention: 48 * time.Hour}, c)
 	ctx := context.Background()
 	body := "card[number]=4242424242424242&card[cvc]=123&" + strings.Repeat("metadata[a]=b&", 20)
 	err := l.Record(ctx, Attempt{
@@ -176,7 +177,7 @@ func TestRecordStoresRedactedCappedWithTTL(t *testing.T) {
 
 func TestRecordIDs(t *testing.T) {
 	c := &clock{t: t0}
-	l, s := newLog(t, Config{}, c)
+	l, s := newLog(t, Log{}, c)
 	ctx := context.Background()
 	// The clock stands still: ids must still differ, from the counter.
 	const n = 50
@@ -192,7 +193,7 @@ func TestRecordIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	all, err := NewLog(s, Config{PageSize: 100}, WithClock(c.Now))
+	all, err := NewLog(Log{Store: s, PageSize: 100, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestRecordIDs(t *testing.T) {
 }
 
 func TestLookupInvalid(t *testing.T) {
-	l, _ := newLog(t, Config{}, &clock{t: t0})
+	l, _ := newLog(t, Log{}, &clock{t: t0})
 	tests := map[string]struct {
 		by    By
 		value string
@@ -249,7 +250,7 @@ func TestLookupInvalid(t *testing.T) {
 // A key with control characters (a NUL is not a store key) is stored and found with them
 // replaced, so an attempt that carries one is still recorded.
 func TestControlCharactersInKeys(t *testing.T) {
-	l, _ := newLog(t, Config{}, &clock{t: t0})
+	l, _ := newLog(t, Log{}, &clock{t: t0})
 	ctx := context.Background()
 	if err := l.Record(ctx, Attempt{Direction: Inbound, PaymentID: "a\x00b"}); err != nil {
 		t.Fatal(err)
@@ -262,19 +263,19 @@ func TestControlCharactersInKeys(t *testing.T) {
 
 func TestNewLogConfig(t *testing.T) {
 	tests := map[string]struct {
-		cfg Config
+		cfg Log
 		ok  bool
 	}{
-		"defaults":         {Config{}, true},
-		"short retention":  {Config{Retention: time.Minute}, false},
-		"negative cap":     {Config{BodyCap: -1}, false},
-		"cap over max":     {Config{BodyCap: MaxBodyCap + 1}, false},
-		"page over 100":    {Config{PageSize: 101}, false},
-		"custom retention": {Config{Retention: 90 * 24 * time.Hour}, true},
+		"defaults":         {Log{}, true},
+		"short retention":  {Log{Retention: time.Minute}, false},
+		"negative cap":     {Log{BodyCap: -1}, false},
+		"cap over max":     {Log{BodyCap: MaxBodyCap + 1}, false},
+		"page over 100":    {Log{PageSize: 101}, false},
+		"custom retention": {Log{Retention: 90 * 24 * time.Hour}, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := NewLog(nil, tc.cfg)
+			_, err := NewLog(tc.cfg)
 			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrConfig)) {
 				t.Errorf("err = %v, want ok %v", err, tc.ok)
 			}

@@ -24,7 +24,7 @@ import (
 const recordTimeout = 2 * time.Second
 
 // StripeObserver puts every Stripe call into the attempt log: wire it as
-// stripeprovider.Config.Observer.
+// stripeprovider.Client.Observer.
 type StripeObserver struct{ Record RecordFunc }
 
 var _ stripeprovider.Observer = StripeObserver{}

@@ -92,7 +92,7 @@ func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int)
 	if err := checkNote(note); err != nil {
 		return Record{}, false, err
 	}
-	if t.requeue == nil {
+	if t.Requeuer == nil {
 		return Record{}, false, fmt.Errorf("%w: no requeuer configured", ErrRequeue)
 	}
 	var from Status
@@ -122,8 +122,8 @@ func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int)
 	retryID := RetryID(r.ID, r.Retries)
 	tgt := r.Target
 	tgt.Retry, tgt.RecordID = r.Retries, r.ID
-	if err := t.requeue.Requeue(ctx, tgt, retryID); err != nil {
-		t.log.ErrorContext(ctx, "dead-letter retry not sent", "record", r.ID, "retry_id", retryID, "err", err)
+	if err := t.Requeuer.Requeue(ctx, tgt, retryID); err != nil {
+		t.log().ErrorContext(ctx, "dead-letter retry not sent", "record", r.ID, "retry_id", retryID, "err", err)
 		n := r.Retries
 		back, _, berr := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
 			if r.Status != StatusRetrying || r.Retries != n {
@@ -139,7 +139,7 @@ func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int)
 		}
 		return back, false, fmt.Errorf("%w: %s", ErrRequeue, id)
 	}
-	t.log.InfoContext(ctx, "dead-letter retried", "record", r.ID, "retry_id", retryID, "actor", actor)
+	t.log().InfoContext(ctx, "dead-letter retried", "record", r.ID, "retry_id", retryID, "actor", actor)
 	return r, true, nil
 }
 
@@ -247,7 +247,7 @@ func (t *Table) BulkRetry(ctx context.Context, f Filter, actor, note string) (Bu
 			res.Skipped++
 		default:
 			res.Failed++
-			t.log.ErrorContext(ctx, "bulk retry failed for a record", "record", id, "err", err)
+			t.log().ErrorContext(ctx, "bulk retry failed for a record", "record", id, "err", err)
 		}
 	}
 	return res, nil

@@ -12,7 +12,7 @@ import (
 
 // OpenCount returns the number of open records.
 func (t *Table) OpenCount(ctx context.Context) (int64, error) {
-	it, err := t.store.Get(ctx, TableName, counterPK, "")
+	it, err := t.Store.Get(ctx, TableName, counterPK, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
 	}
@@ -42,7 +42,7 @@ func (t *Table) OpenHistory(ctx context.Context, hours int) ([]HourCount, error)
 	start := end.Add(-time.Duration(hours-1) * time.Hour)
 	// The hour before the window gives the starting level.
 	var before int64
-	prev, err := t.store.Query(ctx, store.Query{Table: TableName, Index: true, PK: hourlyPK,
+	prev, err := t.Store.Query(ctx, store.Query{Table: TableName, Index: true, PK: hourlyPK,
 		SKTo: start.Add(-time.Hour).Format(hourLayout), Desc: true, Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: read history: %w", err)
@@ -56,7 +56,7 @@ func (t *Table) OpenHistory(ctx context.Context, hours int) ([]HourCount, error)
 	known := map[string]int64{}
 	q := store.Query{Table: TableName, Index: true, PK: hourlyPK, SKFrom: start.Format(hourLayout), SKTo: end.Format(hourLayout)}
 	for {
-		page, err := t.store.Query(ctx, q)
+		page, err := t.Store.Query(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("deadletter: read history: %w", err)
 		}

@@ -18,8 +18,8 @@
 // recovery.Requeuer and recon.Requeuer with the producers of those records, which also own
 // what opens them (recovery.DeadLetterRecords, recon.DeadLetterRecords,
 // worker.DisputeFollowOns); this package imports none of them. A retry target that needs the
-// table itself is built on the table first, and the operator's table after it
-// (Table.WithRequeuer).
+// table itself is built on the table first, and the operator's table after it (a second
+// Table literal on the same store, with the Requeuer).
 //
 // Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Queue
 // consumers are wrapped in Retries, which skips a retry id that already ended and reports the

@@ -31,7 +31,7 @@ func ExampleTable_Retry() {
 		fmt.Println("sent to", t.Queue)
 		return nil
 	})
-	table := deadletter.NewTable(s, requeue, deadletter.WithLogger(slog.New(slog.DiscardHandler)))
+	table := &deadletter.Table{Store: s, Requeuer: requeue, Log: slog.New(slog.DiscardHandler)}
 	ctx := context.Background()
 
 	rec, _, _ := table.Open(ctx, deadletter.Record{Source: deadletter.SourceResolve, Key: "resolve:pay_1",

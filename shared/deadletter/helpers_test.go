@@ -64,9 +64,9 @@ func newEnv(t testing.TB) env {
 	c := &clock{t: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}
 	q := &sent{}
 	var m bytes.Buffer
-	tb := deadletter.NewTable(s, q, deadletter.WithClock(c.Now),
-		deadletter.WithLogger(slog.New(slog.DiscardHandler)),
-		deadletter.WithMetrics(&deadletter.EMF{Out: &metrics.EMF{W: &m}}))
+	tb := &deadletter.Table{Store: s, Requeuer: q, Now: c.Now,
+		Log:     slog.New(slog.DiscardHandler),
+		Metrics: &deadletter.EMF{Out: &metrics.EMF{W: &m}}}
 	return env{table: tb, clock: c, sent: q, metrics: &m}
 }
 

@@ -77,7 +77,7 @@ func (t *Table) List(ctx context.Context, f Filter) (Page, error) {
 	out.Records = []Record{}
 	last := ""
 	for {
-		page, err := t.store.Query(ctx, q)
+		page, err := t.Store.Query(ctx, q)
 		if err != nil {
 			return Page{}, fmt.Errorf("deadletter: list: %w", err)
 		}

@@ -73,7 +73,7 @@ func validID(s, prefix string) bool {
 // RetryDone reports whether the retry with the id has ended (succeeded or failed): its ledger
 // entry is written in the same transaction as the record's move out of retrying.
 func (t *Table) RetryDone(ctx context.Context, retryID string) (bool, error) {
-	_, err := t.store.Get(ctx, TableName, retryPK(retryID), "")
+	_, err := t.Store.Get(ctx, TableName, retryPK(retryID), "")
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil
@@ -135,7 +135,7 @@ func (t *Table) endRetry(ctx context.Context, recordID, retryID string, res Retr
 		return r, false, err
 	}
 	if changed {
-		t.log.InfoContext(ctx, "dead-letter retry ended", "record", recordID, "retry_id", retryID,
+		t.log().InfoContext(ctx, "dead-letter retry ended", "record", recordID, "retry_id", retryID,
 			"succeeded", res.Succeeded, "status", r.Status)
 		return r, true, nil
 	}
@@ -143,7 +143,7 @@ func (t *Table) endRetry(ctx context.Context, recordID, retryID string, res Retr
 	// retried message is not worked again.
 	if done, derr := t.RetryDone(ctx, retryID); derr == nil && !done {
 		w := ledger(r, t.now().UTC())[0]
-		if err := t.store.Transact(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+		if err := t.Store.Transact(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 			return r, false, fmt.Errorf("deadletter: write retry %s: %w", retryID, err)
 		}
 	}

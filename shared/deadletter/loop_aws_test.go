@@ -76,7 +76,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.queues[name] = sqsqueue.New(sq, *q.QueueUrl)
+		e.queues[name] = &sqsqueue.Queue{Client: sq, URL: *q.QueueUrl}
 	}
 	raw, err := os.ReadFile(filepath.Join("..", "..", "statemachines", "payment-recovery.asl.json"))
 	if err != nil {
@@ -103,14 +103,14 @@ func newAWSEnv(t *testing.T) *awsEnv {
 			Recoverer: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}},
 		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
 	}
-	e.table = deadletter.NewTable(st, requeue, deadletter.WithClock(now), deadletter.WithLogger(quiet))
+	e.table = &deadletter.Table{Store: st, Requeuer: requeue, Now: now, Log: quiet}
 	// recovery-steps, with the dead-letter sink it wires.
-	e.steps, err = recovery.NewSteps(recovery.StepsConfig{Provider: e.provider, Store: st, DeadLetters: recovery.DeadLetterRecords{Table: e.table},
+	e.steps, err = recovery.NewSteps(recovery.Steps{Provider: e.provider, Store: st, DeadLetters: recovery.DeadLetterRecords{Table: e.table},
 		Now: now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keeper, err := idempotency.NewKeeper(st, idempotency.Config{}, idempotency.WithClock(now), idempotency.WithLogger(quiet))
+	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Now: now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func (e *awsEnv) consume(t *testing.T, name string, next func(context.Context, q
 		return next(ctx, m)
 	}
 	h := &deadletter.Retries{Loop: e.table, Next: counted, Now: func() time.Time { return t0 }, Done: "was processed", Failed: "failed"}
-	c := &queue.Consumer{Queue: e.queues[name], Handler: sqsbatch.Handler(h.Handle, sqsbatch.WithLogger(slog.New(slog.DiscardHandler))), Wait: time.Second,
+	c := &queue.Consumer{Queue: e.queues[name], Handler: (&sqsbatch.Batch{Each: h.Handle, Log: slog.New(slog.DiscardHandler)}).Handle, Wait: time.Second,
 		Visibility: 30 * time.Second}
 	for empty := 0; empty < 2; {
 		res, err := c.Poll(context.Background())

@@ -47,13 +47,3 @@ func (q QueueRequeuer) Requeue(ctx context.Context, t Target, retryID string) er
 	_, err := dst.Send(ctx, t.Body, queue.SendOptions{Attributes: RetryAttributes(t, retryID)})
 	return err
 }
-
-// WithRequeuer returns a table on the same store, clock, logger and metrics whose retries go
-// to r; t is unchanged. A retry's target may itself need the table (a recovery's dead-letter
-// step, a reconciliation rerun closing the loop): build those on t, then the operator's table
-// with WithRequeuer, so no part is completed after it was built.
-func (t *Table) WithRequeuer(r Requeuer) *Table {
-	c := *t
-	c.requeue = r
-	return &c
-}

@@ -24,9 +24,9 @@ func (q *queueSends) Send(_ context.Context, body []byte, opts queue.SendOptions
 	return "m1", nil
 }
 
-// The table the sinks use has no requeuer; the operator's table is made from it with one, and
-// each retry goes to the requeuer of its target's kind.
-func TestWithRequeuerRetriesByTargetKind(t *testing.T) {
+// The table the sinks use has no requeuer; the operator's table is a second literal on the same
+// store with one, and each retry goes to the requeuer of its target's kind.
+func TestOperatorTableRetriesByTargetKind(t *testing.T) {
 	s, err := boltstore.Open(filepath.Join(t.TempDir(), "dl.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -34,11 +34,12 @@ func TestWithRequeuerRetriesByTargetKind(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
 	now := func() time.Time { return time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC) }
-	records := deadletter.NewTable(s, nil, deadletter.WithClock(now), deadletter.WithLogger(slog.New(slog.DiscardHandler)))
+	quiet := slog.New(slog.DiscardHandler)
+	records := &deadletter.Table{Store: s, Now: now, Log: quiet}
 	webhooks := &queueSends{}
-	ops := records.WithRequeuer(deadletter.ByTarget{
+	ops := &deadletter.Table{Store: s, Now: now, Log: quiet, Requeuer: deadletter.ByTarget{
 		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{"twice-webhooks": webhooks}},
-	})
+	}}
 
 	wh := webhookRecord("evt_by_target")
 	wh.Target.Queue = "twice-webhooks-dlq"

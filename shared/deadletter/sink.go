@@ -39,7 +39,7 @@ func (s *Sink) Handle(ctx context.Context, m queue.Message) error {
 }
 
 // ReportOpen sends the open count to Metrics, when both Metrics and Count are set: the
-// deadletter-sink function runs it after each batch (sqsbatch.WithAfterBatch).
+// deadletter-sink function runs it after each batch (sqsbatch.Batch.AfterBatch).
 func (s *Sink) ReportOpen(ctx context.Context) {
 	if s.Metrics != nil && s.Count != nil {
 		if n, err := s.Count(ctx); err == nil {

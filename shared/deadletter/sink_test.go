@@ -147,7 +147,7 @@ func TestSinkOpensOneRecordPerFailedReconciliationRun(t *testing.T) {
 	if n, err := e.table.OpenCount(context.Background()); err != nil || n != 1 {
 		t.Fatalf("open count %d (%v), want 1", n, err)
 	}
-	// After the batch (sqsbatch.WithAfterBatch), the open count goes out as a metric.
+	// After the batch (sqsbatch.Batch.AfterBatch), the open count goes out as a metric.
 	before := e.metrics.Len()
 	sink.ReportOpen(context.Background())
 	if got := e.metrics.String()[before:]; !strings.Contains(got, `"DeadLetterOpen":1`) {

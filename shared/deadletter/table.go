@@ -74,34 +74,34 @@ func (f RequeueFunc) Requeue(ctx context.Context, t Target, retryID string) erro
 	return f(ctx, t, retryID)
 }
 
-// Table is the dead-letter table on a store.Store.
+// Table is the dead-letter table on a store.Store, built as a literal:
+//
+//	t := &deadletter.Table{Store: s, Requeuer: r, Log: log}
+//
+// Store is required; without a Requeuer a retry fails with ErrRequeue. Now defaults to
+// time.Now, Log to slog.Default(), and a nil Metrics writes no metric lines.
 type Table struct {
-	store   store.Store
-	requeue Requeuer
-	now     func() time.Time
-	log     *slog.Logger
-	metrics *EMF
+	Store store.Store
+	// Requeuer sends retries to their target.
+	Requeuer Requeuer
+	Now      func() time.Time
+	Log      *slog.Logger
+	// Metrics receives the open-count metric lines.
+	Metrics *EMF
 }
 
-// Option configures a Table.
-type Option func(*Table)
-
-// WithClock injects the clock (default time.Now).
-func WithClock(now func() time.Time) Option { return func(t *Table) { t.now = now } }
-
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(t *Table) { t.log = l } }
-
-// WithMetrics sets where the open-count metric lines go (default: nowhere).
-func WithMetrics(m *EMF) Option { return func(t *Table) { t.metrics = m } }
-
-// NewTable returns the table on s; retries go to r.
-func NewTable(s store.Store, r Requeuer, opts ...Option) *Table {
-	t := &Table{store: s, requeue: r, now: time.Now, log: slog.Default()}
-	for _, o := range opts {
-		o(t)
+func (t *Table) now() time.Time {
+	if t.Now == nil {
+		return time.Now()
 	}
-	return t
+	return t.Now()
+}
+
+func (t *Table) log() *slog.Logger {
+	if t.Log == nil {
+		return slog.Default()
+	}
+	return t.Log
 }
 
 func indexKeys(r Record) (string, string) {
@@ -166,7 +166,7 @@ func (t *Table) Open(ctx context.Context, r Record) (Record, bool, error) {
 		}
 		n, err := t.commit(ctx, store.Write{Table: TableName, Put: &it, Cond: store.Cond{Kind: store.NotExists}}, +1, now)
 		if err == nil {
-			t.log.InfoContext(ctx, "dead-lettered", "record", r.ID, "source", r.Source, "class", r.Class, "key", r.Key)
+			t.log().InfoContext(ctx, "dead-lettered", "record", r.ID, "source", r.Source, "class", r.Class, "key", r.Key)
 			t.emit(n, now)
 			return r, true, nil
 		}
@@ -226,7 +226,7 @@ func (t *Table) reopen(ctx context.Context, old Record, attempts []Attempt, now 
 	if err != nil {
 		return Record{}, 0, err
 	}
-	t.log.InfoContext(ctx, "dead-letter reopened", "record", r.ID)
+	t.log().InfoContext(ctx, "dead-letter reopened", "record", r.ID)
 	return r, n, nil
 }
 
@@ -237,9 +237,9 @@ func (t *Table) reopen(ctx context.Context, old Record, attempts []Attempt, now 
 // condition on one of them is a *store.ConditionError whose Index is extraIndex(delta, i).
 func (t *Table) commit(ctx context.Context, w store.Write, delta int64, now time.Time, extra ...store.Write) (int64, error) {
 	if delta == 0 {
-		return -1, t.store.Transact(ctx, append([]store.Write{w}, extra...)...)
+		return -1, t.Store.Transact(ctx, append([]store.Write{w}, extra...)...)
 	}
-	cur, err := t.store.Get(ctx, TableName, counterPK, "")
+	cur, err := t.Store.Get(ctx, TableName, counterPK, "")
 	cond := store.Cond{Kind: store.VersionIs, Version: cur.Version}
 	var c counter
 	switch {
@@ -259,7 +259,7 @@ func (t *Table) commit(ctx context.Context, w store.Write, delta int64, now time
 	doc, _ := json.Marshal(c)
 	hour := now.UTC().Format(hourLayout)
 	hdoc, _ := json.Marshal(HourCount{Hour: now.UTC().Truncate(time.Hour), Open: c.Open})
-	err = t.store.Transact(ctx, append([]store.Write{w,
+	err = t.Store.Transact(ctx, append([]store.Write{w,
 		store.Write{Table: TableName, Put: &store.Item{PK: counterPK, Doc: doc, Version: cur.Version + 1}, Cond: cond},
 		store.Write{Table: TableName, Put: &store.Item{PK: "hour#" + hour, Doc: hdoc, IndexPK: hourlyPK, IndexSK: hour}},
 	}, extra...)...)
@@ -282,8 +282,8 @@ type counter struct {
 }
 
 func (t *Table) emit(n int64, at time.Time) {
-	if n >= 0 && t.metrics != nil {
-		t.metrics.Open(n, at)
+	if n >= 0 && t.Metrics != nil {
+		t.Metrics.Open(n, at)
 	}
 }
 
@@ -292,7 +292,7 @@ func (t *Table) Get(ctx context.Context, id string) (Record, error) {
 	if !strings.HasPrefix(id, "dl_") || len(id) > 64 {
 		return Record{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
-	it, err := t.store.Get(ctx, TableName, id, "")
+	it, err := t.Store.Get(ctx, TableName, id, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}

@@ -73,7 +73,7 @@ func BenchmarkRawCommitSequential(b *testing.B) {
 
 func BenchmarkAcquireComplete(b *testing.B) {
 	benchStores(b, func(b *testing.B, s store.Store) {
-		k, _ := NewKeeper(s, Config{}, WithLogger(quiet))
+		k, _ := NewKeeper(Keeper{Store: s, Log: quiet})
 		f := FingerprintBytes([]byte(`{"amount":1000}`))
 		resp := Response{Status: 201, Header: map[string]string{"Content-Type": "application/json"}, Body: []byte(strings.Repeat("r", 250))}
 		b.SetParallelism(benchParallel)
@@ -100,7 +100,7 @@ func BenchmarkAcquireComplete(b *testing.B) {
 
 func BenchmarkReplay(b *testing.B) {
 	benchStores(b, func(b *testing.B, s store.Store) {
-		k, _ := NewKeeper(s, Config{}, WithLogger(quiet))
+		k, _ := NewKeeper(Keeper{Store: s, Log: quiet})
 		f := FingerprintBytes([]byte(`{"amount":1000}`))
 		ctx := context.Background()
 		const keys = 1000
@@ -135,7 +135,7 @@ func BenchmarkReplay(b *testing.B) {
 func BenchmarkMillionRecords(b *testing.B) {
 	s := storeMakers["bolt"](b)
 	ctx := context.Background()
-	k, _ := NewKeeper(s, Config{}, WithLogger(quiet))
+	k, _ := NewKeeper(Keeper{Store: s, Log: quiet})
 	f := FingerprintBytes([]byte(`{"amount":1000}`))
 	const total, per = 1_000_000, 100
 	now := time.Now()

@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-// WithCache keeps up to n completed records in process, so a replay of one of them costs no
-// store call. Off by default (n <= 0).
+// newCache returns a cache of up to n completed records (Keeper.CacheSize), nil for n <= 0.
 //
 // It is correct because a completed record never changes: it is only ever replaced once it has
 // expired, and a cached entry expires with it (the record's own expires_at, read on the
@@ -20,12 +19,11 @@ import (
 // so it helps the repeats that reach the same environment, and it costs memory: up to n
 // responses, bodies included. A repeat with a different request is still refused from the
 // cache (Mismatch), as the fingerprint is cached with the response.
-func WithCache(n int) Option {
-	return func(k *Keeper) {
-		if n > 0 {
-			k.cache = &cache{max: n, items: make(map[string]*list.Element, n), lru: list.New()}
-		}
+func newCache(n int) *cache {
+	if n <= 0 {
+		return nil
 	}
+	return &cache{max: n, items: make(map[string]*list.Element, n), lru: list.New()}
 }
 
 type cacheEntry struct {

@@ -43,7 +43,7 @@ func TestCacheOfCompletedRecords(t *testing.T) {
 		ctx := context.Background()
 		clock := newClock()
 		cs := &counting{Store: s}
-		k, err := NewKeeper(cs, Config{}, WithClock(clock.Now), WithLogger(quiet), WithCache(2))
+		k, err := NewKeeper(Keeper{Store: cs, Now: clock.Now, Log: quiet, CacheSize: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestCacheOfCompletedRecords(t *testing.T) {
 		}
 		// Off by default: every replay is a store call.
 		plain := &counting{Store: s}
-		k2, _ := NewKeeper(plain, Config{}, WithClock(clock.Now), WithLogger(quiet))
+		k2, _ := NewKeeper(Keeper{Store: plain, Now: clock.Now, Log: quiet})
 		if out, _ := k2.Acquire(ctx, "local", "c", f); out.Kind != Replay || plain.n.Load() != 1 || k2.cache != nil {
 			t.Fatalf("no cache: %v, %d calls", out.Kind, plain.n.Load())
 		}

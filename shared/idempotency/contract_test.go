@@ -52,7 +52,7 @@ func TestContractDynamoDBPowertoolsTable(t *testing.T) {
 func TestPowertoolsTableLayout(t *testing.T) {
 	s := powertoolsStore(t).(*dynamo.Store)
 	clock := idempotencytest.NewClock()
-	k, err := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithClock(clock.Now), idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: s, Now: clock.Now, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func BenchmarkReplayClientCPU(b *testing.B) {
 	// The stored item, written through the store's own encoding by a completed Keeper.
 	mem := &captureClient{}
 	st := dynamo.New(mem, map[string]string{Table: "t"})
-	k, err := NewKeeper(st, Config{}, WithLogger(quiet))
+	k, err := NewKeeper(Keeper{Store: st, Log: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func BenchmarkReplayClientCPU(b *testing.B) {
 		Body: []byte(`{"id":"pay_00000001","status":"succeeded","amount":1000,"currency":"usd","customer":"cus_bench","provider_payment_id":"pi_000000000000000000000001","decline_code":"","decline_class":"","created_at":"2026-01-01T00:00:00Z"}`)}); err != nil {
 		b.Fatal(err)
 	}
-	rk, err := NewKeeper(dynamo.New(&replayClient{old: mem.last}, map[string]string{Table: "t"}), Config{}, WithLogger(quiet))
+	rk, err := NewKeeper(Keeper{Store: dynamo.New(&replayClient{old: mem.last}, map[string]string{Table: "t"}), Log: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

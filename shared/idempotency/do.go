@@ -141,7 +141,7 @@ func (k *Keeper) commit(ctx context.Context, l *Lease, res Result) error {
 		if !errors.As(err, &ce) || ce.Index < len(res.Effects) {
 			return err
 		}
-		k.log.InfoContext(ctx, "idempotency effect superseded by a newer version", "key", l.Key)
+		k.log().InfoContext(ctx, "idempotency effect superseded by a newer version", "key", l.Key)
 		ifNewer = slices.Delete(ifNewer, ce.Index-len(res.Effects), ce.Index-len(res.Effects)+1)
 	}
 }

@@ -54,9 +54,9 @@
 //
 // # Cache
 //
-// WithCache keeps completed records in process, bounded, off by default: a replay of one costs
-// no store call. A completed record never changes until it expires, and the entry expires
-// with it; the price is memory, a cache per process, and that a record removed out of band
+// Keeper.CacheSize keeps completed records in process, bounded, off by default: a replay of
+// one costs no store call. A completed record never changes until it expires, and the entry
+// expires with it; the price is memory, a cache per process, and that a record removed out of band
 // replays from the cache until it expires or is evicted.
 //
 // # Stores

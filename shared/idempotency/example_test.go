@@ -29,7 +29,7 @@ func openStore() (*boltstore.Store, func()) {
 func ExampleKeeper_Do() {
 	s, done := openStore()
 	defer done()
-	k, _ := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	k, _ := idempotency.NewKeeper(idempotency.Keeper{Store: s, Log: slog.New(slog.DiscardHandler)})
 
 	charges := 0
 	charge := func(ctx context.Context) (idempotency.Result, error) {
@@ -60,7 +60,7 @@ func ExampleKeeper_Do() {
 func ExampleKeeper_Middleware() {
 	s, done := openStore()
 	defer done()
-	k, _ := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	k, _ := idempotency.NewKeeper(idempotency.Keeper{Store: s, Log: slog.New(slog.DiscardHandler)})
 
 	create := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Commit the order with the response, in one transaction.
@@ -89,7 +89,7 @@ func ExampleKeeper_Middleware() {
 func ExampleDo() {
 	s, done := openStore()
 	defer done()
-	k, _ := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	k, _ := idempotency.NewKeeper(idempotency.Keeper{Store: s, Log: slog.New(slog.DiscardHandler)})
 
 	type Receipt struct {
 		OrderID string `json:"order_id"`

@@ -177,7 +177,7 @@ func (k *Keeper) WriteOutcome(w http.ResponseWriter, r *http.Request, out Outcom
 		problem.Write(w, problem.Typed(http.StatusConflict, problem.KeyInProgress, "Another request with this Idempotency-Key took over; retry to get its result."))
 		return
 	case err != nil:
-		k.log.ErrorContext(r.Context(), "idempotent request", "error", err)
+		k.log().ErrorContext(r.Context(), "idempotent request", "error", err)
 		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The request could not be recorded; it is safe to retry with the same Idempotency-Key."))
 		return
 	}

@@ -133,8 +133,20 @@ var (
 	ErrRetention = errors.New("idempotency: retention must be longer than the retry window")
 )
 
-// Config tunes a Keeper. Zero values take the defaults.
-type Config struct {
+// Metrics receives one count per lifecycle event: "created", "replayed", "conflicted",
+// "mismatched", "taken_over", "completed", "released", "lease_lost".
+type Metrics interface {
+	Count(ctx context.Context, event string)
+}
+
+// Keeper runs the record lifecycle on a store. Build it with NewKeeper, which checks the
+// durations and builds the cache once:
+//
+//	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: s, Now: clock.Now, Log: log})
+//
+// Store is required; zero values take the defaults.
+type Keeper struct {
+	Store store.Store
 	// Retention is how long a completed key is kept (default 7 days). It must be longer than
 	// RetryWindow, or a late retry would find the key gone and run again.
 	Retention time.Duration
@@ -146,71 +158,75 @@ type Config struct {
 	DefaultLock time.Duration
 	// MaxRetryAfter caps the Retry-After suggested for an in-progress key (default 2 s).
 	MaxRetryAfter time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Log receives one line per lifecycle event (default slog.Default()).
+	Log *slog.Logger
+	// Metrics, when set, counts the lifecycle events.
+	Metrics Metrics
+	// CacheSize keeps up to that many completed records in process, so a replay of one of them
+	// costs no store call. Off by default (<= 0); see the package documentation for the
+	// trade-off.
+	CacheSize int
+
+	cache *cache // completed records, nil when off
 }
 
-// Metrics receives one count per lifecycle event: "created", "replayed", "conflicted",
-// "mismatched", "taken_over", "completed", "released", "lease_lost".
-type Metrics interface {
-	Count(ctx context.Context, event string)
+// The defaults of a Keeper's durations (documented on its fields).
+const (
+	defaultRetention     = 7 * 24 * time.Hour
+	defaultRetryWindow   = 3 * 24 * time.Hour
+	defaultLockMargin    = 5 * time.Second
+	defaultLock          = 30 * time.Second
+	defaultMaxRetryAfter = 2 * time.Second
+)
+
+// NewKeeper checks k (Retention must outlast RetryWindow) and returns it ready to use.
+func NewKeeper(k Keeper) (*Keeper, error) {
+	if k.retention() <= k.retryWindow() {
+		return nil, fmt.Errorf("%w: retention %s, retry window %s", ErrRetention, k.retention(), k.retryWindow())
+	}
+	k.cache = newCache(k.CacheSize)
+	return &k, nil
 }
 
-// Keeper runs the record lifecycle on a store.
-type Keeper struct {
-	store   store.Store
-	cfg     Config
-	now     func() time.Time
-	log     *slog.Logger
-	metrics Metrics
-	cache   *cache // WithCache: completed records, nil when off
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
-// Option configures a Keeper.
-type Option func(*Keeper)
+func (k *Keeper) retention() time.Duration   { return orDefault(k.Retention, defaultRetention) }
+func (k *Keeper) retryWindow() time.Duration { return orDefault(k.RetryWindow, defaultRetryWindow) }
+func (k *Keeper) lockMargin() time.Duration  { return orDefault(k.LockMargin, defaultLockMargin) }
+func (k *Keeper) defaultLock() time.Duration { return orDefault(k.DefaultLock, defaultLock) }
+func (k *Keeper) maxRetryAfter() time.Duration {
+	return orDefault(k.MaxRetryAfter, defaultMaxRetryAfter)
+}
 
-// WithClock injects the clock.
-func WithClock(now func() time.Time) Option { return func(k *Keeper) { k.now = now } }
+func (k *Keeper) now() time.Time {
+	if k.Now == nil {
+		return time.Now()
+	}
+	return k.Now()
+}
 
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(k *Keeper) { k.log = l } }
-
-// WithMetrics sets the metrics sink.
-func WithMetrics(m Metrics) Option { return func(k *Keeper) { k.metrics = m } }
-
-// NewKeeper validates cfg and returns a Keeper on s.
-func NewKeeper(s store.Store, cfg Config, opts ...Option) (*Keeper, error) {
-	if cfg.Retention == 0 {
-		cfg.Retention = 7 * 24 * time.Hour
+func (k *Keeper) log() *slog.Logger {
+	if k.Log == nil {
+		return slog.Default()
 	}
-	if cfg.RetryWindow == 0 {
-		cfg.RetryWindow = 3 * 24 * time.Hour
-	}
-	if cfg.LockMargin == 0 {
-		cfg.LockMargin = 5 * time.Second
-	}
-	if cfg.DefaultLock == 0 {
-		cfg.DefaultLock = 30 * time.Second
-	}
-	if cfg.MaxRetryAfter == 0 {
-		cfg.MaxRetryAfter = 2 * time.Second
-	}
-	if cfg.Retention <= cfg.RetryWindow {
-		return nil, fmt.Errorf("%w: retention %s, retry window %s", ErrRetention, cfg.Retention, cfg.RetryWindow)
-	}
-	k := &Keeper{store: s, cfg: cfg, now: time.Now, log: slog.Default()}
-	for _, o := range opts {
-		o(k)
-	}
-	return k, nil
+	return k.Log
 }
 
 func (k *Keeper) event(ctx context.Context, name, key string, attrs ...any) {
-	if k.metrics != nil {
-		k.metrics.Count(ctx, name)
+	if k.Metrics != nil {
+		k.Metrics.Count(ctx, name)
 	}
-	if !k.log.Enabled(ctx, slog.LevelInfo) {
+	if !k.log().Enabled(ctx, slog.LevelInfo) {
 		return // no attributes built for a line nobody writes
 	}
-	k.log.LogAttrs(ctx, slog.LevelInfo, "idempotency "+name, append([]slog.Attr{slog.String("key", key)}, toAttrs(attrs)...)...)
+	k.log().LogAttrs(ctx, slog.LevelInfo, "idempotency "+name, append([]slog.Attr{slog.String("key", key)}, toAttrs(attrs)...)...)
 }
 
 func toAttrs(kv []any) []slog.Attr {
@@ -233,11 +249,11 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 	if out, ok := k.cached(ctx, pk, fp, now); ok {
 		return out, nil
 	}
-	lockUntil := now.Add(k.cfg.DefaultLock)
+	lockUntil := now.Add(k.defaultLock())
 	if dl, ok := ctx.Deadline(); ok {
 		// The deadline is a wall-clock instant; the Keeper's clock may be another (a fake in
 		// tests, a local stack's settable start), so the lock lasts what is left of it.
-		lockUntil = now.Add(time.Until(dl) + k.cfg.LockMargin)
+		lockUntil = now.Add(time.Until(dl) + k.lockMargin())
 	}
 	// The fencing token only has to grow across takeovers of one key; a takeover happens after
 	// the previous lock expired, so the acquisition time does.
@@ -248,8 +264,8 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 		return Outcome{}, err
 	}
 	it := store.Item{PK: pk, Doc: doc, Version: version,
-		LockExpiresAt: ceilUnix(lockUntil), ExpiresAt: now.Add(k.cfg.Retention).Unix()}
-	replaced, err := k.store.Replace(ctx, Table, it, store.Cond{Kind: store.NotExistsOrLapsed, Now: now.Unix()})
+		LockExpiresAt: ceilUnix(lockUntil), ExpiresAt: now.Add(k.retention()).Unix()}
+	replaced, err := k.Store.Replace(ctx, Table, it, store.Cond{Kind: store.NotExistsOrLapsed, Now: now.Unix()})
 	if err == nil {
 		out := Outcome{Kind: New, Lease: &Lease{Key: pk, Version: version, Fingerprint: fp, AcquiredAt: now, FirstTried: now}}
 		if replaced != nil {
@@ -266,7 +282,7 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 					// not free for it. Put the holder's record back (unless someone took the key
 					// meanwhile) and answer as for any other body.
 					restore := *replaced
-					if err := k.store.Put(ctx, Table, restore, store.Cond{Kind: store.VersionIs, Version: version}); err != nil &&
+					if err := k.Store.Put(ctx, Table, restore, store.Cond{Kind: store.VersionIs, Version: version}); err != nil &&
 						!errors.Is(err, store.ErrConditionFailed) {
 						return Outcome{}, fmt.Errorf("idempotency: restore %s: %w", pk, err)
 					}
@@ -280,7 +296,7 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 					rec.CreatedAt = old.CreatedAt
 					if doc, err := json.Marshal(rec); err == nil {
 						it.Doc = doc
-						if err := k.store.Put(ctx, Table, it, store.Cond{Kind: store.VersionIs, Version: version}); err != nil &&
+						if err := k.Store.Put(ctx, Table, it, store.Cond{Kind: store.VersionIs, Version: version}); err != nil &&
 							!errors.Is(err, store.ErrConditionFailed) {
 							return Outcome{}, fmt.Errorf("idempotency: keep the first try of %s: %w", pk, err)
 						}
@@ -347,7 +363,7 @@ func (k *Keeper) Complete(ctx context.Context, l *Lease, resp Response, effects 
 	if err := k.put(ctx, l, rec, now, effects); err != nil {
 		return err
 	}
-	k.remember(l.Key, l.Fingerprint, &resp, now.Add(k.cfg.Retention).Unix())
+	k.remember(l.Key, l.Fingerprint, &resp, now.Add(k.retention()).Unix())
 	k.event(ctx, "completed", l.Key, "status", resp.Status)
 	return nil
 }
@@ -369,9 +385,9 @@ func (k *Keeper) Release(ctx context.Context, l *Lease, effects ...store.Write) 
 	cond := store.Cond{Kind: store.VersionIs, Version: l.Version}
 	var err error
 	if len(effects) == 0 {
-		err = k.store.Delete(ctx, Table, l.Key, "", cond) // one conditional delete, no transaction
+		err = k.Store.Delete(ctx, Table, l.Key, "", cond) // one conditional delete, no transaction
 	} else {
-		err = k.store.Transact(ctx, append([]store.Write{{Table: Table, Delete: &store.Key{PK: l.Key}, Cond: cond}}, effects...)...)
+		err = k.Store.Transact(ctx, append([]store.Write{{Table: Table, Delete: &store.Key{PK: l.Key}, Cond: cond}}, effects...)...)
 	}
 	if err != nil {
 		return k.commitErr(ctx, l, err)
@@ -410,15 +426,15 @@ func (k *Keeper) put(ctx context.Context, l *Lease, rec record, now time.Time, e
 	if err != nil {
 		return err
 	}
-	it := store.Item{PK: l.Key, Doc: doc, Version: l.Version + 1, ExpiresAt: now.Add(k.cfg.Retention).Unix()}
+	it := store.Item{PK: l.Key, Doc: doc, Version: l.Version + 1, ExpiresAt: now.Add(k.retention()).Unix()}
 	cond := store.Cond{Kind: store.VersionIs, Version: l.Version}
 	if len(effects) == 0 {
 		// The record is the whole effect (a typed result that is the business record, an SQS
 		// record's completion): one conditional write is atomic without a transaction, and costs
 		// half its write units.
-		err = k.store.Put(ctx, Table, it, cond)
+		err = k.Store.Put(ctx, Table, it, cond)
 	} else {
-		err = k.store.Transact(ctx, append([]store.Write{{Table: Table, Put: &it, Cond: cond}}, effects...)...)
+		err = k.Store.Transact(ctx, append([]store.Write{{Table: Table, Put: &it, Cond: cond}}, effects...)...)
 	}
 	if err != nil {
 		return k.commitErr(ctx, l, err)
@@ -442,11 +458,11 @@ func (k *Keeper) Resume(ctx context.Context, out Outcome) (*Lease, error) {
 		return nil, fmt.Errorf("idempotency: resume of a %s key", out.Kind)
 	}
 	now := k.now()
-	lockUntil := now.Add(k.cfg.DefaultLock)
+	lockUntil := now.Add(k.defaultLock())
 	if dl, ok := ctx.Deadline(); ok {
 		// The deadline is a wall-clock instant; the Keeper's clock may be another (a fake in
 		// tests, a local stack's settable start), so the lock lasts what is left of it.
-		lockUntil = now.Add(time.Until(dl) + k.cfg.LockMargin)
+		lockUntil = now.Add(time.Until(dl) + k.lockMargin())
 	}
 	rec := *out.pending
 	rec.ResolveUntil = ptr(lockUntil.UTC())
@@ -454,8 +470,8 @@ func (k *Keeper) Resume(ctx context.Context, out Outcome) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	it := store.Item{PK: out.key, Doc: doc, Version: out.version + 1, ExpiresAt: now.Add(k.cfg.Retention).Unix()}
-	if err := k.store.Put(ctx, Table, it, store.Cond{Kind: store.VersionIs, Version: out.version}); err != nil {
+	it := store.Item{PK: out.key, Doc: doc, Version: out.version + 1, ExpiresAt: now.Add(k.retention()).Unix()}
+	if err := k.Store.Put(ctx, Table, it, store.Cond{Kind: store.VersionIs, Version: out.version}); err != nil {
 		if errors.Is(err, store.ErrConditionFailed) {
 			return nil, ErrLeaseLost
 		}
@@ -478,7 +494,7 @@ func (k *Keeper) Lookup(ctx context.Context, scope, key string) (Outcome, error)
 			return Outcome{Kind: Replay, Response: e.resp}, nil
 		}
 	}
-	it, err := k.store.Get(ctx, Table, pk, "")
+	it, err := k.Store.Get(ctx, Table, pk, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return Outcome{Kind: New}, nil
 	}
@@ -503,7 +519,7 @@ func (k *Keeper) Lookup(ctx context.Context, scope, key string) (Outcome, error)
 	return Outcome{Kind: InProgress, RetryAfter: k.retryAfter(it.LockExpiresAt, now)}, nil
 }
 
-// cached answers a completed key from the cache (WithCache): Replay, or Mismatch for another
+// cached answers a completed key from the cache (Keeper.CacheSize): Replay, or Mismatch for another
 // request.
 func (k *Keeper) cached(ctx context.Context, pk string, fp Fingerprint, now time.Time) (Outcome, bool) {
 	if k.cache == nil {
@@ -521,7 +537,7 @@ func (k *Keeper) cached(ctx context.Context, pk string, fp Fingerprint, now time
 	return Outcome{Kind: Replay, Response: e.resp}, true
 }
 
-// remember caches a completed record (WithCache).
+// remember caches a completed record (Keeper.CacheSize).
 func (k *Keeper) remember(pk string, fp Fingerprint, resp *Response, expiresAt int64) {
 	if k.cache != nil {
 		k.cache.put(&cacheEntry{pk: pk, fp: fp, resp: resp, expiresAt: expiresAt})
@@ -531,7 +547,7 @@ func (k *Keeper) remember(pk string, fp Fingerprint, resp *Response, expiresAt i
 // retryAfter is the wait suggested for an in-progress key: until its lock expires, within
 // 1 s and MaxRetryAfter.
 func (k *Keeper) retryAfter(lockExpiresAt int64, now time.Time) time.Duration {
-	return min(max(time.Unix(lockExpiresAt, 0).Sub(now), time.Second), k.cfg.MaxRetryAfter)
+	return min(max(time.Unix(lockExpiresAt, 0).Sub(now), time.Second), k.maxRetryAfter())
 }
 
 func (k *Keeper) commitErr(ctx context.Context, l *Lease, err error) error {

@@ -54,7 +54,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
 }
 
 func newKeeper(t testing.TB, s store.Store, c *fakeClock) *Keeper {
-	k, err := NewKeeper(s, Config{}, WithClock(c.Now), WithLogger(quiet))
+	k, err := NewKeeper(Keeper{Store: s, Now: c.Now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,17 +73,17 @@ func fp(t testing.TB, body string) Fingerprint {
 
 func TestRetentionMustOutlastRetryWindow(t *testing.T) {
 	cases := map[string]struct {
-		cfg  Config
+		cfg  Keeper
 		want error
 	}{
-		"defaults":           {Config{}, nil},
-		"equal":              {Config{Retention: 72 * time.Hour, RetryWindow: 72 * time.Hour}, ErrRetention},
-		"shorter":            {Config{Retention: 24 * time.Hour}, ErrRetention},
-		"longer":             {Config{Retention: 4 * 24 * time.Hour}, nil},
-		"custom window long": {Config{Retention: 10 * 24 * time.Hour, RetryWindow: 9 * 24 * time.Hour}, nil},
+		"defaults":           {Keeper{}, nil},
+		"equal":              {Keeper{Retention: 72 * time.Hour, RetryWindow: 72 * time.Hour}, ErrRetention},
+		"shorter":            {Keeper{Retention: 24 * time.Hour}, ErrRetention},
+		"longer":             {Keeper{Retention: 4 * 24 * time.Hour}, nil},
+		"custom window long": {Keeper{Retention: 10 * 24 * time.Hour, RetryWindow: 9 * 24 * time.Hour}, nil},
 	}
 	for name, tc := range cases {
-		_, err := NewKeeper(nil, tc.cfg)
+		_, err := NewKeeper(tc.cfg)
 		if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
 			t.Errorf("%s: got %v, want %v", name, err, tc.want)
 		}

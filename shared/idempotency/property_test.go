@@ -24,7 +24,7 @@ func TestPropertyOneEffectPerKey(t *testing.T) {
 				iteration++
 				m := &lifecycleModel{s: s, scope: fmt.Sprintf("it%d", iteration), clock: newClock(),
 					leases: map[int]*Lease{}, leaseKey: map[int]string{}, committed: map[string]string{}, pending: map[string]bool{}}
-				k, err := NewKeeper(s, Config{}, WithClock(m.clock.Now), WithLogger(quiet))
+				k, err := NewKeeper(Keeper{Store: s, Now: m.clock.Now, Log: quiet})
 				if err != nil {
 					rt.Fatal(err)
 				}

@@ -47,8 +47,14 @@ type Attempts interface {
 
 var _ Attempts = (*attempts.Log)(nil)
 
-// Config builds a Handler.
-type Config struct {
+// Reconciler runs a reconciliation (recon.Reconciler.Handle).
+type Reconciler interface {
+	Handle(ctx context.Context, input json.RawMessage) (recon.Report, error)
+}
+
+// Handler serves the operator API and the console under /ops. Build it with New, which
+// checks it and registers the routes once; Now defaults to time.Now, Log to slog.Default().
+type Handler struct {
 	Records  Records
 	Attempts Attempts
 	// Token is the operator bearer token (TWICE_OPERATOR_TOKEN locally). Requests carrying
@@ -69,7 +75,7 @@ type Config struct {
 	Secure bool
 	Now    func() time.Time
 	Rand   io.Reader // session nonces; default crypto/rand
-	Logger *slog.Logger
+	Log    *slog.Logger
 	// CallerScope is the scope a lookup by idempotency_key reads a caller's key in when the
 	// request names none ("local" locally), and PaymentIDFor derives the payment that key
 	// created (payments.PaymentID): with both, the caller's own key finds every attempt.
@@ -87,37 +93,42 @@ type Config struct {
 	// Reconcile, when set, serves POST /ops/reconcile: an on-demand reconciliation run with the
 	// request body as the run's input ({} for the default window, or {"from","to"}).
 	Reconcile Reconciler
-}
 
-// Reconciler runs a reconciliation (recon.Reconciler.Handle).
-type Reconciler interface {
-	Handle(ctx context.Context, input json.RawMessage) (recon.Report, error)
-}
-
-// Handler serves the operator API and the console under /ops.
-type Handler struct {
-	cfg Config
 	mux *http.ServeMux
 	key []byte
 }
 
-// New returns the handler. It needs Records, and a Token or a Principal.
-func New(cfg Config) (*Handler, error) {
-	if cfg.Records == nil {
+// New checks h and returns it ready to serve. It needs Records, and a Token, a Principal or an
+// OIDC login.
+func New(h Handler) (*Handler, error) {
+	if h.Records == nil {
 		return nil, errors.New("opsapi: Records is required")
 	}
-	if cfg.Token == "" && cfg.Principal == nil && cfg.OIDC == nil {
+	if h.Token == "" && h.Principal == nil && h.OIDC == nil {
 		return nil, errors.New("opsapi: a Token, a Principal or an OIDC login is required")
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	return h.routes(), nil
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now == nil {
+		return time.Now()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	return h.Now()
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.Default()
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux(), key: cfg.SessionKey}
+	return h.Log
+}
+
+// routes registers the routes on a fresh mux.
+func (h *Handler) routes() *Handler {
+	h.mux, h.key = http.NewServeMux(), h.SessionKey
 	if len(h.key) == 0 {
-		m := hmac.New(sha256.New, []byte(cfg.Token))
+		m := hmac.New(sha256.New, []byte(h.Token))
 		m.Write([]byte("twice operator console session key"))
 		h.key = m.Sum(nil)
 	}
@@ -134,20 +145,20 @@ func New(cfg Config) (*Handler, error) {
 	api("POST /ops/deadletters/retry", h.bulkRetry)
 	api("GET /ops/attempts", h.lookup)
 	api("GET /ops/payments/{id}/timeline", h.timelineAPI)
-	if cfg.Recoveries != nil {
+	if h.Recoveries != nil {
 		api("GET /ops/recoveries", h.recoveriesAPI)
 	}
-	if cfg.Steer != nil {
+	if h.Steer != nil {
 		api("POST /ops/recoveries/{id}/{action}", h.steerAPI)
 	}
-	if cfg.Attempts != nil {
+	if h.Attempts != nil {
 		api("GET /ops/refused", h.refused)
 	}
-	if cfg.Reconcile != nil {
+	if h.Reconcile != nil {
 		api("POST /ops/reconcile", h.reconcile)
 	}
 	h.console()
-	return h, nil
+	return h
 }
 
 // ServeHTTP serves /ops.
@@ -161,12 +172,12 @@ const (
 
 // actor returns who is calling from the bearer token or the Principal function.
 func (h *Handler) actor(r *http.Request) (string, bool) {
-	if h.cfg.Principal != nil {
-		if p, ok := h.cfg.Principal(r); ok && p != "" {
+	if h.Principal != nil {
+		if p, ok := h.Principal(r); ok && p != "" {
 			return p, true
 		}
 	}
-	if h.cfg.Token == "" {
+	if h.Token == "" {
 		return "", false
 	}
 	auth := r.Header.Get("Authorization")
@@ -174,7 +185,7 @@ func (h *Handler) actor(r *http.Request) (string, bool) {
 	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
 		return "", false
 	}
-	if subtle.ConstantTimeCompare([]byte(auth[len(prefix):]), []byte(h.cfg.Token)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(auth[len(prefix):]), []byte(h.Token)) != 1 {
 		return "", false
 	}
 	return "operator", true
@@ -208,7 +219,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemOf(err)
 	if p.Status == http.StatusInternalServerError {
-		h.cfg.Logger.ErrorContext(r.Context(), "operator api error", "path", r.URL.Path, "err", err)
+		h.log().ErrorContext(r.Context(), "operator api error", "path", r.URL.Path, "err", err)
 	}
 	problem.Write(w, p)
 }
@@ -367,7 +378,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, _ string) {
 		h.fail(w, r, err)
 		return
 	}
-	page, err := h.cfg.Records.List(r.Context(), f)
+	page, err := h.Records.List(r.Context(), f)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -380,7 +391,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, _ string) {
 }
 
 func (h *Handler) detail(w http.ResponseWriter, r *http.Request, _ string) {
-	rec, err := h.cfg.Records.Get(r.Context(), r.PathValue("id"))
+	rec, err := h.Records.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -401,7 +412,7 @@ func viewOf(r deadletter.Record) recordView {
 }
 
 func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
-	rec, err := h.cfg.Records.Get(r.Context(), r.PathValue("id"))
+	rec, err := h.Records.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -459,7 +470,7 @@ func (h *Handler) retry(w http.ResponseWriter, r *http.Request, who string) {
 	if body.Retries != nil && *body.Retries >= 0 {
 		seen = *body.Retries
 	}
-	rec, retried, err := h.cfg.Records.RetrySeen(r.Context(), r.PathValue("id"), who, body.Note, seen)
+	rec, retried, err := h.Records.RetrySeen(r.Context(), r.PathValue("id"), who, body.Note, seen)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -473,7 +484,7 @@ func (h *Handler) override(w http.ResponseWriter, r *http.Request, who string) {
 		h.fail(w, r, err)
 		return
 	}
-	rec, err := h.cfg.Records.Override(r.Context(), r.PathValue("id"), who, body.Outcome, body.Note)
+	rec, err := h.Records.Override(r.Context(), r.PathValue("id"), who, body.Outcome, body.Note)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -488,9 +499,9 @@ func (h *Handler) settle(action string) func(http.ResponseWriter, *http.Request,
 			h.fail(w, r, err)
 			return
 		}
-		do := h.cfg.Records.Resolve
+		do := h.Records.Resolve
 		if action == ActionIgnore {
-			do = h.cfg.Records.Ignore
+			do = h.Records.Ignore
 		}
 		rec, err := do(r.Context(), r.PathValue("id"), who, body.Note)
 		if err != nil {
@@ -512,7 +523,7 @@ func (h *Handler) bulkRetry(w http.ResponseWriter, r *http.Request, who string) 
 		h.fail(w, r, err)
 		return
 	}
-	res, err := h.cfg.Records.BulkRetry(r.Context(), f, who, body.Note)
+	res, err := h.Records.BulkRetry(r.Context(), f, who, body.Note)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -537,16 +548,16 @@ func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, who string) 
 	if t := bytes.TrimSpace(body); len(t) == 0 || bytes.Equal(t, []byte("{}")) {
 		body = []byte(`{"up_to_now":true}`)
 	}
-	rep, err := h.cfg.Reconcile.Handle(r.Context(), body)
+	rep, err := h.Reconcile.Handle(r.Context(), body)
 	switch {
 	case errors.Is(err, recon.ErrBadEvent), errors.Is(err, recon.ErrBadWindow):
 		problem.Write(w, problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "The reconciliation window is not valid: give {} or {\"from\",\"to\"} in RFC 3339.").WithFields([]string{"from", "to"}))
 		return
 	case err != nil:
-		h.cfg.Logger.ErrorContext(r.Context(), "reconciliation failed", "by", who, "err", err)
+		h.log().ErrorContext(r.Context(), "reconciliation failed", "by", who, "err", err)
 		problem.Write(w, problem.Typed(http.StatusBadGateway, problem.ReconcileFailed, "The reconciliation could not finish; it is safe to run it again."))
 		return
 	}
-	h.cfg.Logger.InfoContext(r.Context(), "reconciliation run", "by", who, "run_id", rep.RunID)
+	h.log().InfoContext(r.Context(), "reconciliation run", "by", who, "run_id", rep.RunID)
 	writeJSON(w, http.StatusOK, rep)
 }

@@ -50,8 +50,8 @@ func newFixture(t *testing.T) fixture {
 	t.Cleanup(func() { _ = s.Close() })
 	now := func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) }
 	sent := &counter{}
-	tb := deadletter.NewTable(s, sent, deadletter.WithClock(now), deadletter.WithLogger(slog.New(slog.DiscardHandler)))
-	log, err := attempts.NewLog(s, attempts.Config{}, attempts.WithClock(now))
+	tb := &deadletter.Table{Store: s, Requeuer: sent, Now: now, Log: slog.New(slog.DiscardHandler)}
+	log, err := attempts.NewLog(attempts.Log{Store: s, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func newFixture(t *testing.T) fixture {
 		Operation: "webhook stripe", Method: "POST", Path: "/webhooks/stripe", Status: 200, EventID: "evt_seed", Outcome: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := opsapi.New(opsapi.Config{Records: tb, Attempts: log, Token: token, Now: now, Logger: slog.New(slog.DiscardHandler)})
+	h, err := opsapi.New(opsapi.Handler{Records: tb, Attempts: log, Token: token, Now: now, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestAPIBulkRetry(t *testing.T) {
 
 func TestPrincipal(t *testing.T) {
 	f := newFixture(t)
-	h, err := opsapi.New(opsapi.Config{Records: f.table, Principal: func(r *http.Request) (string, bool) {
+	h, err := opsapi.New(opsapi.Handler{Records: f.table, Principal: func(r *http.Request) (string, bool) {
 		v := r.Header.Get("X-Test-Principal")
 		return v, v != ""
 	}, SessionKey: []byte("k")})

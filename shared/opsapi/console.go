@@ -69,7 +69,7 @@ func (h *Handler) console() {
 	h.mux.HandleFunc("GET /ops/lookup", h.page(h.lookupPage))
 	h.mux.HandleFunc("GET /ops/payments/{id}", h.page(h.timelinePage))
 	h.mux.HandleFunc("GET /ops/running", h.page(h.recoveriesPageHandler))
-	if h.cfg.Steer != nil {
+	if h.Steer != nil {
 		h.mux.HandleFunc("POST /ops/payments/{id}/recovery/{action}", h.form(h.steerForm))
 	}
 	h.mux.HandleFunc("POST /ops/records/{id}/{action}", h.form(h.actionForm))
@@ -87,8 +87,8 @@ func (h *Handler) console() {
 // sessionKey is the key that signs sessions and CSRF tokens: SessionKeySource's (a secret read
 // on first use in AWS) or the fixed one.
 func (h *Handler) sessionKey(ctx context.Context) ([]byte, error) {
-	if h.cfg.SessionKeySource != nil {
-		k, err := h.cfg.SessionKeySource(ctx)
+	if h.SessionKeySource != nil {
+		k, err := h.SessionKeySource(ctx)
 		if err == nil && len(k) < 16 {
 			err = errors.New("opsapi: the session key is shorter than 16 bytes")
 		}
@@ -112,16 +112,16 @@ func mac(key []byte, parts ...string) string {
 func (h *Handler) session(r *http.Request) (session, bool) {
 	key, err := h.sessionKey(r.Context())
 	if err != nil {
-		h.cfg.Logger.ErrorContext(r.Context(), "console session key", "err", err)
+		h.log().ErrorContext(r.Context(), "console session key", "err", err)
 		return session{}, false
 	}
-	if h.cfg.Principal != nil {
-		if p, ok := h.cfg.Principal(r); ok && p != "" {
+	if h.Principal != nil {
+		if p, ok := h.Principal(r); ok && p != "" {
 			return session{Actor: p, CSRF: mac(key, "csrf", "principal", p)}, true
 		}
 	}
 	c, err := r.Cookie(CookieName)
-	if err != nil || (h.cfg.Token == "" && h.cfg.OIDC == nil) {
+	if err != nil || (h.Token == "" && h.OIDC == nil) {
 		return session{}, false
 	}
 	payload, sig, ok := strings.Cut(c.Value, ".")
@@ -138,7 +138,7 @@ func (h *Handler) session(r *http.Request) (session, bool) {
 		return session{}, false
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || h.cfg.Now().Unix() > exp {
+	if err != nil || h.now().Unix() > exp {
 		return session{}, false
 	}
 	return session{Actor: parts[2], CSRF: mac(key, "csrf", parts[0])}, true
@@ -157,7 +157,7 @@ type view struct {
 func (h *Handler) render(w http.ResponseWriter, status int, page templ.Component) {
 	var buf bytes.Buffer
 	if err := page.Render(context.Background(), &buf); err != nil {
-		h.cfg.Logger.Error("console page", "err", err)
+		h.log().Error("console page", "err", err)
 		http.Error(w, "Something went wrong; it has been logged.", http.StatusInternalServerError)
 		return
 	}
@@ -204,8 +204,8 @@ func (h *Handler) form(fn func(http.ResponseWriter, *http.Request, session)) htt
 }
 
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
-	if h.cfg.OIDC != nil {
-		h.cfg.OIDC.start(w, r, h)
+	if h.OIDC != nil {
+		h.OIDC.start(w, r, h)
 		return
 	}
 	h.render(w, http.StatusOK, loginView(view{Title: "Sign in"}))
@@ -213,8 +213,8 @@ func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
-	if err := r.ParseForm(); err != nil || h.cfg.Token == "" ||
-		subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(h.cfg.Token)) != 1 {
+	if err := r.ParseForm(); err != nil || h.Token == "" ||
+		subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(h.Token)) != 1 {
 		h.render(w, http.StatusUnauthorized, loginView(view{Title: "Sign in", Error: "That token is not valid."}))
 		return
 	}
@@ -230,25 +230,25 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, actor string) error {
 	key, err := h.sessionKey(r.Context())
 	if err != nil {
-		h.cfg.Logger.ErrorContext(r.Context(), "console session key", "err", err)
+		h.log().ErrorContext(r.Context(), "console session key", "err", err)
 		return err
 	}
 	nonce, err := h.random(16)
 	if err != nil {
 		return err
 	}
-	exp := h.cfg.Now().Add(sessionTTL)
+	exp := h.now().Add(sessionTTL)
 	payload := base64.RawURLEncoding.EncodeToString([]byte(nonce + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + actor))
 	// Max-Age rather than Expires: the browser counts it from its own clock, and the signed
 	// expiry inside the value is what the server checks against its clock.
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: payload + "." + mac(key, "session", payload), Path: "/ops",
-		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
+		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
 	return nil
 }
 
 // random returns n random bytes, hex.
 func (h *Handler) random(n int) (string, error) {
-	rd := h.cfg.Rand
+	rd := h.Rand
 	if rd == nil {
 		rd = rand.Reader
 	}
@@ -277,7 +277,7 @@ func cleanName(s string) string {
 }
 
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request, _ session) {
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/ops", MaxAge: -1, HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/ops", MaxAge: -1, HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ops/login", http.StatusSeeOther)
 }
 
@@ -341,22 +341,22 @@ func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
 		d.To = f.To.Format("2006-01-02")
 	}
 	ctx := r.Context()
-	if d.Page, err = h.cfg.Records.List(ctx, f); err != nil {
+	if d.Page, err = h.Records.List(ctx, f); err != nil {
 		h.consoleFail(w, r, s, err)
 		return
 	}
-	if d.Open, err = h.cfg.Records.OpenCount(ctx); err != nil {
+	if d.Open, err = h.Records.OpenCount(ctx); err != nil {
 		h.consoleFail(w, r, s, err)
 		return
 	}
-	hist, err := h.cfg.Records.OpenHistory(ctx, 48)
+	hist, err := h.Records.OpenHistory(ctx, 48)
 	if err != nil {
 		h.consoleFail(w, r, s, err)
 		return
 	}
 	d.Chart = drawChart(hist)
 	facts := h.facts(ctx, d.Page.Records)
-	now := h.cfg.Now()
+	now := h.now()
 	for _, rec := range d.Page.Records {
 		pay := rec.PaymentID
 		if pay == "" {
@@ -393,13 +393,13 @@ func notice(done string) string {
 func (h *Handler) consoleFail(w http.ResponseWriter, r *http.Request, s session, err error) {
 	status, detail := statusOf(err)
 	if status == http.StatusInternalServerError {
-		h.cfg.Logger.ErrorContext(r.Context(), "console error", "path", r.URL.Path, "err", err)
+		h.log().ErrorContext(r.Context(), "console error", "path", r.URL.Path, "err", err)
 	}
 	h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
 }
 
 func (h *Handler) detailPage(w http.ResponseWriter, r *http.Request, s session) {
-	rec, err := h.cfg.Records.Get(r.Context(), r.PathValue("id"))
+	rec, err := h.Records.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		h.consoleFail(w, r, s, err)
 		return
@@ -420,15 +420,15 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 		if serr != nil || seen < 0 {
 			seen = -1
 		}
-		if _, retried, err = h.cfg.Records.RetrySeen(ctx, id, s.Actor, note, seen); err == nil && !retried {
+		if _, retried, err = h.Records.RetrySeen(ctx, id, s.Actor, note, seen); err == nil && !retried {
 			done = "retry-noop"
 		}
 	case "override":
-		_, err = h.cfg.Records.Override(ctx, id, s.Actor, r.PostForm.Get("outcome"), note)
+		_, err = h.Records.Override(ctx, id, s.Actor, r.PostForm.Get("outcome"), note)
 	case "resolve":
-		_, err = h.cfg.Records.Resolve(ctx, id, s.Actor, note)
+		_, err = h.Records.Resolve(ctx, id, s.Actor, note)
 	case "ignore":
-		_, err = h.cfg.Records.Ignore(ctx, id, s.Actor, note)
+		_, err = h.Records.Ignore(ctx, id, s.Actor, note)
 	default:
 		h.render(w, http.StatusNotFound, errorView(view{Title: "Not found", Session: s, Error: "No such action."}))
 		return
@@ -436,9 +436,9 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 	if err != nil {
 		status, detail := statusOf(err)
 		if status == http.StatusInternalServerError {
-			h.cfg.Logger.ErrorContext(ctx, "console action", "action", done, "record", id, "err", err)
+			h.log().ErrorContext(ctx, "console action", "action", done, "record", id, "err", err)
 		}
-		rec, gerr := h.cfg.Records.Get(ctx, id)
+		rec, gerr := h.Records.Get(ctx, id)
 		if gerr != nil {
 			h.consoleFail(w, r, s, gerr)
 			return
@@ -458,7 +458,7 @@ func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	f, err := ParseFilter(q)
 	if err == nil {
-		_, err = h.cfg.Records.BulkRetry(r.Context(), f, s.Actor, r.PostForm.Get("note"))
+		_, err = h.Records.BulkRetry(r.Context(), f, s.Actor, r.PostForm.Get("note"))
 	}
 	if err != nil {
 		h.consoleFail(w, r, s, err)
@@ -488,7 +488,7 @@ func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) 
 		switch {
 		case err != nil:
 			v.Error, status = "Choose what to look up by and give a value.", http.StatusBadRequest
-		case h.cfg.Attempts == nil:
+		case h.Attempts == nil:
 			v.Error = "The attempt log is not configured."
 		default:
 			var res Lookup
@@ -497,7 +497,7 @@ func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) 
 			if err != nil {
 				st, detail := statusOf(err)
 				if st == http.StatusInternalServerError {
-					h.cfg.Logger.ErrorContext(r.Context(), "console lookup", "err", err)
+					h.log().ErrorContext(r.Context(), "console lookup", "err", err)
 				}
 				v.Error, status = detail, st
 			}

@@ -17,8 +17,8 @@ func Example() {
 	defer os.RemoveAll(dir)
 	s, _ := boltstore.Open(filepath.Join(dir, "twice.db"))
 	defer s.Close()
-	table := deadletter.NewTable(s, nil, deadletter.WithLogger(slog.New(slog.DiscardHandler)))
-	h, _ := opsapi.New(opsapi.Config{Records: table, Token: "local-operator-token"})
+	table := &deadletter.Table{Store: s, Log: slog.New(slog.DiscardHandler)}
+	h, _ := opsapi.New(opsapi.Handler{Records: table, Token: "local-operator-token"})
 
 	req := httptest.NewRequest("GET", "/ops/deadletters", nil)
 	w := httptest.NewRecorder()

@@ -38,13 +38,13 @@ func (h *Handler) facts(ctx context.Context, recs []deadletter.Record) map[strin
 			continue
 		}
 		var f PaymentFacts
-		if h.cfg.Payments != nil {
-			if p, err := h.cfg.Payments.Payment(ctx, id); err == nil {
+		if h.Payments != nil {
+			if p, err := h.Payments.Payment(ctx, id); err == nil {
 				f = PaymentFacts{Amount: p.Amount, Currency: p.Currency, Customer: p.Customer, PaymentStatus: p.Status}
 			}
 		}
-		if h.cfg.Attempts != nil {
-			if page, err := h.cfg.Attempts.Lookup(ctx, attempts.ByPaymentID, id, ""); err == nil {
+		if h.Attempts != nil {
+			if page, err := h.Attempts.Lookup(ctx, attempts.ByPaymentID, id, ""); err == nil {
 				for _, a := range page.Attempts { // newest first: the card most recently named
 					if a.CardBrand != "" || a.CardLast4 != "" {
 						f.Brand, f.Last4 = a.CardBrand, a.CardLast4

@@ -62,20 +62,20 @@ func lookupNames() string {
 // merges the two, newest first.
 func (h *Handler) find(ctx context.Context, by attempts.By, value, scope, cursor string) (Lookup, error) {
 	out := Lookup{By: by, Value: value}
-	page, err := h.cfg.Attempts.Lookup(ctx, by, value, cursor)
+	page, err := h.Attempts.Lookup(ctx, by, value, cursor)
 	if err != nil {
 		return out, err
 	}
 	out.Page = page
-	if by != attempts.ByIdempotencyKey || h.cfg.PaymentIDFor == nil || cursor != "" {
+	if by != attempts.ByIdempotencyKey || h.PaymentIDFor == nil || cursor != "" {
 		return out, nil
 	}
 	if scope == "" {
-		scope = h.cfg.CallerScope
+		scope = h.CallerScope
 	}
 	out.Scope = scope
-	out.PaymentID = h.cfg.PaymentIDFor(scope, value)
-	more, err := h.cfg.Attempts.Lookup(ctx, attempts.ByPaymentID, out.PaymentID, "")
+	out.PaymentID = h.PaymentIDFor(scope, value)
+	more, err := h.Attempts.Lookup(ctx, attempts.ByPaymentID, out.PaymentID, "")
 	if err != nil {
 		return out, err
 	}
@@ -96,7 +96,7 @@ func (h *Handler) find(ctx context.Context, by attempts.By, value, scope, cursor
 }
 
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, _ string) {
-	if h.cfg.Attempts == nil {
+	if h.Attempts == nil {
 		problemNotConfigured(w)
 		return
 	}
@@ -123,13 +123,13 @@ var _ RefusedLister = (*attempts.Log)(nil)
 // refused serves GET /ops/refused?day=yyyy-mm-dd (default today): the deliveries that failed
 // verification that day, newest first, with their source, body hash and the ids they claimed.
 func (h *Handler) refused(w http.ResponseWriter, r *http.Request, _ string) {
-	rl, ok := h.cfg.Attempts.(RefusedLister)
+	rl, ok := h.Attempts.(RefusedLister)
 	if !ok {
 		problemNotConfigured(w)
 		return
 	}
 	q := r.URL.Query()
-	day := h.cfg.Now().UTC()
+	day := h.now().UTC()
 	if s := q.Get("day"); s != "" {
 		d, err := time.Parse("2006-01-02", s)
 		if err != nil || d.Year() < 2000 {

@@ -102,7 +102,7 @@ func (o *OIDCLogin) start(w http.ResponseWriter, r *http.Request, h *Handler) {
 	ctx := r.Context()
 	cfg, _, err := o.config(ctx, r)
 	if err != nil {
-		h.cfg.Logger.ErrorContext(ctx, "console login: issuer", "issuer", o.Issuer, "err", err)
+		h.log().ErrorContext(ctx, "console login: issuer", "issuer", o.Issuer, "err", err)
 		h.render(w, http.StatusBadGateway, loginView(view{Title: "Sign in", Error: "The identity provider cannot be reached. Try again in a minute."}))
 		return
 	}
@@ -114,24 +114,24 @@ func (o *OIDCLogin) start(w http.ResponseWriter, r *http.Request, h *Handler) {
 		return
 	}
 	verifier := oauth2.GenerateVerifier()
-	exp := h.cfg.Now().Add(loginTTL).Unix()
+	exp := h.now().Add(loginTTL).Unix()
 	payload := base64.RawURLEncoding.EncodeToString([]byte(state + "|" + nonce + "|" + verifier + "|" + strconv.FormatInt(exp, 10)))
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: payload + "." + mac(key, "login", payload), Path: "/ops",
-		MaxAge: int(loginTTL / time.Second), HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteLaxMode})
+		MaxAge: int(loginTTL / time.Second), HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteLaxMode})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusSeeOther)
 }
 
 // callback is GET /ops/callback: the issuer's redirect back with a code.
 func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
-	o := h.cfg.OIDC
+	o := h.OIDC
 	if o == nil {
 		h.render(w, http.StatusNotFound, errorView(view{Title: "Not found", Error: "Sign-in is by operator token here."}))
 		return
 	}
 	ctx := r.Context()
 	fail := func(status int, msg string) {
-		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/ops", MaxAge: -1, HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteLaxMode})
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/ops", MaxAge: -1, HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteLaxMode})
 		h.render(w, status, loginView(view{Title: "Sign in", Error: msg, LoginURL: "/ops/login"}))
 	}
 	q := r.URL.Query()
@@ -146,26 +146,26 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	cfg, p, err := o.config(ctx, r)
 	if err != nil {
-		h.cfg.Logger.ErrorContext(ctx, "console login: issuer", "issuer", o.Issuer, "err", err)
+		h.log().ErrorContext(ctx, "console login: issuer", "issuer", o.Issuer, "err", err)
 		fail(http.StatusBadGateway, "The identity provider cannot be reached. Try again in a minute.")
 		return
 	}
 	tok, err := cfg.Exchange(o.ctx(ctx), q.Get("code"), oauth2.VerifierOption(verifier))
 	if err != nil {
-		h.cfg.Logger.WarnContext(ctx, "console login: code exchange", "err", err)
+		h.log().WarnContext(ctx, "console login: code exchange", "err", err)
 		fail(http.StatusUnauthorized, "The identity provider did not accept this sign-in. Sign in again.")
 		return
 	}
 	raw, _ := tok.Extra("id_token").(string)
-	idt, err := p.Verifier(&oidc.Config{ClientID: o.ClientID, Now: h.cfg.Now}).Verify(o.ctx(ctx), raw)
+	idt, err := p.Verifier(&oidc.Config{ClientID: o.ClientID, Now: h.now}).Verify(o.ctx(ctx), raw)
 	if err != nil || subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(nonce)) != 1 {
-		h.cfg.Logger.WarnContext(ctx, "console login: id token", "err", err)
+		h.log().WarnContext(ctx, "console login: id token", "err", err)
 		fail(http.StatusUnauthorized, "The identity provider's answer could not be verified. Sign in again.")
 		return
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil || !o.admits(claims) {
-		h.cfg.Logger.WarnContext(ctx, "console login refused", "sub", idt.Subject, "err", ErrNotOperator)
+		h.log().WarnContext(ctx, "console login refused", "sub", idt.Subject, "err", ErrNotOperator)
 		fail(http.StatusForbidden, "You are signed in, but not in the group allowed to operate twice.")
 		return
 	}
@@ -174,8 +174,8 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusInternalServerError, "Could not start a session.")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/ops", MaxAge: -1, HttpOnly: true, Secure: h.cfg.Secure, SameSite: http.SameSiteLaxMode})
-	h.cfg.Logger.InfoContext(ctx, "console login", "actor", actor, "issuer", idt.Issuer)
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/ops", MaxAge: -1, HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteLaxMode})
+	h.log().InfoContext(ctx, "console login", "actor", actor, "issuer", idt.Issuer)
 	// A page of our own, not a redirect: the navigation to /ops/ then starts on this site,
 	// so the browser sends the new SameSite=Strict session with it.
 	h.render(w, http.StatusOK, signedInView(view{Title: "Signed in"}))
@@ -201,7 +201,7 @@ func (h *Handler) loginState(r *http.Request) (state, nonce, verifier string, ok
 		return "", "", "", false
 	}
 	exp, err := strconv.ParseInt(parts[3], 10, 64)
-	if err != nil || h.cfg.Now().Unix() > exp {
+	if err != nil || h.now().Unix() > exp {
 		return "", "", "", false
 	}
 	return parts[0], parts[1], parts[2], true

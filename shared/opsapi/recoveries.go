@@ -50,7 +50,7 @@ type recoveriesPage struct {
 const maxRecoveriesPage = 100
 
 func (h *Handler) runningRecoveries(r *http.Request) (recoveriesPage, error) {
-	if h.cfg.Recoveries == nil {
+	if h.Recoveries == nil {
 		return recoveriesPage{}, errNotConfigured
 	}
 	limit := 50
@@ -65,7 +65,7 @@ func (h *Handler) runningRecoveries(r *http.Request) (recoveriesPage, error) {
 	if len(cursor) > 2048 {
 		return recoveriesPage{}, &FieldError{Field: "cursor", Reason: "too long"}
 	}
-	rs, next, err := h.cfg.Recoveries.Running(r.Context(), limit, cursor)
+	rs, next, err := h.Recoveries.Running(r.Context(), limit, cursor)
 	if err != nil {
 		return recoveriesPage{}, err
 	}
@@ -93,7 +93,7 @@ func (h *Handler) recoveriesPageHandler(w http.ResponseWriter, r *http.Request, 
 		if errors.Is(err, errNotConfigured) {
 			status, detail = http.StatusNotFound, "Recoveries are not configured."
 		} else if status == http.StatusInternalServerError {
-			h.cfg.Logger.ErrorContext(r.Context(), "console recoveries", "err", err)
+			h.log().ErrorContext(r.Context(), "console recoveries", "err", err)
 		}
 		h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
 		return
@@ -103,10 +103,10 @@ func (h *Handler) recoveriesPageHandler(w http.ResponseWriter, r *http.Request, 
 
 // paymentRecovery is the payment page's recovery, if it has one.
 func (h *Handler) paymentRecovery(ctx context.Context, id string) (*payments.Recovery, error) {
-	if h.cfg.Recoveries == nil {
+	if h.Recoveries == nil {
 		return nil, nil
 	}
-	rec, err := h.cfg.Recoveries.Recovery(ctx, id)
+	rec, err := h.Recoveries.Recovery(ctx, id)
 	if errors.Is(err, payments.ErrNotFound) {
 		return nil, nil
 	}
@@ -118,10 +118,10 @@ func (h *Handler) paymentRecovery(ctx context.Context, id string) (*payments.Rec
 
 // paymentCard is the payment page's card allowance, if its card is known.
 func (h *Handler) paymentCard(ctx context.Context, id string) (*payments.CardView, error) {
-	if h.cfg.Recoveries == nil {
+	if h.Recoveries == nil {
 		return nil, nil
 	}
-	c, err := h.cfg.Recoveries.Card(ctx, id, h.cfg.Now())
+	c, err := h.Recoveries.Card(ctx, id, h.now())
 	if errors.Is(err, payments.ErrNotFound) {
 		return nil, nil
 	}

@@ -28,8 +28,8 @@ func recoveryFixture(t *testing.T) fixture {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	now := func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) }
-	tb := deadletter.NewTable(s, &counter{}, deadletter.WithClock(now), deadletter.WithLogger(slog.New(slog.DiscardHandler)))
-	log, err := attempts.NewLog(s, attempts.Config{}, attempts.WithClock(now))
+	tb := &deadletter.Table{Store: s, Requeuer: &counter{}, Now: now, Log: slog.New(slog.DiscardHandler)}
+	log, err := attempts.NewLog(attempts.Log{Store: s, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +53,8 @@ func recoveryFixture(t *testing.T) fixture {
 	put(payments.Recovery{PaymentID: "pay_stopped", State: payments.RecoveryStopped, Round: 1, Attempts: 1,
 		Explanation: "Not retrying because the card was reported lost.", DeadLetter: "recovery:pay_stopped:1", Seq: 1}.Write())
 	sp := opsapi.StorePayments{Store: s}
-	h, err := opsapi.New(opsapi.Config{Records: tb, Attempts: log, Payments: sp, Recoveries: sp, Token: token, Now: now,
-		Logger: slog.New(slog.DiscardHandler)})
+	h, err := opsapi.New(opsapi.Handler{Records: tb, Attempts: log, Payments: sp, Recoveries: sp, Token: token, Now: now,
+		Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

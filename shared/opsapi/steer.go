@@ -37,10 +37,10 @@ func (h *Handler) doSteer(ctx context.Context, paymentID, action, actor, note st
 	if len(note) > maxSteerNote || !utf8.ValidString(note) {
 		return payments.Recovery{}, &FieldError{Field: "note", Reason: "at most 500 bytes of UTF-8"}
 	}
-	rec, err := h.cfg.Steer.Steer(ctx, recovery.Steer{PaymentID: paymentID, Action: act, Reason: recovery.ReasonOperator,
+	rec, err := h.Steer.Steer(ctx, recovery.Steer{PaymentID: paymentID, Action: act, Reason: recovery.ReasonOperator,
 		Actor: actor, Note: note})
 	if err == nil {
-		h.cfg.Logger.InfoContext(ctx, "operator steered a recovery", "payment_id", paymentID, "action", act, "actor", actor)
+		h.log().InfoContext(ctx, "operator steered a recovery", "payment_id", paymentID, "action", act, "actor", actor)
 	}
 	return rec, err
 }
@@ -86,7 +86,7 @@ func (h *Handler) steerForm(w http.ResponseWriter, r *http.Request, s session) {
 	case err != nil:
 		status, detail := statusOf(err)
 		if status == http.StatusInternalServerError {
-			h.cfg.Logger.ErrorContext(r.Context(), "console steer", "err", err)
+			h.log().ErrorContext(r.Context(), "console steer", "err", err)
 		}
 		h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
 		return

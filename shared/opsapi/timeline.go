@@ -139,10 +139,10 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 	if !validID(id) {
 		return Timeline{}, &FieldError{Field: "id", Reason: "not a payment id"}
 	}
-	if h.cfg.Payments == nil || h.cfg.Attempts == nil {
+	if h.Payments == nil || h.Attempts == nil {
 		return Timeline{}, errNotConfigured
 	}
-	p, err := h.cfg.Payments.Payment(ctx, id)
+	p, err := h.Payments.Payment(ctx, id)
 	if err != nil {
 		return Timeline{}, err
 	}
@@ -155,7 +155,7 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 	}
 	if tl.Recovery != nil {
 		tl.Recovery.TaskToken = ""
-		tl.Steerable = h.cfg.Steer != nil && tl.Recovery.Running()
+		tl.Steerable = h.Steer != nil && tl.Recovery.Running()
 	}
 	seen := map[string]bool{}
 	var found []attempts.Attempt
@@ -165,7 +165,7 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		}
 		cursor := ""
 		for {
-			page, err := h.cfg.Attempts.Lookup(ctx, by, value, cursor)
+			page, err := h.Attempts.Lookup(ctx, by, value, cursor)
 			if err != nil {
 				return err
 			}
@@ -197,7 +197,7 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 			return Timeline{}, err
 		}
 	}
-	getter, _ := h.cfg.Attempts.(AttemptGetter)
+	getter, _ := h.Attempts.(AttemptGetter)
 	for _, a := range found {
 		row := attemptRow(a)
 		if getter != nil {
@@ -216,7 +216,7 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		}
 		tl.Rows = append(tl.Rows, row)
 	}
-	recs, err := h.cfg.Records.List(ctx, deadletter.Filter{Text: p.ID, Limit: 50})
+	recs, err := h.Records.List(ctx, deadletter.Filter{Text: p.ID, Limit: 50})
 	if err != nil {
 		return Timeline{}, err
 	}
@@ -307,7 +307,7 @@ func (h *Handler) timelinePage(w http.ResponseWriter, r *http.Request, s session
 		case errors.Is(err, errNotConfigured):
 			status, detail = http.StatusNotFound, "The payment timeline is not configured."
 		case status == http.StatusInternalServerError:
-			h.cfg.Logger.ErrorContext(r.Context(), "console timeline", "err", err)
+			h.log().ErrorContext(r.Context(), "console timeline", "err", err)
 		}
 		h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
 		return

@@ -32,7 +32,7 @@ func dynamoPayments(t *testing.T, mw func(*middleware.Stack) error) (*dynamo.Sto
 	})
 	now := func() time.Time { return created }
 	quiet := slog.New(slog.DiscardHandler)
-	k, err := idempotency.NewKeeper(st, idempotency.Config{}, idempotency.WithClock(now), idempotency.WithLogger(quiet))
+	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Now: now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func newPropWorld(t interface{ Fatal(...any) }, dir string, n int) *propWorld {
 	}
 	quiet := slog.New(slog.DiscardHandler)
 	c := clock.NewFake(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
-	k, err := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithClock(c.Now), idempotency.WithLogger(quiet))
+	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: s, Now: c.Now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { s.Close() })
 	quiet := slog.New(slog.DiscardHandler)
 	now := func() time.Time { return created.Add(time.Second) }
-	k, err := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithClock(now), idempotency.WithLogger(quiet))
+	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: s, Now: now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

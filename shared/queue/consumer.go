@@ -15,7 +15,7 @@ import (
 )
 
 // Handler is a Lambda SQS handler with ReportBatchItemFailures: it returns the ids of the
-// messages that failed, or an error that fails the whole batch. sqsbatch.Handler builds one
+// messages that failed, or an error that fails the whole batch. a sqsbatch.Batch is one
 // from a per-message func; every consumer of twice is built that way.
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
@@ -57,7 +57,7 @@ type Consumer struct {
 	Region    string
 	// ErrorPause is how long a poller waits after a failed receive before the next (default 1 s).
 	ErrorPause time.Duration
-	Logger     *slog.Logger
+	Log        *slog.Logger
 }
 
 // Run polls until ctx ends, with Concurrency pollers, and returns nil then. It returns early
@@ -81,7 +81,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 					cancel(err)
 					return
 				}
-				c.logger().Warn("queue receive failed", "queue", c.SourceARN, "err", err)
+				c.log().Warn("queue receive failed", "queue", c.SourceARN, "err", err)
 				pause(ctx, c.ErrorPause)
 			}
 		})
@@ -148,7 +148,7 @@ func (c *Consumer) Poll(ctx context.Context) (BatchResult, error) {
 		// A message whose delete fails comes back after its visibility timeout: at-least-once,
 		// which the handlers are written for.
 		if errs[i] != nil {
-			c.logger().Warn("queue delete failed", "queue", c.SourceARN, "message_id", m.ID, "err", errs[i])
+			c.log().Warn("queue delete failed", "queue", c.SourceARN, "message_id", m.ID, "err", errs[i])
 			res.Failed++
 			continue
 		}
@@ -188,7 +188,7 @@ func (c *Consumer) delete(ctx context.Context, msgs []Message) []error {
 // handle runs the handler and returns the ids of the messages that failed.
 func (c *Consumer) handle(ctx context.Context, msgs []Message) (failed map[string]bool) {
 	all := func(reason string, err error) map[string]bool {
-		c.logger().Warn("queue batch failed", "queue", c.SourceARN, "reason", reason, "messages", len(msgs), "err", err)
+		c.log().Warn("queue batch failed", "queue", c.SourceARN, "reason", reason, "messages", len(msgs), "err", err)
 		f := make(map[string]bool, len(msgs))
 		for _, m := range msgs {
 			f[m.ID] = true
@@ -213,7 +213,7 @@ func (c *Consumer) handle(ctx context.Context, msgs []Message) (failed map[strin
 		failed[f.ItemIdentifier] = true
 	}
 	if len(failed) > 0 {
-		c.logger().Info("queue messages failed", "queue", c.SourceARN, "failed", len(failed), "messages", len(msgs))
+		c.log().Info("queue messages failed", "queue", c.SourceARN, "failed", len(failed), "messages", len(msgs))
 	}
 	return failed
 }
@@ -227,9 +227,9 @@ func (c *Consumer) call(ctx context.Context, ev events.SQSEvent) (resp events.SQ
 	return c.Handler(ctx, ev)
 }
 
-func (c *Consumer) logger() *slog.Logger {
-	if c.Logger != nil {
-		return c.Logger
+func (c *Consumer) log() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
 	}
 	return slog.Default()
 }

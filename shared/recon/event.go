@@ -146,7 +146,7 @@ func (r *Reconciler) Handle(ctx context.Context, raw json.RawMessage) (Report, e
 	if err != nil {
 		return Report{}, err
 	}
-	w, err := e.Window(r.cfg.Now(), r.cfg.WindowHours, r.cfg.EndOffset)
+	w, err := e.Window(r.now(), r.windowHours(), r.endOffset())
 	if err != nil {
 		return Report{}, err
 	}

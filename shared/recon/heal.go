@@ -69,31 +69,31 @@ func healable(d Difference, remotes map[string]provider.Payment) (provider.Payme
 // settlement the worker does not apply (ours turned out newer, the payment is not ours) falls
 // back to opening the difference.
 func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]provider.Payment) (bool, error) {
-	if r.cfg.Healer == nil {
+	if r.Healer == nil {
 		return false, nil
 	}
 	rp, ok := healable(d, remotes)
 	if !ok {
 		return false, nil
 	}
-	out, err := r.cfg.Healer.Settle(ctx, rp, "recon_heal/"+d.Key)
+	out, err := r.Healer.Settle(ctx, rp, "recon_heal/"+d.Key)
 	if err != nil {
-		r.log.WarnContext(ctx, "difference could not be healed; opening it", "key", d.Key, "run_id", d.RunID, "error", err)
+		r.log().WarnContext(ctx, "difference could not be healed; opening it", "key", d.Key, "run_id", d.RunID, "error", err)
 		return false, nil
 	}
 	if out != worker.Applied {
-		r.log.InfoContext(ctx, "healing changed nothing; opening the difference", "key", d.Key, "run_id", d.RunID, "outcome", out)
+		r.log().InfoContext(ctx, "healing changed nothing; opening the difference", "key", d.Key, "run_id", d.RunID, "outcome", out)
 		return false, nil
 	}
-	now := r.cfg.Now()
+	now := r.now()
 	doc, err := json.Marshal(record{State: stateHealed, Difference: d, HealedBy: d.RunID})
 	if err != nil {
 		return false, err
 	}
-	if err := r.cfg.Store.Put(ctx, DifferencesTable, store.Item{PK: d.Key, Doc: doc, ExpiresAt: now.Add(r.cfg.Retention).Unix()}, store.Cond{}); err != nil {
+	if err := r.Store.Put(ctx, DifferencesTable, store.Item{PK: d.Key, Doc: doc, ExpiresAt: now.Add(r.retention()).Unix()}, store.Cond{}); err != nil {
 		return false, fmt.Errorf("record healed %s: %w", d.Key, err)
 	}
-	r.log.InfoContext(ctx, "difference healed by reconciliation run "+d.RunID, "key", d.Key, "class", d.Class,
+	r.log().InfoContext(ctx, "difference healed by reconciliation run "+d.RunID, "key", d.Key, "class", d.Class,
 		"payment_id", d.PaymentID, "provider_payment_id", d.ProviderPaymentID, "provider_status", rp.Status)
 	return true, nil
 }

@@ -36,15 +36,26 @@ type Sink interface {
 	Open(ctx context.Context, d Difference) error
 }
 
-// Config configures a Reconciler. Store, Provider and Sink are required.
-type Config struct {
+// Healer applies a provider payment through the webhook worker (worker.Worker.Settle).
+type Healer interface {
+	Settle(ctx context.Context, p provider.Payment, eventID string) (worker.Outcome, error)
+}
+
+// ErrConfig: a Reconciler lacks a required field.
+var ErrConfig = errors.New("recon: incomplete config")
+
+// Reconciler compares a window of our payments with the provider's. Build it as a literal;
+// Store, Provider and Sink are required (Run fails with ErrConfig without them), the other
+// fields' zero values take the defaults.
+type Reconciler struct {
 	Store    store.Store
 	Provider provider.Provider
 	Sink     Sink
 	// Metrics receives the counts of each run (default: none).
 	Metrics *Metrics
-	Log     *slog.Logger
-	Now     func() time.Time
+	// Log defaults to slog.Default() and Now to time.Now.
+	Log *slog.Logger
+	Now func() time.Time
 	// Grace is how long a payment may stay in flight before a disagreement counts (default
 	// DefaultGrace): webhooks arrive late, unknown outcomes take a while to resolve.
 	Grace time.Duration
@@ -67,48 +78,32 @@ type Config struct {
 	Healer Healer
 }
 
-// Healer applies a provider payment through the webhook worker (worker.Worker.Settle).
-type Healer interface {
-	Settle(ctx context.Context, p provider.Payment, eventID string) (worker.Outcome, error)
+func (r *Reconciler) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
 }
 
-// ErrConfig: New was given an incomplete Config.
-var ErrConfig = errors.New("recon: incomplete config")
-
-// Reconciler compares a window of our payments with the provider's.
-type Reconciler struct {
-	cfg Config
-	log *slog.Logger
+func (r *Reconciler) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.Default()
+	}
+	return r.Log
 }
 
-// New returns a Reconciler for cfg with defaults filled in.
-func New(cfg Config) (*Reconciler, error) {
-	if cfg.Store == nil || cfg.Provider == nil || cfg.Sink == nil {
-		return nil, fmt.Errorf("%w: Store, Provider and Sink are required", ErrConfig)
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default()
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = DefaultGrace
-	}
-	if cfg.Margin <= 0 {
-		cfg.Margin = DefaultMargin
-	}
-	if cfg.Retention <= 0 {
-		cfg.Retention = DefaultRetention
-	}
-	if cfg.WindowHours <= 0 {
-		cfg.WindowHours = DefaultWindowHours
-	}
-	if cfg.EndOffset <= 0 {
-		cfg.EndOffset = DefaultEndOffset
-	}
-	return &Reconciler{cfg: cfg, log: cfg.Log}, nil
+	return v
 }
+
+func (r *Reconciler) grace() time.Duration     { return orDefault(r.Grace, DefaultGrace) }
+func (r *Reconciler) margin() time.Duration    { return orDefault(r.Margin, DefaultMargin) }
+func (r *Reconciler) retention() time.Duration { return orDefault(r.Retention, DefaultRetention) }
+func (r *Reconciler) windowHours() int         { return orDefault(r.WindowHours, DefaultWindowHours) }
+func (r *Reconciler) endOffset() time.Duration { return orDefault(r.EndOffset, DefaultEndOffset) }
 
 // Report is what one run found. It is stored once per run id.
 type Report struct {
@@ -135,21 +130,24 @@ type Report struct {
 
 // DefaultWindow is the window of a scheduled run now.
 func (r *Reconciler) DefaultWindow() Window {
-	return DefaultWindow(r.cfg.Now(), r.cfg.WindowHours, r.cfg.EndOffset)
+	return DefaultWindow(r.now(), r.windowHours(), r.endOffset())
 }
 
 // Run reconciles w. A window that already has a report returns it (Replayed) without
 // comparing again. Each difference no earlier run reported is opened through the Sink; if any
 // Open fails, the run returns the error and stores no report, so a retry completes it.
 func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
-	started := r.cfg.Now().UTC()
+	if r.Store == nil || r.Provider == nil || r.Sink == nil {
+		return Report{}, fmt.Errorf("%w: Store, Provider and Sink are required", ErrConfig)
+	}
+	started := r.now().UTC()
 	w = w.normalized()
 	if err := w.Validate(started); err != nil {
 		return Report{}, err
 	}
 	id := w.RunID()
-	log := r.log.With("run_id", id)
-	if rep, err := GetReport(ctx, r.cfg.Store, id); err == nil {
+	log := r.log().With("run_id", id)
+	if rep, err := GetReport(ctx, r.Store, id); err == nil {
 		rep.Replayed = true
 		log.InfoContext(ctx, "reconciliation already done for this window; returning its report")
 		return rep, nil
@@ -161,7 +159,7 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("recon: %s: %w", id, err)
 	}
-	diffs := Classify(snap, r.cfg.Grace)
+	diffs := Classify(snap, r.grace())
 	rep := Report{RunID: id, Window: w, StartedAt: started, ComparedLocal: len(snap.Local),
 		ComparedProvider: len(snap.Remote), Found: map[Class]int{}, Healed: map[Class]int{}, Opened: map[Class]int{},
 		Differences: []string{}, HealedDifferences: []string{}}
@@ -199,7 +197,7 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 		log.ErrorContext(ctx, "reconciliation could not open every difference; no report stored", "error", err)
 		return Report{}, fmt.Errorf("recon: %s: %w", id, err)
 	}
-	rep.FinishedAt = r.cfg.Now().UTC()
+	rep.FinishedAt = r.now().UTC()
 	rep.DurationMS = rep.FinishedAt.Sub(started).Milliseconds()
 	stored, err := r.storeReport(ctx, rep)
 	if err != nil {
@@ -208,7 +206,7 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 	if stored.Replayed {
 		return stored, nil // a concurrent run of the same window finished first
 	}
-	r.cfg.Metrics.emit(rep)
+	r.Metrics.emit(rep)
 	log.InfoContext(ctx, "reconciliation finished", "from", w.From, "to", w.To, "compared_local", rep.ComparedLocal,
 		"compared_provider", rep.ComparedProvider, "found", len(rep.Differences), "duration_ms", rep.DurationMS)
 	return rep, nil
@@ -233,13 +231,13 @@ type record struct {
 // first, conditionally, so two runs never both open it; a record left "opening" by a run that
 // died before the Sink answered is opened again by the next run.
 func (r *Reconciler) open(ctx context.Context, d Difference) (bool, error) {
-	now := r.cfg.Now()
+	now := r.now()
 	doc, err := json.Marshal(record{State: stateOpening, Difference: d})
 	if err != nil {
 		return false, err
 	}
-	it := store.Item{PK: d.Key, Doc: doc, ExpiresAt: now.Add(r.cfg.Retention).Unix()}
-	err = r.cfg.Store.Put(ctx, DifferencesTable, it, store.Cond{Kind: store.NotExistsOrLapsed, Now: now.Unix()})
+	it := store.Item{PK: d.Key, Doc: doc, ExpiresAt: now.Add(r.retention()).Unix()}
+	err = r.Store.Put(ctx, DifferencesTable, it, store.Cond{Kind: store.NotExistsOrLapsed, Now: now.Unix()})
 	var ce *store.ConditionError
 	if errors.As(err, &ce) && ce.Old != nil {
 		var old record
@@ -250,13 +248,13 @@ func (r *Reconciler) open(ctx context.Context, d Difference) (bool, error) {
 	} else if err != nil {
 		return false, err
 	}
-	if err := r.cfg.Sink.Open(ctx, d); err != nil {
+	if err := r.Sink.Open(ctx, d); err != nil {
 		return false, fmt.Errorf("open %s: %w", d.Key, err)
 	}
 	if it.Doc, err = json.Marshal(record{State: stateOpen, Difference: d}); err != nil {
 		return false, err
 	}
-	return true, r.cfg.Store.Put(ctx, DifferencesTable, it, store.Cond{})
+	return true, r.Store.Put(ctx, DifferencesTable, it, store.Cond{})
 }
 
 // Forget deletes the record of a difference, so that a later run finding it again reports it
@@ -311,9 +309,9 @@ func (r *Reconciler) storeReport(ctx context.Context, rep Report) (Report, error
 	}
 	it := store.Item{PK: rep.RunID, Doc: doc, IndexPK: runsIndex,
 		IndexSK: rep.Window.To.UTC().Format(time.RFC3339) + "#" + rep.RunID}
-	err = r.cfg.Store.Put(ctx, RunsTable, it, store.Cond{Kind: store.NotExists})
+	err = r.Store.Put(ctx, RunsTable, it, store.Cond{Kind: store.NotExists})
 	if errors.Is(err, store.ErrConditionFailed) {
-		old, gerr := GetReport(ctx, r.cfg.Store, rep.RunID)
+		old, gerr := GetReport(ctx, r.Store, rep.RunID)
 		old.Replayed = true
 		return old, gerr
 	}

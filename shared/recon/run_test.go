@@ -40,10 +40,7 @@ func TestSinkFailureIsRetriedByTheSameWindow(t *testing.T) {
 		e.sim("POST", "/_sim/payment_intents", map[string]any{"amount": amount, "currency": "usd"}, nil)
 	}
 	sink := &flakySink{fail: 1}
-	rec, err := recon.New(recon.Config{Store: e.store, Provider: e.prov, Sink: sink, Now: e.clock.Now, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := &recon.Reconciler{Store: e.store, Provider: e.prov, Sink: sink, Now: e.clock.Now, Log: slog.New(slog.DiscardHandler)}
 	e.clock.Advance(time.Hour)
 	w := rec.DefaultWindow()
 	if _, err := rec.Run(context.Background(), w); !errors.Is(err, errSinkDown) {
@@ -107,5 +104,14 @@ func TestHandle(t *testing.T) {
 	reports, _, err := recon.ListReports(ctx, e.store, 10, "")
 	if err != nil || len(reports) != 3 || !reports[0].Window.To.After(reports[1].Window.To) {
 		t.Fatalf("ListReports: %d reports, %v", len(reports), err)
+	}
+}
+
+// TestRunWithoutRequiredFields: a Reconciler literal missing Store, Provider or Sink fails its
+// run with ErrConfig instead of panicking.
+func TestRunWithoutRequiredFields(t *testing.T) {
+	var r recon.Reconciler
+	if _, err := r.Run(context.Background(), r.DefaultWindow()); !errors.Is(err, recon.ErrConfig) {
+		t.Fatalf("Run on an empty Reconciler: %v, want ErrConfig", err)
 	}
 }

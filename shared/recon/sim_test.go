@@ -113,7 +113,7 @@ func newEnv(t *testing.T) *env {
 	srv := httptest.NewServer(sim) // 127.0.0.1
 	t.Cleanup(func() { srv.Close(); sim.Close() })
 	lists := &listCalls{}
-	prov, err := stripeprovider.New(stripeprovider.Config{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Now: clock.Now, Observer: lists})
+	prov, err := stripeprovider.New(stripeprovider.Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Now: clock.Now, Observer: lists})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,11 +124,8 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { st.Close() })
 	counted := &countingStore{Store: st}
 	e := &env{t: t, counted: counted, lists: lists, clock: clock, simURL: srv.URL, prov: prov, store: counted, sink: &recordingSink{}, metrics: &bytes.Buffer{}}
-	e.rec, err = recon.New(recon.Config{Store: counted, Provider: prov, Sink: e.sink, Now: clock.Now,
-		Metrics: &recon.Metrics{Out: &metrics.EMF{W: e.metrics}}, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.rec = &recon.Reconciler{Store: counted, Provider: prov, Sink: e.sink, Now: clock.Now,
+		Metrics: &recon.Metrics{Out: &metrics.EMF{W: e.metrics}}, Log: slog.New(slog.DiscardHandler)}
 	return e
 }
 

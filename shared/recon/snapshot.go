@@ -16,25 +16,25 @@ import (
 // outside it: the local payment a provider payment names, the provider payment a local payment
 // names. Only then can "missing" be told from "just across the edge".
 func (r *Reconciler) snapshot(ctx context.Context, w Window) (Snapshot, error) {
-	now := r.cfg.Now().UTC()
-	wide := Window{From: w.From.Add(-r.cfg.Margin), To: w.To.Add(r.cfg.Margin)}
+	now := r.now().UTC()
+	wide := Window{From: w.From.Add(-r.margin()), To: w.To.Add(r.margin())}
 	if wide.To.After(now) {
 		wide.To = now
 	}
 	snap := Snapshot{Window: w, Now: now}
 
-	for p, err := range r.cfg.Provider.List(ctx, provider.ListParams{CreatedFrom: wide.From, CreatedTo: wide.To}) {
+	for p, err := range r.Provider.List(ctx, provider.ListParams{CreatedFrom: wide.From, CreatedTo: wide.To}) {
 		if err != nil {
 			return Snapshot{}, err
 		}
 		snap.Remote = append(snap.Remote, p)
 	}
-	if r.cfg.Events != nil {
+	if r.Events != nil {
 		if err := r.changedInWindow(ctx, wide, &snap); err != nil {
 			return Snapshot{}, err
 		}
 	}
-	local, err := localPayments(ctx, r.cfg.Store, wide)
+	local, err := localPayments(ctx, r.Store, wide)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -73,7 +73,7 @@ func (r *Reconciler) snapshot(ctx context.Context, w Window) (Snapshot, error) {
 		if p.ProviderPaymentID == "" || listed[p.ProviderPaymentID] {
 			continue
 		}
-		rp, err := r.cfg.Provider.Get(ctx, p.ProviderPaymentID)
+		rp, err := r.Provider.Get(ctx, p.ProviderPaymentID)
 		if errors.Is(err, provider.ErrNotFound) {
 			continue // missing at the provider: Classify says so
 		}
@@ -90,16 +90,16 @@ func (r *Reconciler) snapshot(ctx context.Context, w Window) (Snapshot, error) {
 // by the provider id alias.
 func (r *Reconciler) localFor(ctx context.Context, rp provider.Payment) (payments.Payment, error) {
 	if id := rp.Metadata["twice_payment_id"]; id != "" {
-		p, err := payments.Get(ctx, r.cfg.Store, id)
+		p, err := payments.Get(ctx, r.Store, id)
 		if !errors.Is(err, payments.ErrNotFound) {
 			return p, err
 		}
 	}
-	id, err := payments.ByProviderID(ctx, r.cfg.Store, rp.ID)
+	id, err := payments.ByProviderID(ctx, r.Store, rp.ID)
 	if err != nil {
 		return payments.Payment{}, err
 	}
-	return payments.Get(ctx, r.cfg.Store, id)
+	return payments.Get(ctx, r.Store, id)
 }
 
 // localPayments reads the payments created in w from the day partitions of the payments
@@ -140,7 +140,7 @@ func localPayments(ctx context.Context, s store.Store, w Window) ([]payments.Pay
 // a dispute, a late success of a payment created before w) and notes each one's newest event.
 func (r *Reconciler) changedInWindow(ctx context.Context, w Window, snap *Snapshot) error {
 	snap.Changed = map[string]time.Time{}
-	for ev, err := range r.cfg.Events.Events(ctx, provider.EventQuery{CreatedFrom: w.From, CreatedTo: w.To}) {
+	for ev, err := range r.Events.Events(ctx, provider.EventQuery{CreatedFrom: w.From, CreatedTo: w.To}) {
 		if err != nil {
 			return err
 		}
@@ -164,7 +164,7 @@ func (r *Reconciler) changedInWindow(ctx context.Context, w Window, snap *Snapsh
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		rp, err := r.cfg.Provider.Get(ctx, id)
+		rp, err := r.Provider.Get(ctx, id)
 		if errors.Is(err, provider.ErrNotFound) {
 			continue
 		}

@@ -103,7 +103,7 @@ func retryLink(st State) *RetryLink {
 // closeRetry tells the sink that a retried recovery ended with the payment paid.
 func (s *Steps) closeRetry(ctx context.Context, st State, outcome string) error {
 	l := retryLink(st)
-	rc, ok := s.deadLetters.(RetryCloser)
+	rc, ok := s.DeadLetters.(RetryCloser)
 	if l == nil || !ok {
 		return nil
 	}

@@ -219,7 +219,7 @@ func newHarness(t *testing.T, file string, clock *clock.Fake, prov provider.Prov
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
-	steps, err := recovery.NewSteps(recovery.StepsConfig{Provider: prov, Store: st, DeadLetters: dl, Policy: policy,
+	steps, err := recovery.NewSteps(recovery.Steps{Provider: prov, Store: st, DeadLetters: dl, Policy: policy,
 		Now: clock.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: log})
 	if err != nil {
 		t.Fatal(err)

@@ -130,28 +130,41 @@ var _ slog.LogValuer = Plan{}
 // ErrNoAttempts is returned for an input with an empty history: there is nothing to retry.
 var ErrNoAttempts = errors.New("recovery: no attempts in the history")
 
-// ErrNoClockOrRand is returned by NewPlanner without a clock or a random source.
-var ErrNoClockOrRand = errors.New("recovery: NewPlanner needs a clock and a random source")
+// ErrNoRand is returned by NewPlanner without a random source.
+var ErrNoRand = errors.New("recovery: NewPlanner needs a random source")
 
 // Planner plans retries with an injected clock and random source. It is safe for concurrent
-// use (the source is guarded).
+// use (the source is guarded). Build it with NewPlanner, which validates the policy once.
 type Planner struct {
-	policy Policy
-	now    func() time.Time
-	mu     sync.Mutex
-	rng    *rand.Rand
+	// Policy's zero fields take their defaults (see DefaultPolicy).
+	Policy Policy
+	// Now is the clock of Plan (default time.Now).
+	Now func() time.Time
+	// Rand is the source of jitter (required).
+	Rand *rand.Rand
+
+	policy Policy // Policy with its defaults
+	mu     *sync.Mutex
 }
 
-// NewPlanner validates the policy (zero fields take their defaults; see DefaultPolicy).
-func NewPlanner(p Policy, now func() time.Time, rng *rand.Rand) (*Planner, error) {
-	p = p.withDefaults()
+// NewPlanner validates pl's policy and returns it ready to plan.
+func NewPlanner(pl Planner) (*Planner, error) {
+	p := pl.Policy.withDefaults()
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if now == nil || rng == nil {
-		return nil, ErrNoClockOrRand
+	if pl.Rand == nil {
+		return nil, ErrNoRand
 	}
-	return &Planner{policy: p, now: now, rng: rng}, nil
+	pl.policy, pl.mu = p, new(sync.Mutex)
+	return &pl, nil
+}
+
+func (pl *Planner) now() time.Time {
+	if pl.Now == nil {
+		return time.Now()
+	}
+	return pl.Now()
 }
 
 // Plan decides the next attempt for in at the planner's current time.
@@ -163,7 +176,7 @@ func (pl *Planner) Plan(in Input) (Plan, error) {
 func (pl *Planner) PlanAt(in Input, now time.Time) (Plan, error) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return NextAttempt(pl.policy, in, now, pl.rng)
+	return NextAttempt(pl.policy, in, now, pl.Rand)
 }
 
 // NextAttempt decides whether and when to retry, as a pure function of its arguments: the same

@@ -336,7 +336,7 @@ func TestNextAttemptErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := DefaultPolicy()
 			mutate(&p)
-			if _, err := NewPlanner(p, func() time.Time { return now }, seeded()); !errors.Is(err, ErrInvalidPolicy) {
+			if _, err := NewPlanner(Planner{Policy: p, Now: func() time.Time { return now }, Rand: seeded()}); !errors.Is(err, ErrInvalidPolicy) {
 				t.Errorf("NewPlanner: %v", err)
 			}
 			if _, err := NextAttempt(p, Input{Classification: c, Attempts: history(c, 1, now, 0)}, now, seeded()); !errors.Is(err, ErrInvalidPolicy) {
@@ -346,19 +346,19 @@ func TestNextAttemptErrors(t *testing.T) {
 	}
 }
 
-func TestNewPlannerNeedsClockAndRand(t *testing.T) {
-	if _, err := NewPlanner(DefaultPolicy(), nil, seeded()); !errors.Is(err, ErrNoClockOrRand) {
-		t.Errorf("no clock: %v", err)
-	}
-	if _, err := NewPlanner(DefaultPolicy(), time.Now, nil); !errors.Is(err, ErrNoClockOrRand) {
+func TestNewPlannerNeedsRand(t *testing.T) {
+	if _, err := NewPlanner(Planner{Policy: DefaultPolicy(), Now: time.Now}); !errors.Is(err, ErrNoRand) {
 		t.Errorf("no rand: %v", err)
+	}
+	if _, err := NewPlanner(Planner{Policy: DefaultPolicy(), Rand: seeded()}); err != nil {
+		t.Errorf("no clock (time.Now by default): %v", err)
 	}
 }
 
 func TestPlannerUsesItsClock(t *testing.T) {
 	c := declines.Classify(declines.Decline{NetworkAdviceCode: "24", Network: declines.NetworkMastercard})
 	later := now.Add(5 * time.Hour)
-	pl, err := NewPlanner(Policy{}, func() time.Time { return later }, seeded())
+	pl, err := NewPlanner(Planner{Now: func() time.Time { return later }, Rand: seeded()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ func (s *Steps) park(ctx context.Context, st State, token string, now time.Time)
 	if err := s.commit(ctx, p, nil, rec); err != nil {
 		return nil, err
 	}
-	pending, err := GetSteer(ctx, s.store, st.PaymentID)
+	pending, err := GetSteer(ctx, s.Store, st.PaymentID)
 	if err != nil {
 		return nil, &TransientError{Op: StepPark, Err: err}
 	}
@@ -176,7 +176,7 @@ func (s *Steps) steer(ctx context.Context, st State, now time.Time) (State, erro
 	if err != nil {
 		return st, err
 	}
-	pending, err := GetSteer(ctx, s.store, st.PaymentID)
+	pending, err := GetSteer(ctx, s.Store, st.PaymentID)
 	if err != nil {
 		return st, &TransientError{Op: StepSteer, Err: err}
 	}
@@ -222,7 +222,7 @@ func (s *Steps) steer(ctx context.Context, st State, now time.Time) (State, erro
 	plan.Retry, plan.At, plan.Reason = true, at.UTC(), ReasonSteered
 	plan.Explanation = why + " because " + cause + "."
 	st.Plan, st.Outcome = &plan, OutcomeDeclined
-	s.log.InfoContext(ctx, "recovery steered: charge soon", "payment_id", st.PaymentID, "reason", pending.Reason,
+	s.log().InfoContext(ctx, "recovery steered: charge soon", "payment_id", st.PaymentID, "reason", pending.Reason,
 		"payment_method", st.PaymentMethod, "at", plan.At)
 	// Consumed here: the new payment method travels in the execution's state to the charge.
 	return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phasePlanned), pending.consumed())
@@ -251,7 +251,7 @@ func (s *Steps) stop(ctx context.Context, st State, p payments.Payment, sg Steer
 		plan.Explanation += "."
 	}
 	st.Plan = &plan
-	s.log.InfoContext(ctx, "recovery steered: stopped", "payment_id", st.PaymentID, "reason", sg.Reason, "actor", sg.Actor)
+	s.log().InfoContext(ctx, "recovery steered: stopped", "payment_id", st.PaymentID, "reason", sg.Reason, "actor", sg.Actor)
 	return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseEnded), sg.consumed())
 }
 

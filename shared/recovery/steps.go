@@ -152,44 +152,51 @@ func invalid(format string, args ...any) error {
 	return &InvalidError{Err: fmt.Errorf(format, args...)}
 }
 
-// StepsConfig holds the dependencies of Steps. Every field but Policy and Log is required.
-type StepsConfig struct {
+// ErrStepsConfig is returned by NewSteps when a required dependency is missing.
+var ErrStepsConfig = errors.New("recovery: NewSteps needs a provider, a store, a dead-letter sink and a random source")
+
+// Steps runs the recovery state machine's tasks. It is safe for concurrent use. Build it with
+// NewSteps, which checks the policy and builds the planner once. Every field but Policy, Now
+// and Log is required.
+type Steps struct {
 	Provider    provider.Provider
 	Store       store.Store
 	DeadLetters DeadLetterSink
 	Policy      Policy // zero fields take DefaultPolicy's
-	Now         func() time.Time
-	Rand        *rand.Rand // jitter; Steps guards it with a mutex
-	Log         *slog.Logger
+	// Now defaults to time.Now and Log to slog.Default().
+	Now  func() time.Time
+	Rand *rand.Rand // jitter; Steps guards it with a mutex
+	Log  *slog.Logger
+
+	planner *Planner
 }
 
-// ErrStepsConfig is returned by NewSteps when a required dependency is missing.
-var ErrStepsConfig = errors.New("recovery: NewSteps needs a provider, a store, a dead-letter sink, a clock and a random source")
-
-// Steps runs the recovery state machine's tasks. It is safe for concurrent use.
-type Steps struct {
-	planner     *Planner
-	now         func() time.Time
-	provider    provider.Provider
-	store       store.Store
-	deadLetters DeadLetterSink
-	log         *slog.Logger
-}
-
-// NewSteps validates the configuration and policy.
-func NewSteps(c StepsConfig) (*Steps, error) {
-	if c.Provider == nil || c.Store == nil || c.DeadLetters == nil || c.Now == nil || c.Rand == nil {
+// NewSteps validates s and its policy and returns it ready to run.
+func NewSteps(s Steps) (*Steps, error) {
+	if s.Provider == nil || s.Store == nil || s.DeadLetters == nil || s.Rand == nil {
 		return nil, ErrStepsConfig
 	}
-	pl, err := NewPlanner(c.Policy, c.Now, c.Rand)
+	out := &s
+	pl, err := NewPlanner(Planner{Policy: s.Policy, Now: out.now, Rand: s.Rand})
 	if err != nil {
 		return nil, err
 	}
-	log := c.Log
-	if log == nil {
-		log = slog.Default()
+	out.planner = pl
+	return out, nil
+}
+
+func (s *Steps) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
 	}
-	return &Steps{planner: pl, now: c.Now, provider: c.Provider, store: c.Store, deadLetters: c.DeadLetters, log: log}, nil
+	return s.Now()
+}
+
+func (s *Steps) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
 }
 
 // StepInput is what every Task of the state machine passes to Steps.Handle.
@@ -306,7 +313,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		plan := ChargeNowPlan(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st)}, now)
 		plan.ChargeNow = st.ChargeNow
 		st.Plan, st.Outcome = &plan, OutcomeDeclined
-		s.log.InfoContext(ctx, "recovery charge-now planned", "payment_id", st.PaymentID, "plan", plan)
+		s.log().InfoContext(ctx, "recovery charge-now planned", "payment_id", st.PaymentID, "plan", plan)
 		return st, s.commit(ctx, p, original, s.recoveryRecord(st, p, now, phasePlanned))
 	}
 	st, err = s.planNext(ctx, st, c, now, card)
@@ -322,7 +329,7 @@ func (s *Steps) card(ctx context.Context, p payments.Payment) (cardledger.Card, 
 	if p.Card == nil {
 		return cardledger.Card{}, nil
 	}
-	c, err := cardledger.Get(ctx, s.store, payments.Table, p.Card.Fingerprint)
+	c, err := cardledger.Get(ctx, s.Store, payments.Table, p.Card.Fingerprint)
 	if err != nil {
 		return c, &TransientError{Op: "read card ledger", Err: err}
 	}
@@ -356,9 +363,9 @@ func (s *Steps) planNext(ctx context.Context, st State, c declines.Classificatio
 	}
 	st.Plan, st.Outcome = &plan, OutcomeDeclined
 	if plan.Retry {
-		s.log.InfoContext(ctx, "recovery retry scheduled", "payment_id", st.PaymentID, "invoice", st.Invoice, "plan", plan)
+		s.log().InfoContext(ctx, "recovery retry scheduled", "payment_id", st.PaymentID, "invoice", st.Invoice, "plan", plan)
 	} else {
-		s.log.InfoContext(ctx, "recovery stopped", "payment_id", st.PaymentID, "invoice", st.Invoice, "plan", plan)
+		s.log().InfoContext(ctx, "recovery stopped", "payment_id", st.PaymentID, "invoice", st.Invoice, "plan", plan)
 	}
 	return st, nil
 }
@@ -375,7 +382,7 @@ func (s *Steps) settle(ctx context.Context, st State, p payments.Payment) State 
 	plan.Retry, plan.At = false, time.Time{}
 	plan.Explanation = "Not retrying because the payment is already " + p.Status + "."
 	st.Plan = &plan
-	s.log.InfoContext(ctx, "recovery stopped: payment already settled", "payment_id", st.PaymentID, "status", p.Status)
+	s.log().InfoContext(ctx, "recovery stopped: payment already settled", "payment_id", st.PaymentID, "status", p.Status)
 	return st
 }
 
@@ -406,7 +413,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 	}
 	// A steering signal that arrived after the wait ended still counts: stop, or the
 	// customer's new payment method.
-	pending, err := GetSteer(ctx, s.store, st.PaymentID)
+	pending, err := GetSteer(ctx, s.Store, st.PaymentID)
 	if err != nil {
 		return st, &TransientError{Op: "read steering", Err: err}
 	}
@@ -428,7 +435,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		// a timeout or a crash) has no payment method: the provider detached it at the decline
 		// and keeps it on last_payment_error, where the adapter reads it. Confirming with none
 		// is rejected, so read it back first.
-		cur, err := s.provider.Get(ctx, p.ProviderPaymentID)
+		cur, err := s.Provider.Get(ctx, p.ProviderPaymentID)
 		if err != nil {
 			return st, providerError(err)
 		}
@@ -440,7 +447,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		// "charging" state; a repeat of this step finds its reservation and goes on.
 		charging := s.recoveryRecord(st, p, now, phaseCharging)
 		var blocked cardledger.Allowance
-		err := cardledger.Update(ctx, s.store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
+		err := cardledger.Update(ctx, s.Store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
 			if !c.Has(key) {
 				if a := c.Allowance(now); a.Capped && a.Left == 0 {
 					blocked = a
@@ -456,7 +463,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		switch {
 		case errors.Is(err, cardledger.ErrCapped):
 			// Other payments used the card meanwhile: plan again, from the whole ledger.
-			s.log.InfoContext(ctx, "recovery charge deferred by a card cap", "payment_id", st.PaymentID,
+			s.log().InfoContext(ctx, "recovery charge deferred by a card cap", "payment_id", st.PaymentID,
 				"limit", blocked.Limit, "next_allowed_at", blocked.NextAt)
 			card, err := s.card(ctx, p)
 			if err != nil {
@@ -469,7 +476,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 			return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseDeferred))
 		case errors.As(err, &ce):
 			// A newer recovery state is stored (a later step got there): reserve without it.
-			err = cardledger.Update(ctx, s.store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
+			err = cardledger.Update(ctx, s.Store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
 				c.Record(cardledger.Entry{Key: key, At: now, Outcome: cardledger.OutcomePending, Reattempt: true,
 					PaymentID: p.ID, Recovery: st.KeySubject()}, now)
 				return nil, nil
@@ -479,7 +486,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 			return st, &TransientError{Op: "reserve card attempt", Err: err}
 		}
 	}
-	pp, err := s.provider.Confirm(ctx, provider.ConfirmRequest{ID: p.ProviderPaymentID,
+	pp, err := s.Provider.Confirm(ctx, provider.ConfirmRequest{ID: p.ProviderPaymentID,
 		PaymentMethod: p.PaymentMethod, OffSession: true, IdempotencyKey: key})
 	var decline *provider.DeclineError
 	if errors.As(err, &decline) {
@@ -500,7 +507,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		if err := s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...); err != nil {
 			return st, err
 		}
-		s.log.InfoContext(ctx, "recovery succeeded", "payment_id", st.PaymentID, "invoice", st.Invoice, "attempt", st.Plan.Attempt)
+		s.log().InfoContext(ctx, "recovery succeeded", "payment_id", st.PaymentID, "invoice", st.Invoice, "attempt", st.Plan.Attempt)
 		return st, s.closeRetry(ctx, st, fmt.Sprintf("Payment %s succeeded on the charge an operator asked for (attempt %d, key %s).",
 			st.PaymentID, st.Plan.Attempt, key))
 	case provider.StatusDeclined:
@@ -625,16 +632,16 @@ func (s *Steps) commit(ctx context.Context, p payments.Payment, entry *cardledge
 	for {
 		var err error
 		if entry != nil && p.Card != nil {
-			err = cardledger.Update(ctx, s.store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
+			err = cardledger.Update(ctx, s.Store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
 				c.Record(*entry, entry.At)
 				return ws, nil
 			})
 		} else {
-			err = s.store.Transact(ctx, ws...)
+			err = s.Store.Transact(ctx, ws...)
 		}
 		var ce *store.ConditionError
 		if errors.As(err, &ce) && ce.Index >= 0 && ce.Index < len(ws) {
-			s.log.InfoContext(ctx, "recovery write older than the stored one; kept the stored one", "payment_id", p.ID, "write", ce.Index)
+			s.log().InfoContext(ctx, "recovery write older than the stored one; kept the stored one", "payment_id", p.ID, "write", ce.Index)
 			ws = append(ws[:ce.Index:ce.Index], ws[ce.Index+1:]...)
 			if len(ws) == 0 && (entry == nil || p.Card == nil) {
 				return nil
@@ -674,11 +681,11 @@ func (s *Steps) deadLetter(ctx context.Context, st State) (DeadLetterResult, err
 	if d.Attempts == nil {
 		d.Attempts = []Attempt{}
 	}
-	if err := s.deadLetters.Open(ctx, d); err != nil {
+	if err := s.DeadLetters.Open(ctx, d); err != nil {
 		return DeadLetterResult{}, &TransientError{Op: StepDeadLetter, Err: err}
 	}
 	// The recovery's stored state says it stopped and names the record a person works.
-	rec, err := payments.GetRecovery(ctx, s.store, st.PaymentID)
+	rec, err := payments.GetRecovery(ctx, s.Store, st.PaymentID)
 	if err != nil && !errors.Is(err, payments.ErrNotFound) {
 		return DeadLetterResult{}, &TransientError{Op: StepDeadLetter, Err: err}
 	}
@@ -693,7 +700,7 @@ func (s *Steps) deadLetter(ctx context.Context, st State) (DeadLetterResult, err
 	if err := s.commit(ctx, payments.Payment{ID: st.PaymentID}, nil, rec); err != nil {
 		return DeadLetterResult{}, err
 	}
-	s.log.WarnContext(ctx, "recovery dead-lettered", "payment_id", st.PaymentID, "invoice", st.Invoice,
+	s.log().WarnContext(ctx, "recovery dead-lettered", "payment_id", st.PaymentID, "invoice", st.Invoice,
 		"reason", d.Reason, "dead_letter", d.Key)
 	return DeadLetterResult{ID: d.Key}, nil
 }
@@ -727,7 +734,7 @@ func suggestedAction(p Plan) string {
 }
 
 func (s *Steps) payment(ctx context.Context, id string) (payments.Payment, error) {
-	p, err := payments.Get(ctx, s.store, id)
+	p, err := payments.Get(ctx, s.Store, id)
 	if errors.Is(err, payments.ErrNotFound) {
 		return p, invalid("payment %s not found", id)
 	}

@@ -47,7 +47,7 @@ func ExampleSteps_Handle() {
 	w, _ := p.Put()
 	_ = st.Put(context.Background(), w.Table, *w.Put, w.Cond)
 
-	steps, err := recovery.NewSteps(recovery.StepsConfig{Provider: &scriptedProvider{}, Store: st, DeadLetters: printSink{},
+	steps, err := recovery.NewSteps(recovery.Steps{Provider: &scriptedProvider{}, Store: st, DeadLetters: printSink{},
 		Now: func() time.Time { return now }, Rand: rand.New(rand.NewPCG(1, 2)), Log: discard()})
 	if err != nil {
 		fmt.Println(err)

@@ -53,7 +53,7 @@ func newSteps(t testing.TB, prov provider.Provider, clock *clock.Fake) (*recover
 	}
 	t.Cleanup(func() { st.Close() })
 	dl := &sink{records: map[string]recovery.DeadLetter{}}
-	steps, err := recovery.NewSteps(recovery.StepsConfig{Provider: prov, Store: st, DeadLetters: dl,
+	steps, err := recovery.NewSteps(recovery.Steps{Provider: prov, Store: st, DeadLetters: dl,
 		Now: clock.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: discard()})
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +391,7 @@ func TestASLValidator(t *testing.T) {
 }
 
 func TestNewStepsNeedsItsDependencies(t *testing.T) {
-	_, err := recovery.NewSteps(recovery.StepsConfig{})
+	_, err := recovery.NewSteps(recovery.Steps{})
 	if !errors.Is(err, recovery.ErrStepsConfig) {
 		t.Fatalf("err %v", err)
 	}

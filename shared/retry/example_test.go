@@ -19,9 +19,11 @@ func (printSleeper) Sleep(_ context.Context, d time.Duration) error {
 }
 
 func ExamplePolicy_Do() {
-	p := retry.New(rand.New(rand.NewPCG(1, 2)))
-	p.Sleeper = printSleeper{} // tests and examples never sleep
-	p.Logger = slog.New(slog.DiscardHandler)
+	p := retry.New(retry.Policy{
+		Rand:    rand.New(rand.NewPCG(1, 2)),
+		Sleeper: printSleeper{}, // tests and examples never sleep
+		Log:     slog.New(slog.DiscardHandler),
+	})
 
 	answers := []error{
 		&provider.ThrottledError{Op: "create", RetryAfter: 2 * time.Second},

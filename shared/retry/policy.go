@@ -45,7 +45,10 @@ func (TimerSleeper) Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Policy is the outbound retry policy: which results are repeated, how long to wait, and how
-// much repeating a provider can absorb. The zero value is not usable; build one with New.
+// much repeating a provider can absorb. Build it with New, which fills the defaults and the
+// budget once:
+//
+//	p := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed, seed)), Log: log})
 type Policy struct {
 	// MaxAttempts counts the first call: 3 means at most two retries.
 	MaxAttempts int
@@ -64,30 +67,49 @@ type Policy struct {
 
 	Budget  *Budget
 	Sleeper Sleeper
-	Logger  *slog.Logger
+	Log     *slog.Logger
 	// Now is the clock used against ctx deadlines. Default time.Now.
 	Now func() time.Time
+	// Rand is the source of jitter (required).
+	Rand *rand.Rand
 
-	mu  sync.Mutex // guards rnd: *rand.Rand is not safe for concurrent use
-	rnd *rand.Rand
+	mu *sync.Mutex // guards Rand: *rand.Rand is not safe for concurrent use
 }
 
-// New returns a policy with the defaults, a fresh budget, a real sleeper and the given source of
-// jitter. Change the exported fields before first use.
-func New(rnd *rand.Rand) *Policy {
-	return &Policy{
-		MaxAttempts:   DefaultMaxAttempts,
-		Base:          DefaultBase,
-		Cap:           DefaultCap,
-		MaxRetryAfter: DefaultMaxRetryAfter,
-		RetryCost:     DefaultRetryCost,
-		TimeoutCost:   DefaultTimeoutCost,
-		Budget:        NewBudget(DefaultBudgetCapacity),
-		Sleeper:       TimerSleeper{},
-		Logger:        slog.Default(),
-		Now:           time.Now,
-		rnd:           rnd,
+// New returns p with its zero fields set to the defaults (DefaultMaxAttempts and the other
+// Default constants, a fresh budget of DefaultBudgetCapacity, a real sleeper, slog.Default(),
+// time.Now). Fields changed after New keep their values.
+func New(p Policy) *Policy {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
 	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&p.MaxAttempts, DefaultMaxAttempts)
+	defD(&p.Base, DefaultBase)
+	defD(&p.Cap, DefaultCap)
+	defD(&p.MaxRetryAfter, DefaultMaxRetryAfter)
+	def(&p.RetryCost, DefaultRetryCost)
+	def(&p.TimeoutCost, DefaultTimeoutCost)
+	if p.Budget == nil {
+		p.Budget = NewBudget(DefaultBudgetCapacity)
+	}
+	if p.Sleeper == nil {
+		p.Sleeper = TimerSleeper{}
+	}
+	if p.Log == nil {
+		p.Log = slog.Default()
+	}
+	if p.Now == nil {
+		p.Now = time.Now
+	}
+	p.mu = new(sync.Mutex)
+	return &p
 }
 
 // Backoff returns the full-jitter wait before retry number retry (0 for the first retry):
@@ -99,7 +121,7 @@ func (p *Policy) Backoff(retry int) time.Duration {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return time.Duration(p.rnd.Int64N(int64(ceil) + 1))
+	return time.Duration(p.Rand.Int64N(int64(ceil) + 1))
 }
 
 // BackoffCeiling is min(cap, base*2^retry) without overflow.
@@ -191,7 +213,7 @@ func (p *Policy) Do(ctx context.Context, op string, idempotent bool, fn func(con
 			return err
 		}
 		if attempt >= p.MaxAttempts {
-			p.Logger.LogAttrs(ctx, slog.LevelWarn, "retry exhausted",
+			p.Log.LogAttrs(ctx, slog.LevelWarn, "retry exhausted",
 				slog.String("op", op), slog.Int("attempts", attempt), slog.String("class", d.Class.String()))
 			return err
 		}
@@ -202,18 +224,18 @@ func (p *Policy) Do(ctx context.Context, op string, idempotent bool, fn func(con
 			// The wait and a call as long as the longest so far would not end before the
 			// deadline (a Lambda's, an API request's): the caller could not use the answer, and a
 			// call cut off by the deadline is one more unknown outcome. Fail now instead.
-			p.Logger.LogAttrs(ctx, slog.LevelInfo, "retry skipped: deadline before the wait and the call end",
+			p.Log.LogAttrs(ctx, slog.LevelInfo, "retry skipped: deadline before the wait and the call end",
 				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()),
 				slog.Duration("wait", d.Wait), slog.Duration("call", longest))
 			return err
 		}
 		if !p.Budget.Take(d.Cost) {
-			p.Logger.LogAttrs(ctx, slog.LevelWarn, "retry budget exhausted",
+			p.Log.LogAttrs(ctx, slog.LevelWarn, "retry budget exhausted",
 				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()))
 			return err
 		}
 		taken += d.Cost
-		p.Logger.LogAttrs(ctx, slog.LevelInfo, "retry scheduled",
+		p.Log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled",
 			slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()),
 			slog.Duration("wait", d.Wait), slog.Int("budget", p.Budget.Tokens()))
 		if serr := p.Sleeper.Sleep(ctx, d.Wait); serr != nil {

@@ -30,10 +30,8 @@ func (f *fakeSleeper) Sleep(_ context.Context, d time.Duration) error {
 }
 
 func testPolicy(seed uint64) (*Policy, *fakeSleeper) {
-	p := New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
 	s := &fakeSleeper{}
-	p.Sleeper = s
-	p.Logger = slog.New(slog.DiscardHandler)
+	p := New(Policy{Rand: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), Sleeper: s, Log: slog.New(slog.DiscardHandler)})
 	return p, s
 }
 
@@ -378,8 +376,7 @@ func TestBackoffJitterProperty(t *testing.T) {
 		base := time.Duration(rapid.Int64Range(1, int64(10*time.Second)).Draw(t, "base"))
 		cap := time.Duration(rapid.Int64Range(1, int64(time.Hour)).Draw(t, "cap"))
 		n := rapid.IntRange(0, 200).Draw(t, "retry")
-		p := New(rand.New(rand.NewPCG(seed, 1)))
-		p.Base, p.Cap = base, cap
+		p := New(Policy{Rand: rand.New(rand.NewPCG(seed, 1)), Base: base, Cap: cap})
 		ceil := BackoffCeiling(base, cap, n)
 		want := cap
 		if n < 62 && base <= cap>>n {

@@ -80,9 +80,8 @@ func TestCachedRefreshAndLastGood(t *testing.T) {
 	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	g := &fakeGetter{vals: map[string]string{"k": "whsec_FIRSTVALUE,whsec_SECONDVALUE", "blank": " , "}}
 	var logs bytes.Buffer
-	src := NewCached(g)
-	src.Now = func() time.Time { return now }
-	src.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	src := &Cached{Getter: g, Now: func() time.Time { return now },
+		Log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ctx := context.Background()
 
 	tests := []struct {
@@ -132,7 +131,7 @@ func TestCachedRefreshAndLastGood(t *testing.T) {
 // is not cached: the next call tries again.
 func TestCachedUnavailableWithoutCache(t *testing.T) {
 	g := &fakeGetter{err: errors.New("throttled")}
-	src := NewCached(g)
+	src := &Cached{Getter: g}
 	_, err := src.Secrets(t.Context(), "/twice/stripe")
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "/twice/stripe") {
 		t.Fatalf("err = %v", err)

@@ -18,11 +18,11 @@
 //     the batch for redelivery;
 //   - on a FIFO queue (the source ARN ends in ".fifo") the messages after a failed one are
 //     reported failed without running, so the group's order holds;
-//   - WithAfterBatch runs once after every batch, whatever its outcome (the dead-letter sink's
+//   - AfterBatch, when set, runs once after every batch, whatever its outcome (the dead-letter sink's
 //     open-count metric).
 //
 // Use:
 //
 //	w := &worker.Worker{...}
-//	lambda.Start(sqsbatch.Handler(w.Handle, sqsbatch.WithLogger(log)))
+//	lambda.Start((&sqsbatch.Batch{Each: w.Handle, Log: log}).Handle)
 package sqsbatch

@@ -11,7 +11,7 @@ import (
 )
 
 // A consumer is a func over one plain message; Handler makes it the Lambda SQS handler
-// (lambda.Start(sqsbatch.Handler(...)), or queue.Consumer's Handler locally). The message that
+// (lambda.Start((&sqsbatch.Batch{Each: ...}).Handle), or queue.Consumer's Handler locally). The message that
 // fails is reported alone, so SQS delivers only it again.
 func ExampleHandler() {
 	apply := func(_ context.Context, m queue.Message) error {
@@ -21,7 +21,7 @@ func ExampleHandler() {
 		fmt.Printf("applied %s (delivery %d)\n", m.Body, m.ReceiveCount)
 		return nil
 	}
-	h := sqsbatch.Handler(apply, sqsbatch.WithLogger(slog.New(slog.DiscardHandler)))
+	h := (&sqsbatch.Batch{Each: apply, Log: slog.New(slog.DiscardHandler)}).Handle
 
 	ev := queue.Event("arn:aws:sqs:us-east-1:123456789012:webhooks", "us-east-1", []queue.Message{
 		{ID: "m1", Body: []byte(`{"id":"evt_ok"}`), ReceiveCount: 1},

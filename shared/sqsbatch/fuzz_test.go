@@ -25,7 +25,7 @@ func FuzzHandler(f *testing.F) {
 			Attributes:        map[string]string{"ApproximateReceiveCount": receives, "SentTimestamp": sent},
 			MessageAttributes: map[string]events.SQSMessageAttribute{attr: {StringValue: &value, DataType: "String"}}}
 		var got queue.Message
-		h := sqsbatch.Handler(func(_ context.Context, m queue.Message) error {
+		h := (&sqsbatch.Batch{Log: slog.New(slog.DiscardHandler), Each: func(_ context.Context, m queue.Message) error {
 			got = m
 			switch {
 			case strings.HasPrefix(string(m.Body), "panic"):
@@ -34,7 +34,7 @@ func FuzzHandler(f *testing.F) {
 				return errors.New("no")
 			}
 			return nil
-		}, sqsbatch.WithLogger(slog.New(slog.DiscardHandler)))
+		}}).Handle
 		resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec, rec}})
 		if err != nil {
 			t.Fatal(err)

@@ -22,19 +22,29 @@ type Func func(ctx context.Context, m queue.Message) error
 // fields a queue.Message does not carry (idemlambda's key paths over the record's JSON).
 type RecordFunc func(ctx context.Context, r events.SQSMessage) error
 
-// Option configures Handler and Records.
-type Option func(*config)
-
-type config struct {
-	log   *slog.Logger
-	after func(ctx context.Context)
+// Batch is the Lambda SQS handler (ReportBatchItemFailures) that runs a func over each message
+// of a batch, as the package documentation says. Set Each, or EachRecord for a func over the
+// Lambda records themselves; Handle runs it.
+//
+//	lambda.Start((&sqsbatch.Batch{Each: worker.Handle, Log: log}).Handle)
+type Batch struct {
+	Each       Func
+	EachRecord RecordFunc
+	// Log receives the failure lines (default slog.Default()).
+	Log *slog.Logger
+	// AfterBatch, when set, runs once after every batch, whatever became of its messages.
+	AfterBatch func(ctx context.Context)
 }
 
-// WithLogger sets the logger of the failure lines (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+func (b *Batch) log() *slog.Logger {
+	if b.Log != nil {
+		return b.Log
+	}
+	return slog.Default()
+}
 
-// WithAfterBatch runs f once after every batch, whatever became of its messages.
-func WithAfterBatch(f func(ctx context.Context)) Option { return func(c *config) { c.after = f } }
+// errNoFunc fails a batch whose Batch has neither Each nor EachRecord.
+var errNoFunc = errors.New("sqsbatch: Batch has no Each or EachRecord func")
 
 // BatchError fails the whole batch: see FailBatch.
 type BatchError struct{ Err error }
@@ -57,57 +67,52 @@ func FailBatch(err error) error {
 	return &BatchError{Err: err}
 }
 
-// Handler returns the Lambda SQS handler (ReportBatchItemFailures) that runs f over each
-// message of a batch, as the package documentation says.
-func Handler(f Func, opts ...Option) queue.Handler {
-	return Records(func(ctx context.Context, r events.SQSMessage) error { return f(ctx, Message(r)) }, opts...)
-}
+var _ queue.Handler = (*Batch)(nil).Handle
 
-// Records is Handler for a func over the Lambda records themselves.
-func Records(f RecordFunc, opts ...Option) queue.Handler {
-	c := config{log: slog.Default()}
-	for _, o := range opts {
-		o(&c)
+// Handle runs the batch's func over each message of ev and reports the failed ones.
+func (b *Batch) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	f := b.EachRecord
+	if b.Each != nil {
+		f = func(ctx context.Context, r events.SQSMessage) error { return b.Each(ctx, Message(r)) }
 	}
-	if c.log == nil {
-		c.log = slog.Default()
+	if f == nil {
+		return events.SQSEventResponse{}, errNoFunc
 	}
-	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		if c.after != nil {
-			defer c.after(ctx)
-		}
-		var resp events.SQSEventResponse
-		failed := false
-		for _, r := range ev.Records {
-			if failed && strings.HasSuffix(r.EventSourceARN, ".fifo") {
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
-				continue
-			}
-			err := c.run(ctx, f, r)
-			if err == nil {
-				continue
-			}
-			if be := (*BatchError)(nil); errors.As(err, &be) {
-				c.log.WarnContext(ctx, "sqs batch failed; every message will be delivered again", "message_id", r.MessageId,
-					"queue", queueName(r.EventSourceARN), "messages", len(ev.Records), "error", be.Err)
-				return events.SQSEventResponse{}, err
-			}
-			c.log.WarnContext(ctx, "sqs message failed; it will be delivered again", "message_id", r.MessageId,
-				"queue", queueName(r.EventSourceARN), "receive_count", r.Attributes["ApproximateReceiveCount"], "error", err)
+	if b.AfterBatch != nil {
+		defer b.AfterBatch(ctx)
+	}
+	log := b.log()
+	var resp events.SQSEventResponse
+	failed := false
+	for _, r := range ev.Records {
+		if failed && strings.HasSuffix(r.EventSourceARN, ".fifo") {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
-			failed = true
+			continue
 		}
-		return resp, nil
+		err := run(ctx, log, f, r)
+		if err == nil {
+			continue
+		}
+		if be := (*BatchError)(nil); errors.As(err, &be) {
+			log.WarnContext(ctx, "sqs batch failed; every message will be delivered again", "message_id", r.MessageId,
+				"queue", queueName(r.EventSourceARN), "messages", len(ev.Records), "error", be.Err)
+			return events.SQSEventResponse{}, err
+		}
+		log.WarnContext(ctx, "sqs message failed; it will be delivered again", "message_id", r.MessageId,
+			"queue", queueName(r.EventSourceARN), "receive_count", r.Attributes["ApproximateReceiveCount"], "error", err)
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+		failed = true
 	}
+	return resp, nil
 }
 
 // errPanic is what a panicking func's message fails with.
 var errPanic = errors.New("sqsbatch: the message handler panicked")
 
-func (c *config) run(ctx context.Context, f RecordFunc, r events.SQSMessage) (err error) {
+func run(ctx context.Context, log *slog.Logger, f RecordFunc, r events.SQSMessage) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			c.log.ErrorContext(ctx, "sqs message handler panicked", "message_id", r.MessageId, "panic", fmt.Sprint(p),
+			log.ErrorContext(ctx, "sqs message handler panicked", "message_id", r.MessageId, "panic", fmt.Sprint(p),
 				"stack", string(debug.Stack()))
 			err = fmt.Errorf("%w: %v", errPanic, p)
 		}

@@ -67,10 +67,10 @@ func TestHandler(t *testing.T) {
 			var logs bytes.Buffer
 			var ran []string
 			batches := 0
-			h := sqsbatch.Handler(func(ctx context.Context, m queue.Message) error {
+			h := (&sqsbatch.Batch{Log: slog.New(slog.NewJSONHandler(&logs, nil)), AfterBatch: func(context.Context) { batches++ }, Each: func(ctx context.Context, m queue.Message) error {
 				ran = append(ran, m.ID)
 				return behave(ctx, m)
-			}, sqsbatch.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))), sqsbatch.WithAfterBatch(func(context.Context) { batches++ }))
+			}}).Handle
 			resp, err := h(context.Background(), tc.ev)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error %v, want error %v", err, tc.wantErr)

@@ -17,6 +17,6 @@ func Example() {
 	if err != nil {
 		return
 	}
-	q := sqsqueue.New(sqs.NewFromConfig(cfg), "https://sqs.us-east-1.amazonaws.com/123456789012/twice-webhooks")
+	q := &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: "https://sqs.us-east-1.amazonaws.com/123456789012/twice-webhooks"}
 	_, _ = q.Send(ctx, []byte(`{"id":"evt_1"}`), queue.SendOptions{Attributes: map[string]string{"provider": "stripe"}})
 }

@@ -33,16 +33,13 @@ var (
 
 // Queue is a queue.Queue on one SQS standard queue. Its redrive policy is the queue's
 // RedrivePolicy attribute, set by the template.
+//
+// Build it as a literal: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: url}.
 type Queue struct {
-	client Client
-	url    string
+	Client Client
+	// URL is the queue URL.
+	URL string
 }
-
-// New returns the queue at url.
-func New(client Client, url string) *Queue { return &Queue{client: client, url: url} }
-
-// URL returns the queue URL.
-func (q *Queue) URL() string { return q.url }
 
 // Send implements queue.Queue. SQS counts delays in whole seconds: Delay is rounded up.
 func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error) {
@@ -50,7 +47,7 @@ func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (
 		return "", err
 	}
 	in := &sqs.SendMessageInput{
-		QueueUrl:     &q.url,
+		QueueUrl:     &q.URL,
 		MessageBody:  aws.String(string(body)),
 		DelaySeconds: seconds(opts.Delay),
 	}
@@ -60,7 +57,7 @@ func (q *Queue) Send(ctx context.Context, body []byte, opts queue.SendOptions) (
 			in.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 		}
 	}
-	out, err := q.client.SendMessage(ctx, in)
+	out, err := q.Client.SendMessage(ctx, in)
 	if err != nil {
 		return "", mapError("send", err)
 	}
@@ -72,8 +69,8 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility, wait time.Dura
 	if err := queue.CheckReceive(max, visibility, wait); err != nil {
 		return nil, err
 	}
-	out, err := q.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:              &q.url,
+	out, err := q.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:              &q.URL,
 		MaxNumberOfMessages:   int32(max),
 		VisibilityTimeout:     seconds(visibility),
 		WaitTimeSeconds:       seconds(wait),
@@ -102,7 +99,7 @@ func (q *Queue) Delete(ctx context.Context, receipt string) error {
 	if receipt == "" {
 		return fmt.Errorf("%w: empty", queue.ErrReceiptInvalid)
 	}
-	_, err := q.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &q.url, ReceiptHandle: &receipt})
+	_, err := q.Client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &q.URL, ReceiptHandle: &receipt})
 	return mapError("delete", err)
 }
 
@@ -111,11 +108,11 @@ func (q *Queue) DeleteBatch(ctx context.Context, receipts []string) ([]error, er
 	if len(receipts) == 0 || len(receipts) > queue.MaxBatch {
 		return nil, fmt.Errorf("%w: %d receipts (1 to %d)", queue.ErrInvalid, len(receipts), queue.MaxBatch)
 	}
-	in := &sqs.DeleteMessageBatchInput{QueueUrl: &q.url, Entries: make([]types.DeleteMessageBatchRequestEntry, len(receipts))}
+	in := &sqs.DeleteMessageBatchInput{QueueUrl: &q.URL, Entries: make([]types.DeleteMessageBatchRequestEntry, len(receipts))}
 	for i, r := range receipts {
 		in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(r)}
 	}
-	out, err := q.client.DeleteMessageBatch(ctx, in)
+	out, err := q.Client.DeleteMessageBatch(ctx, in)
 	if err != nil {
 		return nil, mapError("delete batch", err)
 	}
@@ -150,8 +147,8 @@ func (q *Queue) ChangeVisibility(ctx context.Context, receipt string, d time.Dur
 	if receipt == "" {
 		return fmt.Errorf("%w: empty", queue.ErrReceiptInvalid)
 	}
-	_, err := q.client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl: &q.url, ReceiptHandle: &receipt, VisibilityTimeout: seconds(d),
+	_, err := q.Client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: &q.URL, ReceiptHandle: &receipt, VisibilityTimeout: seconds(d),
 	})
 	return mapError("change visibility", err)
 }

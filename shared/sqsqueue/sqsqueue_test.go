@@ -80,7 +80,7 @@ func TestContractMoto(t *testing.T) {
 		New: func(t *testing.T) queuetest.Fixture {
 			url, dlqURL := createQueues(t, c, queuetest.MaxReceiveCount)
 			return queuetest.Fixture{
-				Queue: New(c, url), DLQ: New(c, dlqURL), Now: time.Now,
+				Queue: &Queue{Client: c, URL: url}, DLQ: &Queue{Client: c, URL: dlqURL}, Now: time.Now,
 				// moto runs on the wall clock; there is nothing to advance, only to wait out.
 				Advance: time.Sleep,
 			}

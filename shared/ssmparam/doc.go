@@ -10,6 +10,6 @@
 // never at INIT; refreshed; the last good value served if a refresh fails). Errors wrap
 // secrets.ErrNotFound, secrets.ErrEmpty and secrets.ErrUnavailable and never contain a value.
 //
-//	src := secrets.NewCached(ssmparam.New(cfg))
+//	src := &secrets.Cached{Getter: ssmparam.New(cfg)}
 //	keys, err := src.Secrets(ctx, "/twice/prod/stripe-api-key")
 package ssmparam

@@ -26,7 +26,7 @@ func Example() {
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret"}, nil
 		})}
-	src := secrets.NewCached(ssmparam.New(cfg))
+	src := &secrets.Cached{Getter: ssmparam.New(cfg)}
 	for range 3 {
 		secrets, err := src.Secrets(context.Background(), "/twice/prod/stripe-webhook-secret")
 		fmt.Println(secrets, err)

@@ -29,7 +29,7 @@ func TestAgainstMoto(t *testing.T) {
 		Value: aws.String("whsec_new,whsec_old"), Type: ssmtypes.ParameterTypeSecureString}); err != nil {
 		t.Fatal(err)
 	}
-	src := secrets.NewCached(ssmparam.New(cfg))
+	src := &secrets.Cached{Getter: ssmparam.New(cfg)}
 	got, err := src.Secrets(ctx, name)
 	if err != nil || strings.Join(got, "|") != "whsec_new|whsec_old" {
 		t.Fatalf("Secrets = %v, %v", got, err)

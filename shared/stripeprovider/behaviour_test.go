@@ -26,7 +26,7 @@ func newTestClient(t *testing.T, base string, rec *recorder, timeout time.Durati
 	if rec != nil {
 		obs = rec
 	}
-	c, err := New(Config{APIKey: "sk_test_secret", BaseURL: base, Observer: obs, Timeout: timeout,
+	c, err := New(Client{APIKey: "sk_test_secret", BaseURL: base, Observer: obs, Timeout: timeout,
 		Now: func() time.Time { return testNow }})
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestWritesNeedAKey(t *testing.T) {
 	if _, err := c.Confirm(context.Background(), provider.ConfirmRequest{ID: "pi_1"}); !errors.Is(err, provider.ErrMissingIdempotencyKey) {
 		t.Fatalf("confirm without key: %v", err)
 	}
-	if _, err := New(Config{}); !errors.Is(err, ErrNoAPIKey) {
+	if _, err := New(Client{}); !errors.Is(err, ErrNoAPIKey) {
 		t.Fatalf("New without key: %v", err)
 	}
 }

@@ -18,11 +18,14 @@ const DefaultTimeout = 8 * time.Second
 // ListPageSize is the page size of List, Stripe's maximum.
 const ListPageSize = 100
 
-// ErrNoAPIKey: New was given no API key.
+// ErrNoAPIKey: New was given a Client without an API key.
 var ErrNoAPIKey = errors.New("stripeprovider: no API key")
 
-// Config configures the adapter.
-type Config struct {
+// Client is the Stripe implementation of provider.Provider, on stripe-go's PaymentIntents API.
+// It makes exactly one HTTP exchange per call (stripe-go's own retries are off) and maps every
+// failure to the typed errors of package provider; package retry decides about repeats. Build
+// it with New, which builds the HTTP client and stripe-go's backends once.
+type Client struct {
 	APIKey string
 	// BaseURL is the API origin without /v1: https://api.stripe.com (the default), the local
 	// simulator, or stripe-mock.
@@ -36,53 +39,55 @@ type Config struct {
 	Observer Observer
 	// Now is the clock for Call timing and Retry-After dates. Default time.Now.
 	Now func() time.Time
-}
 
-// Client is the Stripe implementation of provider.Provider, on stripe-go's PaymentIntents API.
-// It makes exactly one HTTP exchange per call (stripe-go's own retries are off) and maps every
-// failure to the typed errors of package provider; package retry decides about repeats.
-type Client struct {
-	sc  *stripe.Client
-	now func() time.Time
+	sc *stripe.Client
 }
 
 var _ provider.Provider = (*Client)(nil)
 
-// New returns an adapter for cfg. It makes no network call.
-func New(cfg Config) (*Client, error) {
-	if cfg.APIKey == "" {
+// New returns c ready to call Stripe. It makes no network call.
+func New(c Client) (*Client, error) {
+	if c.APIKey == "" {
 		return nil, ErrNoAPIKey
 	}
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = stripe.APIURL
+	baseURL := c.BaseURL
+	if baseURL == "" {
+		baseURL = stripe.APIURL
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
 	}
 	hc := &http.Client{}
-	if cfg.HTTPClient != nil {
-		*hc = *cfg.HTTPClient
+	if c.HTTPClient != nil {
+		*hc = *c.HTTPClient
 	}
 	if hc.Timeout <= 0 {
-		hc.Timeout = cfg.Timeout
+		hc.Timeout = timeout
 	}
 	next := hc.Transport
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	hc.Transport = &capture{next: next, observer: cfg.Observer, now: cfg.Now}
+	out := &c
+	hc.Transport = &capture{next: next, observer: c.Observer, now: out.now}
 
 	backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
 		HTTPClient:        hc,
-		URL:               stripe.String(cfg.BaseURL),
+		URL:               stripe.String(baseURL),
 		MaxNetworkRetries: stripe.Int64(0), // package retry decides, with a budget
 		EnableTelemetry:   stripe.Bool(false),
 		LeveledLogger:     quietLogger{}, // our own slog lines and the attempt log say what matters
 	})
-	return &Client{sc: stripe.NewClient(cfg.APIKey, stripe.WithBackends(backends)), now: cfg.Now}, nil
+	out.sc = stripe.NewClient(c.APIKey, stripe.WithBackends(backends))
+	return out, nil
+}
+
+func (c *Client) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
 }
 
 // Create creates and confirms a PaymentIntent for a card payment method in one call. A decline

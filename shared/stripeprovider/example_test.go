@@ -31,7 +31,7 @@ func Example() {
 	}))
 	defer stripe.Close()
 
-	adapter, err := stripeprovider.New(stripeprovider.Config{
+	adapter, err := stripeprovider.New(stripeprovider.Client{
 		APIKey:   "sk_test_example",
 		BaseURL:  stripe.URL,
 		Observer: printObserver{},
@@ -39,7 +39,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	payments := &retry.Provider{Next: adapter, Policy: retry.New(rand.New(rand.NewPCG(1, 1)))}
+	payments := &retry.Provider{Next: adapter, Policy: retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(1, 1))})}
 
 	p, err := payments.Create(context.Background(), provider.CreateRequest{
 		Amount: 1999, Currency: "usd", Customer: "cus_1", PaymentMethod: "pm_card_visa",

@@ -45,11 +45,9 @@ func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func retrying(t *testing.T, base string, rec *recorder, budget int) (*retry.Provider, *fakeSleeper) {
 	t.Helper()
-	pol := retry.New(rand.New(rand.NewPCG(1, 2)))
 	s := &fakeSleeper{}
-	pol.Sleeper = s
-	pol.Logger = slog.New(slog.DiscardHandler)
-	pol.Budget = retry.NewBudget(budget)
+	pol := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(1, 2)), Sleeper: s, Log: slog.New(slog.DiscardHandler),
+		Budget: retry.NewBudget(budget)})
 	return &retry.Provider{Next: newTestClient(t, base, rec, 0), Policy: pol}, s
 }
 

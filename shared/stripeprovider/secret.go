@@ -19,10 +19,14 @@ type KeySource interface {
 // at start-up: a Lambda's INIT then makes no network call, and a rotated key (a new parameter
 // value) is picked up when the source's cache refreshes, with no redeploy. The first secret
 // under the name is the key.
+//
+// Build it as a literal; it makes no call until used.
 type SecretKeyed struct {
-	source KeySource
-	name   string
-	cfg    Config
+	Source KeySource
+	// Name is the secret's name in Source.
+	Name string
+	// Client holds the settings of every Client built (its APIKey is ignored).
+	Client Client
 
 	mu     sync.Mutex
 	key    string
@@ -31,30 +35,24 @@ type SecretKeyed struct {
 
 var _ provider.Provider = (*SecretKeyed)(nil)
 
-// NewSecretKeyed returns a provider that builds a Client from cfg (its APIKey ignored) with the
-// key stored under name in source. It makes no call.
-func NewSecretKeyed(source KeySource, name string, cfg Config) *SecretKeyed {
-	return &SecretKeyed{source: source, name: name, cfg: cfg}
-}
-
 // current returns the Client for the key in force now. A source failure is an unavailable
 // provider: nothing was sent, so the caller may retry safely.
 func (s *SecretKeyed) current(ctx context.Context) (*Client, error) {
-	keys, err := s.source.Secrets(ctx, s.name)
+	keys, err := s.Source.Secrets(ctx, s.Name)
 	if err == nil && len(keys) == 0 {
 		err = ErrNoAPIKey
 	}
 	if err != nil {
-		return nil, &provider.TransientError{Op: "api key", Err: fmt.Errorf("stripeprovider: key %s: %w", s.name, err)}
+		return nil, &provider.TransientError{Op: "api key", Err: fmt.Errorf("stripeprovider: key %s: %w", s.Name, err)}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.client != nil && s.key == keys[0] {
 		return s.client, nil
 	}
-	cfg := s.cfg
-	cfg.APIKey = keys[0]
-	c, err := New(cfg)
+	settings := s.Client
+	settings.APIKey = keys[0]
+	c, err := New(settings)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func TestSecretKeyedReadsKeyOnUseAndFollowsRotation(t *testing.T) {
 	srv := httptest.NewServer(echo)
 	defer srv.Close()
 	src := secrets.Static{"stripe-key": {"sk_test_one"}}
-	p := stripeprovider.NewSecretKeyed(src, "stripe-key", stripeprovider.Config{BaseURL: srv.URL})
+	p := &stripeprovider.SecretKeyed{Source: src, Name: "stripe-key", Client: stripeprovider.Client{BaseURL: srv.URL}}
 	if len(echo.keys) != 0 {
 		t.Fatal("constructor made a call")
 	}
@@ -50,7 +50,7 @@ func TestSecretKeyedReadsKeyOnUseAndFollowsRotation(t *testing.T) {
 		t.Fatalf("keys sent %q", got)
 	}
 
-	missing := stripeprovider.NewSecretKeyed(src, "absent", stripeprovider.Config{BaseURL: srv.URL})
+	missing := &stripeprovider.SecretKeyed{Source: src, Name: "absent", Client: stripeprovider.Client{BaseURL: srv.URL}}
 	_, err := missing.Get(ctx, "pi_1")
 	var te *provider.TransientError
 	if !errors.As(err, &te) || !errors.Is(err, secrets.ErrNotFound) {

@@ -48,7 +48,7 @@ func (r *recorder) all() []Call {
 func TestRequestShapesAgainstStripeMock(t *testing.T) {
 	base := stripeMockURL(t)
 	rec := &recorder{}
-	c, err := New(Config{APIKey: "sk_test_mock", BaseURL: base, Observer: rec})
+	c, err := New(Client{APIKey: "sk_test_mock", BaseURL: base, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestAdapterPassesTheProviderSuite(t *testing.T) {
 		sim.Close()
 	})
 	providertest.Run(t, "suite", func(t *testing.T) provider.Provider {
-		c, err := New(Config{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL})
+		c, err := New(Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL})
 		if err != nil {
 			t.Fatal(err)
 		}

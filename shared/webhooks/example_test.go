@@ -14,8 +14,10 @@ import (
 
 func Example() {
 	now := time.Unix(1767225600, 0)
-	v, err := webhooks.NewStripeVerifier([]string{"whsec_current", "whsec_next"},
-		webhooks.WithClock(func() time.Time { return now }))
+	v, err := webhooks.NewStripeVerifier(webhooks.StripeVerifier{
+		Secrets: []string{"whsec_current", "whsec_next"},
+		Now:     func() time.Time { return now },
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -43,7 +45,7 @@ func Example() {
 func ExampleRotating() {
 	src := secrets.Static{"/twice/stripe-webhook-secret": {"whsec_new", "whsec_old"}}
 	var _ webhooks.SecretSource = (*secrets.Cached)(nil)
-	vs, err := webhooks.NewRotating(src, map[string]string{webhooks.ProviderStripe: "/twice/stripe-webhook-secret"})
+	vs, err := webhooks.NewRotating(webhooks.Rotating{Source: src, Names: map[string]string{webhooks.ProviderStripe: "/twice/stripe-webhook-secret"}})
 	if err != nil {
 		panic(err)
 	}

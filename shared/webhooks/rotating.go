@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // SecretSource supplies the active secrets under a name; secrets.Cached and secrets.Static
@@ -15,12 +16,22 @@ type SecretSource interface {
 
 // Rotating is a Verifiers whose verifiers follow the secrets in a SecretSource: each call asks
 // the source (which caches) and rebuilds a provider's verifier only when its secrets changed.
-// A rotation is then just a new parameter value; no redeploy.
+// A rotation is then just a new parameter value; no redeploy. Build it with NewRotating, which
+// checks Names once.
 type Rotating struct {
-	source SecretSource
-	names  map[string]string
-	opts   []Option
+	Source SecretSource
+	// Names maps provider names (ProviderStripe, ProviderStandard) to secret names in Source.
+	Names map[string]string
+	// Now and Tolerance apply to every verifier built (see StripeVerifier).
+	Now       func() time.Time
+	Tolerance time.Duration
 
+	cache *verifierCache
+}
+
+// verifierCache holds the verifiers built so far, behind a pointer so that NewRotating can
+// take its Rotating by value.
+type verifierCache struct {
 	mu    sync.Mutex
 	built map[string]built
 }
@@ -32,10 +43,10 @@ type built struct {
 
 var _ Verifiers = (*Rotating)(nil)
 
-// NewRotating maps provider names (ProviderStripe, ProviderStandard) to secret names in source.
-// opts apply to every verifier built.
-func NewRotating(source SecretSource, names map[string]string, opts ...Option) (*Rotating, error) {
-	for p, n := range names {
+// NewRotating returns r ready to hand out verifiers, or an error for an unknown provider or an
+// empty secret name.
+func NewRotating(r Rotating) (*Rotating, error) {
+	for p, n := range r.Names {
 		if p != ProviderStripe && p != ProviderStandard {
 			return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, p)
 		}
@@ -43,34 +54,34 @@ func NewRotating(source SecretSource, names map[string]string, opts ...Option) (
 			return nil, fmt.Errorf("%w: no secret name for %s", ErrNoSecret, p)
 		}
 	}
-	return &Rotating{source: source, names: names, opts: opts, built: map[string]built{}}, nil
+	return &Rotating{Source: r.Source, Names: r.Names, Now: r.Now, Tolerance: r.Tolerance, cache: &verifierCache{built: map[string]built{}}}, nil
 }
 
 // Verifier returns the provider's verifier over its current secrets.
 func (r *Rotating) Verifier(ctx context.Context, provider string) (Verifier, error) {
-	name, ok := r.names[provider]
+	name, ok := r.Names[provider]
 	if !ok {
 		return nil, ErrUnknownProvider
 	}
-	secrets, err := r.source.Secrets(ctx, name)
+	secrets, err := r.Source.Secrets(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: secrets for %s: %w", provider, err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if b, ok := r.built[provider]; ok && slices.Equal(b.secrets, secrets) {
+	r.cache.mu.Lock()
+	defer r.cache.mu.Unlock()
+	if b, ok := r.cache.built[provider]; ok && slices.Equal(b.secrets, secrets) {
 		return b.v, nil
 	}
 	var v Verifier
 	switch provider {
 	case ProviderStripe:
-		v, err = NewStripeVerifier(secrets, r.opts...)
+		v, err = NewStripeVerifier(StripeVerifier{Secrets: secrets, Now: r.Now, Tolerance: r.Tolerance})
 	default:
-		v, err = NewStandardVerifier(secrets, r.opts...)
+		v, err = NewStandardVerifier(StandardVerifier{Secrets: secrets, Now: r.Now, Tolerance: r.Tolerance})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: secrets for %s: %w", provider, err)
 	}
-	r.built[provider] = built{secrets: slices.Clone(secrets), v: v}
+	r.cache.built[provider] = built{secrets: slices.Clone(secrets), v: v}
 	return v, nil
 }

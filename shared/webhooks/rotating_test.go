@@ -24,7 +24,7 @@ func (s *mapSource) Secrets(_ context.Context, name string) ([]string, error) {
 func TestRotating(t *testing.T) {
 	body := mustRead(t, "pi_succeeded.json")
 	src := &mapSource{m: map[string][]string{"/stripe": {stripeSecret}, "/standard": {"not base64!"}}}
-	r, err := NewRotating(src, map[string]string{ProviderStripe: "/stripe", ProviderStandard: "/standard"}, WithClock(fixedClock))
+	r, err := NewRotating(Rotating{Source: src, Names: map[string]string{ProviderStripe: "/stripe", ProviderStandard: "/standard"}, Now: fixedClock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestRotating(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewRotating(src, map[string]string{"paypal": "/p"}); !errors.Is(err, ErrUnknownProvider) {
+	if _, err := NewRotating(Rotating{Source: src, Names: map[string]string{"paypal": "/p"}}); !errors.Is(err, ErrUnknownProvider) {
 		t.Fatalf("NewRotating with an unknown provider: %v", err)
 	}
 }

@@ -23,20 +23,25 @@ const (
 // (github.com/standard-webhooks/standard-webhooks/libraries/go). The library holds one secret and
 // reads time.Now with a package-level tolerance, so this wraps it: one library verifier per active
 // secret, its signature check only (VerifyIgnoringTimestamp), and our timestamp check on the
-// injected clock.
+// injected clock. Build it with NewStandardVerifier, which decodes the secrets once.
 type StandardVerifier struct {
+	// Secrets are of the form whsec_<base64> (the prefix is optional).
+	Secrets []string
+	// Now is the clock of the timestamp check (default time.Now).
+	Now func() time.Time
+	// Tolerance is the accepted clock distance in both directions (<= 0: DefaultTolerance).
+	Tolerance time.Duration
+
 	hooks []*standardwebhooks.Webhook
-	cfg   config
 }
 
 var _ Verifier = (*StandardVerifier)(nil)
 
-// NewStandardVerifier returns a verifier for secrets of the form whsec_<base64> (the prefix is
-// optional). A secret that is not base64 or decodes to nothing is ErrBadSecret; none at all is
+// NewStandardVerifier returns v ready to verify, its secrets decoded. A secret that is not base64 or decodes to nothing is ErrBadSecret; none at all is
 // ErrNoSecret. The error names the secret's position, never its value.
-func NewStandardVerifier(secrets []string, opts ...Option) (*StandardVerifier, error) {
-	v := &StandardVerifier{cfg: newConfig(opts)}
-	for i, sec := range secrets {
+func NewStandardVerifier(v StandardVerifier) (*StandardVerifier, error) {
+	v.hooks = nil
+	for i, sec := range v.Secrets {
 		sec = strings.TrimSpace(sec)
 		if sec == "" {
 			continue
@@ -54,7 +59,7 @@ func NewStandardVerifier(secrets []string, opts ...Option) (*StandardVerifier, e
 	if len(v.hooks) == 0 {
 		return nil, ErrNoSecret
 	}
-	return v, nil
+	return &v, nil
 }
 
 // Verify checks headers, then the signature against each secret, then the timestamp.
@@ -69,7 +74,7 @@ func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
 	for _, wh := range v.hooks {
 		err = wh.VerifyIgnoringTimestamp(body, h)
 		if err == nil {
-			return v.cfg.checkTimestamp(sh.Timestamp)
+			return window{v.Now, v.Tolerance}.checkTimestamp(sh.Timestamp)
 		}
 		if !errors.Is(err, standardwebhooks.ErrNoMatchingSignature) {
 			return mapStandardErr(err)

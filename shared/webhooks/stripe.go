@@ -17,19 +17,26 @@ const StripeSignatureHeader = "Stripe-Signature"
 // StripeVerifier verifies Stripe-Signature with stripe-go's webhook package (HMAC-SHA256 over
 // "t.body", compared in constant time, any v1 entry may match) against every active secret, and
 // checks the timestamp itself on the injected clock in both directions.
+//
+// Build it with NewStripeVerifier, which checks the secrets once.
 type StripeVerifier struct {
+	// Secrets are the endpoint secrets (whsec_...); several are active while one is rolled.
+	Secrets []string
+	// Now is the clock of the timestamp check (default time.Now).
+	Now func() time.Time
+	// Tolerance is the accepted clock distance in both directions (<= 0: DefaultTolerance).
+	Tolerance time.Duration
+
 	secrets []string
-	cfg     config
 }
 
 var _ Verifier = (*StripeVerifier)(nil)
 
-// NewStripeVerifier returns a verifier for the given endpoint secrets (whsec_...). Several
-// secrets are active at once while one is being rolled. Empty strings are ignored; none left is
+// NewStripeVerifier returns v ready to verify. Empty secrets are ignored; none left is
 // ErrNoSecret.
-func NewStripeVerifier(secrets []string, opts ...Option) (*StripeVerifier, error) {
+func NewStripeVerifier(v StripeVerifier) (*StripeVerifier, error) {
 	var s []string
-	for _, sec := range secrets {
+	for _, sec := range v.Secrets {
 		if sec = strings.TrimSpace(sec); sec != "" {
 			s = append(s, sec)
 		}
@@ -37,7 +44,8 @@ func NewStripeVerifier(secrets []string, opts ...Option) (*StripeVerifier, error
 	if len(s) == 0 {
 		return nil, ErrNoSecret
 	}
-	return &StripeVerifier{secrets: s, cfg: newConfig(opts)}, nil
+	v.secrets = s
+	return &v, nil
 }
 
 // Verify checks the signature first and the timestamp second, so ErrTooOld and ErrTooNew mean
@@ -62,7 +70,7 @@ func (v *StripeVerifier) Verify(h http.Header, body []byte) error {
 	for _, sec := range v.secrets {
 		err = webhook.ValidatePayloadIgnoringTolerance(body, vals[0], sec)
 		if err == nil {
-			return v.cfg.checkTimestamp(sh.Timestamp)
+			return window{v.Now, v.Tolerance}.checkTimestamp(sh.Timestamp)
 		}
 		if !errors.Is(err, webhook.ErrNoValidSignature) {
 			return mapStripeErr(err)

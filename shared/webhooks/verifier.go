@@ -22,49 +22,27 @@ type Verifier interface {
 	Verify(header http.Header, body []byte) error
 }
 
-// Option configures a verifier.
-type Option func(*config)
-
-type config struct {
+// window is the timestamp check both verifiers apply: Now defaults to time.Now and a
+// Tolerance <= 0 to DefaultTolerance, so a verifier always checks timestamps.
+type window struct {
 	now       func() time.Time
 	tolerance time.Duration
 }
 
-func newConfig(opts []Option) config {
-	c := config{now: time.Now, tolerance: DefaultTolerance}
-	for _, o := range opts {
-		o(&c)
-	}
-	return c
-}
-
-// WithClock sets the clock the timestamp checks use (default time.Now).
-func WithClock(now func() time.Time) Option {
-	return func(c *config) {
-		if now != nil {
-			c.now = now
-		}
-	}
-}
-
-// WithTolerance sets the accepted clock distance in both directions (default 300 s).
-// Values <= 0 are ignored: a verifier always checks timestamps.
-func WithTolerance(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.tolerance = d
-		}
-	}
-}
-
 // checkTimestamp applies the window both ways. Stripe-go checks only age; a timestamp far in the
 // future would let a captured delivery be replayed for longer than the window.
-func (c config) checkTimestamp(ts time.Time) error {
-	now := c.now()
-	if now.Sub(ts) > c.tolerance {
+func (w window) checkTimestamp(ts time.Time) error {
+	now, tolerance := time.Now(), w.tolerance
+	if w.now != nil {
+		now = w.now()
+	}
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	if now.Sub(ts) > tolerance {
 		return ErrTooOld
 	}
-	if ts.Sub(now) > c.tolerance {
+	if ts.Sub(now) > tolerance {
 		return ErrTooNew
 	}
 	return nil

@@ -42,11 +42,11 @@ func stripeSigned(body []byte, secret string, at time.Time) string {
 
 func TestStripeVerifier(t *testing.T) {
 	body := mustRead(t, "pi_succeeded.json")
-	v, err := NewStripeVerifier([]string{stripeSecret}, WithClock(fixedClock))
+	v, err := NewStripeVerifier(StripeVerifier{Secrets: []string{stripeSecret}, Now: fixedClock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rotating, err := NewStripeVerifier([]string{stripeSecret, stripeSecret2}, WithClock(fixedClock))
+	rotating, err := NewStripeVerifier(StripeVerifier{Secrets: []string{stripeSecret, stripeSecret2}, Now: fixedClock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,12 +103,18 @@ func TestNewVerifierValidates(t *testing.T) {
 		build func() error
 		want  error
 	}{
-		"stripe none":        {func() error { _, err := NewStripeVerifier(nil); return err }, ErrNoSecret},
-		"stripe blanks":      {func() error { _, err := NewStripeVerifier([]string{"", "  "}); return err }, ErrNoSecret},
-		"standard none":      {func() error { _, err := NewStandardVerifier(nil); return err }, ErrNoSecret},
-		"standard not b64":   {func() error { _, err := NewStandardVerifier([]string{"whsec_!!!not-base64"}); return err }, ErrBadSecret},
-		"standard empty key": {func() error { _, err := NewStandardVerifier([]string{"whsec_"}); return err }, ErrBadSecret},
-		"standard ok":        {func() error { _, err := NewStandardVerifier([]string{stdSecret}); return err }, nil},
+		"stripe none":   {func() error { _, err := NewStripeVerifier(StripeVerifier{}); return err }, ErrNoSecret},
+		"stripe blanks": {func() error { _, err := NewStripeVerifier(StripeVerifier{Secrets: []string{"", "  "}}); return err }, ErrNoSecret},
+		"standard none": {func() error { _, err := NewStandardVerifier(StandardVerifier{}); return err }, ErrNoSecret},
+		"standard not b64": {func() error {
+			_, err := NewStandardVerifier(StandardVerifier{Secrets: []string{"whsec_!!!not-base64"}})
+			return err
+		}, ErrBadSecret},
+		"standard empty key": {func() error { _, err := NewStandardVerifier(StandardVerifier{Secrets: []string{"whsec_"}}); return err }, ErrBadSecret},
+		"standard ok": {func() error {
+			_, err := NewStandardVerifier(StandardVerifier{Secrets: []string{stdSecret}})
+			return err
+		}, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -144,11 +150,11 @@ func standardSigned(t testing.TB, id string, body []byte, secret string, at time
 
 func TestStandardVerifier(t *testing.T) {
 	body := mustRead(t, "standard.json")
-	v, err := NewStandardVerifier([]string{stdSecret}, WithClock(fixedClock))
+	v, err := NewStandardVerifier(StandardVerifier{Secrets: []string{stdSecret}, Now: fixedClock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rotating, err := NewStandardVerifier([]string{stdSecret, stdSecret2}, WithClock(fixedClock))
+	rotating, err := NewStandardVerifier(StandardVerifier{Secrets: []string{stdSecret, stdSecret2}, Now: fixedClock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +198,7 @@ func TestStandardVerifier(t *testing.T) {
 }
 
 func mustStd(t testing.TB, secrets ...string) *StandardVerifier {
-	v, err := NewStandardVerifier(secrets, WithClock(fixedClock))
+	v, err := NewStandardVerifier(StandardVerifier{Secrets: secrets, Now: fixedClock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +224,7 @@ func FuzzParseStripeSignature(f *testing.F) {
 	f.Add("")
 	f.Add("t=,v1=")
 	f.Add("t=99999999999999999999")
-	v, _ := NewStripeVerifier([]string{stripeSecret}, WithClock(fixedClock))
+	v, _ := NewStripeVerifier(StripeVerifier{Secrets: []string{stripeSecret}, Now: fixedClock})
 	f.Fuzz(func(t *testing.T, header string) {
 		sh, err := ParseStripeSignature(header)
 		if err == nil && sh.Timestamp.IsZero() {

@@ -57,21 +57,20 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 	}
 
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
-	attemptLog, err := attempts.NewLog(st, attempts.Config{})
+	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		return nil, err
 	}
 	stripe := Stripe(cfg, keyParam, env.Optional(EnvStripeAPIBase, ""), time.Duration(timeoutMS)*time.Millisecond, attemptLog, log)
-	policy := retry.New(NewRand())
-	policy.Logger = log
+	policy := retry.New(retry.Policy{Rand: NewRand(), Log: log})
 	// As locally: an unknown outcome is resolved in the background through the resolve queue,
 	// not retried while the caller waits.
 	policy.ShouldRetry = func(err error) bool {
 		var unknown *provider.UnknownOutcomeError
 		return !errors.As(err, &unknown)
 	}
-	keeper, err := idempotency.NewKeeper(st, idempotency.Config{Retention: time.Duration(days) * 24 * time.Hour},
-		idempotency.WithLogger(log))
+	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Retention: time.Duration(days) * 24 * time.Hour,
+		Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -87,13 +86,12 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 // Stripe is the Stripe adapter with its key in SSM parameter keyParam (read on the first call,
 // then cached and refreshed) and every exchange put into the attempt log.
 func Stripe(cfg aws.Config, keyParam, baseURL string, timeout time.Duration, attemptLog *attempts.Log, log *slog.Logger) provider.Provider {
-	keys := secrets.NewCached(ssmparam.New(cfg))
-	keys.Logger = log
-	return stripeprovider.NewSecretKeyed(keys, keyParam, stripeprovider.Config{
+	keys := &secrets.Cached{Getter: ssmparam.New(cfg), Log: log}
+	return &stripeprovider.SecretKeyed{Source: keys, Name: keyParam, Client: stripeprovider.Client{
 		BaseURL:  baseURL,
 		Timeout:  timeout,
 		Observer: attempts.StripeObserver{Record: attempts.BestEffort(attemptLog, log)},
-	})
+	}}
 }
 
 // NewRand is a jitter source seeded per container, so two containers do not retry in step.

@@ -21,7 +21,7 @@ func exampleKeeper() (*idempotency.Keeper, func()) {
 	if err != nil {
 		panic(err)
 	}
-	k, _ := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithLogger(slog.New(slog.DiscardHandler)))
+	k, _ := idempotency.NewKeeper(idempotency.Keeper{Store: s, Log: slog.New(slog.DiscardHandler)})
 	return k, func() { s.Close(); os.RemoveAll(dir) }
 }
 

@@ -229,14 +229,15 @@ func SQS(cfg Config[struct{}], h func(context.Context, events.SQSMessage) error)
 	if err != nil {
 		return nil, err
 	}
-	return sqsbatch.Records(func(ctx context.Context, m events.SQSMessage) error { return c.record(ctx, m, h) },
-		sqsbatch.WithLogger(c.cfg.Log)), nil
+	b := &sqsbatch.Batch{EachRecord: func(ctx context.Context, m events.SQSMessage) error { return c.record(ctx, m, h) },
+		Log: c.cfg.Log}
+	return b.Handle, nil
 }
 
 // Message is SQS for one plain message, the per-message func of package sqsbatch: h runs under
 // the message's key, chosen by the same paths over the message's Lambda record (rebuilt with
 // queue.Event: messageId, body, attributes, messageAttributes, eventSourceARN; no awsRegion), so
-// sqsbatch.Handler(Message(cfg, h)) keys a message as SQS(cfg, ...) does. A message whose key
+// (&sqsbatch.Batch{Each: Message(cfg, h)}).Handle keys a message as SQS(cfg, ...) does. A message whose key
 // is held, or that mismatches, gets the error, as does one whose h fails.
 func Message(cfg Config[struct{}], h func(context.Context, queue.Message) error) (func(context.Context, queue.Message) error, error) {
 	c, err := compile(cfg, "$.messageId")

@@ -42,7 +42,7 @@ func keeper(t testing.TB) (*idempotency.Keeper, *clock) {
 	}
 	t.Cleanup(func() { s.Close() })
 	c := &clock{t: time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)}
-	k, err := idempotency.NewKeeper(s, idempotency.Config{}, idempotency.WithClock(c.Now), idempotency.WithLogger(quiet))
+	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: s, Now: c.Now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestMessageKeysAsSQSDoes(t *testing.T) {
 		t.Fatal(failures(resp), err)
 	}
 	// m1 completed through SQS: not run again as a plain message. m2 fails once, then runs.
-	plain := sqsbatch.Handler(one, sqsbatch.WithLogger(quiet))
+	plain := (&sqsbatch.Batch{Each: one, Log: quiet}).Handle
 	ev := events.SQSEvent{Records: []events.SQSMessage{sqsMsg("m1", "a"), sqsMsg("m2", "b")}}
 	if resp, err := plain(context.Background(), ev); err != nil || fmt.Sprint(failures(resp)) != "[m2]" {
 		t.Fatal(failures(resp), err)

@@ -85,11 +85,11 @@ func Run(t *testing.T, newStore func(t testing.TB) store.Store) {
 			t.Run(name, func(t *testing.T) {
 				clock := NewClock()
 				s := newStore(t)
-				opts := []idempotency.Option{idempotency.WithClock(clock.Now), idempotency.WithLogger(slog.New(slog.DiscardHandler))}
+				spec := idempotency.Keeper{Store: s, Now: clock.Now, Log: slog.New(slog.DiscardHandler)}
 				if cached {
-					opts = append(opts, idempotency.WithCache(64))
+					spec.CacheSize = 64
 				}
-				k, err := idempotency.NewKeeper(s, idempotency.Config{}, opts...)
+				k, err := idempotency.NewKeeper(spec)
 				if err != nil {
 					t.Fatal(err)
 				}

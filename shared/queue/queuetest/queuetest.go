@@ -419,7 +419,7 @@ func testConsumerBatchFailures(t *testing.T, s Suite, f Fixture) {
 	}
 	c := &queue.Consumer{
 		Queue: f.Queue, Visibility: s.Tick, Wait: time.Second, SourceARN: source,
-		Handler: sqsbatch.Handler(handle, sqsbatch.WithLogger(slog.New(slog.DiscardHandler))),
+		Handler: (&sqsbatch.Batch{Each: handle, Log: slog.New(slog.DiscardHandler)}).Handle,
 	}
 	total := queue.BatchResult{}
 	for total.Received < 4 {

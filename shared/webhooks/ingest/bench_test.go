@@ -22,8 +22,8 @@ func (q *countQueue) Enqueue(context.Context, webhooks.Delivery) error { q.n++; 
 // size (a PaymentIntent event is 2-4 KiB), with JSON logging to io.Discard, and reports p99.
 func BenchmarkHandler(b *testing.B) {
 	q := &countQueue{}
-	h := New(testVerifiers(b), q)
-	h.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	h := &Handler{Verifiers: testVerifiers(b), Queue: q}
+	h.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	body := bytes.Replace(stripeBody, []byte(`"status":"succeeded"`),
 		[]byte(`"status":"succeeded","description":"`+string(bytes.Repeat([]byte("x"), 3000))+`"`), 1)
 	hdr := stripeHeader(body, stripeSecret, now)
@@ -59,8 +59,8 @@ func FuzzHandler(f *testing.F) {
 	f.Add("stripe", "Stripe-Signature", "t=1,t=2,v1=00,v1==", bytes.Repeat([]byte("a"), 1025))
 	v := testVerifiers(f)
 	f.Fuzz(func(t *testing.T, provider, key, value string, body []byte) {
-		h := New(v, &countQueue{})
-		h.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+		h := &Handler{Verifiers: v, Queue: &countQueue{}}
+		h.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 		h.MaxBody = 1024 // so the fuzzer reaches 413 cheaply
 		req := httptest.NewRequest(http.MethodPost, "/webhooks/x", bytes.NewReader(body))
 		req.SetPathValue("provider", provider)

@@ -19,9 +19,9 @@ func (printQueue) Enqueue(_ context.Context, d webhooks.Delivery) error {
 }
 
 func Example() {
-	sv, _ := webhooks.NewStripeVerifier([]string{"whsec_local"})
+	sv, _ := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: []string{"whsec_local"}})
 	mux := http.NewServeMux()
-	mux.Handle(ingest.Pattern, ingest.New(webhooks.Static{webhooks.ProviderStripe: sv}, printQueue{}))
+	mux.Handle(ingest.Pattern, &ingest.Handler{Verifiers: webhooks.Static{webhooks.ProviderStripe: sv}, Queue: printQueue{}})
 
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, httptest.NewRequest("POST", "/webhooks/stripe", strings.NewReader(`{"id":"evt_1"}`)))

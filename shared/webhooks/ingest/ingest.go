@@ -53,23 +53,33 @@ type Attempt struct {
 }
 
 // Handler is the fast webhook ingest: verify, enqueue, 200. Nothing slow happens inline.
+// Build it as a literal; Verifiers and Queue are required.
 type Handler struct {
-	verifiers webhooks.Verifiers
-	queue     Queue
+	Verifiers webhooks.Verifiers
+	Queue     Queue
 
 	// Observer, if set, is called for every delivery.
 	Observer Observer
-	// Logger receives one line per delivery (default slog.Default()).
-	Logger *slog.Logger
+	// Log receives one line per delivery (default slog.Default()).
+	Log *slog.Logger
 	// Now is the clock for ReceivedAt and durations (default time.Now).
 	Now func() time.Time
 	// MaxBody is the body cap in bytes (default DefaultMaxBody).
 	MaxBody int64
 }
 
-// New returns a handler with defaults; set the exported fields to change them.
-func New(verifiers webhooks.Verifiers, queue Queue) *Handler {
-	return &Handler{verifiers: verifiers, queue: queue, Logger: slog.Default(), Now: time.Now, MaxBody: DefaultMaxBody}
+func (h *Handler) now() time.Time {
+	if h.Now == nil {
+		return time.Now()
+	}
+	return h.Now()
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.Default()
+	}
+	return h.Log
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -86,19 +96,19 @@ const (
 // ServeHTTP implements POST /webhooks/{provider}.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	start := h.Now()
+	start := h.now()
 	a := Attempt{Provider: r.PathValue("provider"), ReceivedAt: start, Source: r.RemoteAddr}
 	defer func() {
-		a.Duration = h.Now().Sub(start)
+		a.Duration = h.now().Sub(start)
 		if h.Observer != nil {
 			a.Header = Redact(r.Header)
 			h.Observer.Observe(ctx, a)
 		}
 	}()
 	// The provider name comes from the path: cap it before it reaches a log line.
-	log := h.Logger.With("provider", capField(a.Provider))
+	log := h.log().With("provider", capField(a.Provider))
 
-	v, err := h.verifiers.Verifier(ctx, a.Provider)
+	v, err := h.Verifiers.Verifier(ctx, a.Provider)
 	if err != nil {
 		if errors.Is(err, webhooks.ErrUnknownProvider) {
 			a.Status, a.Err = http.StatusNotFound, err
@@ -145,7 +155,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := webhooks.NewDelivery(a.Provider, r.Header, body, start)
 	a.EventID = d.EventID
 	log = log.With("event_id", d.EventID)
-	if err := h.queue.Enqueue(ctx, d); err != nil {
+	if err := h.Queue.Enqueue(ctx, d); err != nil {
 		a.Status, a.Err = http.StatusServiceUnavailable, err
 		log.ErrorContext(ctx, "webhook verified but not enqueued", "err", err)
 		h.unavailable(w)

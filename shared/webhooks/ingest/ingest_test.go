@@ -59,12 +59,12 @@ func (brokenVerifiers) Verifier(context.Context, string) (webhooks.Verifier, err
 }
 
 func testVerifiers(t testing.TB) webhooks.Static {
-	clock := webhooks.WithClock(func() time.Time { return now })
-	sv, err := webhooks.NewStripeVerifier([]string{stripeSecret}, clock)
+	clock := func() time.Time { return now }
+	sv, err := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: []string{stripeSecret}, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stv, err := webhooks.NewStandardVerifier([]string{stdSecret}, clock)
+	stv, err := webhooks.NewStandardVerifier(webhooks.StandardVerifier{Secrets: []string{stdSecret}, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +99,9 @@ type rig struct {
 
 func newRig(t testing.TB, v webhooks.Verifiers) *rig {
 	r := &rig{mux: http.NewServeMux(), queue: &memQueue{}, obs: &recorder{}, logs: &bytes.Buffer{}}
-	h := New(v, r.queue)
+	h := &Handler{Verifiers: v, Queue: r.queue}
 	h.Observer = r.obs
-	h.Logger = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h.Log = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.Now = func() time.Time { return now }
 	r.mux.Handle(Pattern, h)
 	return r
