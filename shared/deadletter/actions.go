@@ -166,18 +166,20 @@ func (t *Table) Override(ctx context.Context, id, actor, outcome, note string) (
 	return r, err
 }
 
-// Resolve closes the record: the work is done, by a retry or by hand.
-func (t *Table) Resolve(ctx context.Context, id, actor, note string) (Record, error) {
-	return t.settle(ctx, id, actor, note, ActionResolve, StatusResolved)
+// MarkResolved closes the record as resolved: the work is done, by a retry or by hand. (To
+// resolve, in this code, is what the payment resolver does to an unknown outcome; a record is
+// marked resolved.)
+func (t *Table) MarkResolved(ctx context.Context, id, actor, note string) (Record, error) {
+	return t.closeAs(ctx, id, actor, note, ActionResolve, StatusResolved)
 }
 
 // Ignore sets the record aside: nothing will be done. An ignored record can still be retried
 // or resolved later.
 func (t *Table) Ignore(ctx context.Context, id, actor, note string) (Record, error) {
-	return t.settle(ctx, id, actor, note, ActionIgnore, StatusIgnored)
+	return t.closeAs(ctx, id, actor, note, ActionIgnore, StatusIgnored)
 }
 
-func (t *Table) settle(ctx context.Context, id, actor, note, action string, to Status) (Record, error) {
+func (t *Table) closeAs(ctx context.Context, id, actor, note, action string, to Status) (Record, error) {
 	if err := checkNote(strings.TrimSpace(note)); err != nil {
 		return Record{}, err
 	}

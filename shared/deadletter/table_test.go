@@ -168,7 +168,7 @@ func TestActions(t *testing.T) {
 		},
 		"resolve": {
 			act: func(tb *deadletter.Table, id string) (deadletter.Record, error) {
-				return tb.Resolve(context.Background(), id, "erin", "")
+				return tb.MarkResolved(context.Background(), id, "erin", "")
 			},
 			wantStatus: deadletter.StatusResolved, wantAudit: deadletter.ActionResolve,
 		},
@@ -180,7 +180,7 @@ func TestActions(t *testing.T) {
 		},
 		"unknown id": {
 			act: func(tb *deadletter.Table, _ string) (deadletter.Record, error) {
-				return tb.Resolve(context.Background(), "dl_nope", "erin", "")
+				return tb.MarkResolved(context.Background(), "dl_nope", "erin", "")
 			},
 			wantErr: deadletter.ErrNotFound, wantStatus: deadletter.StatusOpen,
 		},
@@ -320,7 +320,7 @@ func TestOpenHistoryAndMetrics(t *testing.T) {
 	e.clock.Add(2 * time.Hour)
 	_, _, _ = e.table.Open(ctx, webhookRecord("evt_h2"))
 	e.clock.Add(time.Hour)
-	_, _ = e.table.Resolve(ctx, r1.ID, "g", "")
+	_, _ = e.table.MarkResolved(ctx, r1.ID, "g", "")
 	hist, err := e.table.OpenHistory(ctx, 5)
 	if err != nil {
 		t.Fatal(err)

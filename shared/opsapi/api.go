@@ -31,7 +31,7 @@ type Records interface {
 	Retry(ctx context.Context, id, actor, note string) (deadletter.Record, bool, error)
 	RetrySeen(ctx context.Context, id, actor, note string, seen int) (deadletter.Record, bool, error)
 	Override(ctx context.Context, id, actor, outcome, note string) (deadletter.Record, error)
-	Resolve(ctx context.Context, id, actor, note string) (deadletter.Record, error)
+	MarkResolved(ctx context.Context, id, actor, note string) (deadletter.Record, error)
 	Ignore(ctx context.Context, id, actor, note string) (deadletter.Record, error)
 	BulkRetry(ctx context.Context, f deadletter.Filter, actor, note string) (deadletter.BulkResult, error)
 	OpenCount(ctx context.Context) (int64, error)
@@ -140,8 +140,8 @@ func (h *Handler) routes() *Handler {
 	api("GET /ops/deadletters/{id}/audit", h.audit)
 	api("POST /ops/deadletters/{id}/retry", h.retry)
 	api("POST /ops/deadletters/{id}/override", h.override)
-	api("POST /ops/deadletters/{id}/resolve", h.settle(ActionResolve))
-	api("POST /ops/deadletters/{id}/ignore", h.settle(ActionIgnore))
+	api("POST /ops/deadletters/{id}/resolve", h.closeRecord(ActionResolve))
+	api("POST /ops/deadletters/{id}/ignore", h.closeRecord(ActionIgnore))
 	api("POST /ops/deadletters/retry", h.bulkRetry)
 	api("GET /ops/attempts", h.lookup)
 	api("GET /ops/payments/{id}/timeline", h.timelineAPI)
@@ -164,7 +164,7 @@ func (h *Handler) routes() *Handler {
 // ServeHTTP serves /ops.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// Action names for settle.
+// Action names for closeRecord.
 const (
 	ActionResolve = "resolve"
 	ActionIgnore  = "ignore"
@@ -492,14 +492,14 @@ func (h *Handler) override(w http.ResponseWriter, r *http.Request, who string) {
 	writeJSON(w, http.StatusOK, viewOf(rec)) // override_effect: what it changed
 }
 
-func (h *Handler) settle(action string) func(http.ResponseWriter, *http.Request, string) {
+func (h *Handler) closeRecord(action string) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, who string) {
 		body, err := ParseActionBody(r.Body)
 		if err != nil {
 			h.fail(w, r, err)
 			return
 		}
-		do := h.Records.Resolve
+		do := h.Records.MarkResolved
 		if action == ActionIgnore {
 			do = h.Records.Ignore
 		}

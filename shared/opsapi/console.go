@@ -426,7 +426,7 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 	case "override":
 		_, err = h.Records.Override(ctx, id, s.Actor, r.PostForm.Get("outcome"), note)
 	case "resolve":
-		_, err = h.Records.Resolve(ctx, id, s.Actor, note)
+		_, err = h.Records.MarkResolved(ctx, id, s.Actor, note)
 	case "ignore":
 		_, err = h.Records.Ignore(ctx, id, s.Actor, note)
 	default:
