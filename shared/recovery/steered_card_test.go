@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/shared/cardledger"
 	"github.com/runtwice/twice/shared/clock"
+	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
@@ -213,5 +215,37 @@ func TestSteerPlansFromTheNewCard(t *testing.T) {
 	}
 	if rec.CardBrand != "mastercard" {
 		t.Fatalf("stored recovery names card brand %q, want the new card's mastercard", rec.CardBrand)
+	}
+}
+
+// The planner counts this recovery's attempts only on their own card: attempts marked with
+// the declined card do not spend the new card's Mastercard allowance; unmarked ones (a card
+// not known) still count, the safe reading.
+func TestPlannerCountsOwnAttemptsOnTheirCard(t *testing.T) {
+	c := declines.Classify(declines.FromProvider(provider.Decline{Code: "processing_error", ErrorCode: "processing_error", Network: "mastercard"}))
+	now := t0.Add(time.Hour)
+	var others []recovery.Attempt
+	for i := range 9 {
+		others = append(others, recovery.Attempt{At: now.Add(-time.Duration(30-i) * time.Minute), Outcome: recovery.OutcomeDeclined, Reattempt: true})
+	}
+	for name, tc := range map[string]struct {
+		attemptCard string
+		wantLimit   recovery.Limit
+	}{
+		"own attempt on the old card":   {attemptCard: "fp_old", wantLimit: ""},
+		"own attempt on the new card":   {attemptCard: "fp_new", wantLimit: recovery.LimitMastercard24h},
+		"own attempt on a card unknown": {attemptCard: "", wantLimit: recovery.LimitMastercard24h},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := recovery.Input{Classification: c, Card: "fp_new", CardAttempts: others,
+				Attempts: []recovery.Attempt{{At: now.Add(-10 * time.Minute), Outcome: recovery.OutcomeDeclined, Class: c.Class, Card: tc.attemptCard}}}
+			plan, err := recovery.NextAttempt(recovery.DefaultPolicy(), in, now, rand.New(rand.NewPCG(1, 2)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !plan.Retry || plan.Limit != tc.wantLimit {
+				t.Fatalf("plan %+v, want a retry with limit %q", plan, tc.wantLimit)
+			}
+		})
 	}
 }
