@@ -65,6 +65,9 @@ func (p *scriptedProvider) Get(context.Context, string) (provider.Payment, error
 func (p *scriptedProvider) Confirm(context.Context, provider.ConfirmRequest) (provider.Payment, error) {
 	return provider.Payment{}, errors.New("not scripted")
 }
+func (p *scriptedProvider) PaymentMethodCard(context.Context, string) (provider.Card, error) {
+	return provider.Card{}, errors.New("not scripted")
+}
 func (p *scriptedProvider) List(context.Context, provider.ListParams) iter.Seq2[provider.Payment, error] {
 	return func(func(provider.Payment, error) bool) {}
 }

@@ -16,6 +16,9 @@ var (
 	ErrIdempotencyMismatch = errors.New("provider: idempotency key reused with different parameters")
 	// ErrMissingIdempotencyKey: a create or confirm was asked for without a provider key.
 	ErrMissingIdempotencyKey = errors.New("provider: missing idempotency key")
+	// ErrNotCard: PaymentMethodCard was asked about a payment method that is no card, or
+	// whose card the provider gives no fingerprint for; no card network cap applies to it.
+	ErrNotCard = errors.New("provider: the payment method is not a card with a fingerprint")
 )
 
 // DeclineError is a card decline: the payment exists at the provider and is declined. It is a

@@ -21,6 +21,12 @@ type Provider interface {
 	// List yields every payment matching p, fetching pages as the caller ranges; a failure is
 	// yielded once as the error and ends the sequence.
 	List(ctx context.Context, p ListParams) iter.Seq2[Payment, error]
+	// PaymentMethodCard returns the card behind a payment method (Stripe: the PaymentMethod's
+	// card.fingerprint and card.brand), so that a charge with a payment method other than the
+	// declined one is counted on its own card's ledger. A payment method that is not a card
+	// (or whose card has no fingerprint) is ErrNotCard; an unknown one a *PermanentError
+	// matching ErrNotFound.
+	PaymentMethodCard(ctx context.Context, paymentMethod string) (Card, error)
 }
 
 // Status is a payment's state in our vocabulary, not the provider's.

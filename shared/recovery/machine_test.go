@@ -70,6 +70,8 @@ type scriptedProvider struct {
 	effects map[string]int       // effective charges per payment method
 	hang    map[string]bool      // keys whose first request hangs after its effect, until cancelled
 	hung    chan string
+	// cardReads counts PaymentMethodCard calls.
+	cardReads int
 }
 
 var _ provider.Provider = (*scriptedProvider)(nil)
@@ -129,6 +131,22 @@ func (s *scriptedProvider) Create(context.Context, provider.CreateRequest) (prov
 
 func (s *scriptedProvider) Get(context.Context, string) (provider.Payment, error) {
 	return provider.Payment{}, errors.New("recovery never reads")
+}
+
+// PaymentMethodCard names the card a payment method's declines name.
+func (s *scriptedProvider) PaymentMethodCard(_ context.Context, pm string) (provider.Card, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cardReads++
+	sc := s.scripts[pm]
+	brand, fp := sc.brand, sc.card
+	if brand == "" {
+		brand = "visa"
+	}
+	if fp == "" {
+		fp = "fp_" + pm
+	}
+	return provider.Card{Fingerprint: fp, Brand: brand, Last4: "4242"}, nil
 }
 
 func (s *scriptedProvider) List(context.Context, provider.ListParams) iter.Seq2[provider.Payment, error] {

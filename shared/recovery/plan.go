@@ -34,6 +34,10 @@ type Attempt struct {
 	// Reattempt marks, in CardAttempts, an attempt that retried an earlier declined one (Visa
 	// counts reattempts). In Input.Attempts every attempt after the first is a reattempt.
 	Reattempt bool `json:"reattempt,omitempty"`
+	// Card is the fingerprint of the card the attempt charged, when known. The network caps
+	// count an attempt of Input.Attempts only on its own card: a recovery steered to another
+	// card does not spend the new card's allowance on the declined card's attempts.
+	Card string `json:"card,omitempty"`
 }
 
 // Input is what the planner decides from.
@@ -46,6 +50,9 @@ type Input struct {
 	// CardAttempts are recent attempts on the same card for other payments; the network caps
 	// are per card. Optional.
 	CardAttempts []Attempt `json:"card_attempts,omitempty"`
+	// Card is the fingerprint of the card the planned attempt charges, when known; attempts
+	// of Attempts marked with another card do not count towards its caps.
+	Card string `json:"card,omitempty"`
 	// AnchorDay is the subscription's billing anchor day of the month (1-31), if any.
 	AnchorDay int `json:"anchor_day,omitempty"`
 }

@@ -49,6 +49,9 @@ func networkCaps(n declines.Network) []windowCap {
 func (c windowCap) earliest(in Input, t time.Time) (time.Time, bool) {
 	var times []time.Time
 	for i, a := range in.Attempts {
+		if in.Card != "" && a.Card != "" && a.Card != in.Card {
+			continue // made on another card: that card's caps, not this one's
+		}
 		if c.counts(a, i) {
 			times = append(times, a.At)
 		}

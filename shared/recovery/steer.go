@@ -194,6 +194,12 @@ func (s *Steps) steer(ctx context.Context, st State, now time.Time) (State, erro
 	if pending.PaymentMethod != "" {
 		st.PaymentMethod = pending.PaymentMethod
 	}
+	if st.PaymentMethod != "" && st.PaymentMethod != p.PaymentMethod {
+		// The charge will use another card: its caps decide when, not the declined card's.
+		if p.Card, err = s.chargedCard(ctx, p, st.PaymentMethod); err != nil {
+			return st, err
+		}
+	}
 	// Charge soon: now, unless the card's caps forbid it (then at the first moment they allow).
 	card, err := s.card(ctx, p)
 	if err != nil {

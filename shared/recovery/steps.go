@@ -296,7 +296,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		if at.IsZero() {
 			at = now
 		}
-		st.Attempts = []Attempt{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class}}
+		st.Attempts = []Attempt{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class, Card: fingerprint(p.Card)}}
 		if st.Round == 1 {
 			// The original charge's decline enters the card's ledger here: every declined
 			// payment starts a recovery (an outbox message committed with the decline), so the
@@ -310,7 +310,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		return st, err
 	}
 	if st.ChargeNow != nil {
-		plan := ChargeNowPlan(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st)}, now)
+		plan := ChargeNowPlan(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st), Card: card.Fingerprint}, now)
 		plan.ChargeNow = st.ChargeNow
 		st.Plan, st.Outcome = &plan, OutcomeDeclined
 		s.log().InfoContext(ctx, "recovery charge-now planned", "payment_id", st.PaymentID, "plan", plan)
@@ -357,7 +357,7 @@ func cardAttempts(c cardledger.Card, st State) []Attempt {
 }
 
 func (s *Steps) planNext(ctx context.Context, st State, c declines.Classification, now time.Time, card cardledger.Card) (State, error) {
-	plan, err := s.planner.PlanAt(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st)}, now)
+	plan, err := s.planner.PlanAt(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st), Card: card.Fingerprint}, now)
 	if err != nil {
 		return st, invalid("plan: %w", err)
 	}
@@ -427,8 +427,14 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		}
 		consume = append(consume, pending.consumed())
 	}
-	if st.PaymentMethod != "" {
-		p.PaymentMethod = st.PaymentMethod
+	if st.PaymentMethod != "" && st.PaymentMethod != p.PaymentMethod {
+		// A steered charge with another payment method is checked, reserved and recorded on
+		// the card it charges, never on the declined one: the caps are per card.
+		card, err := s.chargedCard(ctx, p, st.PaymentMethod)
+		if err != nil {
+			return st, err
+		}
+		p.PaymentMethod, p.Card = st.PaymentMethod, card
 	}
 	if p.PaymentMethod == "" {
 		// A payment first heard of through its payment_failed webhook (the API's commit lost to
@@ -469,7 +475,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 			if err != nil {
 				return st, err
 			}
-			st, err = s.planNext(ctx, st, classifyDecline(p.Decline), now, card)
+			st, err = s.planNext(ctx, st, onCard(classifyDecline(p.Decline), p.Card), now, card)
 			if err != nil {
 				return st, err
 			}
@@ -501,7 +507,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 	switch pp.Status {
 	case provider.StatusSucceeded:
 		p.Transition(payments.StatusSucceeded, nil, nil, payments.VersionAt(now, payments.StatusSucceeded), now)
-		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true})
+		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true, Card: fingerprint(p.Card)})
 		st.Outcome = OutcomeSucceeded
 		entry.Outcome = cardledger.OutcomeSucceeded
 		if err := s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...); err != nil {
@@ -514,7 +520,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		c := classifyDecline(pp.Decline)
 		p.Transition(payments.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
 			payments.VersionAt(now, payments.StatusDeclined), now)
-		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true})
+		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true, Card: fingerprint(p.Card)})
 		entry.Outcome = cardledger.OutcomeDeclined
 		if l := st.Plan.ChargeNow; l != nil {
 			// The charge an operator asked for is one charge: its decline goes back to them.
@@ -545,6 +551,44 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 	// Processing or pending: not an outcome yet. The repeat replays the same key, and the
 	// provider's answer moves on once the attempt settles.
 	return st, &TransientError{Op: StepCharge, Err: fmt.Errorf("payment %s is %s at the provider", p.ID, pp.Status)}
+}
+
+// chargedCard is the card behind pm, a payment method other than the payment's own (a
+// steering signal's): the provider names it (nil when pm is no card, so no network cap
+// applies to it). The declined card's ledger is no guide to another card's allowance.
+func (s *Steps) chargedCard(ctx context.Context, p payments.Payment, pm string) (*payments.CardRef, error) {
+	c, err := s.provider.PaymentMethodCard(ctx, pm)
+	if errors.Is(err, provider.ErrNotCard) {
+		s.log.InfoContext(ctx, "recovery charge with a payment method that is no card: no card caps apply",
+			"payment_id", p.ID, "payment_method", pm)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, providerError(err)
+	}
+	var q payments.Payment
+	q.SetCard(&c) // capped as a provider's answer is before it is stored
+	if q.Card == nil {
+		return nil, nil
+	}
+	return q.Card, nil
+}
+
+// fingerprint is the card's, "" when unknown.
+func fingerprint(c *payments.CardRef) string {
+	if c == nil {
+		return ""
+	}
+	return c.Fingerprint
+}
+
+// onCard is a decline's classification with the caps of the card about to be charged: a
+// steered charge on another card follows that card's network, not the declined one's.
+func onCard(c declines.Classification, card *payments.CardRef) declines.Classification {
+	if card != nil && card.Brand != "" {
+		c.Network = declines.Network(card.Brand)
+	}
+	return c
 }
 
 // record stores the payment with the version of its new state at now, in one transaction with

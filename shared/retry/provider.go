@@ -43,6 +43,17 @@ func (p *Provider) Get(ctx context.Context, id string) (provider.Payment, error)
 	return out, err
 }
 
+// PaymentMethodCard is a read: every unknown outcome may be repeated.
+func (p *Provider) PaymentMethodCard(ctx context.Context, paymentMethod string) (provider.Card, error) {
+	var out provider.Card
+	err := p.Policy.Do(ctx, "payment_method", true, func(ctx context.Context) error {
+		var err error
+		out, err = p.Next.PaymentMethodCard(ctx, paymentMethod)
+		return err
+	})
+	return out, err
+}
+
 // Confirm, like Create, needs its idempotency key.
 func (p *Provider) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
 	if req.IdempotencyKey == "" {

@@ -32,6 +32,13 @@ func (f *fakeProvider) Get(context.Context, string) (provider.Payment, error) { 
 func (f *fakeProvider) Confirm(_ context.Context, r provider.ConfirmRequest) (provider.Payment, error) {
 	return f.next(r.IdempotencyKey)
 }
+func (f *fakeProvider) PaymentMethodCard(context.Context, string) (provider.Card, error) {
+	_, err := f.next("")
+	if err != nil {
+		return provider.Card{}, err
+	}
+	return provider.Card{Fingerprint: "fp_1", Brand: "visa"}, nil
+}
 func (f *fakeProvider) List(context.Context, provider.ListParams) iter.Seq2[provider.Payment, error] {
 	return func(func(provider.Payment, error) bool) {}
 }
@@ -68,6 +75,21 @@ func TestProviderWrapper(t *testing.T) {
 		"get repeats an unknown outcome": {
 			call: func(p *Provider) error { _, err := p.Get(context.Background(), "pi_1"); return err },
 			errs: []error{&provider.UnknownOutcomeError{Op: "get"}}, wantCalls: 2,
+		},
+		"a payment method's card read repeats an unknown outcome": {
+			call: func(p *Provider) error {
+				c, err := p.PaymentMethodCard(context.Background(), "pm_1")
+				if err == nil && c.Fingerprint != "fp_1" {
+					return errors.New("card lost in the wrapper")
+				}
+				return err
+			},
+			errs: []error{&provider.UnknownOutcomeError{Op: "payment_method"}, &provider.TransientError{Op: "payment_method"}}, wantCalls: 3,
+		},
+		"a payment method's card read stops at a 404": {
+			call: func(p *Provider) error { _, err := p.PaymentMethodCard(context.Background(), "pm_x"); return err },
+			errs: []error{&provider.PermanentError{Op: "payment_method", StatusCode: 404}}, wantCalls: 1,
+			wantErr: &provider.PermanentError{StatusCode: 404},
 		},
 		"confirm stops at a decline": {
 			call: func(p *Provider) error {

@@ -128,6 +128,27 @@ func (c *Client) Get(ctx context.Context, id string) (provider.Payment, error) {
 	return c.result("get", "", pi, err, ex)
 }
 
+// PaymentMethodCard retrieves a PaymentMethod (GET /v1/payment_methods/{id}) and returns its
+// card: brand, last4 and the fingerprint that is the same for every PaymentMethod of one
+// card number. A PaymentMethod of another type, or a card without a fingerprint, is
+// provider.ErrNotCard.
+func (c *Client) PaymentMethodCard(ctx context.Context, paymentMethod string) (provider.Card, error) {
+	if paymentMethod == "" {
+		return provider.Card{}, &provider.PermanentError{Op: "payment_method", StatusCode: http.StatusNotFound,
+			Code: "resource_missing", Err: errors.New("stripeprovider: no payment method id")}
+	}
+	ctx, ex := withExchange(ctx)
+	pm, err := c.sc.V1PaymentMethods.Retrieve(ctx, paymentMethod, &stripe.PaymentMethodRetrieveParams{})
+	if err != nil {
+		return provider.Card{}, c.mapError("payment_method", "", err, ex)
+	}
+	card := toCard(pm)
+	if card == nil {
+		return provider.Card{}, provider.ErrNotCard
+	}
+	return *card, nil
+}
+
 // Confirm confirms an existing PaymentIntent, with a new payment method when given.
 func (c *Client) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
 	if req.IdempotencyKey == "" {

@@ -87,6 +87,15 @@ func (s *SecretKeyed) Confirm(ctx context.Context, req provider.ConfirmRequest) 
 	return c.Confirm(ctx, req)
 }
 
+// PaymentMethodCard implements provider.Provider.
+func (s *SecretKeyed) PaymentMethodCard(ctx context.Context, paymentMethod string) (provider.Card, error) {
+	c, err := s.current(ctx)
+	if err != nil {
+		return provider.Card{}, err
+	}
+	return c.PaymentMethodCard(ctx, paymentMethod)
+}
+
 // List implements provider.Provider.
 func (s *SecretKeyed) List(ctx context.Context, p provider.ListParams) iter.Seq2[provider.Payment, error] {
 	return func(yield func(provider.Payment, error) bool) {

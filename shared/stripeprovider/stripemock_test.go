@@ -92,6 +92,17 @@ func TestRequestShapesAgainstStripeMock(t *testing.T) {
 			wantForm: map[string]string{"payment_method": "pm_card_mastercard", "off_session": "true"},
 			wantKey:  provider.AttemptKey("in_1", 2),
 		},
+		"retrieve a payment method's card": {
+			call: func() error {
+				card, err := c.PaymentMethodCard(ctx, "pm_123")
+				if err == nil && (card.Fingerprint == "" || card.Brand == "") {
+					t.Errorf("card = %+v: stripe-mock's PaymentMethod has a fingerprint and a brand", card)
+				}
+				return err
+			},
+			wantPath:  "/v1/payment_methods/pm_123",
+			wantNoKey: true,
+		},
 		"list a window for a customer": {
 			call: func() error {
 				from := time.Unix(1_790_000_000, 0)

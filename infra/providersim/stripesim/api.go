@@ -532,6 +532,57 @@ func (s *Simulator) handleRetrieve(w http.ResponseWriter, r *http.Request) {
 	writeResponse(w, response{status: http.StatusOK, body: body})
 }
 
+// paymentMethodObject is the PaymentMethod object of a known pm id (a test card or one
+// registered through POST /_sim/cards), with the card its confirms charge: the same brand,
+// last4 and fingerprint. It consumes no programmed decline.
+func paymentMethodObject(tx *bolt.Tx, pm string, now time.Time) (*PaymentMethod, error) {
+	base, known := testCards[pm]
+	var rule cardRule
+	found, err := getJSON(bucket(tx, bucketCards), []byte(pm), &rule)
+	if err != nil || (!known && !found) {
+		return nil, err
+	}
+	brand, last4, funding := base.brand, base.last4, base.funding
+	if !known {
+		brand, last4, funding = rule.Brand, lastFour(rule.Brand), "credit"
+	}
+	return &PaymentMethod{ID: pm, Object: "payment_method", Type: "card", Created: now.Unix(), Metadata: map[string]string{},
+		Card: PaymentMethodCard{Brand: brand, Country: "US", ExpMonth: 12, ExpYear: now.Year() + 3, Funding: funding,
+			Last4: last4, Fingerprint: cardFingerprint(pm, rule.Fingerprint)}}, nil
+}
+
+// handlePaymentMethodRetrieve serves GET /v1/payment_methods/{id}: 404 resource_missing for
+// an unknown id, as Stripe answers.
+func (s *Simulator) handlePaymentMethodRetrieve(w http.ResponseWriter, r *http.Request) {
+	form, ok := parseRequest(w, r)
+	if !ok {
+		return
+	}
+	for k := range form {
+		if base, _, _ := splitParam(k); base != "expand" {
+			writeParamError(w, unknownParam(k))
+			return
+		}
+	}
+	id := r.PathValue("id")
+	var pm *PaymentMethod
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		pm, err = paymentMethodObject(tx, id, s.now())
+		return err
+	}); err != nil {
+		writeInternal(w)
+		return
+	}
+	if pm == nil {
+		writeResponse(w, errorResponse(http.StatusNotFound, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
+			Param: "id", Message: fmt.Sprintf("No such PaymentMethod: '%s'", id),
+			DocURL: "https://stripe.com/docs/error-codes/resource-missing"}))
+		return
+	}
+	writeResponse(w, response{status: http.StatusOK, body: jsonBody(pm)})
+}
+
 func (s *Simulator) handleList(w http.ResponseWriter, r *http.Request) {
 	form, ok := parseRequest(w, r)
 	if !ok {

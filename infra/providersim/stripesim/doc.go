@@ -13,6 +13,8 @@
 //	                                      limit 1..100 (10); oldest first, never lagging
 //	GET  /v1/payment_intents              list: limit 1..100 (10), starting_after, ending_before,
 //	                                      created / created[gt|gte|lt|lte], customer; newest first
+//	GET  /v1/payment_methods/{id}         a test card's or a /_sim/cards card's PaymentMethod: brand, last4,
+//	                                      the fingerprint its charges name (404 resource_missing if unknown)
 //	POST /v1/refunds                      payment_intent or charge, amount (default: the rest)
 //
 // Authentication is HTTP basic (the API key as user) or "Authorization: Bearer <key>";

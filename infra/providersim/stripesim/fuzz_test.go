@@ -119,3 +119,43 @@ func FuzzCreateHandler(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPaymentMethodRetrieve feeds ids and query strings to GET /v1/payment_methods/{id}: the
+// answer is a PaymentMethod with a card fingerprint, or a Stripe error; never a 500.
+func FuzzPaymentMethodRetrieve(f *testing.F) {
+	f.Add("pm_card_visa", "")
+	f.Add("pm_card_mastercard", "expand[]=customer")
+	f.Add("pm_unknown", "limit=3")
+	f.Add("%ff%00", "expand=%zz")
+	sim, err := New(Config{DataDir: f.TempDir(), NoSync: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = sim.Close() })
+	f.Fuzz(func(t *testing.T, id, query string) {
+		if id == "" || strings.ContainsAny(id, "/?#") {
+			return // another route
+		}
+		target := "/v1/payment_methods/" + url.PathEscape(id)
+		if query != "" {
+			target += "?" + url.PathEscape(query)
+		}
+		req := httptest.NewRequest(http.MethodGet, target, nil)
+		req.SetBasicAuth(DefaultAPIKey, "")
+		rec := httptest.NewRecorder()
+		sim.ServeHTTP(rec, req)
+		switch rec.Code {
+		case 200:
+			var pm PaymentMethod
+			if err := json.Unmarshal(rec.Body.Bytes(), &pm); err != nil || pm.ID != id || pm.Card.Fingerprint == "" || pm.Card.Brand == "" {
+				t.Fatalf("200 for %q without a card: %s", id, rec.Body)
+			}
+		case 400, 404:
+			if !bytes.Contains(rec.Body.Bytes(), []byte(`"error"`)) {
+				t.Fatalf("not a Stripe error: %s", rec.Body)
+			}
+		default:
+			t.Fatalf("status %d for %q?%q: %s", rec.Code, id, query, rec.Body)
+		}
+	})
+}

@@ -887,3 +887,39 @@ func TestSweepIdempotencyKeys(t *testing.T) {
 		t.Fatalf("second sweep removed %d", n)
 	}
 }
+
+// GET /v1/payment_methods/{id} names the card a confirm charges: a test card's own
+// fingerprint, a registered card's brand, and one fingerprint for two payment methods
+// registered as one card; it consumes no programmed decline.
+func TestPaymentMethodRetrieveNamesTheCard(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	visa, err := h.client.V1PaymentMethods.Retrieve(ctx, "pm_card_visa", nil)
+	if err != nil || visa.Card == nil || visa.Card.Brand != "visa" || visa.Card.Last4 != "4242" ||
+		visa.Card.Fingerprint != cardFingerprint("pm_card_visa", "") {
+		t.Fatalf("pm_card_visa = %+v, %v", visa, err)
+	}
+	for _, pm := range []string{"pm_old_card", "pm_same_card_again"} {
+		if st, b := h.control(t, "POST", "/_sim/cards", map[string]any{"payment_method": pm, "brand": "mastercard",
+			"fingerprint": "SameCard01", "decline_code": "insufficient_funds", "times": 1}); st != 200 {
+			t.Fatalf("register %s: %d %s", pm, st, b)
+		}
+	}
+	a, errA := h.client.V1PaymentMethods.Retrieve(ctx, "pm_old_card", nil)
+	b, errB := h.client.V1PaymentMethods.Retrieve(ctx, "pm_same_card_again", nil)
+	if errA != nil || errB != nil || a.Card.Fingerprint != "SameCard01" || b.Card.Fingerprint != "SameCard01" ||
+		a.Card.Brand != "mastercard" || a.Card.Last4 != "4444" {
+		t.Fatalf("registered cards = %+v (%v), %+v (%v)", a.Card, errA, b.Card, errB)
+	}
+	// The read consumed nothing: the programmed decline still comes, naming the same card.
+	_, err = h.client.V1PaymentIntents.Create(ctx, stripeCreate("pm_old_card", "after-read"))
+	var se *stripe.Error
+	if !errors.As(err, &se) || se.DeclineCode != stripe.DeclineCodeInsufficientFunds ||
+		se.PaymentMethod == nil || se.PaymentMethod.Card.Fingerprint != "SameCard01" {
+		t.Fatalf("charge after the read: %v", err)
+	}
+	_, err = h.client.V1PaymentMethods.Retrieve(ctx, "pm_never_registered", nil)
+	if !errors.As(err, &se) || se.HTTPStatusCode != 404 || se.Code != stripe.ErrorCodeResourceMissing {
+		t.Fatalf("unknown payment method: %v", err)
+	}
+}

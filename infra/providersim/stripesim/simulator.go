@@ -324,6 +324,7 @@ func (s *Simulator) routes() {
 	m.Handle("GET /v1/payment_intents/search", api(s.handleSearch))
 	m.Handle("GET /v1/payment_intents/{id}", api(s.handleRetrieve))
 	m.Handle("POST /v1/payment_intents/{id}/confirm", api(s.handleConfirm))
+	m.Handle("GET /v1/payment_methods/{id}", api(s.handlePaymentMethodRetrieve))
 	m.Handle("POST /v1/refunds", api(s.handleRefund))
 	m.Handle("POST /v1/payment_intents/{id}/cancel", api(s.handleCancel))
 	m.Handle("GET /v1/events", api(s.handleEventList))

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,49 @@ type Fake struct {
 	calls    int
 	// searchFaults fail the next searches.
 	searchFaults []error
+	// cards are the cards registered with AddCard, by payment method.
+	cards map[string]provider.Card
+}
+
+// AddCard makes pm stand for card c: PaymentMethodCard answers it, and a decline of pm names
+// it. Two payment methods given one fingerprint are one card (a card the customer added
+// again). A payment method never added is a card of its own (fingerprint "fp_" + pm, the
+// brand its name says, visa by default).
+func (f *Fake) AddCard(pm string, c provider.Card) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cards == nil {
+		f.cards = map[string]provider.Card{}
+	}
+	f.cards[pm] = c
+}
+
+// cardOf is pm's card; ok is false for an id that is no payment method.
+func (f *Fake) cardOf(pm string) (provider.Card, bool) {
+	if c, ok := f.cards[pm]; ok {
+		return c, true
+	}
+	if !strings.HasPrefix(pm, "pm_") {
+		return provider.Card{}, false
+	}
+	brand := "visa"
+	for _, b := range []string{"mastercard", "amex"} {
+		if strings.Contains(pm, b) {
+			brand = b
+		}
+	}
+	return provider.Card{Fingerprint: "fp_" + pm, Brand: brand, Last4: "0000"}, true
+}
+
+// PaymentMethodCard implements provider.Provider.
+func (f *Fake) PaymentMethodCard(_ context.Context, pm string) (provider.Card, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.cardOf(pm)
+	if !ok {
+		return provider.Card{}, &provider.PermanentError{Op: "payment_method", StatusCode: 404, Code: "resource_missing", Err: provider.ErrNotFound}
+	}
+	return c, nil
 }
 
 // FailSearchNext makes the next n SearchMetadata calls return err.
@@ -130,7 +174,7 @@ func (f *Fake) Create(_ context.Context, req provider.CreateRequest) (provider.P
 			Customer: req.Customer, PaymentMethod: req.PaymentMethod, Description: req.Description,
 			Created: f.now().UTC().Truncate(time.Second), Metadata: maps.Clone(req.Metadata),
 		}
-		charge(&p, req.PaymentMethod)
+		f.charge(&p, req.PaymentMethod)
 		f.order = append(f.order, p.ID)
 		return p
 	})
@@ -164,7 +208,7 @@ func (f *Fake) Confirm(_ context.Context, req provider.ConfirmRequest) (provider
 		if req.PaymentMethod != "" {
 			p.PaymentMethod = req.PaymentMethod
 		}
-		charge(&p, p.PaymentMethod)
+		f.charge(&p, p.PaymentMethod)
 		return p
 	})
 	if failing {
@@ -194,16 +238,18 @@ func result(p provider.Payment) (provider.Payment, error) {
 	return p, nil
 }
 
-func charge(p *provider.Payment, pm string) {
+func (f *Fake) charge(p *provider.Payment, pm string) {
 	if code, ok := TestCardDeclines[pm]; ok {
 		p.Status = provider.StatusDeclined
 		errCode := "card_declined"
 		if code == "expired_card" || code == "incorrect_cvc" || code == "processing_error" {
 			errCode = code
 		}
-		p.Decline = &provider.Decline{Code: code, ErrorCode: errCode, Network: "visa"}
-		// Like Stripe, a decline names the card: one fingerprint per payment method here.
-		p.Card = &provider.Card{Fingerprint: "fp_" + pm, Brand: "visa", Last4: "0000"}
+		// Like Stripe, a decline names the card: one fingerprint per payment method unless
+		// AddCard said otherwise.
+		c, _ := f.cardOf(pm)
+		p.Decline = &provider.Decline{Code: code, ErrorCode: errCode, Network: c.Brand}
+		p.Card = &c
 		return
 	}
 	p.Status, p.Decline, p.Card = provider.StatusSucceeded, nil, nil

@@ -108,6 +108,34 @@ func Run(t *testing.T, scope string, newProvider func(t *testing.T) provider.Pro
 		}
 	})
 
+	t.Run("a payment method's card is the card its charges name", func(t *testing.T) {
+		p := newProvider(t)
+		visa, err := p.PaymentMethodCard(ctx, "pm_card_visa")
+		if err != nil || visa.Brand != "visa" || visa.Fingerprint == "" {
+			t.Fatalf("PaymentMethodCard(pm_card_visa) = %+v, %v; want a visa with a fingerprint", visa, err)
+		}
+		mc, err := p.PaymentMethodCard(ctx, "pm_card_mastercard")
+		if err != nil || mc.Brand != "mastercard" || mc.Fingerprint == "" || mc.Fingerprint == visa.Fingerprint {
+			t.Fatalf("PaymentMethodCard(pm_card_mastercard) = %+v, %v; want a mastercard of its own (visa %+v)", mc, err, visa)
+		}
+		again, err := p.PaymentMethodCard(ctx, "pm_card_visa")
+		if err != nil || again != visa {
+			t.Fatalf("a second read = %+v, %v; want %+v", again, err, visa)
+		}
+		// The card a decline names is the card the payment method's read names: the ledger a
+		// steered charge reserves on is the one its decline is recorded on.
+		const pm = "pm_card_visa_chargeDeclinedInsufficientFunds"
+		declined, _ := p.Create(ctx, provider.CreateRequest{Amount: 700, Currency: "usd", Customer: customer(t),
+			PaymentMethod: pm, IdempotencyKey: key(t, "1")})
+		card, err := p.PaymentMethodCard(ctx, pm)
+		if err != nil || declined.Card == nil || card.Fingerprint != declined.Card.Fingerprint || card.Brand != declined.Card.Brand {
+			t.Fatalf("PaymentMethodCard(%s) = %+v, %v; the decline named %+v", pm, card, err, declined.Card)
+		}
+		if _, err := p.PaymentMethodCard(ctx, "src_does_not_exist_"+customer(t)[4:]); !errors.Is(err, provider.ErrNotFound) {
+			t.Fatalf("an unknown payment method: err = %v, want ErrNotFound", err)
+		}
+	})
+
 	t.Run("confirm a declined payment with a working card", func(t *testing.T) {
 		p := newProvider(t)
 		declined, _ := p.Create(ctx, provider.CreateRequest{Amount: 700, Currency: "usd", Customer: customer(t),
