@@ -557,9 +557,9 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 // steering signal's): the provider names it (nil when pm is no card, so no network cap
 // applies to it). The declined card's ledger is no guide to another card's allowance.
 func (s *Steps) chargedCard(ctx context.Context, p payments.Payment, pm string) (*payments.CardRef, error) {
-	c, err := s.provider.PaymentMethodCard(ctx, pm)
+	c, err := s.Provider.PaymentMethodCard(ctx, pm)
 	if errors.Is(err, provider.ErrNotCard) {
-		s.log.InfoContext(ctx, "recovery charge with a payment method that is no card: no card caps apply",
+		s.log().InfoContext(ctx, "recovery charge with a payment method that is no card: no card caps apply",
 			"payment_id", p.ID, "payment_method", pm)
 		return nil, nil
 	}
