@@ -138,7 +138,7 @@ func (b *syncBuffer) String() string {
 // payment's lookups only as a count; a 200 KiB claimed id gives capped log lines.
 func TestForgedDeliveriesQuarantined(t *testing.T) {
 	var logs syncBuffer
-	s := newStack(t, Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	s := newStack(t, Config{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
 	a := call(t, "POST", s.APIURL()+"/payments", "order-real", paymentBody("pm_card_visa"))
 	var v payments.View
 	if err := json.Unmarshal([]byte(a.body), &v); err != nil || a.status != http.StatusCreated {

@@ -271,7 +271,7 @@ func queueEmpty(s *Stack, name string) bool {
 func TestRefundOfAThreeDayOldPayment(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{DataDir: dir, Addr: "127.0.0.1:0", SimAddr: "127.0.0.1:0", ReconcileEvery: -1,
-		ReconcileGrace: time.Nanosecond, ClockStart: testClockStart, Logger: slog.New(slog.DiscardHandler)}
+		ReconcileGrace: time.Nanosecond, ClockStart: testClockStart, Log: slog.New(slog.DiscardHandler)}
 	first, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

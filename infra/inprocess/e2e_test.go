@@ -31,8 +31,8 @@ func newStack(t *testing.T, cfg Config) *Stack {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 		// TWICE_TEST_STACK_LOG=DIR keeps each test stack's log there, for a failure to explain.
 		if dir := os.Getenv("TWICE_TEST_STACK_LOG"); dir != "" {
 			f, err := os.Create(filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+".log"))
@@ -40,7 +40,7 @@ func newStack(t *testing.T, cfg Config) *Stack {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { f.Close() })
-			cfg.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			cfg.Log = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
 	}
 	s, err := New(cfg)

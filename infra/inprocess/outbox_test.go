@@ -44,7 +44,7 @@ func TestRetryAfterTheProviderForgotTheKey(t *testing.T) {
 	dir := t.TempDir()
 	// The background resolver waits an hour of wall time: the client's retry resolves it here.
 	cfg := Config{DataDir: dir, ProviderTimeout: 300 * time.Millisecond, ResolveDelay: time.Hour,
-		Addr: "127.0.0.1:0", SimAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}
+		Addr: "127.0.0.1:0", SimAddr: "127.0.0.1:0", Log: slog.New(slog.DiscardHandler)}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -108,7 +108,7 @@ type Config struct {
 	// pending payments and unmatched provider payments may still be settling.
 	ReconcileGrace time.Duration
 
-	Logger *slog.Logger
+	Log *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -142,8 +142,8 @@ func (c *Config) defaults() {
 	if c.ReconcileEvery == 0 {
 		c.ReconcileEvery = time.Hour
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 }
 
@@ -187,11 +187,11 @@ type Stack struct {
 func New(cfg Config) (*Stack, error) {
 	cfg.defaults()
 	// Every log line goes out redacted and capped, whichever package writes it.
-	cfg.Logger = slog.New(attempts.RedactingHandler(cfg.Logger.Handler()))
+	cfg.Log = slog.New(attempts.RedactingHandler(cfg.Log.Handler()))
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Stack{cfg: cfg, log: cfg.Logger, queues: map[string]*localqueue.Queue{}}
+	s := &Stack{cfg: cfg, log: cfg.Log, queues: map[string]*localqueue.Queue{}}
 	var err error
 	if s.clock, err = newClock(cfg.DataDir, cfg.ClockStart); err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func (s *Stack) build() error {
 		WebhookURL:    "http://" + s.apiLn.Addr().String() + "/webhooks/stripe",
 		WebhookSecret: s.cfg.StripeWebhookSecret,
 		Now:           s.clock.Now,
-		Logger:        s.log.With("component", "providersim"),
+		Log:           s.log.With("component", "providersim"),
 	})
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ type Options struct {
 	// NewID makes message ids; defaults to crypto/rand.Text.
 	NewID func() string
 	// Logger records dead-lettering; defaults to slog.Default().
-	Logger *slog.Logger
+	Log *slog.Logger
 	// Committer is the file's group committer (infra/boltgroup), shared with the file's other
 	// writers (boltstore.Store.Committer); nil starts one of the broker's own.
 	Committer *boltgroup.Committer
@@ -67,7 +67,7 @@ func New(db *bolt.DB, opts Options) *Broker {
 	if b.newID == nil {
 		b.newID = rand.Text
 	}
-	b.log = opts.Logger
+	b.log = opts.Log
 	if b.log == nil {
 		b.log = slog.Default()
 	}

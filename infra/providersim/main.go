@@ -44,7 +44,7 @@ func run() error {
 		APIKeys:       []string{apiKey},
 		WebhookSecret: envOr("TWICE_STRIPE_WEBHOOK_SECRET", stripesim.DefaultWebhookSecret),
 		WebhookURL:    *hook,
-		Logger:        log,
+		Log:           log,
 	})
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ func stack(t *testing.T) *inprocess.Stack {
 	t.Helper()
 	s, err := inprocess.New(inprocess.Config{Addr: "127.0.0.1:0", SimAddr: "127.0.0.1:0", DataDir: t.TempDir(),
 		ClockStart: time.Date(2027, 6, 9, 14, 0, 0, 0, time.UTC), ProviderTimeout: 300 * time.Millisecond,
-		ResolveDelay: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		ResolveDelay: 50 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

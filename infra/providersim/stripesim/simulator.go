@@ -53,8 +53,8 @@ type Config struct {
 	Rand *rand.Rand
 	// HTTPClient sends webhooks (default: 10 s timeout).
 	HTTPClient *http.Client
-	// Logger receives one line per decision that matters (default: discard).
-	Logger *slog.Logger
+	// Log receives one line per decision that matters (default: discard).
+	Log *slog.Logger
 	// PollInterval is how often the background sender looks for due deliveries
 	// (default 100 ms); new events wake it at once.
 	PollInterval time.Duration
@@ -125,8 +125,8 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 100 * time.Millisecond
@@ -183,7 +183,7 @@ func New(cfg Config) (*Simulator, error) {
 	s := &Simulator{
 		cfg:     cfg,
 		db:      db,
-		log:     cfg.Logger,
+		log:     cfg.Log,
 		rnd:     cfg.Rand,
 		kick:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
