@@ -363,7 +363,10 @@ func TestKillWhileSteering(t *testing.T) {
 	programCard(t, s.SimURL(), "pm_kill_card", "insufficient_funds", 1)
 	programCard(t, s.SimURL(), "pm_kill_stop", "insufficient_funds", 1)
 	card := createDeclined(t, s, "kill-steer-card", "pm_kill_card")
-	stop := createDeclined(t, s, "kill-steer-stop", "pm_kill_stop")
+	// Another customer: the card update below steers the first customer's recovery only, so
+	// the operator's stop is the one thing that reaches the second (with one customer, the
+	// update could charge it before the stop arrives).
+	stop := createDeclinedFor(t, s, "kill-steer-stop", "pm_kill_stop", "cus_rec_stop")
 	for _, v := range []payments.View{card, stop} {
 		eventually(t, 20*time.Second, "the recovery of "+v.ID+" is parked", func() bool {
 			got := paymentWithRecovery(t, s, v.ID)

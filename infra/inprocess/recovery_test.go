@@ -26,7 +26,13 @@ func programCard(t *testing.T, simURL, pm, code string, times int) {
 
 func createDeclined(t *testing.T, s *Stack, key, pm string) payments.View {
 	t.Helper()
-	a := call(t, "POST", s.APIURL()+"/payments", key, fmt.Sprintf(`{"amount":4200,"currency":"usd","customer":"cus_rec","payment_method":%q,"invoice":"inv_%s"}`, pm, key))
+	return createDeclinedFor(t, s, key, pm, "cus_rec")
+}
+
+// createDeclinedFor is createDeclined for the customer given.
+func createDeclinedFor(t *testing.T, s *Stack, key, pm, customer string) payments.View {
+	t.Helper()
+	a := call(t, "POST", s.APIURL()+"/payments", key, fmt.Sprintf(`{"amount":4200,"currency":"usd","customer":%q,"payment_method":%q,"invoice":"inv_%s"}`, customer, pm, key))
 	var v payments.View
 	if err := json.Unmarshal([]byte(a.body), &v); err != nil || a.status != http.StatusPaymentRequired {
 		t.Fatalf("%d %s", a.status, a.body)
