@@ -31,7 +31,7 @@ import (
 const (
 	envResolveQueueURL = "TWICE_RESOLVE_QUEUE_URL"
 	envWebhookQueueURL = "TWICE_WEBHOOK_QUEUE_URL" // an operator's retry of a dead webhook delivery
-	envEventBusName    = "TWICE_EVENT_BUS_NAME" // the outbound payment events
+	envEventBusName    = "TWICE_EVENT_BUS_NAME"    // the outbound payment events
 	// resolveDelay is how long a resolve job waits before it repeats the provider call.
 	resolveDelay = 5 * time.Second
 )
