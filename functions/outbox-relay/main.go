@@ -1,6 +1,7 @@
 // Command outbox-relay delivers the follow-on work committed in the outbox table (queue a resolve
-// job, start a recovery): the table's DynamoDB stream invokes it with the new messages, and a
-// schedule sweeps up what the stream could not deliver.
+// job, start a recovery, send an operator's dead-letter retry, end a steered recovery's wait):
+// the table's DynamoDB stream invokes it with the new messages, and a schedule sweeps up what the
+// stream could not deliver.
 package main
 
 import (

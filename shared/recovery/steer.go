@@ -21,7 +21,10 @@ import (
 // wait, the park step when the signal came before its token was stored (it fails with
 // Recovery.Steered, which the state machine catches into Steer), or the charge step when the
 // wait ended by its timeout meanwhile. So a signal is applied exactly once, however the race
-// between the signal and the recovery goes.
+// between the signal and the recovery goes. An operator's signal (a Steerer that relays) is
+// committed with a wake message instead of a call, and the relay ends the wait (WakeFollowOn)
+// only while a signal is still pending: a wake never stores a signal, so a late one cannot
+// steer a later wait.
 
 // Steering actions.
 const (
