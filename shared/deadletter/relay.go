@@ -17,7 +17,9 @@ const KindRetry = "retry_dead_letter"
 
 // RelayAttempts is how many times the relay tries to send one retry before the record goes
 // back to the operator (its previous status, with a retry_failed audit entry). A target that
-// refuses the retry for good (ErrNotRetryable) sends it back at the first attempt.
+// refuses the retry for good (ErrNotRetryable) sends it back at the first attempt. The count
+// is the message's (outbox.Message.Attempts, kept by the relay's reschedule): in AWS the
+// stream's own retries of a batch do not add to it, the sweep's do.
 const RelayAttempts = 3
 
 // RetryMessageID is the outbox id of retry retryID: one message per (record, retry number),
