@@ -9,23 +9,21 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runtwice/twice/functions/internal/recoveryfn"
 	"github.com/runtwice/twice/shared/apigw"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/opsapi"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
-	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/secrets"
-	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/ssmparam"
 )
 
@@ -37,26 +35,17 @@ func main() {
 		lambdaenv.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
-	tables := env.Tables(deadletter.TableName, attempts.Table, payments.Table)
-	webhookURL, resolveURL := env.Get("TWICE_WEBHOOK_QUEUE_URL"), env.Get("TWICE_RESOLVE_QUEUE_URL")
-	recoverer := recoveryfn.Recoverer(cfg, env, log)
+	tables := env.Tables(deadletter.TableName, attempts.Table, payments.Table, outbox.Table)
 	login, sessionKey := consoleLogin(cfg, env, log)
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
-	sq := sqs.NewFromConfig(cfg)
-	requeue := deadletter.ByTarget{
-		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{
-			recoveryfn.QueueName(webhookURL): &sqsqueue.Queue{Client: sq, URL: webhookURL},
-			recoveryfn.QueueName(resolveURL): &sqsqueue.Queue{Client: sq, URL: resolveURL},
-		}},
-		deadletter.TargetRecovery: recovery.Requeuer{Store: st, Recoverer: recoverer},
-		// A retried failed reconciliation run waits for the reconciler's next scheduled run.
-		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
-	}
 	emf := &deadletter.EMF{Out: env.Metrics()}
-	table := &deadletter.Table{Store: st, Requeuer: requeue, Log: log, Metrics: emf}
+	// A retry and a steering signal are committed with an outbox message that outbox-relay
+	// delivers (re-enqueue, restart the recovery, end the parked wait): this function calls
+	// DynamoDB only, so it links no SQS or Step Functions client.
+	table := &deadletter.Table{Store: st, Relay: true, Log: log, Metrics: emf}
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
@@ -69,7 +58,7 @@ func main() {
 		PaymentIDFor: payments.PaymentID,
 		Payments:     opsapi.StorePayments{Store: st},
 		Recoveries:   opsapi.StorePayments{Store: st},
-		Steer:        recoveryfn.Steerer(cfg, st),
+		Steer:        &recovery.Steerer{Store: st, Relay: true, Now: time.Now},
 		// JSON API routes: the JWT authorizer's subject. Console routes carry none.
 		Principal:        func(r *http.Request) (string, bool) { p := apigw.Scope(r); return p, p != "" },
 		SessionKeySource: sessionKey,

@@ -1,6 +1,7 @@
 // Command outbox-relay delivers the follow-on work committed in the outbox table (queue a resolve
-// job, start a recovery): the table's DynamoDB stream invokes it with the new messages, and a
-// schedule sweeps up what the stream could not deliver.
+// job, start a recovery, send an operator's dead-letter retry, end a steered recovery's wait):
+// the table's DynamoDB stream invokes it with the new messages, and a schedule sweeps up what the
+// stream could not deliver.
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/outbox/outboxlambda"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/webhooks/worker"
@@ -29,7 +31,8 @@ import (
 
 const (
 	envResolveQueueURL = "TWICE_RESOLVE_QUEUE_URL"
-	envEventBusName    = "TWICE_EVENT_BUS_NAME" // the outbound payment events
+	envWebhookQueueURL = "TWICE_WEBHOOK_QUEUE_URL" // an operator's retry of a dead webhook delivery
+	envEventBusName    = "TWICE_EVENT_BUS_NAME"    // the outbound payment events
 	// resolveDelay is how long a resolve job waits before it repeats the provider call.
 	resolveDelay = 5 * time.Second
 )
@@ -56,17 +59,34 @@ func main() {
 func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
 	tables := env.Tables(payments.Table, outbox.Table, deadletter.TableName)
 	queueURL := env.Get(envResolveQueueURL)
+	webhookURL := env.Get(envWebhookQueueURL)
 	bus := env.Get(envEventBusName)
 	recoverer := recoveryfn.Recoverer(cfg, env, log)
 	if err := env.Err(); err != nil {
 		return nil, nil, err
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
+	sq := sqs.NewFromConfig(cfg)
+	resolveQueue := &sqsqueue.Queue{Client: sq, URL: queueURL}
 	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
-		Resolver: &payments.QueueResolver{Queue: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: queueURL}, Delay: resolveDelay}}
+		Resolver: &payments.QueueResolver{Queue: resolveQueue, Delay: resolveDelay}}
 	handlers := svc.FollowOns()
-	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
-	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
+	// A provider event's steering signal (a new payment method, the invoice paid elsewhere),
+	// and the wake of an operator's signal that operator-api committed.
+	steerer := recoveryfn.Steerer(cfg, st)
+	handlers[recovery.KindSteer] = steerer.FollowOn()
+	handlers[recovery.KindWake] = steerer.WakeFollowOn()
+	// An operator's retry of a dead letter, committed by operator-api: back to the queue the
+	// message died on, a new recovery round, or the reconciler's next run.
+	retries := &deadletter.Table{Store: st, Log: log, Requeuer: deadletter.ByTarget{
+		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{
+			recoveryfn.QueueName(webhookURL): &sqsqueue.Queue{Client: sq, URL: webhookURL},
+			recoveryfn.QueueName(queueURL):   resolveQueue,
+		}},
+		deadletter.TargetRecovery:  recovery.Requeuer{Store: st, Recoverer: recoverer},
+		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
+	}}
+	handlers[deadletter.KindRetry] = retries.RetryFollowOn()
 	for kind, h := range worker.DisputeFollowOns(&deadletter.Table{Store: st}) {
 		handlers[kind] = h
 	}

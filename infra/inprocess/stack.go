@@ -288,12 +288,14 @@ func (s *Stack) build() error {
 		Sink: recon.DeadLetterRecords{Table: records}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
 		Events: client, Healer: s.worker}
 	// An operator's retry goes back to the queue a message died on, starts a new recovery
-	// round, or runs reconciliation again and closes the record's loop with the result.
+	// round, or runs reconciliation again and closes the record's loop with the result. As in
+	// AWS, the retry is an outbox message committed with the record (Relay), which the relay
+	// below sends with this table's Requeuer.
 	queues := map[string]deadletter.Sender{}
 	for name, q := range s.queues {
 		queues[name] = q
 	}
-	s.deadletters = &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log, Requeuer: deadletter.ByTarget{
+	s.deadletters = &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log, Relay: true, Requeuer: deadletter.ByTarget{
 		deadletter.TargetQueue:     deadletter.QueueRequeuer{Queues: queues},
 		deadletter.TargetRecovery:  recovery.Requeuer{Store: s.store, Recoverer: recoverer},
 		deadletter.TargetReconcile: recon.Requeuer{Run: s.recon.Handle, Loop: records},
@@ -303,6 +305,8 @@ func (s *Stack) build() error {
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	handlers := s.payments.FollowOns()
 	handlers[recovery.KindSteer] = s.steerer().FollowOn()
+	handlers[recovery.KindWake] = s.steerer().WakeFollowOn()
+	handlers[deadletter.KindRetry] = s.deadletters.RetryFollowOn()
 	for kind, h := range worker.DisputeFollowOns(s.deadletters) {
 		handlers[kind] = h
 	}
@@ -382,7 +386,7 @@ func (s *Stack) Handler() http.Handler {
 	ops, err := opsapi.New(opsapi.Handler{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
 		Now: s.clock.Now, Log: s.log, Reconcile: s.recon,
 		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store},
-		Recoveries: opsapi.StorePayments{Store: s.store}, Steer: s.steerer()})
+		Recoveries: opsapi.StorePayments{Store: s.store}, Steer: s.operatorSteerer()})
 	if err != nil {
 		s.log.Error("operator API disabled", "error", err)
 	} else {
@@ -544,6 +548,12 @@ func (s *Stack) reconcileScheduled(ctx context.Context) (recon.Report, error) {
 // steerer steers running recoveries on the local runner, as recoveryfn.Steerer does on AWS.
 func (s *Stack) steerer() *recovery.Steerer {
 	return &recovery.Steerer{Store: s.store, Signal: localSignaler{s.runner}, Now: s.clock.Now}
+}
+
+// operatorSteerer is the operator API's: it commits each signal with the wake the relay
+// delivers, as operator-api does in AWS.
+func (s *Stack) operatorSteerer() *recovery.Steerer {
+	return &recovery.Steerer{Store: s.store, Relay: true, Now: s.clock.Now}
 }
 
 // localSignaler is recovery.Signaler on the local runner.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/chromedp/chromedp"
@@ -159,6 +160,26 @@ func TestConsoleLoginInAWS(t *testing.T) {
 	got, err := table.Get(ctx, rec.ID)
 	if err != nil || got.Audit[len(got.Audit)-1].Actor != "oidc:op-ada-7" {
 		t.Fatalf("stored audit %+v (%v)", got.Audit, err)
+	}
+	// operator-api sent nothing itself: the retry is an outbox message committed with the
+	// record, and outbox-relay (handed it as the outbox stream hands it) puts the delivery back
+	// on the webhook queue with the retry's attributes, for the worker to close the loop.
+	retryID := deadletter.RetryID(rec.ID, got.Retries)
+	e.relayOutbox(t, e.start(t, "outbox-relay"), deadletter.RetryMessageID(retryID))
+	q := sqs.NewFromConfig(e.fx.MotoConfig)
+	msgs, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.fx.QueueURLs["webhooks"]),
+		MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requeued []string
+	for _, m := range msgs.Messages {
+		if a, ok := m.MessageAttributes[deadletter.AttrRetryID]; ok && aws.ToString(a.StringValue) == retryID {
+			requeued = append(requeued, aws.ToString(m.Body))
+		}
+	}
+	if len(requeued) != 1 || requeued[0] != `{"provider":"stripe","event_id":"evt_browser"}` {
+		t.Fatalf("retried deliveries on the webhook queue: %q (of %d messages)", requeued, len(msgs.Messages))
 	}
 
 	// The queue is empty now: the issuer signs in its default user, who is not in the group.

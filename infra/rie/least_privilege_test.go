@@ -36,11 +36,9 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:ListStreams", Resource: "OutboxTable.StreamArn"}:      "the stream event source mapping reads the stream with the function's role",
 		{Action: "sqs:SendMessage", Resource: "OutboxDLQ"}:                       "the event source mapping's on-failure destination is written with the function's role",
 		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                    "a due resolve job is delivered to the resolve queue",
-		{Action: "states:StartExecution", Resource: "RecoveryStateMachine"}:      "a due recovery start is delivered (the samples' payment has succeeded: nothing to start)",
+		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:                    "an operator's retry of a webhook record goes back to the webhook queue (TestConsoleLoginInAWS delivers one)",
 		{Action: "states:SendTaskSuccess", Resource: "RecoveryStateMachine"}:     "a steering signal (a new payment method, an invoice paid elsewhere) ends a parked recovery's wait",
 		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a steering signal is stored before the wait is ended; a published payment change stores the payment's publication state",
-		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}:               "a dispute waiting for evidence opens its dead-letter record",
-		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}:               "a dispute waiting for evidence opens its dead-letter record",
 	},
 	"recovery-steps": {
 		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:   "the charge step's outcome commits its change for the event feed",
@@ -54,11 +52,8 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:        "an event the backfill cannot apply now goes to the webhook queue",
 	},
 	"operator-api": {
-		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}:     "the console's list of running recoveries (GET /ops/recoveries)",
-		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:              "charge-now and stop store the steering signal (POST /ops/recoveries/{id}/{action})",
-		{Action: "states:SendTaskSuccess", Resource: "RecoveryStateMachine"}: "charge-now and stop end the recovery's parked wait",
-		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:                "retrying a webhook record re-enqueues the delivery",
-		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                "retrying a resolve record re-enqueues the job",
+		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "the console's list of running recoveries (GET /ops/recoveries)",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:          "charge-now and stop store the steering signal with its wake (POST /ops/recoveries/{id}/{action})",
 	},
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/infra/providersim/stripesim"
@@ -395,9 +396,10 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		if r := invokeHTTP(t, em, lookup); r.StatusCode != http.StatusOK || !strings.Contains(r.Body, "payment_intents") {
 			t.Fatalf("attempt lookup for %s: %d %s", paymentID, r.StatusCode, r.Body)
 		}
-		// Retry the recovery record recovery-steps opened: a new round starts on moto's Step
-		// Functions, and the record and its audit are written. (The queue records' targets are
-		// the sample events' queue names, which this fixture does not have.)
+		// Retry the recovery record recovery-steps opened: the record, its audit and the
+		// retry's outbox message are written; outbox-relay, handed the message as the outbox
+		// stream hands it, starts a new round on moto's Step Functions. (The queue records'
+		// targets are the sample events' queue names, which this fixture does not have.)
 		page, err := (&deadletter.Table{Store: e.store()}).List(ctx, deadletter.Filter{Status: deadletter.StatusOpen, Source: deadletter.SourceRecovery})
 		if err != nil || len(page.Records) == 0 {
 			t.Fatalf("open recovery records: %d (%v)", len(page.Records), err)
@@ -410,6 +412,26 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		})
 		if r := invokeHTTP(t, em, retry); r.StatusCode != http.StatusOK || !strings.Contains(r.Body, `"retried":true`) {
 			t.Fatalf("retry %s (%s): %d %s", rec.ID, rec.Target.Kind, r.StatusCode, r.Body)
+		}
+		// Round retries+2 of the payment's recovery (ChargeNow's execution name ends -rN).
+		round := "-r" + strconv.Itoa(rec.Retries+2)
+		rounds := func() int {
+			execs, err := sfn.NewFromConfig(e.fx.MotoConfig).ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(e.fx.StateMachine)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, x := range execs.Executions {
+				if strings.HasSuffix(aws.ToString(x.Name), round) {
+					n++
+				}
+			}
+			return n
+		}
+		before := rounds()
+		e.relayOutbox(t, e.start(t, "outbox-relay"), deadletter.RetryMessageID(deadletter.RetryID(rec.ID, rec.Retries+1)))
+		if n := rounds(); n != before+1 {
+			t.Fatalf("executions ending %s: %d before the relay, %d after; want one started", round, before, n)
 		}
 	})
 

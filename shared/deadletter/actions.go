@@ -22,7 +22,7 @@ func (t *Table) change(ctx context.Context, id string, fn func(r *Record, now ti
 // changeWith is change with extra writes committed in the same transaction as the record
 // (built from the changed record). A failed condition on an extra write leaves the record as
 // it is (changed false, no error): the extra write is a guard that says the change was made.
-func (t *Table) changeWith(ctx context.Context, id string, extra func(r Record, now time.Time) []store.Write,
+func (t *Table) changeWith(ctx context.Context, id string, extra func(r Record, now time.Time) ([]store.Write, error),
 	fn func(r *Record, now time.Time) (bool, error)) (Record, bool, error) {
 	for try := 0; try < maxTries; try++ {
 		old, err := t.Get(ctx, id)
@@ -49,7 +49,9 @@ func (t *Table) changeWith(ctx context.Context, id string, extra func(r Record, 
 		}
 		var ex []store.Write
 		if extra != nil {
-			ex = extra(r, now)
+			if ex, err = extra(r, now); err != nil {
+				return old, false, err
+			}
 		}
 		n, err := t.commit(ctx, store.Write{Table: TableName, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: old.Version}}, delta, now, ex...)
 		var ce *store.ConditionError
@@ -79,7 +81,8 @@ func checkNote(note string) error {
 // record's next retry number, and moves it to retrying. A record already retrying is left as
 // it is (retried false): a double click, or two operators at once, retries once. When the
 // target refuses the retry, the record returns to its previous status with a retry_failed
-// audit entry, and the error wraps ErrRequeue.
+// audit entry, and the error wraps ErrRequeue. On a Table that relays, the retry is an outbox
+// message committed with the move to retrying, and the relay sends it (RetryFollowOn).
 func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool, error) {
 	return t.RetrySeen(ctx, id, actor, note, -1)
 }
@@ -92,11 +95,20 @@ func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int)
 	if err := checkNote(note); err != nil {
 		return Record{}, false, err
 	}
-	if t.Requeuer == nil {
+	if t.Requeuer == nil && !t.Relay {
 		return Record{}, false, fmt.Errorf("%w: no requeuer configured", ErrRequeue)
 	}
 	var from Status
-	r, retried, err := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
+	var extra func(r Record, now time.Time) ([]store.Write, error)
+	if t.Relay {
+		// The retry to send, in the transaction of the move to retrying: committed together
+		// or not at all, so no crash leaves the record retrying with nothing sent.
+		extra = func(r Record, now time.Time) ([]store.Write, error) {
+			w, err := retryMessage(r, from, now)
+			return []store.Write{w}, err
+		}
+	}
+	r, retried, err := t.changeWith(ctx, id, extra, func(r *Record, now time.Time) (bool, error) {
 		if seen >= 0 && r.Retries != seen {
 			return false, nil // retried since the operator looked: this is a second click
 		}
@@ -120,20 +132,13 @@ func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int)
 		return r, false, err
 	}
 	retryID := RetryID(r.ID, r.Retries)
-	tgt := r.Target
-	tgt.Retry, tgt.RecordID = r.Retries, r.ID
-	if err := t.Requeuer.Requeue(ctx, tgt, retryID); err != nil {
+	if t.Relay {
+		t.log().InfoContext(ctx, "dead-letter retry committed for the relay", "record", r.ID, "retry_id", retryID, "actor", actor)
+		return r, true, nil
+	}
+	if err := t.Requeuer.Requeue(ctx, requeueTarget(r), retryID); err != nil {
 		t.log().ErrorContext(ctx, "dead-letter retry not sent", "record", r.ID, "retry_id", retryID, "err", err)
-		n := r.Retries
-		back, _, berr := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
-			if r.Status != StatusRetrying || r.Retries != n {
-				return false, nil
-			}
-			r.Audit = append(r.Audit, Audit{At: now, Actor: "system", Action: ActionRetryError,
-				Note: "the retry could not be sent; try again", From: StatusRetrying, To: from, RetryID: retryID})
-			r.Status = from
-			return true, nil
-		})
+		back, berr := t.retryNotSent(ctx, id, r.Retries, from)
 		if berr != nil {
 			return r, false, fmt.Errorf("%w: %s (and the record stays retrying: %v)", ErrRequeue, id, berr)
 		}
@@ -141,6 +146,30 @@ func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int)
 	}
 	t.log().InfoContext(ctx, "dead-letter retried", "record", r.ID, "retry_id", retryID, "actor", actor)
 	return r, true, nil
+}
+
+// requeueTarget is the target a Requeuer gets for the record's current retry.
+func requeueTarget(r Record) Target {
+	tgt := r.Target
+	tgt.Retry, tgt.RecordID = r.Retries, r.ID
+	return tgt
+}
+
+// retryNotSent returns the record from retry n back to from, with a retry_failed audit entry:
+// its retry could not be handed to the target, directly or by the relay. A record no longer
+// in that retry (it ended, or was retried again) is left as it is.
+func (t *Table) retryNotSent(ctx context.Context, id string, n int, from Status) (Record, error) {
+	retryID := RetryID(id, n)
+	back, _, err := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
+		if r.Status != StatusRetrying || r.Retries != n {
+			return false, nil
+		}
+		r.Audit = append(r.Audit, Audit{At: now, Actor: "system", Action: ActionRetryError,
+			Note: "the retry could not be sent; try again", From: StatusRetrying, To: from, RetryID: retryID})
+		r.Status = from
+		return true, nil
+	})
+	return back, err
 }
 
 // Override closes the record with a manual outcome. Both outcome and note are required.

@@ -13,8 +13,11 @@
 // a loser re-reads and re-decides. Retry moves the record to retrying before it hands the work
 // to the Requeuer with RetryID(record, retry number): a second click sees retrying and does
 // nothing, so a double click retries once. If the Requeuer refuses, the record goes back to
-// its previous status with a retry_failed audit entry. A retried message that dies again
-// reopens its record. The Requeuer is ByTarget, one per target kind: QueueRequeuer here, and
+// its previous status with a retry_failed audit entry. A Table that relays (operator-api's,
+// the local stack's) does not call the Requeuer: it commits an outbox message (KindRetry) with
+// the move to retrying, and the outbox relay's Table sends it (RetryFollowOn), once, and
+// returns the record when the target refuses or RelayAttempts attempts fail. A retried message
+// that dies again reopens its record. The Requeuer is ByTarget, one per target kind: QueueRequeuer here, and
 // recovery.Requeuer and recon.Requeuer with the producers of those records, which also own
 // what opens them (recovery.DeadLetterRecords, recon.DeadLetterRecords,
 // worker.DisputeFollowOns); this package imports none of them. A retry target that needs the

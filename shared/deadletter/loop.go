@@ -118,11 +118,11 @@ func (t *Table) endRetry(ctx context.Context, recordID, retryID string, res Retr
 		return Record{}, false, fmt.Errorf("%w: record %q retry %q", ErrInvalid, recordID, retryID)
 	}
 	res.RecordID, res.RetryID = recordID, retryID
-	ledger := func(_ Record, now time.Time) []store.Write {
+	ledger := func(_ Record, now time.Time) ([]store.Write, error) {
 		res.At = now
 		doc, _ := json.Marshal(res)
 		return []store.Write{{Table: TableName, Put: &store.Item{PK: retryPK(retryID), Doc: doc,
-			ExpiresAt: now.Add(RetryLedgerRetention).Unix()}, Cond: store.Cond{Kind: store.NotExists}}}
+			ExpiresAt: now.Add(RetryLedgerRetention).Unix()}, Cond: store.Cond{Kind: store.NotExists}}}, nil
 	}
 	r, changed, err := t.changeWith(ctx, recordID, ledger, func(r *Record, now time.Time) (bool, error) {
 		if r.Status != StatusRetrying || RetryID(r.ID, r.Retries) != retryID {
@@ -142,7 +142,8 @@ func (t *Table) endRetry(ctx context.Context, recordID, retryID string, res Retr
 	// Not retrying under this id: still write the ledger entry, so a redelivery of the same
 	// retried message is not worked again.
 	if done, derr := t.RetryDone(ctx, retryID); derr == nil && !done {
-		w := ledger(r, t.now().UTC())[0]
+		ws, _ := ledger(r, t.now().UTC())
+		w := ws[0]
 		if err := t.Store.Transact(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 			return r, false, fmt.Errorf("deadletter: write retry %s: %w", retryID, err)
 		}

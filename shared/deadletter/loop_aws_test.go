@@ -34,6 +34,7 @@ import (
 	"github.com/runtwice/twice/shared/sqsbatch"
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/stepfunctions"
+	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
@@ -45,6 +46,7 @@ var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 type awsEnv struct {
 	store    *dynamo.Store
 	table    *deadletter.Table
+	relay    *outbox.Relay
 	queues   map[string]*sqsqueue.Queue
 	sfn      *sfn.Client
 	machine  string
@@ -91,8 +93,8 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	e.machine = aws.ToString(m.StateMachineArn)
 	quiet := slog.New(slog.DiscardHandler)
 	now := func() time.Time { return t0 }
-	// operator-api's requeuer (the queues by name, recovery on Step Functions, reconciliation
-	// at the reconciler's next run).
+	// outbox-relay's requeuer (the queues by name, recovery on Step Functions, reconciliation
+	// at the reconciler's next run), which sends the retries operator-api commits.
 	queues := map[string]deadletter.Sender{}
 	for name, q := range e.queues {
 		queues[prefix+"-"+name] = q
@@ -103,7 +105,9 @@ func newAWSEnv(t *testing.T) *awsEnv {
 			Recoverer: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}},
 		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
 	}
-	e.table = &deadletter.Table{Store: st, Requeuer: requeue, Now: now, Log: quiet}
+	e.table = &deadletter.Table{Store: st, Relay: true, Now: now, Log: quiet}
+	e.relay = &outbox.Relay{Store: st, Now: now, Log: quiet, Handlers: map[string]outbox.Handler{
+		deadletter.KindRetry: (&deadletter.Table{Store: st, Requeuer: requeue, Now: now, Log: quiet}).RetryFollowOn()}}
 	// recovery-steps, with the dead-letter sink it wires.
 	e.steps, err = recovery.NewSteps(recovery.Steps{Provider: e.provider, Store: st, DeadLetters: recovery.DeadLetterRecords{Table: e.table},
 		Now: now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet})
@@ -131,7 +135,8 @@ func (e *awsEnv) open(t *testing.T, name, id, body string) deadletter.Record {
 	return r
 }
 
-// doubleClick retries the record twice at once; exactly one retry is carried out.
+// doubleClick retries the record twice at once; exactly one retry is committed, and the relay
+// delivers it.
 func (e *awsEnv) doubleClick(t *testing.T, id string) {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -153,6 +158,26 @@ func (e *awsEnv) doubleClick(t *testing.T, id string) {
 	wg.Wait()
 	if n != 1 {
 		t.Fatalf("%d retries carried out, want 1", n)
+	}
+	e.deliver(t)
+}
+
+// deliver drains the outbox as the relay function does: every retry committed is sent (the
+// steps' other follow-on work, the event feed's, has no handler here and stays).
+func (e *awsEnv) deliver(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := e.relay.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.store.Query(ctx, store.Query{Table: outbox.Table, Index: true, PK: "outbox#due", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range page.Items {
+		if m, err := outbox.Decode(it); err != nil || m.Kind == deadletter.KindRetry {
+			t.Fatalf("a retry left in the outbox: %+v (%v)", m, err)
+		}
 	}
 }
 
@@ -278,6 +303,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 		if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "jwt:ops", "", got.Retries); err != nil || !ok {
 			t.Fatalf("second retry: %v %v", ok, err)
 		}
+		e.deliver(t)
 		if n, err := pending.RunPending(ctx); err != nil || n != 1 {
 			t.Fatalf("pending: %d %v", n, err)
 		}

@@ -42,7 +42,8 @@ func (q QueueRequeuer) Requeue(ctx context.Context, t Target, retryID string) er
 	}
 	dst, ok := q.Queues[strings.TrimSuffix(t.Queue, "-dlq")]
 	if !ok {
-		return fmt.Errorf("deadletter: no queue %q to retry into", t.Queue)
+		// Permanent: the queues are fixed when the table is built.
+		return fmt.Errorf("%w: no queue %q to retry into", ErrNotRetryable, t.Queue)
 	}
 	_, err := dst.Send(ctx, t.Body, queue.SendOptions{Attributes: RetryAttributes(t, retryID)})
 	return err

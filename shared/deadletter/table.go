@@ -78,14 +78,31 @@ func (f RequeueFunc) Requeue(ctx context.Context, t Target, retryID string) erro
 //
 //	t := &deadletter.Table{Store: s, Requeuer: r, Log: log}
 //
-// Store is required; without a Requeuer a retry fails with ErrRequeue. Now defaults to
-// time.Now, Log to slog.Default(), and a nil Metrics writes no metric lines.
+// Store is required; without a Requeuer a retry fails with ErrRequeue, unless the table
+// relays. Now defaults to time.Now, Log to slog.Default(), and a nil Metrics writes no metric
+// lines.
+//
+// A table that relays (Relay true, as operator-api and the local stack build it) needs no
+// Requeuer: a retry commits an outbox message (KindRetry) with the record's move to retrying,
+// and the outbox relay's table, which has the Requeuer, sends it (RetryFollowOn):
+//
+//	ops := &deadletter.Table{Store: s, Relay: true}
+//	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{
+//		deadletter.KindRetry: (&deadletter.Table{Store: s, Requeuer: r}).RetryFollowOn()}}
 type Table struct {
 	Store store.Store
-	// Requeuer sends retries to their target.
+	// Requeuer sends retries to their target: at once when the table does not relay, from
+	// RetryFollowOn when it does.
 	Requeuer Requeuer
-	Now      func() time.Time
-	Log      *slog.Logger
+	// Relay makes a retry an outbox message committed with the move to retrying, so that no
+	// crash leaves a record retrying with nothing sent, and the operator's function links no
+	// queue or Step Functions client. The zero value sends the retry directly after the
+	// commit, which keeps the target's refusal in the caller's answer (ErrRequeue) and needs no
+	// relay; it is kept for in-process callers and tests, and has the crash window between the
+	// commit and the call that Relay closes.
+	Relay bool
+	Now   func() time.Time
+	Log   *slog.Logger
 	// Metrics receives the open-count metric lines.
 	Metrics *EMF
 }

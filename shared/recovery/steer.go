@@ -21,7 +21,10 @@ import (
 // wait, the park step when the signal came before its token was stored (it fails with
 // Recovery.Steered, which the state machine catches into Steer), or the charge step when the
 // wait ended by its timeout meanwhile. So a signal is applied exactly once, however the race
-// between the signal and the recovery goes.
+// between the signal and the recovery goes. An operator's signal (a Steerer that relays) is
+// committed with a wake message instead of a call, and the relay ends the wait (WakeFollowOn)
+// only while a signal is still pending: a wake never stores a signal, so a late one cannot
+// steer a later wait.
 
 // Steering actions.
 const (
@@ -102,14 +105,41 @@ var ErrTaskGone = errors.New("recovery: the recovery is not waiting on this toke
 var ErrNotRunning = errors.New("recovery: the payment has no running recovery")
 
 // Steerer stores signals and ends parked waits.
+//
+// A Steerer that relays (Relay true, as operator-api and the local stack's operator API build
+// it) commits the signal and a wake message (KindWake) in one transaction, and needs no
+// Signal: the outbox relay's Steerer, which has one, ends the wait (WakeFollowOn). Without
+// Relay, Steer ends the wait itself after storing the signal (the provider events' relayed
+// steering, FollowOn, already runs in the relay).
 type Steerer struct {
 	Store  store.Store
 	Signal Signaler
 	Now    func() time.Time
+	// Relay makes the end of the wait an outbox message committed with the signal, so the
+	// operator's function links no Step Functions client and no crash between the two leaves
+	// a signal stored and its wait running to its timeout.
+	Relay bool
 }
 
-// Steer stores the signal and ends the recovery's wait. It is idempotent: a repeat stores the
-// same signal and finds the wait already ended.
+// KindWake is the outbox kind that ends a recovery's parked wait for a stored signal
+// (payload Wake), committed with the signal by a Steerer that relays.
+const KindWake = "wake_recovery"
+
+// Wake is a KindWake message: the payment whose signal was stored, and the signal's time.
+type Wake struct {
+	PaymentID string    `json:"payment_id"`
+	At        time.Time `json:"at"`
+}
+
+// WakeID is the outbox id of the wake for signal sg: one per payment and signal, so a
+// repeated commit of the same signal writes the same message.
+func WakeID(sg Steer) string {
+	return "wake#" + sg.PaymentID + "#" + sg.At.UTC().Format(time.RFC3339Nano)
+}
+
+// Steer stores the signal and ends the recovery's wait (on a Steerer that relays, commits
+// the wake for the relay). It is idempotent: a repeat stores the same signal and finds the
+// wait already ended.
 func (s *Steerer) Steer(ctx context.Context, sg Steer) (payments.Recovery, error) {
 	rec, err := payments.GetRecovery(ctx, s.Store, sg.PaymentID)
 	if errors.Is(err, payments.ErrNotFound) || (err == nil && !rec.Running()) {
@@ -119,28 +149,78 @@ func (s *Steerer) Steer(ctx context.Context, sg Steer) (payments.Recovery, error
 		return rec, err
 	}
 	if sg.At.IsZero() {
-		sg.At = s.Now().UTC()
+		sg.At = s.now().UTC()
 	}
 	w, err := sg.Write()
 	if err != nil {
 		return rec, err
 	}
-	if err := s.Store.Transact(ctx, w); err != nil {
+	ws := []store.Write{w}
+	if s.Relay {
+		m, err := outbox.New(KindWake, WakeID(sg), Wake{PaymentID: sg.PaymentID, At: sg.At.UTC()}, s.now())
+		if err != nil {
+			return rec, err
+		}
+		ws = append(ws, m)
+	}
+	if err := s.Store.Transact(ctx, ws...); err != nil {
 		return rec, err
 	}
-	// Read the token after the signal is stored: a park step storing its token now reads
-	// the signal after it, so one of the two always sees the other.
-	if rec, err = payments.GetRecovery(ctx, s.Store, sg.PaymentID); err != nil {
+	if s.Relay {
+		return rec, nil // the relay ends the wait (WakeFollowOn), or the next step consumes the signal
+	}
+	return s.wake(ctx, sg.PaymentID, sg.Action)
+}
+
+func (s *Steerer) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+// wake ends the payment's parked wait with action, if it is parked. It reads the token after
+// the signal is stored: a park step storing its token now reads the signal after it, so one
+// of the two always sees the other.
+func (s *Steerer) wake(ctx context.Context, paymentID, action string) (payments.Recovery, error) {
+	rec, err := payments.GetRecovery(ctx, s.Store, paymentID)
+	if errors.Is(err, payments.ErrNotFound) {
+		return rec, nil
+	}
+	if err != nil {
 		return rec, err
 	}
 	if rec.TaskToken == "" || rec.State != payments.RecoveryScheduled {
 		return rec, nil // between steps: the next one consumes the signal
 	}
-	out, _ := json.Marshal(map[string]string{"action": sg.Action})
+	if s.Signal == nil {
+		return rec, errors.New("recovery: no Signaler to end the parked wait")
+	}
+	out, _ := json.Marshal(map[string]string{"action": action})
 	if err := s.Signal.SendTaskSuccess(ctx, rec.TaskToken, out); err != nil && !errors.Is(err, ErrTaskGone) {
 		return rec, err
 	}
 	return rec, nil
+}
+
+// WakeFollowOn is the outbox relay's handler of KindWake, on a Steerer with the Signal: it ends
+// the payment's parked wait if a signal is still pending. It never stores the signal again: a
+// signal the next step already consumed (the park step saw it, or the wait timed out into a
+// charge) must not steer a later round, so with no signal pending it does nothing, and a
+// second delivery is harmless.
+func (s *Steerer) WakeFollowOn() outbox.Handler {
+	return func(ctx context.Context, m outbox.Message) error {
+		var w Wake
+		if err := json.Unmarshal(m.Payload, &w); err != nil || w.PaymentID == "" {
+			return fmt.Errorf("recovery: wake message %s: not a wake (%v)", m.ID, err)
+		}
+		pending, err := GetSteer(ctx, s.Store, w.PaymentID)
+		if err != nil || pending == nil {
+			return err
+		}
+		_, err = s.wake(ctx, w.PaymentID, pending.Action)
+		return err
+	}
 }
 
 // park stores the wait's token with the recovery's state. A signal already stored ends the
