@@ -358,14 +358,22 @@ func capTextOf(limit string) string {
 var _ = cardledger.ErrCapped
 
 // KindSteer is the outbox kind of a steering signal from a provider event (payload Steer),
-// committed by the webhook worker with the event's dedupe records.
+// which the webhook worker committed with the event's dedupe records before it committed the
+// signal itself (SteerMessages). The relay still delivers it (FollowOn), for messages written
+// before that.
 const KindSteer = "steer_recovery"
 
-// SteerMessages are the outbox messages that steer the running recoveries a customer-side
-// event concerns: the recovery of the invoice paid, or every running recovery of the customer
-// whose payment method changed. Their ids derive from the event and the payment, so a
-// redelivered event queues nothing new.
-func SteerMessages(ctx context.Context, st store.Store, eventID string, ev webhooks.Steer, now time.Time) ([]store.Write, error) {
+// maxSteered bounds the recoveries one event steers, so the worker's transaction (two writes
+// per recovery, beside the event's own) stays within DynamoDB's 100 items.
+const maxSteered = 40
+
+// SteerMessages are the writes that steer the running recoveries a customer-side event
+// concerns (the recovery of the invoice paid, or every running recovery of the customer whose
+// payment method changed), for the worker's transaction: each recovery's signal and its wake
+// (KindWake), as an operator's signal is committed. The signal is stored once, with the event's
+// dedupe records, so a redelivered event or a repeated wake never stores it again after the
+// next step consumed it; the wake's id derives from the payment and the signal.
+func SteerMessages(ctx context.Context, st store.Store, ev webhooks.Steer, now time.Time) ([]store.Write, error) {
 	var ws []store.Write
 	cursor := ""
 	for {
@@ -386,13 +394,20 @@ func SteerMessages(ctx context.Context, st store.Store, eventID string, ev webho
 			default:
 				continue
 			}
-			w, err := outbox.New(KindSteer, "steer#"+eventID+"#"+r.PaymentID, sg, now)
+			signal, err := sg.Write()
 			if err != nil {
 				return nil, err
 			}
-			ws = append(ws, w)
+			wake, err := outbox.New(KindWake, WakeID(sg), Wake{PaymentID: sg.PaymentID, At: sg.At}, now)
+			if err != nil {
+				return nil, err
+			}
+			ws = append(ws, signal, wake)
+			if len(ws) >= 2*maxSteered {
+				return ws, nil
+			}
 		}
-		if next == "" || len(ws) >= 50 {
+		if next == "" {
 			return ws, nil
 		}
 		cursor = next

@@ -19,6 +19,7 @@ import (
 	"github.com/runtwice/twice/shared/provider/providertest"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks"
 )
 
 // steerStores are the stores the relayed steering runs on: the local one and DynamoDB Local.
@@ -213,6 +214,47 @@ func TestWakeAfterTheSignalWasConsumedDoesNothing(t *testing.T) {
 			}
 			if e.signals.count() != 0 || e.pending(t) != nil {
 				t.Fatalf("the late wake ended %v, pending signal %+v", e.signals.sent, e.pending(t))
+			}
+		})
+	}
+}
+
+// A provider event's steering is committed as an operator's is: the worker's transaction holds
+// each running recovery's signal and its wake, so the relay only ends the wait, and an event
+// that concerns no running recovery writes nothing.
+func TestProviderEventCommitsTheSignalWithItsWake(t *testing.T) {
+	for name, newStore := range steerStores {
+		t.Run(name, func(t *testing.T) {
+			e := newSteerEnv(t, newStore)
+			ctx := context.Background()
+			st, err := e.step(t, recovery.StepPlan, recovery.State{PaymentID: "pay_w", Invoice: "inv_w", Round: 1}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.step(t, recovery.StepPark, st, "tok-1"); err != nil {
+				t.Fatalf("park: %v", err)
+			}
+			for _, other := range []webhooks.Steer{{Customer: "cus_other", PaymentMethod: "pm_x"}, {Invoice: "inv_other"}} {
+				if ws, err := recovery.SteerMessages(ctx, e.store, other, t0); err != nil || len(ws) != 0 {
+					t.Fatalf("%+v: %d writes (%v), want none", other, len(ws), err)
+				}
+			}
+			ws, err := recovery.SteerMessages(ctx, e.store, webhooks.Steer{Customer: "cus_w", PaymentMethod: "pm_new"}, t0)
+			if err != nil || len(ws) != 2 {
+				t.Fatalf("%d writes (%v), want the signal and its wake", len(ws), err)
+			}
+			if err := e.store.Transact(ctx, ws...); err != nil {
+				t.Fatal(err)
+			}
+			sg := e.pending(t)
+			if sg == nil || sg.Action != recovery.ActionChargeNow || sg.PaymentMethod != "pm_new" || e.signals.count() != 0 {
+				t.Fatalf("after the commit: signal %+v, %d waits ended", sg, e.signals.count())
+			}
+			if d, f, err := e.relay.Drain(ctx); d != 1 || f != 0 || err != nil {
+				t.Fatalf("drain: %d delivered, %d failed (%v)", d, f, err)
+			}
+			if e.signals.count() != 1 || e.signals.sent["tok-1"] != `{"action":"charge_now"}` {
+				t.Fatalf("waits ended: %v", e.signals.sent)
 			}
 		})
 	}

@@ -131,9 +131,9 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 		ws = append(ws, fo...)
 	}
 	if ev.Steer != nil {
-		// A customer-side event steers running recoveries: the signals are outbox messages
-		// committed with the dedupe records.
-		sws, err := recovery.SteerMessages(ctx, w.Store, ev.ID, *ev.Steer, now)
+		// A customer-side event steers running recoveries: each signal and the message that
+		// ends its wait are committed with the dedupe records.
+		sws, err := recovery.SteerMessages(ctx, w.Store, *ev.Steer, now)
 		if err != nil {
 			return "", err
 		}
