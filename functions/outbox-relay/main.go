@@ -1,6 +1,7 @@
 // Command outbox-relay delivers the follow-on work committed in the outbox table (queue a resolve
-// job, start a recovery): the table's DynamoDB stream invokes it with the new messages, and a
-// schedule sweeps up what the stream could not deliver.
+// job, start a recovery, requeue an event the backfill could not apply): the table's DynamoDB
+// stream invokes it with the new messages, and a schedule sweeps up what the stream could not
+// deliver.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
+	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/eventbus"
@@ -29,7 +31,8 @@ import (
 
 const (
 	envResolveQueueURL = "TWICE_RESOLVE_QUEUE_URL"
-	envEventBusName    = "TWICE_EVENT_BUS_NAME" // the outbound payment events
+	envWebhookQueueURL = "TWICE_WEBHOOK_QUEUE_URL" // events a backfill pass could not apply
+	envEventBusName    = "TWICE_EVENT_BUS_NAME"    // the outbound payment events
 	// resolveDelay is how long a resolve job waits before it repeats the provider call.
 	resolveDelay = 5 * time.Second
 )
@@ -56,6 +59,7 @@ func main() {
 func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
 	tables := env.Tables(payments.Table, outbox.Table, deadletter.TableName)
 	queueURL := env.Get(envResolveQueueURL)
+	webhookQueueURL := env.Get(envWebhookQueueURL)
 	bus := env.Get(envEventBusName)
 	recoverer := recoveryfn.Recoverer(cfg, env, log)
 	if err := env.Err(); err != nil {
@@ -68,6 +72,10 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	// A provider event's steering signal (a new payment method, the invoice paid elsewhere).
 	handlers[recovery.KindSteer] = recoveryfn.Steerer(cfg, st).FollowOn()
 	for kind, h := range worker.DisputeFollowOns(&deadletter.Table{Store: st}) {
+		handlers[kind] = h
+	}
+	// An event the reconciler's backfill pass could not apply goes to the webhook queue.
+	for kind, h := range backfill.FollowOns(&sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: webhookQueueURL}) {
 		handlers[kind] = h
 	}
 	// Every applied payment change goes out on the EventBridge bus, numbered per payment.

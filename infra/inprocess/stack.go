@@ -310,9 +310,13 @@ func (s *Stack) build() error {
 	for kind, h := range (&feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}).Handlers() {
 		handlers[kind] = h
 	}
+	// An event the backfill could not apply goes to the webhook queue through the outbox, as in AWS.
+	for kind, h := range backfill.FollowOns(s.queues[webhookQueue]) {
+		handlers[kind] = h
+	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
-	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: s.queues[webhookQueue],
+	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: true,
 		Now: s.clock.Now, Log: s.log}
 	return nil
 }
