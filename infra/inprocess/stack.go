@@ -38,6 +38,7 @@ import (
 	"github.com/runtwice/twice/shared/stripeprovider"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
+	"github.com/runtwice/twice/shared/webhooks/signature"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 	"github.com/runtwice/twice/statemachines"
 )
@@ -370,12 +371,12 @@ func (s *Stack) Handler() http.Handler {
 	mux.Handle("GET /payments/{id}", pay)
 
 	verifiers := webhooks.Static{}
-	if v, err := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: secrets.Split(s.cfg.StripeWebhookSecret), Now: s.clock.Now}); err == nil {
+	if v, err := signature.NewStripeVerifier(signature.StripeVerifier{Secrets: secrets.Split(s.cfg.StripeWebhookSecret), Now: s.clock.Now}); err == nil {
 		verifiers[webhooks.ProviderStripe] = v
 	} else {
 		s.log.Error("stripe webhook secret rejected; /webhooks/stripe will answer 503", "error", err)
 	}
-	if v, err := webhooks.NewStandardVerifier(webhooks.StandardVerifier{Secrets: secrets.Split(s.cfg.StandardWebhookSecret), Now: s.clock.Now}); err == nil {
+	if v, err := signature.NewStandardVerifier(signature.StandardVerifier{Secrets: secrets.Split(s.cfg.StandardWebhookSecret), Now: s.clock.Now}); err == nil {
 		verifiers[webhooks.ProviderStandard] = v
 	} else {
 		s.log.Error("standard webhook secret rejected; /webhooks/standard will answer 503", "error", err)
