@@ -28,6 +28,7 @@ import (
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/payments/resolvequeue"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/recon"
@@ -414,7 +415,7 @@ func (s *Stack) Start() {
 	// A message an operator retried closes its dead-letter record's loop (deadletter.Retries).
 	worker := &deadletter.Retries{Loop: s.deadletters, Next: s.worker.Handle, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-	resolver := &deadletter.Retries{Loop: s.deadletters, Next: s.payments.HandleResolve, Now: s.clock.Now, Log: s.log,
+	resolver := &deadletter.Retries{Loop: s.deadletters, Next: resolvequeue.Consumer{Service: s.payments}.Handle, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	consumers := []*queue.Consumer{
 		{Queue: s.queues[webhookQueue], Handler: (&sqsbatch.Batch{Each: worker.Handle, Log: s.log}).Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
