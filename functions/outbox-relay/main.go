@@ -1,7 +1,7 @@
 // Command outbox-relay delivers the follow-on work committed in the outbox table (queue a resolve
-// job, start a recovery, send an operator's dead-letter retry, end a steered recovery's wait):
-// the table's DynamoDB stream invokes it with the new messages, and a schedule sweeps up what the
-// stream could not deliver.
+// job, start a recovery, send an operator's dead-letter retry, end a steered recovery's wait,
+// requeue an event the backfill could not apply): the table's DynamoDB stream invokes it with
+// the new messages, and a schedule sweeps up what the stream could not deliver.
 package main
 
 import (
@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
+	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/eventbus"
@@ -31,7 +32,7 @@ import (
 
 const (
 	envResolveQueueURL = "TWICE_RESOLVE_QUEUE_URL"
-	envWebhookQueueURL = "TWICE_WEBHOOK_QUEUE_URL" // an operator's retry of a dead webhook delivery
+	envWebhookQueueURL = "TWICE_WEBHOOK_QUEUE_URL" // an operator's retry of a dead delivery; events a backfill pass could not apply
 	envEventBusName    = "TWICE_EVENT_BUS_NAME"    // the outbound payment events
 	// resolveDelay is how long a resolve job waits before it repeats the provider call.
 	resolveDelay = 5 * time.Second
@@ -68,6 +69,7 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	sq := sqs.NewFromConfig(cfg)
 	resolveQueue := &sqsqueue.Queue{Client: sq, URL: queueURL}
+	webhookQueue := &sqsqueue.Queue{Client: sq, URL: webhookURL}
 	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
 		Resolver: &payments.QueueResolver{Queue: resolveQueue, Delay: resolveDelay}}
 	handlers := svc.FollowOns()
@@ -80,7 +82,7 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	// message died on, a new recovery round, or the reconciler's next run.
 	retries := &deadletter.Table{Store: st, Log: log, Requeuer: deadletter.ByTarget{
 		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{
-			recoveryfn.QueueName(webhookURL): &sqsqueue.Queue{Client: sq, URL: webhookURL},
+			recoveryfn.QueueName(webhookURL): webhookQueue,
 			recoveryfn.QueueName(queueURL):   resolveQueue,
 		}},
 		deadletter.TargetRecovery:  recovery.Requeuer{Store: st, Recoverer: recoverer},
@@ -88,6 +90,10 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	}}
 	handlers[deadletter.KindRetry] = retries.RetryFollowOn()
 	for kind, h := range worker.DisputeFollowOns(&deadletter.Table{Store: st}) {
+		handlers[kind] = h
+	}
+	// An event the reconciler's backfill pass could not apply goes to the webhook queue.
+	for kind, h := range backfill.FollowOns(webhookQueue) {
 		handlers[kind] = h
 	}
 	// Every applied payment change goes out on the EventBridge bus, numbered per payment.

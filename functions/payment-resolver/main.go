@@ -13,6 +13,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/payments/resolvequeue"
 	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
@@ -31,6 +32,6 @@ func main() {
 		lambdaenv.Fatal(log, "config", err)
 	}
 	h := &deadletter.Retries{Loop: &deadletter.Table{Store: dynamo.New(lambdaenv.DynamoDB(cfg), dl), Log: log},
-		Next: svc.HandleResolve, Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
+		Next: resolvequeue.Consumer{Service: svc}.Handle, Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	lambda.Start(lambdaenv.Handler((&sqsbatch.Batch{Each: h.Handle, Log: log}).Handle)) // ReportBatchItemFailures
 }

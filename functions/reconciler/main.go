@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
 	"github.com/runtwice/twice/shared/attempts"
@@ -24,7 +23,6 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/retry"
-	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
@@ -40,7 +38,6 @@ func main() {
 	tables := env.Tables(payments.Table, recon.RunsTable, recon.DifferencesTable, deadletter.TableName, attempts.Table,
 		worker.Table, outbox.Table)
 	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
-	webhookQueueURL := env.Get("TWICE_WEBHOOK_QUEUE_URL")
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}
@@ -73,8 +70,9 @@ func main() {
 	}
 	// Each run also carries out the operators' retries of failed runs (recon.PendingRetries).
 	run := recon.PendingRetries{Table: deadletters, Run: r.Handle, Log: log}
-	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk,
-		Requeue: &sqsqueue.Queue{Client: sqs.NewFromConfig(cfg), URL: webhookQueueURL}, Log: log}
+	// An event the backfill cannot apply now goes to the webhook queue through the outbox (the
+	// relay sends it): this function links no queue client.
+	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk, Requeue: true, Log: log}
 	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return run.Handle(ctx, raw) }
 	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a backfill pass
 	lambda.Start(lambdaenv.Handler(bf.Handler(reconcile)))

@@ -18,6 +18,7 @@ import (
 	"github.com/runtwice/twice/shared/ssmparam"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
+	"github.com/runtwice/twice/shared/webhooks/signature"
 )
 
 // maxBody keeps a delivery, base64 inside its JSON message, under SQS's 256 KiB default limit.
@@ -43,7 +44,7 @@ func main() {
 	// Secrets are read from SSM on the first delivery and cached; INIT makes no call. ssmparam,
 	// not the SDK's ssm client, whose package init alone cost ~8 ms of every cold start.
 	src := &secrets.Cached{Getter: ssmparam.New(cfg), Log: log}
-	verifiers, err := webhooks.NewRotating(webhooks.Rotating{Source: src, Names: names})
+	verifiers, err := signature.NewRotating(signature.Rotating{Source: src, Names: names})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/payments/resolvequeue"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/recon"
@@ -38,6 +39,7 @@ import (
 	"github.com/runtwice/twice/shared/stripeprovider"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
+	"github.com/runtwice/twice/shared/webhooks/signature"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 	"github.com/runtwice/twice/statemachines"
 )
@@ -314,9 +316,13 @@ func (s *Stack) build() error {
 	for kind, h := range (&feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}).Handlers() {
 		handlers[kind] = h
 	}
+	// An event the backfill could not apply goes to the webhook queue through the outbox, as in AWS.
+	for kind, h := range backfill.FollowOns(s.queues[webhookQueue]) {
+		handlers[kind] = h
+	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
-	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: s.queues[webhookQueue],
+	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: true,
 		Now: s.clock.Now, Log: s.log}
 	return nil
 }
@@ -370,12 +376,12 @@ func (s *Stack) Handler() http.Handler {
 	mux.Handle("GET /payments/{id}", pay)
 
 	verifiers := webhooks.Static{}
-	if v, err := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: secrets.Split(s.cfg.StripeWebhookSecret), Now: s.clock.Now}); err == nil {
+	if v, err := signature.NewStripeVerifier(signature.StripeVerifier{Secrets: secrets.Split(s.cfg.StripeWebhookSecret), Now: s.clock.Now}); err == nil {
 		verifiers[webhooks.ProviderStripe] = v
 	} else {
 		s.log.Error("stripe webhook secret rejected; /webhooks/stripe will answer 503", "error", err)
 	}
-	if v, err := webhooks.NewStandardVerifier(webhooks.StandardVerifier{Secrets: secrets.Split(s.cfg.StandardWebhookSecret), Now: s.clock.Now}); err == nil {
+	if v, err := signature.NewStandardVerifier(signature.StandardVerifier{Secrets: secrets.Split(s.cfg.StandardWebhookSecret), Now: s.clock.Now}); err == nil {
 		verifiers[webhooks.ProviderStandard] = v
 	} else {
 		s.log.Error("standard webhook secret rejected; /webhooks/standard will answer 503", "error", err)
@@ -413,7 +419,7 @@ func (s *Stack) Start() {
 	// A message an operator retried closes its dead-letter record's loop (deadletter.Retries).
 	worker := &deadletter.Retries{Loop: s.deadletters, Next: s.worker.Handle, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-	resolver := &deadletter.Retries{Loop: s.deadletters, Next: s.payments.HandleResolve, Now: s.clock.Now, Log: s.log,
+	resolver := &deadletter.Retries{Loop: s.deadletters, Next: resolvequeue.Consumer{Service: s.payments}.Handle, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	consumers := []*queue.Consumer{
 		{Queue: s.queues[webhookQueue], Handler: (&sqsbatch.Batch{Each: worker.Handle, Log: s.log}).Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,

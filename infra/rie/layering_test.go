@@ -158,6 +158,125 @@ func TestLambdaBinariesLinkOnlyTheClientsTheyMayCall(t *testing.T) {
 	}
 }
 
+// heavyModules are the third-party modules whose packages a Lambda binary should link only when
+// its job needs them: each adds size and package init to INIT.
+var heavyModules = []string{
+	"github.com/stripe/stripe-go/v82",
+	"github.com/standard-webhooks/standard-webhooks",
+	"github.com/theory/jsonpath",
+	"golang.org/x/text",
+	"github.com/coreos/go-oidc/v3",
+	"golang.org/x/oauth2",
+	"github.com/a-h/templ",
+	"github.com/go-json-experiment/json",
+	"go.etcd.io/bbolt",
+}
+
+// Why a function may link a heavy module.
+const (
+	callsStripe  = "calls the provider (shared/stripeprovider)"
+	verifies     = "verifies webhook signatures (shared/webhooks/signature)"
+	currency     = "shared/payments validates currency codes (x/text/currency): linked wherever the payment service is"
+	attemptLog   = "the attempt log redacts JSON bodies (shared/attempts)"
+	consoleLogin = "the console's OIDC login (shared/opsapi)"
+)
+
+// mayLink pins, per function, the heavy modules it links and why.
+var mayLink = map[string]map[string]string{
+	"deadletter-sink": {},
+	"webhook-ingest": {
+		"github.com/stripe/stripe-go/v82":                verifies + ": Stripe-Signature through stripe-go's webhook package",
+		"github.com/standard-webhooks/standard-webhooks": verifies + ": the Standard Webhooks reference library",
+		"github.com/go-json-experiment/json":             attemptLog,
+	},
+	"webhook-worker": {"golang.org/x/text": currency},
+	"payments-api": {
+		"github.com/stripe/stripe-go/v82":    callsStripe,
+		"golang.org/x/text":                  currency,
+		"github.com/go-json-experiment/json": attemptLog,
+	},
+	"payment-resolver": {
+		"github.com/stripe/stripe-go/v82":    callsStripe,
+		"github.com/theory/jsonpath":         "keys each resolve message by a JSONPath over its record (shared/payments/resolvequeue, idemlambda)",
+		"golang.org/x/text":                  currency,
+		"github.com/go-json-experiment/json": attemptLog,
+	},
+	"recovery-steps": {
+		"github.com/stripe/stripe-go/v82":    callsStripe,
+		"golang.org/x/text":                  currency,
+		"github.com/go-json-experiment/json": attemptLog,
+	},
+	"reconciler": {
+		"github.com/stripe/stripe-go/v82":    callsStripe + ": lists payments and events",
+		"golang.org/x/text":                  currency,
+		"github.com/go-json-experiment/json": attemptLog,
+	},
+	"outbox-relay": {"golang.org/x/text": currency},
+	"operator-api": {
+		"github.com/coreos/go-oidc/v3":       consoleLogin,
+		"golang.org/x/oauth2":                consoleLogin,
+		"github.com/a-h/templ":               "renders the console's pages",
+		"golang.org/x/text":                  currency,
+		"github.com/go-json-experiment/json": attemptLog,
+	},
+}
+
+// TestLambdaBinariesLinkOnlyTheModulesTheirJobNeeds: a function links a heavy third-party
+// module (stripe-go, JSONPath, x/text, OIDC, templ, ...) exactly when mayLink says it does, and
+// why. An import edge that drags one into a function that does not need it (the dead-letter sink
+// once linked stripe-go, JSONPath and x/text through a type it read from shared/payments) fails
+// here, naming the package that imports it; a module a function no longer links must leave the
+// table.
+func TestLambdaBinariesLinkOnlyTheModulesTheirJobNeeds(t *testing.T) {
+	root, err := rie.ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moduleOf := func(pkg string) string {
+		for _, m := range heavyModules {
+			if pkg == m || strings.HasPrefix(pkg, m+"/") {
+				return m
+			}
+		}
+		return ""
+	}
+	fns := functions(t, root)
+	if len(fns) != len(mayLink) {
+		t.Errorf("%d functions, %d in mayLink: every function needs a row", len(fns), len(mayLink))
+	}
+	for _, fn := range fns {
+		t.Run(fn, func(t *testing.T) {
+			allowed, ok := mayLink[fn]
+			if !ok {
+				t.Fatalf("%s has no row in mayLink", fn)
+			}
+			g := deps(t, root, "./functions/"+fn)
+			linked := map[string][]string{} // module -> the packages outside it that import it
+			for pkg, imports := range g {
+				for _, imp := range imports {
+					if m := moduleOf(imp); m != "" && moduleOf(pkg) != m {
+						linked[m] = append(linked[m], pkg+" imports "+imp)
+					}
+				}
+			}
+			for m, edges := range linked {
+				if allowed[m] == "" {
+					slices.Sort(edges)
+					t.Errorf("%s links %s, which its job does not need: %s", fn, m, strings.Join(edges, "; "))
+				}
+			}
+			for m := range allowed {
+				if !slices.Contains(heavyModules, m) {
+					t.Errorf("mayLink[%s] names %s, not in heavyModules", fn, m)
+				}
+				if linked[m] == nil {
+					t.Errorf("%s no longer links %s: remove it from mayLink", fn, m)
+				}
+			}
+		})
+	}
+}
+
 // TestDomainPackagesTakePlainMessages: aws-lambda-go's event types stay on the Lambda side.
 // A queue consumer is a func over queue.Message that sqsbatch, the one SQS batch adapter, runs
 // for Lambda and for the local stack; the domain packages import neither the events package nor

@@ -36,7 +36,6 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:ListStreams", Resource: "OutboxTable.StreamArn"}:      "the stream event source mapping reads the stream with the function's role",
 		{Action: "sqs:SendMessage", Resource: "OutboxDLQ"}:                       "the event source mapping's on-failure destination is written with the function's role",
 		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                    "a due resolve job is delivered to the resolve queue",
-		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:                    "an operator's retry of a webhook record goes back to the webhook queue (TestConsoleLoginInAWS delivers one)",
 		{Action: "states:SendTaskSuccess", Resource: "RecoveryStateMachine"}:     "a steering signal (a new payment method, an invoice paid elsewhere) ends a parked recovery's wait",
 		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a steering signal is stored before the wait is ended; a published payment change stores the payment's publication state",
 	},
@@ -48,8 +47,7 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:GetItem", Resource: "WebhookEventsTable"}: "the backfill pass reads its checkpoint (the samples run reconciliation only)",
 		{Action: "dynamodb:PutItem", Resource: "WebhookEventsTable"}: "the backfill pass dedupes each event and stores its checkpoint",
 		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:      "the backfill pass applies a missed event to its payment",
-		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:        "a missed decline or dispute commits its follow-on work",
-		{Action: "sqs:SendMessage", Resource: "WebhookQueue"}:        "an event the backfill cannot apply now goes to the webhook queue",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:        "a missed decline or dispute commits its follow-on work; an event the backfill cannot apply now is put in the outbox for the relay to requeue",
 	},
 	"operator-api": {
 		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "the console's list of running recoveries (GET /ops/recoveries)",

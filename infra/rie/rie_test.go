@@ -26,9 +26,11 @@ import (
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/infra/rie"
 	"github.com/runtwice/twice/infra/testenv"
+	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -324,6 +326,38 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		r = events.DynamoDBEventResponse{}
 		if err != nil || json.Unmarshal(b, &r) != nil || len(r.BatchItemFailures) != 1 || r.BatchItemFailures[0].ItemIdentifier != "222" {
 			t.Fatalf("missing payment: %s %v", b, err)
+		}
+		// An event the reconciler's backfill could not apply reaches the webhook queue (moto) as
+		// the delivery the worker consumes, with its provider attribute.
+		d := webhooks.Delivery{Provider: webhooks.ProviderStripe, EventID: "evt_rie_requeue", Body: []byte(`{"id":"evt_rie_requeue"}`),
+			ReceivedAt: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+		w, err := outbox.New(backfill.KindRequeue, backfill.RequeueID(d.EventID), d, d.ReceivedAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requeue := strings.ReplaceAll(string(e.event(t, "outbox-relay/dynamodb-stream.json")), "111100000000000000000001", "333")
+		requeue = strings.ReplaceAll(requeue, "recovery#pay_sample#r1", w.Put.PK)
+		requeue = regexp.MustCompile(`"doc": \{"B": "[^"]*"\}`).ReplaceAllString(requeue, `"doc": {"B": "`+base64.StdEncoding.EncodeToString(w.Put.Doc)+`"}`)
+		b, err = em.Invoke(ctx, []byte(requeue))
+		r = events.DynamoDBEventResponse{}
+		if err != nil || json.Unmarshal(b, &r) != nil || len(r.BatchItemFailures) != 0 {
+			t.Fatalf("requeue: %s %v", b, err)
+		}
+		out, err := sqs.NewFromConfig(e.fx.MotoConfig).ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(e.fx.QueueURLs["webhooks"]), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, m := range out.Messages {
+			var got webhooks.Delivery
+			if json.Unmarshal([]byte(*m.Body), &got) == nil && got.EventID == d.EventID && string(got.Body) == string(d.Body) &&
+				aws.ToString(m.MessageAttributes["provider"].StringValue) == webhooks.ProviderStripe {
+				found++
+			}
+		}
+		if found != 1 {
+			t.Fatalf("the requeued event is %d times on the webhook queue, want once (%d messages received)", found, len(out.Messages))
 		}
 		// The schedule's sweep of messages the stream left behind (none here) answers counts.
 		if b, err := em.Invoke(ctx, []byte(`{"source":"aws.scheduler"}`)); err != nil || string(b) != `{"delivered":0,"failed":0}` {

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/runtwice/twice/shared/stripeprovider"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
 )
 
@@ -27,10 +27,10 @@ const recordTimeout = 2 * time.Second
 // stripeprovider.Client.Observer.
 type StripeObserver struct{ Record RecordFunc }
 
-var _ stripeprovider.Observer = StripeObserver{}
+var _ provider.Observer = StripeObserver{}
 
-// Observe implements stripeprovider.Observer.
-func (c StripeObserver) Observe(ctx context.Context, call stripeprovider.Call) {
+// Observe implements provider.Observer (stripeprovider.Observer).
+func (c StripeObserver) Observe(ctx context.Context, call provider.Call) {
 	a := Attempt{
 		Direction: Outbound, Provider: "stripe", Operation: operation(call.Method, call.Path),
 		Method: call.Method, Path: call.Path, RequestBody: string(call.RequestBody),

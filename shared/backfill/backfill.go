@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/provider"
-	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/worker"
@@ -38,20 +38,16 @@ type Applier interface {
 	Apply(ctx context.Context, d webhooks.Delivery) (worker.Outcome, error)
 }
 
-// Sender is the webhook queue's Send (queue.Queue satisfies it).
-type Sender interface {
-	Send(ctx context.Context, body []byte, opts queue.SendOptions) (string, error)
-}
-
 // Backfill runs passes. Store, Events and Worker are required.
 type Backfill struct {
 	Store  store.Store
 	Events provider.EventLister
 	Worker Applier
-	// Requeue, when set, takes an event the worker could not apply now (its payment not stored
-	// yet, a store error): it goes to the webhook queue, whose retries and dead-letter queue
-	// close its loop. Without it, the pass stops its checkpoint before that event.
-	Requeue Sender
+	// Requeue, when true, hands an event the worker could not apply now (its payment not stored
+	// yet, a store error) to the webhook queue through the outbox (KindRequeue, delivered by
+	// FollowOns in the relay): the queue's retries and dead-letter queue close its loop, and the
+	// pass itself calls no queue. Without it, the pass stops its checkpoint before that event.
+	Requeue bool
 	Now     func() time.Time
 	Log     *slog.Logger
 	// Lookback and Overlap default to DefaultLookback and DefaultOverlap.
@@ -212,15 +208,14 @@ func (b *Backfill) Run(ctx context.Context, req Request) (Report, error) {
 			}
 			continue
 		}
-		if b.Requeue != nil && !errors.Is(err, webhooks.ErrBadPayload) {
-			body, merr := json.Marshal(d)
-			if merr == nil {
-				if _, qerr := b.Requeue.Send(ctx, body, queue.SendOptions{}); qerr == nil {
-					rep.Requeued++
-					b.log().InfoContext(ctx, "backfill handed an event to the webhook queue", "event_id", ev.ID, "error", err)
-					continue
-				}
+		if b.Requeue && !errors.Is(err, webhooks.ErrBadPayload) {
+			qerr := b.requeue(ctx, d)
+			if qerr == nil {
+				rep.Requeued++
+				b.log().InfoContext(ctx, "backfill handed an event to the webhook queue through the outbox", "event_id", ev.ID, "error", err)
+				continue
 			}
+			err = errors.Join(err, qerr)
 		}
 		b.log().WarnContext(ctx, "backfill could not apply an event; the checkpoint stays before it", "event_id", ev.ID, "error", err)
 		if ev.Created.Before(through) {
@@ -237,6 +232,26 @@ func (b *Backfill) Run(ctx context.Context, req Request) (Report, error) {
 	b.log().InfoContext(ctx, "backfill pass done", "from", rep.From, "to", rep.To, "listed", rep.Listed,
 		"applied", rep.Outcomes[worker.Applied], "requeued", rep.Requeued, "checkpoint", through)
 	return rep, nil
+}
+
+// requeue puts d in the outbox under a deterministic id (RequeueID). There is no transaction
+// to join: the worker's Apply failed and committed nothing, and the checkpoint is one write at
+// the end of the pass for all its events (a pass may requeue far more than a transaction
+// holds). So this is a single conditional put, made before the checkpoint moves past the
+// event: a crash after it leaves a message the relay delivers; a crash before it leaves the
+// checkpoint behind the event, and the next pass lists it again. A message already pending
+// under that id (an earlier pass's, still being retried) is the same follow-on: kept, not
+// overwritten, and the event counts as requeued.
+func (b *Backfill) requeue(ctx context.Context, d webhooks.Delivery) error {
+	w, err := outbox.New(KindRequeue, RequeueID(d.EventID), d, b.now())
+	if err != nil {
+		return err
+	}
+	err = b.Store.Put(ctx, w.Table, *w.Put, store.Cond{Kind: store.NotExists})
+	if errors.Is(err, store.ErrConditionFailed) {
+		return nil
+	}
+	return err
 }
 
 // Input is what a function that runs both the backfill and another pass receives: an input

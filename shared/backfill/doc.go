@@ -4,6 +4,11 @@
 // dedupe on event id and change makes an event that did arrive a harmless duplicate, and its
 // version rule makes an old one stale, so a pass may repeat or overlap any earlier one.
 //
-//	b := &backfill.Backfill{Store: st, Events: stripeClient, Worker: w, Requeue: webhookQueue}
+// An event the worker cannot apply now is put in the outbox (KindRequeue) before the
+// checkpoint moves past it; the outbox relay sends it to the webhook queue (FollowOns), so the
+// pass needs no queue client: in AWS the reconciler, which runs it, links DynamoDB only.
+//
+//	b := &backfill.Backfill{Store: st, Events: stripeClient, Worker: w, Requeue: true}
 //	rep, err := b.Run(ctx, backfill.Request{})
+//	relay.Handlers[backfill.KindRequeue] = backfill.FollowOns(webhookQueue)[backfill.KindRequeue]
 package backfill

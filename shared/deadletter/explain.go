@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/runtwice/twice/shared/declines"
 )
 
 // Class is the failure class of a record: what kind of failure killed the work. The
@@ -67,8 +65,9 @@ var Classes = []Class{
 	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconRunFailed, ClassDisputeEvidenceDue,
 }
 
-// DeclineClass maps a decline class to its failure class.
-func DeclineClass(c declines.Class) Class { return Class("decline_" + string(c)) }
+// DeclineClass maps a decline class (a declines.Class, taken as its string so that the table
+// links no decline vocabulary) to its failure class.
+func DeclineClass(c string) Class { return Class("decline_" + c) }
 
 // Facts are the details a plain-language text may mention. Every field is something twice
 // itself decided or a short code from a fixed vocabulary; free text from outside (error

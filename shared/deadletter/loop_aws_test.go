@@ -26,6 +26,7 @@ import (
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/payments/resolvequeue"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/provider/providertest"
 	"github.com/runtwice/twice/shared/queue"
@@ -262,7 +263,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 		bad := e.open(t, "resolve", "m-bad", string(broken))
 		e.doubleClick(t, ok.ID)
 		e.doubleClick(t, bad.ID)
-		if n := e.consume(t, "resolve", e.service.HandleResolve); n != 2 {
+		if n := e.consume(t, "resolve", resolvequeue.Consumer{Service: e.service}.Handle); n != 2 {
 			t.Fatalf("the resolver saw %d retried jobs, want 2", n)
 		}
 		ended(t, e.get(t, ok.ID), deadletter.StatusResolved, 1)

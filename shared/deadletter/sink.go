@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -128,7 +127,7 @@ func (s *Sink) Record(m queue.Message) Record {
 		}
 		r.Class, r.Key = ClassFollowOnUndelivered, "outbox:"+f.Batch.ShardID+":"+f.Batch.Start+"-"+f.Batch.End
 	case SourceResolve:
-		var j payments.ResolveJob
+		var j resolveJob
 		if json.Unmarshal(m.Body, &j) != nil || j.PaymentID == "" {
 			break
 		}
@@ -144,6 +143,15 @@ func (s *Sink) Record(m queue.Message) Record {
 		r.ID = id
 	}
 	return r
+}
+
+// resolveJob is what a record needs of a dead resolve message, a payments.ResolveJob: its
+// payment and idempotency key. Reading these two fields here, rather than importing payments
+// for the type, keeps the payment service (and what it links) out of the dead-letter sink;
+// TestSinkTurnsDeadMessagesIntoRecords sends a real payments.ResolveJob through it.
+type resolveJob struct {
+	Key       string `json:"key"`
+	PaymentID string `json:"payment_id"`
 }
 
 // reconFailure fills the record of a failed reconciliation run. Two senders use the queue: the

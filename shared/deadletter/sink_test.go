@@ -77,6 +77,10 @@ func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 			if !json.Valid(r.Payload) {
 				t.Errorf("payload not kept as JSON: %s", r.Payload)
 			}
+			// The sink reads a resolve job's key through its own two-field view of payments.ResolveJob.
+			if tc.wantSource == deadletter.SourceResolve && r.IdempotencyKey != job.Key {
+				t.Errorf("idempotency key %q, the job's is %q", r.IdempotencyKey, job.Key)
+			}
 			if r.Target.Queue != "" && string(r.Target.Body) != string(msg.Body) {
 				t.Errorf("retry body %s differs from the message %s", r.Target.Body, msg.Body)
 			}

@@ -8,28 +8,18 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runtwice/twice/shared/idempotency/idemlambda"
 	"github.com/runtwice/twice/shared/queue"
 )
 
-// ResolveScope is the key prefix of the resolve queue's records (idemlambda.Config.KeyPrefix):
+// ResolveScope is the key prefix of the resolve queue's records (resolvequeue, idemlambda.Config.KeyPrefix):
 // the same in Lambda and locally.
 const ResolveScope = "resolve-job"
 
-// HandleResolve runs one message of the resolve queue, whose body is a JSON ResolveJob: the
-// per-message func that sqsbatch runs for the payment-resolver function. The job runs under its
-// own idempotency key (its message id, idemlambda.Message), so a redelivered message whose job
-// completed is not run again. A job that fails (or does not decode) fails this message alone,
-// so SQS retries it and, after the queue's maxReceiveCount, moves it to the dead-letter queue.
-func (s *Service) HandleResolve(ctx context.Context, m queue.Message) error {
-	h, err := idemlambda.Message(idemlambda.Config[struct{}]{Keeper: s.Keeper, KeyPrefix: ResolveScope, Log: s.log()}, s.resolveMessage)
-	if err != nil {
-		return err
-	}
-	return h(ctx, m)
-}
-
-func (s *Service) resolveMessage(ctx context.Context, m queue.Message) error {
+// ResolveMessage runs one message of the resolve queue, whose body is a JSON ResolveJob. It
+// is not idempotent by itself: the resolve queue's consumer (package resolvequeue) runs it under
+// the message's own idempotency key. A job that does not decode, or names no scope, key or
+// payment, is this message's error.
+func (s *Service) ResolveMessage(ctx context.Context, m queue.Message) error {
 	var job ResolveJob
 	if err := json.Unmarshal(m.Body, &job); err != nil {
 		return err

@@ -3,13 +3,10 @@ package payments
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/shared/idempotency"
-	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -32,55 +29,6 @@ func TestQueueResolverSendsTheJobDelayed(t *testing.T) {
 	var got ResolveJob
 	if err := json.Unmarshal(c.body, &got); err != nil || got.Key != "k1" || string(got.Body) != `{"amount":1}` || c.opts.Delay != 5*time.Second {
 		t.Fatalf("sent %s with %+v (%v)", c.body, c.opts, err)
-	}
-}
-
-// HandleResolve fails each bad job alone; a job that cannot be parsed, or names no key, never
-// reaches the provider, and its message record is released (a redelivery runs it again).
-func TestHandleResolveReportsEachFailure(t *testing.T) {
-	f := newFixture(t)
-	bad, _ := json.Marshal(ResolveJob{Scope: "s", PaymentID: "pay_1"})
-	batch := []queue.Message{{ID: "not-json", Body: []byte("{")}, {ID: "bad-body", Body: bad}}
-	for range 2 {
-		for _, m := range batch {
-			// Not an InProgressError on the second round: the first released the key.
-			if err := f.svc.HandleResolve(context.Background(), m); err == nil || errors.As(err, new(*idempotency.InProgressError)) {
-				t.Fatalf("%s: %v", m.ID, err)
-			}
-		}
-	}
-	if len(f.prov.calls) != 0 {
-		t.Fatalf("provider called: %v", f.prov.calls)
-	}
-}
-
-// A resolve job through the queue handler: it resolves the payment, and a redelivery of the
-// same message (SQS delivers at least once) is answered from its record without a second
-// resolution.
-func TestHandleResolveRunsEachMessageOnce(t *testing.T) {
-	f := newFixture(t)
-	if w := f.do(t, "POST", "/payments", "k", body("pm_timeout_once")); w.Code != 202 {
-		t.Fatalf("first: %d %s", w.Code, w.Body)
-	}
-	f.drain(t)
-	if len(f.jobs.list) != 1 {
-		t.Fatalf("%d jobs", len(f.jobs.list))
-	}
-	b, _ := json.Marshal(f.jobs.list[0])
-	msg := queue.Message{ID: "m-1", Body: b, ReceiveCount: 1}
-	for range 2 {
-		if err := f.svc.HandleResolve(context.Background(), msg); err != nil {
-			t.Fatal(err)
-		}
-		msg.ReceiveCount++ // a redelivery differs in its receive count, never in its key
-	}
-	// One create before the timeout, one resolution: the redelivery made no call.
-	if n := f.prov.calls[provider.IdempotencyKey("local", "k")]; n != 2 {
-		t.Fatalf("provider called %d times", n)
-	}
-	again := f.do(t, "POST", "/payments", "k", body("pm_timeout_once"))
-	if again.Code != 201 {
-		t.Fatalf("after resolve: %d %s", again.Code, again.Body)
 	}
 }
 

@@ -6,34 +6,16 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/runtwice/twice/shared/provider"
 )
 
-// Call is one HTTP exchange with the provider, as the attempt log needs it. It never holds the
-// API key: the Authorization header is not copied. Bodies are as sent and received; redaction
-// and capping belong to the attempt log.
-type Call struct {
-	Method         string
-	Path           string // URL path, e.g. /v1/payment_intents
-	Query          string // raw query string (list filters, pagination)
-	RequestBody    []byte // form-encoded body as sent; nil for GET
-	IdempotencyKey string
-	StatusCode     int    // 0 when no response arrived
-	RequestID      string // the provider's Request-Id, for support tickets
-	RetryAfter     string // the raw Retry-After header, when sent
-	// Replayed: the provider answered from its idempotency cache (Idempotent-Replayed: true),
-	// so this exchange had no new effect.
-	Replayed     bool
-	ResponseBody []byte
-	Started      time.Time
-	Duration     time.Duration
-	Err          error // the transport error when no (complete) response arrived
-}
-
-// Observer receives every Call the adapter makes, after it ends. Observe runs on the request
-// path: keep it fast and never let it fail the call.
-type Observer interface {
-	Observe(ctx context.Context, c Call)
-}
+// Call and Observer are provider.Call and provider.Observer: the attempt log observes the
+// adapter's exchanges without linking stripe-go.
+type (
+	Call     = provider.Call
+	Observer = provider.Observer
+)
 
 // exchange carries the last response status and headers of an adapter operation back from the
 // transport, for the cases where stripe-go returns an error that has lost them (an undecodable

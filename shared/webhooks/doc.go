@@ -1,23 +1,9 @@
-// Package webhooks verifies and decodes inbound provider webhooks.
+// Package webhooks is the vocabulary of inbound provider webhooks: the Delivery a verified
+// request becomes, the Verifier contract and its sentinel errors, and decoding.
 //
-// Verification: one Verifier per provider, Verify(header, body) error, built by a validating
-// constructor from every active secret (several during rotation) with an injected clock.
-//
-//   - stripe: Stripe-Signature "t=<unix>,v1=<hex>[,v1=...]". The MAC comparison is stripe-go's
-//     (webhook.ValidatePayloadIgnoringTolerance, HMAC-SHA256, constant time, any v1 may match);
-//     the timestamp window is ours, on the injected clock, in both directions (stripe-go reads
-//     time.Now and checks only age). A header with two t entries is refused, because stripe-go
-//     signs against the last one.
-//   - standard: Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature "v1,<base64>"
-//     space-separated; whsec_<base64> secrets) through the reference Go library
-//     (github.com/standard-webhooks/standard-webhooks/libraries/go). It takes one secret and a
-//     package-level tolerance on time.Now, so StandardVerifier holds one library verifier per
-//     secret, uses only its signature check, and checks the timestamp itself.
-//
-// The signature is checked before the timestamp, so ErrTooOld / ErrTooNew mean "authentic, out of
-// window" (a replay or clock skew) and are worth a separate log line. Callers branch on the
-// sentinels (ErrMissingHeader, ErrBadHeader, ErrNoValidSignature, ErrTooOld, ErrTooNew,
-// ErrUnknownProvider); the HTTP layer answers all of them with one generic 400.
+// Verification itself (the Stripe and Standard Webhooks verifiers, secret rotation) is package
+// signature, beside this one, so that what only decodes deliveries (the webhook worker, the
+// dead-letter sink, the outbox relay) links neither stripe-go nor the Standard Webhooks library.
 //
 // Decoding: Decode turns a verified Delivery into an Event with the provider's event id (the first
 // dedupe key, EventKey) and a place on one object's history (ObjectID, ObjectVersion; ChangeKey

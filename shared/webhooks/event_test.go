@@ -3,10 +3,20 @@ package webhooks
 import (
 	"errors"
 	"net/http"
+	"os"
 	"reflect"
 	"testing"
 	"time"
 )
+
+func mustRead(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func TestDecodeStripe(t *testing.T) {
 	tests := map[string]struct {

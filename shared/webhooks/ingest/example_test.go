@@ -9,6 +9,7 @@ import (
 
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
+	"github.com/runtwice/twice/shared/webhooks/signature"
 )
 
 type printQueue struct{}
@@ -19,7 +20,7 @@ func (printQueue) Enqueue(_ context.Context, d webhooks.Delivery) error {
 }
 
 func Example() {
-	sv, _ := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: []string{"whsec_local"}})
+	sv, _ := signature.NewStripeVerifier(signature.StripeVerifier{Secrets: []string{"whsec_local"}})
 	mux := http.NewServeMux()
 	mux.Handle(ingest.Pattern, &ingest.Handler{Verifiers: webhooks.Static{webhooks.ProviderStripe: sv}, Queue: printQueue{}})
 

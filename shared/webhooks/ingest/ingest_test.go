@@ -21,6 +21,7 @@ import (
 
 	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/webhooks"
+	"github.com/runtwice/twice/shared/webhooks/signature"
 )
 
 var (
@@ -60,11 +61,11 @@ func (brokenVerifiers) Verifier(context.Context, string) (webhooks.Verifier, err
 
 func testVerifiers(t testing.TB) webhooks.Static {
 	clock := func() time.Time { return now }
-	sv, err := webhooks.NewStripeVerifier(webhooks.StripeVerifier{Secrets: []string{stripeSecret}, Now: clock})
+	sv, err := signature.NewStripeVerifier(signature.StripeVerifier{Secrets: []string{stripeSecret}, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stv, err := webhooks.NewStandardVerifier(webhooks.StandardVerifier{Secrets: []string{stdSecret}, Now: clock})
+	stv, err := signature.NewStandardVerifier(signature.StandardVerifier{Secrets: []string{stdSecret}, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

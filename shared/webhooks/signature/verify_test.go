@@ -1,4 +1,4 @@
-package webhooks
+package signature
 
 import (
 	"encoding/base64"
@@ -12,6 +12,8 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/runtwice/twice/shared/webhooks"
 )
 
 var (
@@ -26,7 +28,7 @@ func fixedClock() time.Time { return testNow }
 
 func mustRead(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
+	b, err := os.ReadFile("../testdata/" + name) // the fixtures package webhooks decodes
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func TestStripeVerifier(t *testing.T) {
 	other := stripeSigned(body, "whsec_other", testNow)
 	otherSig := other[strings.Index(other, "v1="):]
 	tests := map[string]struct {
-		v      Verifier
+		v      webhooks.Verifier
 		header []string // nil: no header
 		body   []byte
 		want   error
@@ -62,30 +64,30 @@ func TestStripeVerifier(t *testing.T) {
 		"valid":                       {v: v, header: []string{good}, body: body},
 		"valid at edge of past":       {v: v, header: []string{stripeSigned(body, stripeSecret, testNow.Add(-300*time.Second))}, body: body},
 		"valid at edge of future":     {v: v, header: []string{stripeSigned(body, stripeSecret, testNow.Add(300*time.Second))}, body: body},
-		"body changed":                {v: v, header: []string{good}, body: append([]byte(" "), body...), want: ErrNoValidSignature},
-		"wrong secret":                {v: v, header: []string{other}, body: body, want: ErrNoValidSignature},
-		"stale":                       {v: v, header: []string{stripeSigned(body, stripeSecret, testNow.Add(-301*time.Second))}, body: body, want: ErrTooOld},
-		"future":                      {v: v, header: []string{stripeSigned(body, stripeSecret, testNow.Add(301*time.Second))}, body: body, want: ErrTooNew},
-		"missing header":              {v: v, body: body, want: ErrMissingHeader},
-		"empty header":                {v: v, header: []string{""}, body: body, want: ErrMissingHeader},
-		"garbage header":              {v: v, header: []string{"garbage"}, body: body, want: ErrBadHeader},
-		"t not a number":              {v: v, header: []string{"t=abc,v1=00"}, body: body, want: ErrBadHeader},
-		"no t":                        {v: v, header: []string{otherSig}, body: body, want: ErrBadHeader},
-		"no v1":                       {v: v, header: []string{fmt.Sprintf("t=%d,v0=abcd", testNow.Unix())}, body: body, want: ErrNoValidSignature},
-		"v1 not hex":                  {v: v, header: []string{fmt.Sprintf("t=%d,v1=zz", testNow.Unix())}, body: body, want: ErrNoValidSignature},
-		"two headers":                 {v: v, header: []string{good, good}, body: body, want: ErrBadHeader},
+		"body changed":                {v: v, header: []string{good}, body: append([]byte(" "), body...), want: webhooks.ErrNoValidSignature},
+		"wrong secret":                {v: v, header: []string{other}, body: body, want: webhooks.ErrNoValidSignature},
+		"stale":                       {v: v, header: []string{stripeSigned(body, stripeSecret, testNow.Add(-301*time.Second))}, body: body, want: webhooks.ErrTooOld},
+		"future":                      {v: v, header: []string{stripeSigned(body, stripeSecret, testNow.Add(301*time.Second))}, body: body, want: webhooks.ErrTooNew},
+		"missing header":              {v: v, body: body, want: webhooks.ErrMissingHeader},
+		"empty header":                {v: v, header: []string{""}, body: body, want: webhooks.ErrMissingHeader},
+		"garbage header":              {v: v, header: []string{"garbage"}, body: body, want: webhooks.ErrBadHeader},
+		"t not a number":              {v: v, header: []string{"t=abc,v1=00"}, body: body, want: webhooks.ErrBadHeader},
+		"no t":                        {v: v, header: []string{otherSig}, body: body, want: webhooks.ErrBadHeader},
+		"no v1":                       {v: v, header: []string{fmt.Sprintf("t=%d,v0=abcd", testNow.Unix())}, body: body, want: webhooks.ErrNoValidSignature},
+		"v1 not hex":                  {v: v, header: []string{fmt.Sprintf("t=%d,v1=zz", testNow.Unix())}, body: body, want: webhooks.ErrNoValidSignature},
+		"two headers":                 {v: v, header: []string{good, good}, body: body, want: webhooks.ErrBadHeader},
 		"several v1, one valid":       {v: v, header: []string{good + "," + otherSig[:3] + strings.Repeat("0", 64) + "," + otherSig}, body: body},
-		"several v1, none valid":      {v: v, header: []string{other + ",v1=" + strings.Repeat("ab", 32)}, body: body, want: ErrNoValidSignature},
-		"fresh t prepended to replay": {v: v, header: []string{fmt.Sprintf("t=%d,", testNow.Unix()) + stripeSigned(body, stripeSecret, testNow.Add(-time.Hour))}, body: body, want: ErrBadHeader},
+		"several v1, none valid":      {v: v, header: []string{other + ",v1=" + strings.Repeat("ab", 32)}, body: body, want: webhooks.ErrNoValidSignature},
+		"fresh t prepended to replay": {v: v, header: []string{fmt.Sprintf("t=%d,", testNow.Unix()) + stripeSigned(body, stripeSecret, testNow.Add(-time.Hour))}, body: body, want: webhooks.ErrBadHeader},
 		"rotation: old secret":        {v: rotating, header: []string{good}, body: body},
 		"rotation: new secret":        {v: rotating, header: []string{stripeSigned(body, stripeSecret2, testNow)}, body: body},
-		"rotation: neither":           {v: rotating, header: []string{other}, body: body, want: ErrNoValidSignature},
+		"rotation: neither":           {v: rotating, header: []string{other}, body: body, want: webhooks.ErrNoValidSignature},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			h := http.Header{}
 			for _, s := range tc.header {
-				h.Add(StripeSignatureHeader, s)
+				h.Add(webhooks.StripeSignatureHeader, s)
 			}
 			err := tc.v.Verify(h, tc.body)
 			if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
@@ -103,14 +105,14 @@ func TestNewVerifierValidates(t *testing.T) {
 		build func() error
 		want  error
 	}{
-		"stripe none":   {func() error { _, err := NewStripeVerifier(StripeVerifier{}); return err }, ErrNoSecret},
-		"stripe blanks": {func() error { _, err := NewStripeVerifier(StripeVerifier{Secrets: []string{"", "  "}}); return err }, ErrNoSecret},
-		"standard none": {func() error { _, err := NewStandardVerifier(StandardVerifier{}); return err }, ErrNoSecret},
+		"stripe none":   {func() error { _, err := NewStripeVerifier(StripeVerifier{}); return err }, webhooks.ErrNoSecret},
+		"stripe blanks": {func() error { _, err := NewStripeVerifier(StripeVerifier{Secrets: []string{"", "  "}}); return err }, webhooks.ErrNoSecret},
+		"standard none": {func() error { _, err := NewStandardVerifier(StandardVerifier{}); return err }, webhooks.ErrNoSecret},
 		"standard not b64": {func() error {
 			_, err := NewStandardVerifier(StandardVerifier{Secrets: []string{"whsec_!!!not-base64"}})
 			return err
-		}, ErrBadSecret},
-		"standard empty key": {func() error { _, err := NewStandardVerifier(StandardVerifier{Secrets: []string{"whsec_"}}); return err }, ErrBadSecret},
+		}, webhooks.ErrBadSecret},
+		"standard empty key": {func() error { _, err := NewStandardVerifier(StandardVerifier{Secrets: []string{"whsec_"}}); return err }, webhooks.ErrBadSecret},
 		"standard ok": {func() error {
 			_, err := NewStandardVerifier(StandardVerifier{Secrets: []string{stdSecret}})
 			return err
@@ -142,9 +144,9 @@ func standardSigned(t testing.TB, id string, body []byte, secret string, at time
 		t.Fatal(err)
 	}
 	h := http.Header{}
-	h.Set(StandardIDHeader, id)
-	h.Set(StandardTimestampHeader, fmt.Sprint(at.Unix()))
-	h.Set(StandardSignatureHeader, sig)
+	h.Set(webhooks.StandardIDHeader, id)
+	h.Set(webhooks.StandardTimestampHeader, fmt.Sprint(at.Unix()))
+	h.Set(webhooks.StandardSignatureHeader, sig)
 	return h
 }
 
@@ -161,30 +163,30 @@ func TestStandardVerifier(t *testing.T) {
 	good := func() http.Header { return standardSigned(t, "msg_1", body, stdSecret, testNow) }
 	with := func(h http.Header, k, val string) http.Header { h.Set(k, val); return h }
 	without := func(h http.Header, k string) http.Header { h.Del(k); return h }
-	otherSig := standardSigned(t, "msg_1", body, stdSecret2, testNow).Get(StandardSignatureHeader)
+	otherSig := standardSigned(t, "msg_1", body, stdSecret2, testNow).Get(webhooks.StandardSignatureHeader)
 	tests := map[string]struct {
-		v    Verifier
+		v    webhooks.Verifier
 		h    http.Header
 		body []byte
 		want error
 	}{
 		"valid":                  {v: v, h: good(), body: body},
-		"body changed":           {v: v, h: good(), body: append(body, ' '), want: ErrNoValidSignature},
-		"id changed":             {v: v, h: with(good(), StandardIDHeader, "msg_2"), body: body, want: ErrNoValidSignature},
-		"wrong secret":           {v: v, h: standardSigned(t, "msg_1", body, stdSecret2, testNow), body: body, want: ErrNoValidSignature},
-		"stale":                  {v: v, h: standardSigned(t, "msg_1", body, stdSecret, testNow.Add(-301*time.Second)), body: body, want: ErrTooOld},
-		"future":                 {v: v, h: standardSigned(t, "msg_1", body, stdSecret, testNow.Add(301*time.Second)), body: body, want: ErrTooNew},
+		"body changed":           {v: v, h: good(), body: append(body, ' '), want: webhooks.ErrNoValidSignature},
+		"id changed":             {v: v, h: with(good(), webhooks.StandardIDHeader, "msg_2"), body: body, want: webhooks.ErrNoValidSignature},
+		"wrong secret":           {v: v, h: standardSigned(t, "msg_1", body, stdSecret2, testNow), body: body, want: webhooks.ErrNoValidSignature},
+		"stale":                  {v: v, h: standardSigned(t, "msg_1", body, stdSecret, testNow.Add(-301*time.Second)), body: body, want: webhooks.ErrTooOld},
+		"future":                 {v: v, h: standardSigned(t, "msg_1", body, stdSecret, testNow.Add(301*time.Second)), body: body, want: webhooks.ErrTooNew},
 		"edge of window":         {v: v, h: standardSigned(t, "msg_1", body, stdSecret, testNow.Add(-300*time.Second)), body: body},
-		"missing id":             {v: v, h: without(good(), StandardIDHeader), body: body, want: ErrMissingHeader},
-		"missing timestamp":      {v: v, h: without(good(), StandardTimestampHeader), body: body, want: ErrMissingHeader},
-		"missing signature":      {v: v, h: without(good(), StandardSignatureHeader), body: body, want: ErrMissingHeader},
-		"garbage timestamp":      {v: v, h: with(good(), StandardTimestampHeader, "yesterday"), body: body, want: ErrBadHeader},
-		"garbage signature":      {v: v, h: with(good(), StandardSignatureHeader, "garbage"), body: body, want: ErrNoValidSignature},
-		"several v1, one valid":  {v: v, h: with(good(), StandardSignatureHeader, otherSig+" v2,abc "+good().Get(StandardSignatureHeader)), body: body},
+		"missing id":             {v: v, h: without(good(), webhooks.StandardIDHeader), body: body, want: webhooks.ErrMissingHeader},
+		"missing timestamp":      {v: v, h: without(good(), webhooks.StandardTimestampHeader), body: body, want: webhooks.ErrMissingHeader},
+		"missing signature":      {v: v, h: without(good(), webhooks.StandardSignatureHeader), body: body, want: webhooks.ErrMissingHeader},
+		"garbage timestamp":      {v: v, h: with(good(), webhooks.StandardTimestampHeader, "yesterday"), body: body, want: webhooks.ErrBadHeader},
+		"garbage signature":      {v: v, h: with(good(), webhooks.StandardSignatureHeader, "garbage"), body: body, want: webhooks.ErrNoValidSignature},
+		"several v1, one valid":  {v: v, h: with(good(), webhooks.StandardSignatureHeader, otherSig+" v2,abc "+good().Get(webhooks.StandardSignatureHeader)), body: body},
 		"rotation: old secret":   {v: rotating, h: good(), body: body},
 		"rotation: new secret":   {v: rotating, h: standardSigned(t, "msg_1", body, stdSecret2, testNow), body: body},
-		"rotation: neither":      {v: rotating, h: with(good(), StandardSignatureHeader, "v1,"+base64.StdEncoding.EncodeToString(make([]byte, 32))), body: body, want: ErrNoValidSignature},
-		"timestamp tampered":     {v: v, h: with(good(), StandardTimestampHeader, fmt.Sprint(testNow.Unix()+1)), body: body, want: ErrNoValidSignature},
+		"rotation: neither":      {v: rotating, h: with(good(), webhooks.StandardSignatureHeader, "v1,"+base64.StdEncoding.EncodeToString(make([]byte, 32))), body: body, want: webhooks.ErrNoValidSignature},
+		"timestamp tampered":     {v: v, h: with(good(), webhooks.StandardTimestampHeader, fmt.Sprint(testNow.Unix()+1)), body: body, want: webhooks.ErrNoValidSignature},
 		"prefixless secret okay": {v: mustStd(t, strings.TrimPrefix(stdSecret, "whsec_")), h: good(), body: body},
 	}
 	for name, tc := range tests {
@@ -206,11 +208,11 @@ func mustStd(t testing.TB, secrets ...string) *StandardVerifier {
 }
 
 func TestStaticVerifiers(t *testing.T) {
-	s := Static{ProviderStandard: mustStd(t, stdSecret)}
-	if _, err := s.Verifier(t.Context(), "paypal"); !errors.Is(err, ErrUnknownProvider) {
+	s := webhooks.Static{webhooks.ProviderStandard: mustStd(t, stdSecret)}
+	if _, err := s.Verifier(t.Context(), "paypal"); !errors.Is(err, webhooks.ErrUnknownProvider) {
 		t.Fatalf("unknown provider: err = %v", err)
 	}
-	if v, err := s.Verifier(t.Context(), ProviderStandard); err != nil || v == nil {
+	if v, err := s.Verifier(t.Context(), webhooks.ProviderStandard); err != nil || v == nil {
 		t.Fatalf("known provider: %v, %v", v, err)
 	}
 }
@@ -231,12 +233,12 @@ func FuzzParseStripeSignature(f *testing.F) {
 			t.Fatalf("accepted %q without a timestamp", header)
 		}
 		h := http.Header{}
-		h.Set(StripeSignatureHeader, header)
+		h.Set(webhooks.StripeSignatureHeader, header)
 		verr := v.Verify(h, body)
 		if verr == nil && header != stripeSigned(body, stripeSecret, testNow) && err != nil {
 			t.Fatalf("verified %q that does not parse: %v", header, err)
 		}
-		for _, s := range []error{ErrMissingHeader, ErrBadHeader, ErrNoValidSignature, ErrTooOld, ErrTooNew} {
+		for _, s := range []error{webhooks.ErrMissingHeader, webhooks.ErrBadHeader, webhooks.ErrNoValidSignature, webhooks.ErrTooOld, webhooks.ErrTooNew} {
 			if errors.Is(verr, s) {
 				return
 			}
@@ -250,22 +252,22 @@ func FuzzParseStripeSignature(f *testing.F) {
 func FuzzParseStandardHeaders(f *testing.F) {
 	body := []byte(`{"type":"a","timestamp":"2026-01-01T00:00:00Z","data":{}}`)
 	h := standardSigned(f, "msg_1", body, stdSecret, testNow)
-	f.Add("msg_1", h.Get(StandardTimestampHeader), h.Get(StandardSignatureHeader))
+	f.Add("msg_1", h.Get(webhooks.StandardTimestampHeader), h.Get(webhooks.StandardSignatureHeader))
 	f.Add("", "", "")
 	f.Add("id", "x", "v1,abc v1a,zz ,,")
 	f.Add("id", "-99999999999999999", "v1")
 	v := mustStd(f, stdSecret)
 	f.Fuzz(func(t *testing.T, id, ts, sig string) {
 		h := http.Header{}
-		h.Set(StandardIDHeader, id)
-		h.Set(StandardTimestampHeader, ts)
-		h.Set(StandardSignatureHeader, sig)
+		h.Set(webhooks.StandardIDHeader, id)
+		h.Set(webhooks.StandardTimestampHeader, ts)
+		h.Set(webhooks.StandardSignatureHeader, sig)
 		_, perr := ParseStandardHeaders(h)
 		err := v.Verify(h, body)
 		if err == nil && perr != nil {
 			t.Fatalf("verified headers that do not parse: %v", perr)
 		}
-		for _, s := range []error{ErrMissingHeader, ErrBadHeader, ErrNoValidSignature, ErrTooOld, ErrTooNew} {
+		for _, s := range []error{webhooks.ErrMissingHeader, webhooks.ErrBadHeader, webhooks.ErrNoValidSignature, webhooks.ErrTooOld, webhooks.ErrTooNew} {
 			if errors.Is(err, s) {
 				return
 			}
@@ -274,4 +276,19 @@ func FuzzParseStandardHeaders(f *testing.F) {
 			t.Fatalf("Verify = %v, not a sentinel", err)
 		}
 	})
+}
+
+// The header names package webhooks declares (to build deliveries without this package) are the
+// libraries' own.
+func TestHeaderNamesAreTheLibraries(t *testing.T) {
+	for got, want := range map[string]string{
+		webhooks.StripeSignatureHeader:   "Stripe-Signature", // stripe-go's webhook package has no exported name for it
+		webhooks.StandardIDHeader:        standardwebhooks.HeaderWebhookID,
+		webhooks.StandardTimestampHeader: standardwebhooks.HeaderWebhookTimestamp,
+		webhooks.StandardSignatureHeader: standardwebhooks.HeaderWebhookSignature,
+	} {
+		if got != want {
+			t.Errorf("header %q, the library's is %q", got, want)
+		}
+	}
 }

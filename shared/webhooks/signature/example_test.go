@@ -1,4 +1,4 @@
-package webhooks_test
+package signature_test
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/webhooks"
+	"github.com/runtwice/twice/shared/webhooks/signature"
 	"github.com/stripe/stripe-go/v82/webhook"
 )
 
 func Example() {
 	now := time.Unix(1767225600, 0)
-	v, err := webhooks.NewStripeVerifier(webhooks.StripeVerifier{
+	v, err := signature.NewStripeVerifier(signature.StripeVerifier{
 		Secrets: []string{"whsec_current", "whsec_next"},
 		Now:     func() time.Time { return now },
 	})
@@ -44,8 +45,8 @@ func Example() {
 // secrets.FromEnv locally) and follows rotations without a redeploy.
 func ExampleRotating() {
 	src := secrets.Static{"/twice/stripe-webhook-secret": {"whsec_new", "whsec_old"}}
-	var _ webhooks.SecretSource = (*secrets.Cached)(nil)
-	vs, err := webhooks.NewRotating(webhooks.Rotating{Source: src, Names: map[string]string{webhooks.ProviderStripe: "/twice/stripe-webhook-secret"}})
+	var _ signature.SecretSource = (*secrets.Cached)(nil)
+	vs, err := signature.NewRotating(signature.Rotating{Source: src, Names: map[string]string{webhooks.ProviderStripe: "/twice/stripe-webhook-secret"}})
 	if err != nil {
 		panic(err)
 	}

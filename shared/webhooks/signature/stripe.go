@@ -1,4 +1,4 @@
-package webhooks
+package signature
 
 import (
 	"errors"
@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82/webhook"
-)
 
-// StripeSignatureHeader carries "t=<unix seconds>,v1=<hex hmac>[,v1=...]".
-const StripeSignatureHeader = "Stripe-Signature"
+	"github.com/runtwice/twice/shared/webhooks"
+)
 
 // StripeVerifier verifies Stripe-Signature with stripe-go's webhook package (HMAC-SHA256 over
 // "t.body", compared in constant time, any v1 entry may match) against every active secret, and
@@ -24,16 +23,16 @@ type StripeVerifier struct {
 	Secrets []string
 	// Now is the clock of the timestamp check (default time.Now).
 	Now func() time.Time
-	// Tolerance is the accepted clock distance in both directions (<= 0: DefaultTolerance).
+	// Tolerance is the accepted clock distance in both directions (<= 0: webhooks.DefaultTolerance).
 	Tolerance time.Duration
 
 	secrets []string
 }
 
-var _ Verifier = (*StripeVerifier)(nil)
+var _ webhooks.Verifier = (*StripeVerifier)(nil)
 
 // NewStripeVerifier returns v ready to verify. Empty secrets are ignored; none left is
-// ErrNoSecret.
+// webhooks.ErrNoSecret.
 func NewStripeVerifier(v StripeVerifier) (*StripeVerifier, error) {
 	var s []string
 	for _, sec := range v.Secrets {
@@ -42,28 +41,28 @@ func NewStripeVerifier(v StripeVerifier) (*StripeVerifier, error) {
 		}
 	}
 	if len(s) == 0 {
-		return nil, ErrNoSecret
+		return nil, webhooks.ErrNoSecret
 	}
 	v.secrets = s
 	return &v, nil
 }
 
-// Verify checks the signature first and the timestamp second, so ErrTooOld and ErrTooNew mean
+// Verify checks the signature first and the timestamp second, so webhooks.ErrTooOld and webhooks.ErrTooNew mean
 // "authentic but out of window" (a replay or a skewed clock), which is worth telling apart in logs.
 func (v *StripeVerifier) Verify(h http.Header, body []byte) error {
-	vals := h.Values(StripeSignatureHeader)
+	vals := h.Values(webhooks.StripeSignatureHeader)
 	if len(vals) == 0 || vals[0] == "" {
-		return ErrMissingHeader
+		return webhooks.ErrMissingHeader
 	}
 	if len(vals) > 1 {
-		return fmt.Errorf("%w: %d %s headers", ErrBadHeader, len(vals), StripeSignatureHeader)
+		return fmt.Errorf("%w: %d %s headers", webhooks.ErrBadHeader, len(vals), webhooks.StripeSignatureHeader)
 	}
 	sh, err := ParseStripeSignature(vals[0])
 	if err != nil {
 		return err
 	}
 	if sh.Signatures == 0 {
-		return ErrNoValidSignature
+		return webhooks.ErrNoValidSignature
 	}
 	// stripe-go's tolerance check reads time.Now; ours uses the injected clock, so the library
 	// only does what it is best at: the MAC comparison.
@@ -76,19 +75,19 @@ func (v *StripeVerifier) Verify(h http.Header, body []byte) error {
 			return mapStripeErr(err)
 		}
 	}
-	return ErrNoValidSignature
+	return webhooks.ErrNoValidSignature
 }
 
 func mapStripeErr(err error) error {
 	switch {
 	case errors.Is(err, webhook.ErrNotSigned):
-		return ErrMissingHeader
+		return webhooks.ErrMissingHeader
 	case errors.Is(err, webhook.ErrInvalidHeader):
-		return ErrBadHeader
+		return webhooks.ErrBadHeader
 	case errors.Is(err, webhook.ErrNoValidSignature):
-		return ErrNoValidSignature
+		return webhooks.ErrNoValidSignature
 	default:
-		return fmt.Errorf("%w: %v", ErrBadHeader, err)
+		return fmt.Errorf("%w: %v", webhooks.ErrBadHeader, err)
 	}
 }
 
@@ -105,23 +104,23 @@ type StripeSignature struct {
 func ParseStripeSignature(header string) (StripeSignature, error) {
 	var sh StripeSignature
 	if header == "" {
-		return sh, ErrMissingHeader
+		return sh, webhooks.ErrMissingHeader
 	}
 	seenT := false
 	for _, pair := range strings.Split(header, ",") {
 		k, val, ok := strings.Cut(pair, "=")
 		if !ok || strings.Contains(val, "=") {
-			return sh, fmt.Errorf("%w: pair is not key=value", ErrBadHeader)
+			return sh, fmt.Errorf("%w: pair is not key=value", webhooks.ErrBadHeader)
 		}
 		switch k {
 		case "t":
 			if seenT {
-				return sh, fmt.Errorf("%w: more than one t", ErrBadHeader)
+				return sh, fmt.Errorf("%w: more than one t", webhooks.ErrBadHeader)
 			}
 			seenT = true
 			sec, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {
-				return sh, fmt.Errorf("%w: t is not an integer", ErrBadHeader)
+				return sh, fmt.Errorf("%w: t is not an integer", webhooks.ErrBadHeader)
 			}
 			sh.Timestamp = time.Unix(sec, 0)
 		case "v1":
@@ -129,7 +128,7 @@ func ParseStripeSignature(header string) (StripeSignature, error) {
 		}
 	}
 	if !seenT {
-		return sh, fmt.Errorf("%w: no t", ErrBadHeader)
+		return sh, fmt.Errorf("%w: no t", webhooks.ErrBadHeader)
 	}
 	return sh, nil
 }

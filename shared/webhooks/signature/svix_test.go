@@ -1,4 +1,4 @@
-package webhooks
+package signature
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	svix "github.com/svix/svix-webhooks/go"
+
+	"github.com/runtwice/twice/shared/webhooks"
 )
 
 // Deliveries signed by svix's Go library, a second implementation of the Standard Webhooks
@@ -23,9 +25,9 @@ func TestStandardVerifierAcceptsSvixSigned(t *testing.T) {
 	}{
 		"current secret": {secret: stdSecret, at: testNow, body: body},
 		"rotated secret": {secret: stdSecret2, at: testNow, body: body},
-		"body changed":   {secret: stdSecret, at: testNow, body: append([]byte{' '}, body...), want: ErrNoValidSignature},
-		"stale":          {secret: stdSecret, at: testNow.Add(-10 * time.Minute), body: body, want: ErrTooOld},
-		"future":         {secret: stdSecret, at: testNow.Add(10 * time.Minute), body: body, want: ErrTooNew},
+		"body changed":   {secret: stdSecret, at: testNow, body: append([]byte{' '}, body...), want: webhooks.ErrNoValidSignature},
+		"stale":          {secret: stdSecret, at: testNow.Add(-10 * time.Minute), body: body, want: webhooks.ErrTooOld},
+		"future":         {secret: stdSecret, at: testNow.Add(10 * time.Minute), body: body, want: webhooks.ErrTooNew},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -38,9 +40,9 @@ func TestStandardVerifierAcceptsSvixSigned(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := http.Header{}
-			h.Set(StandardIDHeader, "msg_svix")
-			h.Set(StandardTimestampHeader, fmt.Sprint(tc.at.Unix()))
-			h.Set(StandardSignatureHeader, sig)
+			h.Set(webhooks.StandardIDHeader, "msg_svix")
+			h.Set(webhooks.StandardTimestampHeader, fmt.Sprint(tc.at.Unix()))
+			h.Set(webhooks.StandardSignatureHeader, sig)
 			if err := v.Verify(h, tc.body); !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
 				t.Fatalf("Verify = %v, want %v", err, tc.want)
 			}

@@ -1,4 +1,4 @@
-package webhooks
+package signature
 
 import (
 	"encoding/base64"
@@ -10,13 +10,8 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
-)
 
-// Standard Webhooks headers (https://www.standardwebhooks.com).
-const (
-	StandardIDHeader        = standardwebhooks.HeaderWebhookID
-	StandardTimestampHeader = standardwebhooks.HeaderWebhookTimestamp
-	StandardSignatureHeader = standardwebhooks.HeaderWebhookSignature
+	"github.com/runtwice/twice/shared/webhooks"
 )
 
 // StandardVerifier verifies Standard Webhooks deliveries with the reference Go library
@@ -29,16 +24,16 @@ type StandardVerifier struct {
 	Secrets []string
 	// Now is the clock of the timestamp check (default time.Now).
 	Now func() time.Time
-	// Tolerance is the accepted clock distance in both directions (<= 0: DefaultTolerance).
+	// Tolerance is the accepted clock distance in both directions (<= 0: webhooks.DefaultTolerance).
 	Tolerance time.Duration
 
 	hooks []*standardwebhooks.Webhook
 }
 
-var _ Verifier = (*StandardVerifier)(nil)
+var _ webhooks.Verifier = (*StandardVerifier)(nil)
 
-// NewStandardVerifier returns v ready to verify, its secrets decoded. A secret that is not base64 or decodes to nothing is ErrBadSecret; none at all is
-// ErrNoSecret. The error names the secret's position, never its value.
+// NewStandardVerifier returns v ready to verify, its secrets decoded. A secret that is not base64 or decodes to nothing is webhooks.ErrBadSecret; none at all is
+// webhooks.ErrNoSecret. The error names the secret's position, never its value.
 func NewStandardVerifier(v StandardVerifier) (*StandardVerifier, error) {
 	v.hooks = nil
 	for i, sec := range v.Secrets {
@@ -48,16 +43,16 @@ func NewStandardVerifier(v StandardVerifier) (*StandardVerifier, error) {
 		}
 		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(sec, "whsec_"))
 		if err != nil || len(key) == 0 {
-			return nil, fmt.Errorf("%w: secret #%d is not whsec_<base64>", ErrBadSecret, i)
+			return nil, fmt.Errorf("%w: secret #%d is not whsec_<base64>", webhooks.ErrBadSecret, i)
 		}
 		wh, err := standardwebhooks.NewWebhookRaw(key)
 		if err != nil {
-			return nil, fmt.Errorf("%w: secret #%d", ErrBadSecret, i)
+			return nil, fmt.Errorf("%w: secret #%d", webhooks.ErrBadSecret, i)
 		}
 		v.hooks = append(v.hooks, wh)
 	}
 	if len(v.hooks) == 0 {
-		return nil, ErrNoSecret
+		return nil, webhooks.ErrNoSecret
 	}
 	return &v, nil
 }
@@ -69,7 +64,7 @@ func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
 		return err
 	}
 	if sh.Signatures == 0 {
-		return ErrNoValidSignature
+		return webhooks.ErrNoValidSignature
 	}
 	for _, wh := range v.hooks {
 		err = wh.VerifyIgnoringTimestamp(body, h)
@@ -80,17 +75,17 @@ func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
 			return mapStandardErr(err)
 		}
 	}
-	return ErrNoValidSignature
+	return webhooks.ErrNoValidSignature
 }
 
 func mapStandardErr(err error) error {
 	switch {
 	case errors.Is(err, standardwebhooks.ErrRequiredHeaders):
-		return ErrMissingHeader
+		return webhooks.ErrMissingHeader
 	case errors.Is(err, standardwebhooks.ErrNoMatchingSignature):
-		return ErrNoValidSignature
+		return webhooks.ErrNoValidSignature
 	default:
-		return ErrBadHeader
+		return webhooks.ErrBadHeader
 	}
 }
 
@@ -105,15 +100,15 @@ type StandardHeaders struct {
 // of each, space-separated signature list), so our timestamp check and its HMAC agree on the input.
 func ParseStandardHeaders(h http.Header) (StandardHeaders, error) {
 	var sh StandardHeaders
-	sh.ID = h.Get(StandardIDHeader)
-	ts := h.Get(StandardTimestampHeader)
-	sig := h.Get(StandardSignatureHeader)
+	sh.ID = h.Get(webhooks.StandardIDHeader)
+	ts := h.Get(webhooks.StandardTimestampHeader)
+	sig := h.Get(webhooks.StandardSignatureHeader)
 	if sh.ID == "" || ts == "" || sig == "" {
-		return sh, ErrMissingHeader
+		return sh, webhooks.ErrMissingHeader
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return sh, fmt.Errorf("%w: %s is not an integer", ErrBadHeader, StandardTimestampHeader)
+		return sh, fmt.Errorf("%w: %s is not an integer", webhooks.ErrBadHeader, webhooks.StandardTimestampHeader)
 	}
 	sh.Timestamp = time.Unix(sec, 0)
 	for _, s := range strings.Split(sig, " ") {

@@ -1,10 +1,12 @@
-package webhooks
+package signature
 
 import (
 	"context"
 	"errors"
 	"net/http"
 	"testing"
+
+	"github.com/runtwice/twice/shared/webhooks"
 )
 
 type mapSource struct {
@@ -24,17 +26,17 @@ func (s *mapSource) Secrets(_ context.Context, name string) ([]string, error) {
 func TestRotating(t *testing.T) {
 	body := mustRead(t, "pi_succeeded.json")
 	src := &mapSource{m: map[string][]string{"/stripe": {stripeSecret}, "/standard": {"not base64!"}}}
-	r, err := NewRotating(Rotating{Source: src, Names: map[string]string{ProviderStripe: "/stripe", ProviderStandard: "/standard"}, Now: fixedClock})
+	r, err := NewRotating(Rotating{Source: src, Names: map[string]string{webhooks.ProviderStripe: "/stripe", webhooks.ProviderStandard: "/standard"}, Now: fixedClock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	verify := func(secret string) error {
-		v, err := r.Verifier(t.Context(), ProviderStripe)
+		v, err := r.Verifier(t.Context(), webhooks.ProviderStripe)
 		if err != nil {
 			return err
 		}
 		h := http.Header{}
-		h.Set(StripeSignatureHeader, stripeSigned(body, secret, testNow))
+		h.Set(webhooks.StripeSignatureHeader, stripeSigned(body, secret, testNow))
 		return v.Verify(h, body)
 	}
 	steps := []struct {
@@ -44,10 +46,10 @@ func TestRotating(t *testing.T) {
 		want    error
 	}{
 		{"current secret", []string{stripeSecret}, stripeSecret, nil},
-		{"next secret not yet active", []string{stripeSecret}, stripeSecret2, ErrNoValidSignature},
+		{"next secret not yet active", []string{stripeSecret}, stripeSecret2, webhooks.ErrNoValidSignature},
 		{"rotation window: new signs", []string{stripeSecret2, stripeSecret}, stripeSecret2, nil},
 		{"rotation window: old still verifies", []string{stripeSecret2, stripeSecret}, stripeSecret, nil},
-		{"old retired", []string{stripeSecret2}, stripeSecret, ErrNoValidSignature},
+		{"old retired", []string{stripeSecret2}, stripeSecret, webhooks.ErrNoValidSignature},
 	}
 	for _, s := range steps {
 		src.m["/stripe"] = s.secrets
@@ -55,8 +57,8 @@ func TestRotating(t *testing.T) {
 			t.Fatalf("%s: %v, want %v", s.name, err, s.want)
 		}
 	}
-	v1, _ := r.Verifier(t.Context(), ProviderStripe)
-	v2, _ := r.Verifier(t.Context(), ProviderStripe)
+	v1, _ := r.Verifier(t.Context(), webhooks.ProviderStripe)
+	v2, _ := r.Verifier(t.Context(), webhooks.ProviderStripe)
 	if v1 != v2 {
 		t.Fatal("rebuilt a verifier although the secrets did not change")
 	}
@@ -66,9 +68,9 @@ func TestRotating(t *testing.T) {
 		err      error
 		want     error
 	}{
-		"unknown provider": {provider: "paypal", want: ErrUnknownProvider},
-		"malformed secret": {provider: ProviderStandard, want: ErrBadSecret},
-		"source down":      {provider: ProviderStripe, err: errSourceDown, want: errSourceDown},
+		"unknown provider": {provider: "paypal", want: webhooks.ErrUnknownProvider},
+		"malformed secret": {provider: webhooks.ProviderStandard, want: webhooks.ErrBadSecret},
+		"source down":      {provider: webhooks.ProviderStripe, err: errSourceDown, want: errSourceDown},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -79,7 +81,7 @@ func TestRotating(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewRotating(Rotating{Source: src, Names: map[string]string{"paypal": "/p"}}); !errors.Is(err, ErrUnknownProvider) {
+	if _, err := NewRotating(Rotating{Source: src, Names: map[string]string{"paypal": "/p"}}); !errors.Is(err, webhooks.ErrUnknownProvider) {
 		t.Fatalf("NewRotating with an unknown provider: %v", err)
 	}
 }

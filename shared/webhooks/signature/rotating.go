@@ -1,4 +1,4 @@
-package webhooks
+package signature
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/runtwice/twice/shared/webhooks"
 )
 
 // SecretSource supplies the active secrets under a name; secrets.Cached and secrets.Static
@@ -14,13 +16,13 @@ type SecretSource interface {
 	Secrets(ctx context.Context, name string) ([]string, error)
 }
 
-// Rotating is a Verifiers whose verifiers follow the secrets in a SecretSource: each call asks
+// Rotating is a webhooks.Verifiers whose verifiers follow the secrets in a SecretSource: each call asks
 // the source (which caches) and rebuilds a provider's verifier only when its secrets changed.
 // A rotation is then just a new parameter value; no redeploy. Build it with NewRotating, which
 // checks Names once.
 type Rotating struct {
 	Source SecretSource
-	// Names maps provider names (ProviderStripe, ProviderStandard) to secret names in Source.
+	// Names maps provider names (webhooks.ProviderStripe, webhooks.ProviderStandard) to secret names in Source.
 	Names map[string]string
 	// Now and Tolerance apply to every verifier built (see StripeVerifier).
 	Now       func() time.Time
@@ -38,30 +40,30 @@ type verifierCache struct {
 
 type built struct {
 	secrets []string
-	v       Verifier
+	v       webhooks.Verifier
 }
 
-var _ Verifiers = (*Rotating)(nil)
+var _ webhooks.Verifiers = (*Rotating)(nil)
 
 // NewRotating returns r ready to hand out verifiers, or an error for an unknown provider or an
 // empty secret name.
 func NewRotating(r Rotating) (*Rotating, error) {
 	for p, n := range r.Names {
-		if p != ProviderStripe && p != ProviderStandard {
-			return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, p)
+		if p != webhooks.ProviderStripe && p != webhooks.ProviderStandard {
+			return nil, fmt.Errorf("%w: %q", webhooks.ErrUnknownProvider, p)
 		}
 		if n == "" {
-			return nil, fmt.Errorf("%w: no secret name for %s", ErrNoSecret, p)
+			return nil, fmt.Errorf("%w: no secret name for %s", webhooks.ErrNoSecret, p)
 		}
 	}
 	return &Rotating{Source: r.Source, Names: r.Names, Now: r.Now, Tolerance: r.Tolerance, cache: &verifierCache{built: map[string]built{}}}, nil
 }
 
 // Verifier returns the provider's verifier over its current secrets.
-func (r *Rotating) Verifier(ctx context.Context, provider string) (Verifier, error) {
+func (r *Rotating) Verifier(ctx context.Context, provider string) (webhooks.Verifier, error) {
 	name, ok := r.Names[provider]
 	if !ok {
-		return nil, ErrUnknownProvider
+		return nil, webhooks.ErrUnknownProvider
 	}
 	secrets, err := r.Source.Secrets(ctx, name)
 	if err != nil {
@@ -72,9 +74,9 @@ func (r *Rotating) Verifier(ctx context.Context, provider string) (Verifier, err
 	if b, ok := r.cache.built[provider]; ok && slices.Equal(b.secrets, secrets) {
 		return b.v, nil
 	}
-	var v Verifier
+	var v webhooks.Verifier
 	switch provider {
-	case ProviderStripe:
+	case webhooks.ProviderStripe:
 		v, err = NewStripeVerifier(StripeVerifier{Secrets: secrets, Now: r.Now, Tolerance: r.Tolerance})
 	default:
 		v, err = NewStandardVerifier(StandardVerifier{Secrets: secrets, Now: r.Now, Tolerance: r.Tolerance})

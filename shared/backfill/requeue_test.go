@@ -1,0 +1,165 @@
+package backfill_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/infra/localqueue"
+	"github.com/runtwice/twice/shared/backfill"
+	"github.com/runtwice/twice/shared/clock"
+	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/webhooks"
+	"github.com/runtwice/twice/shared/webhooks/worker"
+)
+
+var t0 = time.Date(2027, 3, 4, 10, 0, 0, 0, time.UTC)
+
+// events is the provider's event log: every event, newest first.
+type events []provider.Event
+
+func (l events) Events(_ context.Context, q provider.EventQuery) iter.Seq2[provider.Event, error] {
+	return func(yield func(provider.Event, error) bool) {
+		for _, ev := range l {
+			if ev.Created.Before(q.CreatedFrom) || ev.Created.After(q.CreatedTo) {
+				continue
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// succeeded is payment_intent.succeeded for pay_1, whose metadata names the payment but not
+// its scope: until pay_1 is stored the worker cannot apply it (worker.ErrPaymentNotYet).
+func succeeded(created time.Time) provider.Event {
+	obj := map[string]any{"id": "pi_1", "object": "payment_intent", "status": "succeeded", "amount": 2000,
+		"currency": "usd", "customer": "cus_1", "metadata": map[string]string{"twice_payment_id": "pay_1"}}
+	body, _ := json.Marshal(map[string]any{"id": "evt_1", "object": "event", "type": "payment_intent.succeeded",
+		"created": created.Unix(), "data": map[string]any{"object": obj}})
+	return provider.Event{ID: "evt_1", Type: "payment_intent.succeeded", Created: created, Body: body}
+}
+
+// An event the backfill cannot apply now becomes one outbox message (the same one however many
+// passes list it), the checkpoint moves past it, and the relay's handler sends it to the
+// webhook queue as a delivery the worker takes: delivered twice (a relay that died between the
+// send and the delete), it reaches the queue twice and the worker applies it once.
+func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
+	ctx := context.Background()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c := clock.NewFake(t0)
+	log := slog.New(slog.DiscardHandler)
+	wk := &worker.Worker{Store: st, Now: c.Now, Log: log, Classify: func(provider.Decline) string { return "" }}
+	b := &backfill.Backfill{Store: st, Events: events{succeeded(t0.Add(-time.Minute))}, Worker: wk, Requeue: true, Now: c.Now, Log: log}
+
+	for pass := 1; pass <= 2; pass++ { // the second pass's overlap lists the event again
+		rep, err := b.Run(ctx, backfill.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Listed != 1 || rep.Requeued != 1 || len(rep.Applied) != 0 || !rep.Checkpoint.Equal(c.Now().Truncate(time.Second)) {
+			t.Fatalf("pass %d: %+v", pass, rep)
+		}
+		c.Advance(time.Minute)
+	}
+	page, err := st.Query(ctx, store.Query{Table: outbox.Table, Index: true, PK: "outbox#due", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 1 {
+		t.Fatalf("%d outbox messages after two passes, want one", len(page.Items))
+	}
+	it := page.Items[0]
+	m, err := outbox.Decode(it)
+	if err != nil || m.ID != backfill.RequeueID("evt_1") || m.Kind != backfill.KindRequeue {
+		t.Fatalf("outbox message %+v, %v", m, err)
+	}
+
+	// The payment's commit lands; the relay delivers the message twice.
+	p := payments.Payment{ID: "pay_1", Scope: "local", Status: payments.StatusPending, Amount: 2000, Currency: "usd",
+		Customer: "cus_1", CreatedAt: t0.Add(-time.Hour), Version: payments.VersionAt(t0.Add(-time.Hour), payments.StatusPending)}
+	w, _ := p.Put()
+	if err := st.Transact(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	broker := localqueue.New(st.DB(), localqueue.Options{Committer: st.Committer(), Clock: c})
+	t.Cleanup(func() { broker.Close() })
+	q, err := broker.Queue("webhooks", localqueue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := &outbox.Relay{Store: st, Handlers: backfill.FollowOns(q), Now: c.Now, Log: log}
+	for range 2 {
+		if err := relay.Deliver(ctx, m, it.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Get(ctx, outbox.Table, m.ID, ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delivered message still in the outbox: %v", err)
+	}
+	msgs, err := q.Receive(ctx, 10, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 {
+		t.Fatalf("%d messages on the webhook queue, want one per delivery (2)", len(msgs))
+	}
+	var outcomes []worker.Outcome
+	for _, msg := range msgs {
+		var d webhooks.Delivery
+		if err := json.Unmarshal(msg.Body, &d); err != nil || d.EventID != "evt_1" || msg.Attributes["provider"] != webhooks.ProviderStripe {
+			t.Fatalf("queue message %s %v: not the delivery ingest sends (%v)", msg.Body, msg.Attributes, err)
+		}
+		out, err := wk.Apply(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outcomes = append(outcomes, out)
+	}
+	if outcomes[0] != worker.Applied || outcomes[1] != worker.Duplicate {
+		t.Fatalf("worker outcomes %v, want applied then duplicate", outcomes)
+	}
+	if got, err := payments.Get(ctx, st, "pay_1"); err != nil || got.Status != payments.StatusSucceeded {
+		t.Fatalf("pay_1: %+v %v", got, err)
+	}
+}
+
+// Without Requeue the pass writes no outbox message and keeps its checkpoint before the event,
+// so the next pass lists it again.
+func TestWithoutRequeueTheCheckpointStaysBeforeTheEvent(t *testing.T) {
+	ctx := context.Background()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c := clock.NewFake(t0)
+	log := slog.New(slog.DiscardHandler)
+	ev := succeeded(t0.Add(-time.Minute))
+	wk := &worker.Worker{Store: st, Now: c.Now, Log: log, Classify: func(provider.Decline) string { return "" }}
+	b := &backfill.Backfill{Store: st, Events: events{ev}, Worker: wk, Now: c.Now, Log: log}
+	rep, err := b.Run(ctx, backfill.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requeued != 0 || !rep.Checkpoint.Equal(ev.Created) {
+		t.Fatalf("%+v", rep)
+	}
+	if _, err := st.Get(ctx, outbox.Table, backfill.RequeueID("evt_1"), ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("outbox message without Requeue: %v", err)
+	}
+}

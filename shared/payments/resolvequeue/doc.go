@@ -1,0 +1,12 @@
+// Package resolvequeue is the resolve queue's consumer: the per-message func that sqsbatch runs
+// for the payment-resolver function (and the local stack's resolve consumer). Each message, a
+// JSON payments.ResolveJob, runs payments.Service.ResolveMessage under its own idempotency key
+// (its message id, idemlambda.Message), so a redelivered message whose job completed is not run
+// again. A job that fails (or does not decode) fails this message alone, so SQS retries it and,
+// after the queue's maxReceiveCount, moves it to the dead-letter queue.
+//
+// It is apart from package payments because idemlambda selects the key with a JSONPath over the
+// message's Lambda record: only the resolver links the JSONPath library.
+//
+//	h := &deadletter.Retries{Next: resolvequeue.Consumer{Service: svc}.Handle, ...}
+package resolvequeue

@@ -1,0 +1,33 @@
+package signature
+
+import (
+	"time"
+
+	"github.com/runtwice/twice/shared/webhooks"
+)
+
+// window is the timestamp check both verifiers apply: Now defaults to time.Now and a
+// Tolerance <= 0 to webhooks.DefaultTolerance, so a verifier always checks timestamps.
+type window struct {
+	now       func() time.Time
+	tolerance time.Duration
+}
+
+// checkTimestamp applies the window both ways. Stripe-go checks only age; a timestamp far in the
+// future would let a captured delivery be replayed for longer than the window.
+func (w window) checkTimestamp(ts time.Time) error {
+	now, tolerance := time.Now(), w.tolerance
+	if w.now != nil {
+		now = w.now()
+	}
+	if tolerance <= 0 {
+		tolerance = webhooks.DefaultTolerance
+	}
+	if now.Sub(ts) > tolerance {
+		return webhooks.ErrTooOld
+	}
+	if ts.Sub(now) > tolerance {
+		return webhooks.ErrTooNew
+	}
+	return nil
+}
