@@ -125,7 +125,30 @@ var initRe = regexp.MustCompile(`INIT REPORT\(durationMs: ([0-9.]+)\)`)
 // InitDuration is the function's INIT phase (process start to its first request for work),
 // which the emulator runs on the first invoke.
 func (e *Emulator) InitDuration() (time.Duration, bool) {
-	m := initRe.FindStringSubmatch(e.out.String())
+	return parseInit(e.out.String())
+}
+
+// WaitInitDuration is InitDuration once the emulator has written its INIT report, which may
+// reach the output after the first invoke answered (it is copied from the emulator's pipe):
+// it waits for the line until ctx ends, and reports false if it never came.
+func (e *Emulator) WaitInitDuration(ctx context.Context) (time.Duration, bool) {
+	for {
+		out, changed := e.out.snapshot()
+		if d, ok := parseInit(out); ok {
+			return d, true
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false
+		case <-e.done:
+			return parseInit(e.out.String())
+		case <-changed:
+		}
+	}
+}
+
+func parseInit(out string) (time.Duration, bool) {
+	m := initRe.FindStringSubmatch(out)
 	if m == nil {
 		return 0, false
 	}
@@ -158,13 +181,18 @@ func freeAddr() (string, error) {
 }
 
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed by the next write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	return s.b.Write(p)
 }
 
@@ -172,4 +200,14 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// snapshot is the output so far and a channel closed by the next write.
+func (s *syncBuffer) snapshot() (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.b.String(), s.changed
 }

@@ -1,8 +1,10 @@
 package rie_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -74,7 +76,7 @@ func TestBootstrapSizes(t *testing.T) {
 }
 
 // coldStarts is how many rounds the measurement runs; the medians are reported.
-const coldStarts = 21
+const coldStarts = 51
 
 // initOnce starts bin under the emulator, invokes it once, and returns its INIT (process start
 // to its first request for work).
@@ -88,7 +90,9 @@ func initOnce(t *testing.T, rieBin, bin string, env []string, event []byte) time
 	if _, err := em.Invoke(t.Context(), event); err != nil {
 		t.Fatal(err)
 	}
-	d, ok := em.InitDuration()
+	wait, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	d, ok := em.WaitInitDuration(wait)
 	if !ok {
 		t.Fatalf("no INIT report in:\n%s", em.Output())
 	}
@@ -116,7 +120,8 @@ func clientSet(t *testing.T, root, pkg string) string {
 
 // TestColdStart measures each function's INIT under the emulator beside a bare aws-lambda-go
 // echo function built the same way. Every function start is paired with an echo start next to
-// it (the echo first in odd rounds, second in even ones, so neither side always comes first),
+// it (the echo first for every other start of a round, whose order is shuffled, so neither
+// side always comes first),
 // so a busy moment of the machine weighs on both sides of a ratio; a function's ratio is the
 // median over rounds of its INIT over its paired echo's. The functions build their AWS clients
 // in main from the environment (lambdaenv.AWS) and fetch secrets on first use, so INIT is Go
@@ -177,10 +182,15 @@ func TestColdStart(t *testing.T) {
 		sides = append(sides, controls[name])
 	}
 	env := e.fx.Env()
-	for round := range coldStarts {
-		for _, s := range sides[1:] {
+	// Each round runs the sides in its own order (a fixed seed: the same orders every run), so
+	// no function always comes first after the build or last before the next round.
+	order := rand.New(rand.NewPCG(1, 2))
+	for range coldStarts {
+		round := slices.Clone(sides[1:])
+		order.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		for i, s := range round {
 			var base, d time.Duration
-			if round%2 == 0 {
+			if i%2 == 0 {
 				base = initOnce(t, e.rie, echo, env, sides[0].event)
 				d = initOnce(t, e.rie, s.bin, env, s.event)
 			} else {

@@ -94,7 +94,9 @@ func run(fn, eventPath string) error {
 	if err != nil {
 		return err
 	}
-	if d, ok := em.InitDuration(); ok {
+	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if d, ok := em.WaitInitDuration(wait); ok {
 		fmt.Fprintf(os.Stderr, "invoke: INIT %.1f ms\n", float64(d)/float64(time.Millisecond))
 	}
 	fmt.Println(string(out))
