@@ -277,6 +277,29 @@ func TestLambdaBinariesLinkOnlyTheModulesTheirJobNeeds(t *testing.T) {
 	}
 }
 
+// TestLambdaBinariesLinkNoEagerSchemas: from dynamodb v1.69.0, sqs v1.49.0 and eventbridge
+// v1.49.0, aws-sdk-go-v2's service packages serialize through schemas their `schemas` package
+// builds in package initialisation (dynamodb's: 3,151 objects, about 1 ms of every cold start;
+// a DynamoDB-only function went from 1.13x to 1.40x a bare function's INIT). go.mod pins the
+// last versions before that (README, Performance). An upgrade that brings a schemas package
+// back fails here: measure it with make bench-lambda first, and move the pin only if the SDK
+// builds its schemas lazily by then or the figures say the cost is worth it.
+func TestLambdaBinariesLinkNoEagerSchemas(t *testing.T) {
+	root, err := rie.ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pattern []string
+	for _, fn := range functions(t, root) {
+		pattern = append(pattern, "./functions/"+fn)
+	}
+	for pkg := range deps(t, root, pattern...) {
+		if svc, ok := strings.CutPrefix(pkg, "github.com/aws/aws-sdk-go-v2/service/"); ok && strings.HasSuffix(svc, "/schemas") {
+			t.Errorf("a Lambda binary links %s, whose package initialisation builds every schema of the service", pkg)
+		}
+	}
+}
+
 // TestDomainPackagesTakePlainMessages: aws-lambda-go's event types stay on the Lambda side.
 // A queue consumer is a func over queue.Message that sqsbatch, the one SQS batch adapter, runs
 // for Lambda and for the local stack; the domain packages import neither the events package nor
