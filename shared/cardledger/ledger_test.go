@@ -3,17 +3,14 @@ package cardledger_test
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
-	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/testenv"
 	"github.com/runtwice/twice/shared/cardledger"
-	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -119,20 +116,7 @@ func TestRecordRepeatsAndForgets(t *testing.T) {
 
 // stores are both forms of the ledger's store: bbolt, and DynamoDB Local (skipped when the
 // test servers are not up, failed when they are required).
-var stores = map[string]func(t *testing.T) store.Store{
-	"bbolt": func(t *testing.T) store.Store {
-		bs, err := boltstore.Open(filepath.Join(t.TempDir(), "twice.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { bs.Close() })
-		return bs
-	},
-	"dynamodb": func(t *testing.T) store.Store {
-		client := testenv.DynamoDB(t)
-		return dynamo.New(client, map[string]string{table: testenv.CreateTable(t, client, testenv.Schema{GSI1: true})})
-	},
-}
+var stores = testenv.Stores(table)
 
 // TestConcurrentReservationsKeepTheCap races 30 reservations for one Visa card, each checked
 // and recorded in one transaction with another write of its attempt: exactly 20 commit (with

@@ -6,37 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/testenv"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/store"
 )
 
 // relayStores are the stores the relayed retry runs on: the local one and DynamoDB Local.
-var relayStores = map[string]func(t *testing.T) store.Store{
-	"bbolt": func(t *testing.T) store.Store {
-		s, err := boltstore.Open(filepath.Join(t.TempDir(), "dl.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	},
-	"dynamodb": func(t *testing.T) store.Store {
-		db := testenv.DynamoDB(t)
-		return dynamo.New(db, map[string]string{
-			deadletter.TableName: testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
-			outbox.Table:         testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
-		})
-	},
-}
+var relayStores = testenv.Stores(deadletter.TableName, outbox.Table)
 
 // relayEnv is operator-api's table (it relays, with no Requeuer) and outbox-relay's (with the
 // Requeuer), on one store, with the relay that delivers the retries.

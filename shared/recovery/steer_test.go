@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/testenv"
 	"github.com/runtwice/twice/shared/clock"
-	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
@@ -23,23 +20,7 @@ import (
 )
 
 // steerStores are the stores the relayed steering runs on: the local one and DynamoDB Local.
-var steerStores = map[string]func(t *testing.T) store.Store{
-	"bbolt": func(t *testing.T) store.Store {
-		s, err := boltstore.Open(filepath.Join(t.TempDir(), "twice.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	},
-	"dynamodb": func(t *testing.T) store.Store {
-		db := testenv.DynamoDB(t)
-		return dynamo.New(db, map[string]string{
-			payments.Table: testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
-			outbox.Table:   testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
-		})
-	},
-}
+var steerStores = testenv.Stores(payments.Table, outbox.Table)
 
 // signals records SendTaskSuccess; a token is good once (then its wait is over).
 type signals struct {
