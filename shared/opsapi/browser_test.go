@@ -37,7 +37,7 @@ func TestBrowserRetry(t *testing.T) {
 	if !strings.Contains(list, f.record.ID) {
 		t.Errorf("the list does not show the seeded record %s:\n%s", f.record.ID, list)
 	}
-	if strings.TrimSpace(status) != "retrying" || !strings.Contains(notice, "Retry sent") {
+	if strings.TrimSpace(status) != "retrying" || !strings.Contains(notice, "Retry queued") {
 		t.Errorf("after Retry: status %q, notice %q", status, notice)
 	}
 	if !strings.Contains(audit, "operator:Ada") || !strings.Contains(audit, "retry") {

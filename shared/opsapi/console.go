@@ -371,7 +371,9 @@ func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
 func notice(done string) string {
 	switch done {
 	case "retry":
-		return "Retry sent."
+		// The retry is committed with the record (and, where the table relays, sent by the
+		// outbox relay within seconds); the record closes when its work is done.
+		return "Retry queued. This record closes when the work is done, or comes back open if the retry cannot be sent."
 	case "retry-noop":
 		return "A retry is already in progress; nothing more was sent."
 	case "override":

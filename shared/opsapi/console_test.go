@@ -96,7 +96,7 @@ func TestConsole(t *testing.T) {
 		"forged form without csrf":    {"/ops/records/" + f.record.ID + "/retry", url.Values{}, 403, "expired"},
 		"override without a note":     {"/ops/records/" + f.record.ID + "/override", url.Values{"csrf": {m[1]}, "outcome": {"paid"}}, 400, "needs an outcome and a note"},
 		"unknown record":              {"/ops/records/dl_nope/resolve", url.Values{"csrf": {m[1]}}, 404, "No such record"},
-		"retry with the session csrf": {"/ops/records/" + f.record.ID + "/retry", url.Values{"csrf": {m[1]}}, 200, "Retry sent."},
+		"retry with the session csrf": {"/ops/records/" + f.record.ID + "/retry", url.Values{"csrf": {m[1]}}, 200, "Retry queued."},
 	}
 	for _, name := range []string{"forged form without csrf", "override without a note", "unknown record", "retry with the session csrf"} {
 		tc := tests[name]
