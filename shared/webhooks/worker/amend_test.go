@@ -67,3 +67,60 @@ func TestPartialRefundsInAnyOrder(t *testing.T) {
 		t.Fatalf("after partial refunds: %s refunded %d", p.Status, p.AmountRefunded)
 	}
 }
+
+func disputeEvent(id, typ string, created time.Time, status string) webhooks.Delivery {
+	obj := map[string]any{"id": "dp_3", "object": "dispute", "charge": "ch_pi_3", "payment_intent": "pi_3", "amount": 2000,
+		"currency": "usd", "status": status, "reason": "fraudulent"}
+	body, _ := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "created": created.Unix(), "data": map[string]any{"object": obj}})
+	return webhooks.Delivery{Provider: webhooks.ProviderStripe, EventID: id, Body: body, ReceivedAt: created}
+}
+
+// TestDisputeUpdatesInOneSecond: a dispute's evidence is submitted (needs_response, then
+// under_review) in the same second of Stripe's clock, so both charge.dispute.updated events
+// carry the same version; then it is won. Delivered in every order and twice each, the payment
+// ends with the dispute won, and never moves back along the dispute's lifecycle on the way.
+func TestDisputeUpdatesInOneSecond(t *testing.T) {
+	history := []webhooks.Delivery{
+		stripeEvent("evt_s", "payment_intent.succeeded", t0, "pi_3", "pay_3", nil),
+		disputeEvent("evt_d1", "charge.dispute.created", t0.Add(time.Second), "needs_response"),
+		disputeEvent("evt_d2", "charge.dispute.updated", t0.Add(2*time.Second), "needs_response"),
+		disputeEvent("evt_d3", "charge.dispute.updated", t0.Add(2*time.Second), "under_review"), // the same second
+	}
+	won := disputeEvent("evt_d4", "charge.dispute.closed", t0.Add(3*time.Second), "won")
+	for n := range uint64(20) {
+		t.Run(fmt.Sprint("order", n), func(t *testing.T) {
+			w, s := newWorker(t)
+			seed(t, s, "pay_3")
+			if err := s.Transact(context.Background(), payments.AliasWrite("pi_3", "pay_3")); err != nil {
+				t.Fatal(err)
+			}
+			ds := append(append([]webhooks.Delivery{}, history...), history...)
+			rand.New(rand.NewPCG(n, 19)).Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+			last := 0
+			for _, d := range ds {
+				if _, err := w.Apply(context.Background(), d); err != nil {
+					t.Fatal(err)
+				}
+				if p := status(t, s, "pay_3"); p.Dispute != nil {
+					if r := disputeRank[p.Dispute.Status]; r < last {
+						t.Fatalf("the dispute went back to %s", p.Dispute.Status)
+					} else {
+						last = r
+					}
+				}
+			}
+			if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "under_review" {
+				t.Fatalf("dispute %+v, want under_review", p.Dispute)
+			}
+			if _, err := w.Apply(context.Background(), won); err != nil {
+				t.Fatal(err)
+			}
+			if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "won" || p.Status != payments.StatusSucceeded {
+				t.Fatalf("payment %s, dispute %+v, want succeeded with the dispute won", p.Status, p.Dispute)
+			}
+		})
+	}
+}
+
+// disputeRank mirrors the lifecycle order the test checks against.
+var disputeRank = map[string]int{"needs_response": 1, "under_review": 2, "won": 3}
