@@ -52,7 +52,7 @@ func TestBackfillRequeueGoesThroughTheOutbox(t *testing.T) {
 	if !strings.Contains(a.body, `"requeued":1`) {
 		t.Fatalf("backfill report %s: want one event requeued", a.body)
 	}
-	eventually(t, 10*time.Second, "the relay delivers the requeue to the webhook queue", func() bool {
+	eventually(t, 30*time.Second, "the relay delivers the requeue to the webhook queue", func() bool {
 		_, err := s.store.Get(ctx, outbox.Table, backfill.RequeueID(eventID), "")
 		return errors.Is(err, store.ErrNotFound) && !queueEmpty(s, webhookQueue)
 	})
