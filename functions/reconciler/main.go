@@ -68,12 +68,14 @@ func main() {
 		Events:  events, // a change in the window (a refund of an older payment) is compared too
 		Healer:  wk,
 	}
-	// Each run also carries out the operators' retries of failed runs (recon.PendingRetries).
+	// Each invocation also carries out the operators' retries of failed runs (recon.PendingRetries).
 	run := recon.PendingRetries{Table: deadletters, Run: r.Handle, Log: log}
 	// An event the backfill cannot apply now goes to the webhook queue through the outbox (the
 	// relay sends it): this function links no queue client.
 	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk, Requeue: true, Log: log}
-	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return run.Handle(ctx, raw) }
-	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a backfill pass
-	lambda.Start(lambdaenv.Handler(bf.Handler(reconcile)))
+	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return r.Handle(ctx, raw) }
+	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a
+	// backfill pass. Either is followed by the retried failed runs (run.After), so an operator's
+	// retry waits at most the backfill's period.
+	lambda.Start(lambdaenv.Handler(run.After(bf.Handler(reconcile))))
 }

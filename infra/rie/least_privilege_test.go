@@ -43,12 +43,6 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:   "the charge step's outcome commits its change for the event feed",
 		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
 	},
-	"reconciler": {
-		{Action: "dynamodb:GetItem", Resource: "WebhookEventsTable"}: "the backfill pass reads its checkpoint (the samples run reconciliation only)",
-		{Action: "dynamodb:PutItem", Resource: "WebhookEventsTable"}: "the backfill pass dedupes each event and stores its checkpoint",
-		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:      "the backfill pass applies a missed event to its payment",
-		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:        "a missed decline or dispute commits its follow-on work; an event the backfill cannot apply now is put in the outbox for the relay to requeue",
-	},
 	"operator-api": {
 		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "the console's list of running recoveries (GET /ops/recoveries)",
 		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:          "charge-now and stop store the steering signal with its wake (POST /ops/recoveries/{id}/{action})",

@@ -32,6 +32,7 @@ import (
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
@@ -502,6 +503,25 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		b, err = em.Invoke(ctx, e.event(t, "reconciler/scheduled.json"))
 		if err != nil || json.Unmarshal(b, &again) != nil || again.RunID != first.RunID || !again.Replayed {
 			t.Fatalf("repeated run: %s %v", b, err)
+		}
+		// An operator's retry of a failed run, which the relay leaves retrying (there is no
+		// reconciler at hand: recon.RequeueAtNextRun), is carried out after the next pass of
+		// either schedule, here the backfill's: resolved when its run completes.
+		table := &deadletter.Table{Store: e.store(), Requeuer: recon.RequeueAtNextRun{}}
+		failed, _, err := table.Open(ctx, deadletter.ReconRunFailed(e.event(t, "reconciler/explicit-window.json"),
+			time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := table.Retry(ctx, failed.ID, "jwt:ops", ""); !ok || err != nil {
+			t.Fatalf("retry: %v %v", ok, err)
+		}
+		b, err = em.Invoke(ctx, e.event(t, "reconciler/backfill.json"))
+		if err != nil || strings.Contains(string(b), "errorType") {
+			t.Fatalf("backfill pass: %s %v", b, err)
+		}
+		if got, err := table.Get(ctx, failed.ID); err != nil || got.Status != deadletter.StatusResolved {
+			t.Fatalf("the retried run after a backfill pass: %s (%v), want resolved", got.Status, err)
 		}
 	})
 

@@ -77,26 +77,29 @@ func (RequeueAtNextRun) Requeue(_ context.Context, t deadletter.Target, _ string
 	return nil
 }
 
-// PendingRetries is the reconciler function's handler: the scheduled (or requested) run,
-// then every retried failed run waiting in the dead-letter table (records retrying with class
+// PendingRetries carries out, after each of the reconciler function's passes (After), every
+// retried failed run waiting in the dead-letter table (records retrying with class
 // recon_run_failed, left there by RequeueAtNextRun), each run again over its own input and its
 // loop closed (Requeuer): resolved when it completes, open with the attempt appended when it
-// fails. A record it could not close stays retrying and the next run tries again, so a retry
-// waits at most one schedule period.
+// fails. A record it could not close stays retrying and the next pass tries again, so a retry
+// waits at most the shortest schedule period.
 type PendingRetries struct {
 	Table *deadletter.Table
 	Run   func(ctx context.Context, input json.RawMessage) (Report, error)
 	Log   *slog.Logger
 }
 
-// Handle runs the input's reconciliation, then the pending retries; it answers the input's
-// report and error.
-func (p PendingRetries) Handle(ctx context.Context, input json.RawMessage) (Report, error) {
-	rep, err := p.Run(ctx, input)
-	if n, perr := p.RunPending(ctx); perr != nil {
-		p.log().ErrorContext(ctx, "retried reconciliation runs not all carried out; the next run tries again", "done", n, "error", perr)
+// After is next followed by the waiting retries. The reconciler function wraps every pass in
+// it, the reconciliation's (hourly) and the backfill's (every 15 minutes), so a retry waits at
+// most the shorter period. It answers next's result and error.
+func (p PendingRetries) After(next func(context.Context, json.RawMessage) (any, error)) func(context.Context, json.RawMessage) (any, error) {
+	return func(ctx context.Context, input json.RawMessage) (any, error) {
+		out, err := next(ctx, input)
+		if n, perr := p.RunPending(ctx); perr != nil {
+			p.log().ErrorContext(ctx, "retried reconciliation runs not all carried out; the next run tries again", "done", n, "error", perr)
+		}
+		return out, err
 	}
-	return rep, err
 }
 
 // RunPending carries out the waiting retries and returns how many it closed.
