@@ -65,8 +65,9 @@ func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID stri
 }
 
 // RequeueAtNextRun is the deadletter.Requeuer of a failed reconciliation run where no
-// reconciler is at hand (the operator API in AWS, which has no provider client): the record
-// stays retrying and the reconciler's next scheduled run carries it out (PendingRetries).
+// reconciler is at hand (the outbox relay in AWS, which has no provider client): the record
+// stays retrying and the reconciler carries it out after its next pass of either schedule
+// (PendingRetries.After).
 type RequeueAtNextRun struct{}
 
 // Requeue implements deadletter.Requeuer: it leaves the retry to the next run.
@@ -96,7 +97,7 @@ func (p PendingRetries) After(next func(context.Context, json.RawMessage) (any, 
 	return func(ctx context.Context, input json.RawMessage) (any, error) {
 		out, err := next(ctx, input)
 		if n, perr := p.RunPending(ctx); perr != nil {
-			p.log().ErrorContext(ctx, "retried reconciliation runs not all carried out; the next run tries again", "done", n, "error", perr)
+			p.log().ErrorContext(ctx, "retried reconciliation runs not all carried out; the next pass tries again", "done", n, "error", perr)
 		}
 		return out, err
 	}
