@@ -50,21 +50,27 @@ func succeeded(created time.Time) provider.Event {
 	return provider.Event{ID: "evt_1", Type: "payment_intent.succeeded", Created: created, Body: body}
 }
 
-// An event the backfill cannot apply now becomes one outbox message (the same one however many
-// passes list it), the checkpoint moves past it, and the relay's handler sends it to the
-// webhook queue as a delivery the worker takes: delivered twice (a relay that died between the
-// send and the delete), it reaches the queue twice and the worker applies it once.
-func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
-	ctx := context.Background()
+// newPass is the store, clock and webhook worker a backfill pass runs on.
+func newPass(t *testing.T) (*boltstore.Store, *clock.Fake, *worker.Worker) {
+	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "b.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	c := clock.NewFake(t0)
-	log := slog.New(slog.DiscardHandler)
-	wk := &worker.Worker{Store: st, Now: c.Now, Log: log, Classify: func(provider.Decline) string { return "" }}
-	b := &backfill.Backfill{Store: st, Events: events{succeeded(t0.Add(-time.Minute))}, Worker: wk, Requeue: true, Now: c.Now, Log: log}
+	wk := &worker.Worker{Store: st, Now: c.Now, Log: slog.New(slog.DiscardHandler), Classify: func(provider.Decline) string { return "" }}
+	return st, c, wk
+}
+
+// An event the backfill cannot apply now becomes one outbox message (the same one however many
+// passes list it), the checkpoint moves past it, and the relay's handler sends it to the
+// webhook queue as a delivery the worker takes: delivered twice (a relay that died between the
+// send and the delete), it reaches the queue twice and the worker applies it once.
+func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
+	ctx := context.Background()
+	st, c, wk := newPass(t)
+	b := &backfill.Backfill{Store: st, Events: events{succeeded(t0.Add(-time.Minute))}, Worker: wk, Requeue: true, Now: c.Now, Log: wk.Log}
 
 	for pass := 1; pass <= 2; pass++ { // the second pass's overlap lists the event again
 		rep, err := b.Run(ctx, backfill.Request{})
@@ -102,7 +108,7 @@ func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay := &outbox.Relay{Store: st, Handlers: backfill.FollowOns(q), Now: c.Now, Log: log}
+	relay := &outbox.Relay{Store: st, Handlers: backfill.FollowOns(q), Now: c.Now, Log: wk.Log}
 	for range 2 {
 		if err := relay.Deliver(ctx, m, it.Version); err != nil {
 			t.Fatal(err)
@@ -142,16 +148,9 @@ func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
 // so the next pass lists it again.
 func TestWithoutRequeueTheCheckpointStaysBeforeTheEvent(t *testing.T) {
 	ctx := context.Background()
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "b.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	c := clock.NewFake(t0)
-	log := slog.New(slog.DiscardHandler)
+	st, c, wk := newPass(t)
 	ev := succeeded(t0.Add(-time.Minute))
-	wk := &worker.Worker{Store: st, Now: c.Now, Log: log, Classify: func(provider.Decline) string { return "" }}
-	b := &backfill.Backfill{Store: st, Events: events{ev}, Worker: wk, Now: c.Now, Log: log}
+	b := &backfill.Backfill{Store: st, Events: events{ev}, Worker: wk, Now: c.Now, Log: wk.Log}
 	rep, err := b.Run(ctx, backfill.Request{})
 	if err != nil {
 		t.Fatal(err)

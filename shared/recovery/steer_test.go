@@ -77,6 +77,26 @@ func newSteerEnv(t *testing.T, newStore func(t *testing.T) store.Store) steerEnv
 			Handlers: map[string]outbox.Handler{recovery.KindWake: relayed.WakeFollowOn()}}}
 }
 
+// planned runs the plan step of the payment's first round, which plans a retry.
+func (e steerEnv) planned(t *testing.T) recovery.State {
+	t.Helper()
+	st, err := e.step(t, recovery.StepPlan, recovery.State{PaymentID: "pay_w", Invoice: "inv_w", Round: 1}, "")
+	if err != nil || st.Plan == nil || !st.Plan.Retry {
+		t.Fatalf("plan: %+v %v", st.Plan, err)
+	}
+	return st
+}
+
+// parked plans the first round and parks its wait under token.
+func (e steerEnv) parked(t *testing.T, token string) recovery.State {
+	t.Helper()
+	st := e.planned(t)
+	if _, err := e.step(t, recovery.StepPark, st, token); err != nil {
+		t.Fatalf("park: %v", err)
+	}
+	return st
+}
+
 // step runs one step of the state machine; the park step's SteeredError is returned.
 func (e steerEnv) step(t *testing.T, name string, st recovery.State, token string) (recovery.State, error) {
 	t.Helper()
@@ -112,13 +132,7 @@ func TestRelayedSteerCommitsTheSignalWithItsWake(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newSteerEnv(t, newStore)
 			ctx := context.Background()
-			st, err := e.step(t, recovery.StepPlan, recovery.State{PaymentID: "pay_w", Invoice: "inv_w", Round: 1}, "")
-			if err != nil || st.Plan == nil || !st.Plan.Retry {
-				t.Fatalf("plan: %+v %v", st.Plan, err)
-			}
-			if _, err := e.step(t, recovery.StepPark, st, "tok-1"); err != nil {
-				t.Fatalf("park: %v", err)
-			}
+			e.parked(t, "tok-1")
 			if _, err := e.ops.Steer(ctx, recovery.Steer{PaymentID: "pay_w", Action: recovery.ActionChargeNow,
 				Reason: recovery.ReasonOperator, Actor: "jwt:ops"}); err != nil {
 				t.Fatal(err)
@@ -161,10 +175,7 @@ func TestWakeAfterTheSignalWasConsumedDoesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newSteerEnv(t, newStore)
 			ctx := context.Background()
-			st, err := e.step(t, recovery.StepPlan, recovery.State{PaymentID: "pay_w", Invoice: "inv_w", Round: 1}, "")
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := e.planned(t)
 			// Planned, not parked yet: the operator's signal comes now.
 			if _, err := e.ops.Steer(ctx, recovery.Steer{PaymentID: "pay_w", Action: recovery.ActionChargeNow,
 				Reason: recovery.ReasonOperator, Actor: "jwt:ops"}); err != nil {
@@ -174,7 +185,7 @@ func TestWakeAfterTheSignalWasConsumedDoesNothing(t *testing.T) {
 			if _, err := e.step(t, recovery.StepPark, st, "tok-1"); !errors.As(err, &steered) {
 				t.Fatalf("park with a signal waiting: %v, want SteeredError", err)
 			}
-			st, err = e.step(t, recovery.StepSteer, st, "")
+			st, err := e.step(t, recovery.StepSteer, st, "")
 			if err != nil || st.Plan == nil || st.Plan.Reason != recovery.ReasonSteered {
 				t.Fatalf("steer: %+v %v", st.Plan, err)
 			}
@@ -208,13 +219,7 @@ func TestProviderEventCommitsTheSignalWithItsWake(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newSteerEnv(t, newStore)
 			ctx := context.Background()
-			st, err := e.step(t, recovery.StepPlan, recovery.State{PaymentID: "pay_w", Invoice: "inv_w", Round: 1}, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.step(t, recovery.StepPark, st, "tok-1"); err != nil {
-				t.Fatalf("park: %v", err)
-			}
+			e.parked(t, "tok-1")
 			for _, other := range []webhooks.Steer{{Customer: "cus_other", PaymentMethod: "pm_x"}, {Invoice: "inv_other"}} {
 				if ws, err := recovery.SteerMessages(ctx, e.store, other, t0); err != nil || len(ws) != 0 {
 					t.Fatalf("%+v: %d writes (%v), want none", other, len(ws), err)

@@ -82,14 +82,7 @@ func TestSteeredChargeIsCheckedOnTheNewCard(t *testing.T) {
 		t.Fatalf("old card allowance %+v, want capped by visa_30d", a)
 	}
 
-	raw, err := steps.Handle(context.Background(), steeredCharge(t, clk.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out recovery.State
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatal(err)
-	}
+	out := handleState(t, steps, steeredCharge(t, clk.Now()))
 	if out.Outcome != recovery.OutcomeSucceeded {
 		t.Fatalf("outcome %s, plan %+v: want the charge on the free new card to succeed", out.Outcome, out.Plan)
 	}
@@ -143,14 +136,7 @@ func TestSteeredChargeOnACappedNewCardIsDeferredByItsCap(t *testing.T) {
 		t.Fatalf("new card allowance %+v, want capped by mastercard_24h", allowance)
 	}
 
-	raw, err := steps.Handle(context.Background(), steeredCharge(t, clk.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out recovery.State
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatal(err)
-	}
+	out := handleState(t, steps, steeredCharge(t, clk.Now()))
 	plan := out.Plan
 	if plan == nil || !plan.Retry || plan.Limit != recovery.LimitMastercard24h || !plan.At.Equal(allowance.NextAt) ||
 		!strings.Contains(plan.Explanation, "Mastercard's limit of 10 declines per card in 24 hours") {
@@ -197,14 +183,7 @@ func TestSteerPlansFromTheNewCard(t *testing.T) {
 		PaymentID: "pay_1", Invoice: "inv_pay_1", Round: 1,
 		Attempts: []recovery.Attempt{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical", Card: "fp_old"}},
 		Plan:     &recovery.Plan{Retry: true, At: t0.Add(48 * time.Hour), Attempt: 2, Reason: recovery.ReasonBackoff}}})
-	raw, err := steps.Handle(context.Background(), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out recovery.State
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatal(err)
-	}
+	out := handleState(t, steps, in)
 	if want := clk.Now().Add(time.Second); out.Plan == nil || !out.Plan.Retry || !out.Plan.At.Equal(want) || out.Plan.Limit != "" ||
 		out.PaymentMethod != "pm_new" || !strings.HasPrefix(out.Plan.Explanation, "Charging now") {
 		t.Fatalf("steered plan %+v (payment method %q), want a charge at %s with pm_new and no cap", out.Plan, out.PaymentMethod, want)
@@ -248,4 +227,18 @@ func TestPlannerCountsOwnAttemptsOnTheirCard(t *testing.T) {
 			}
 		})
 	}
+}
+
+// handleState runs one step and decodes the state it answers.
+func handleState(t *testing.T, steps *recovery.Steps, in []byte) recovery.State {
+	t.Helper()
+	raw, err := steps.Handle(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out recovery.State
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

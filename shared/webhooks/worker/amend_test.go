@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
@@ -29,32 +30,15 @@ func TestPartialRefundsInAnyOrder(t *testing.T) {
 		refundEvent("evt_r2", t0.Add(time.Second), 1200), // the same second: same version, a bigger amount
 		refundEvent("evt_r3", t0.Add(2*time.Second), 2000),
 	}
-	for n := range uint64(20) {
-		t.Run(fmt.Sprint("order", n), func(t *testing.T) {
-			w, s := newWorker(t)
-			seed(t, s, "pay_3")
-			// The API's commit stored the alias with the provider id: a refund first finds it.
-			if err := s.Transact(context.Background(), payments.AliasWrite("pi_3", "pay_3")); err != nil {
-				t.Fatal(err)
-			}
-			ds := append(append([]webhooks.Delivery{}, history...), history...)
-			rand.New(rand.NewPCG(n, 18)).Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
-			last := int64(0)
-			for _, d := range ds {
-				if _, err := w.Apply(context.Background(), d); err != nil {
-					t.Fatal(err)
-				}
-				p := status(t, s, "pay_3")
-				if p.AmountRefunded < last {
-					t.Fatalf("refunded went back from %d to %d", last, p.AmountRefunded)
-				}
-				last = p.AmountRefunded
-			}
-			if p := status(t, s, "pay_3"); p.Status != payments.StatusRefunded || p.AmountRefunded != 2000 {
-				t.Fatalf("payment %s refunded %d, want refunded 2000", p.Status, p.AmountRefunded)
-			}
-		})
-	}
+	inEveryOrder(t, history, 18, func(t *testing.T, before, p payments.Payment) {
+		if p.AmountRefunded < before.AmountRefunded {
+			t.Fatalf("refunded went back from %d to %d", before.AmountRefunded, p.AmountRefunded)
+		}
+	}, func(t *testing.T, _ *Worker, s store.Store) {
+		if p := status(t, s, "pay_3"); p.Status != payments.StatusRefunded || p.AmountRefunded != 2000 {
+			t.Fatalf("payment %s refunded %d, want refunded 2000", p.Status, p.AmountRefunded)
+		}
+	})
 	// Only partial refunds: the payment stays succeeded, with the sum the provider reports.
 	w, s := newWorker(t)
 	seed(t, s, "pay_3")
@@ -87,6 +71,29 @@ func TestDisputeUpdatesInOneSecond(t *testing.T) {
 		disputeEvent("evt_d3", "charge.dispute.updated", t0.Add(2*time.Second), "under_review"), // the same second
 	}
 	won := disputeEvent("evt_d4", "charge.dispute.closed", t0.Add(3*time.Second), "won")
+	inEveryOrder(t, history, 19, func(t *testing.T, before, p payments.Payment) {
+		if before.Dispute != nil && (p.Dispute == nil || disputeRank[p.Dispute.Status] < disputeRank[before.Dispute.Status]) {
+			t.Fatalf("the dispute went back from %s to %+v", before.Dispute.Status, p.Dispute)
+		}
+	}, func(t *testing.T, w *Worker, s store.Store) {
+		if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "under_review" {
+			t.Fatalf("dispute %+v, want under_review", p.Dispute)
+		}
+		if _, err := w.Apply(context.Background(), won); err != nil {
+			t.Fatal(err)
+		}
+		if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "won" || p.Status != payments.StatusSucceeded {
+			t.Fatalf("payment %s, dispute %+v, want succeeded with the dispute won", p.Status, p.Dispute)
+		}
+	})
+}
+
+// inEveryOrder delivers history twice over, in 20 shuffled orders (seeded with salt), each to
+// a fresh worker with pay_3 stored and its provider id aliased (the API's commit stores the
+// alias, so a refund or dispute first finds the payment): each sees pay_3 before and after
+// every delivery, done the worker and store after the last.
+func inEveryOrder(t *testing.T, history []webhooks.Delivery, salt uint64, each func(t *testing.T, before, after payments.Payment),
+	done func(t *testing.T, w *Worker, s store.Store)) {
 	for n := range uint64(20) {
 		t.Run(fmt.Sprint("order", n), func(t *testing.T) {
 			w, s := newWorker(t)
@@ -95,29 +102,17 @@ func TestDisputeUpdatesInOneSecond(t *testing.T) {
 				t.Fatal(err)
 			}
 			ds := append(append([]webhooks.Delivery{}, history...), history...)
-			rand.New(rand.NewPCG(n, 19)).Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
-			last := 0
+			rand.New(rand.NewPCG(n, salt)).Shuffle(len(ds), func(i, j int) { ds[i], ds[j] = ds[j], ds[i] })
+			before := status(t, s, "pay_3")
 			for _, d := range ds {
 				if _, err := w.Apply(context.Background(), d); err != nil {
 					t.Fatal(err)
 				}
-				if p := status(t, s, "pay_3"); p.Dispute != nil {
-					if r := disputeRank[p.Dispute.Status]; r < last {
-						t.Fatalf("the dispute went back to %s", p.Dispute.Status)
-					} else {
-						last = r
-					}
-				}
+				after := status(t, s, "pay_3")
+				each(t, before, after)
+				before = after
 			}
-			if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "under_review" {
-				t.Fatalf("dispute %+v, want under_review", p.Dispute)
-			}
-			if _, err := w.Apply(context.Background(), won); err != nil {
-				t.Fatal(err)
-			}
-			if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "won" || p.Status != payments.StatusSucceeded {
-				t.Fatalf("payment %s, dispute %+v, want succeeded with the dispute won", p.Status, p.Dispute)
-			}
+			done(t, w, s)
 		})
 	}
 }
