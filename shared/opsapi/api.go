@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,8 +95,9 @@ type Handler struct {
 	// request body as the run's input ({} for the default window, or {"from","to"}).
 	Reconcile Reconciler
 
-	mux *http.ServeMux
-	key []byte
+	mux    *http.ServeMux
+	routes []Route
+	key    []byte
 }
 
 // New checks h and returns it ready to serve. It needs Records, and a Token, a Principal or an
@@ -107,7 +109,7 @@ func New(h Handler) (*Handler, error) {
 	if h.Token == "" && h.Principal == nil && h.OIDC == nil {
 		return nil, errors.New("opsapi: a Token, a Principal or an OIDC login is required")
 	}
-	return h.routes(), nil
+	return h.register(), nil
 }
 
 func (h *Handler) now() time.Time {
@@ -124,16 +126,57 @@ func (h *Handler) log() *slog.Logger {
 	return h.Log
 }
 
-// routes registers the routes on a fresh mux.
-func (h *Handler) routes() *Handler {
-	h.mux, h.key = http.NewServeMux(), h.SessionKey
+// Access is what a route asks of its caller before its handler runs.
+type Access int
+
+const (
+	// Public routes take anyone: the sign-in pages and the /ops redirect.
+	Public Access = iota
+	// Session routes are console pages and forms: a signed-in operator's session cookie
+	// (forms also their CSRF token). Without one they redirect to the sign-in page.
+	Session
+	// Bearer routes are the JSON API: an operator's bearer token (in AWS, a JWT with the
+	// operations scope, checked by API Gateway's authorizer before the function runs).
+	Bearer
+)
+
+func (a Access) String() string {
+	switch a {
+	case Session:
+		return "session"
+	case Bearer:
+		return "bearer"
+	}
+	return "public"
+}
+
+// Route is one route the handler serves: a ServeMux pattern ("GET /ops/deadletters/{id}")
+// and what it asks of the caller.
+type Route struct {
+	Pattern string
+	Access  Access
+}
+
+// Routes lists the routes h serves, in the order they were registered: what API Gateway's
+// route table and the API document must each cover.
+func (h *Handler) Routes() []Route { return slices.Clone(h.routes) }
+
+// handle registers fn under pattern and records the route.
+func (h *Handler) handle(pattern string, access Access, fn http.HandlerFunc) {
+	h.mux.HandleFunc(pattern, fn)
+	h.routes = append(h.routes, Route{Pattern: pattern, Access: access})
+}
+
+// register registers the routes on a fresh mux.
+func (h *Handler) register() *Handler {
+	h.mux, h.routes, h.key = http.NewServeMux(), nil, h.SessionKey
 	if len(h.key) == 0 {
 		m := hmac.New(sha256.New, []byte(h.Token))
 		m.Write([]byte("twice operator console session key"))
 		h.key = m.Sum(nil)
 	}
 	api := func(pattern string, fn func(http.ResponseWriter, *http.Request, string)) {
-		h.mux.HandleFunc(pattern, h.bearer(fn))
+		h.handle(pattern, Bearer, h.bearer(fn))
 	}
 	api("GET /ops/deadletters", h.list)
 	api("GET /ops/deadletters/{id}", h.detail)
