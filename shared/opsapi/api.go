@@ -44,6 +44,8 @@ var _ Records = (*deadletter.Table)(nil)
 // Attempts answers "was this delivered?".
 type Attempts interface {
 	Lookup(ctx context.Context, by attempts.By, value, cursor string) (attempts.Page, error)
+	// LookupKey finds the requests a caller made with its own Idempotency-Key, in its scope.
+	LookupKey(ctx context.Context, scope, key, cursor string) (attempts.Page, error)
 }
 
 var _ Attempts = (*attempts.Log)(nil)
