@@ -322,7 +322,7 @@ func (s *Stack) build() error {
 	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
-	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: true,
+	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker,
 		Now: s.clock.Now, Log: s.log}
 	return nil
 }
