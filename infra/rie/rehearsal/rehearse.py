@@ -6,7 +6,7 @@ resource the stack creates. Prints a short report; exits non-zero on any failure
 
 Usage: rehearse.py --template template.yaml --moto URL --dynamodb URL [--stage rehearsal]
 """
-import argparse, copy, json, os, re, sys, time
+import argparse, copy, json, logging, os, re, sys, time
 
 import boto3
 from samtranslator.parser import parser
@@ -18,8 +18,38 @@ REGION, ACCOUNT, PARTITION = "us-east-1", "123456789012", "aws"
 PROVIDER_CONCURRENCY = 50
 
 
+# Parameters that have no default (an operator must give them): a rehearsal's stand-ins.
+REHEARSAL_PARAMS = {"JwtIssuer": "https://issuer.rehearsal.test/", "JwtAudience": "twice-rehearsal"}
+
+
 class Unresolved(Exception):
     pass
+
+
+def transform(template, overrides):
+    """The template after the SAM transform, as `sam deploy` sends it, and the parameter values
+    (defaults, then overrides). sam build/package would upload CodeUri and DefinitionUri; the
+    translator accepts S3 locations, so they are substituted the way `sam package` does."""
+    root = os.path.dirname(os.path.abspath(template))
+    with open(template) as f:
+        sam = yaml_parse(f.read())
+    for r in sam["Resources"].values():
+        p = r.get("Properties", {})
+        if r["Type"] == "AWS::Serverless::StateMachine" and "DefinitionUri" in p:
+            with open(os.path.join(root, p.pop("DefinitionUri"))) as f:
+                p["Definition"] = json.load(f)
+    sam.setdefault("Globals", {}).setdefault("Function", {})["CodeUri"] = "s3://rehearsal-bucket/code.zip"
+    params = {k: v.get("Default") for k, v in sam.get("Parameters", {}).items()}
+    params.update(overrides)
+    missing = sorted(k for k, v in params.items() if v is None)
+    if missing:
+        raise SystemExit(f"parameters without a value (no default, not given): {', '.join(missing)}")
+    session = boto3.session.Session(region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
+    # The translator logs a feature-toggle notice per function on stdout's logger; keep the
+    # report readable.
+    logging.getLogger("samtranslator").setLevel(logging.ERROR)
+    cfn = Translator({}, parser.Parser(), boto_session=session).translate(sam_template=sam, parameter_values=dict(params))
+    return cfn, params
 
 
 def main():
@@ -28,28 +58,14 @@ def main():
     ap.add_argument("--moto", required=True)
     ap.add_argument("--dynamodb", required=True)
     ap.add_argument("--stage", default="rehearsal" + str(int(time.time()) % 100000))
+    ap.add_argument("--param", action="append", default=[], help="a template parameter, Name=Value (repeatable)")
     ap.add_argument("--emitters", default="{}", help='JSON {"Metric": ["function", ...]}: who writes each Twice metric')
     args = ap.parse_args()
-    root = os.path.dirname(os.path.abspath(args.template))
     phys_stage[0] = args.stage
 
-    with open(args.template) as f:
-        sam = yaml_parse(f.read())
-    # sam build/package would upload CodeUri and DefinitionUri; the translator accepts S3
-    # locations, so the rehearsal substitutes them the way `sam package` does.
-    for r in sam["Resources"].values():
-        p = r.get("Properties", {})
-        if r["Type"] == "AWS::Serverless::StateMachine" and "DefinitionUri" in p:
-            with open(os.path.join(root, p.pop("DefinitionUri"))) as f:
-                p["Definition"] = json.load(f)
-    sam.setdefault("Globals", {}).setdefault("Function", {})["CodeUri"] = "s3://rehearsal-bucket/code.zip"
-    params = {k: v.get("Default") for k, v in sam.get("Parameters", {}).items()}
-    params["Stage"] = args.stage
-    params["DeletionProtection"] = "false"
-    params.update({k: v.replace("/twice/dev/", f"/twice/{args.stage}/") for k, v in params.items()
-                   if isinstance(v, str) and v.startswith("/twice/dev/")})
-    session = boto3.session.Session(region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
-    cfn = Translator({}, parser.Parser(), boto_session=session).translate(sam_template=sam, parameter_values=dict(params))
+    overrides = dict(REHEARSAL_PARAMS, Stage=args.stage, DeletionProtection="false")
+    overrides.update(kv.split("=", 1) for kv in args.param)
+    cfn, params = transform(args.template, overrides)
     res = cfn["Resources"]
     conds = {k: cond(v, params) for k, v in cfn.get("Conditions", {}).items()}
 
