@@ -308,6 +308,7 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 	slices.SortStableFunc(all, func(a, b registered) int {
 		return cmp.Compare(bool2int(a.pattern == "POST /ops/logout"), bool2int(b.pattern == "POST /ops/logout"))
 	})
+	used := map[string]bool{} // the API Gateway routes the requests reached
 	for _, r := range all {
 		reqs, ok := examples[r.pattern]
 		if !ok {
@@ -338,6 +339,7 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 				rightOK = right.by == "function" && right.note == "" && (rq.want == 0 || right.status == rq.want)
 			}
 			route, _ := gwRoute(gw, rq)
+			used[route] = true
 			show := func(c cell, ok bool) string {
 				s := fmt.Sprint(c.status)
 				if c.by == "gateway" {
@@ -362,6 +364,12 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 		}
 	}
 	tw.Flush()
+	// And no route of the template is left over: each serves something the code registers.
+	for _, r := range routes {
+		if !used[r.Key()] {
+			t.Errorf("template route %s (%s) serves no route the handlers register", r.Key(), r.Function)
+		}
+	}
 	t.Logf("every route through the HTTP API (after the SAM transform) to the functions under the emulator:\n%s", out.String())
 }
 
