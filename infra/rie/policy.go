@@ -173,39 +173,3 @@ func get(n *yaml.Node, key ...string) *yaml.Node {
 	}
 	return nil
 }
-
-// TemplateRoutes lists the HTTP API routes template.yaml gives the function named fn (its
-// FunctionName suffix): a route is JWT-guarded unless its Auth.Authorizer is NONE (the API's
-// default authorizer is the JWT one).
-func TemplateRoutes(path, fn string) ([]Route, error) {
-	resources, err := templateResources(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []Route
-	for i := 0; resources != nil && i+1 < len(resources.Content); i += 2 {
-		props := get(resources.Content[i+1], "Properties")
-		name := get(props, "FunctionName")
-		if name == nil || !strings.HasSuffix(name.Value, "-"+fn) {
-			continue
-		}
-		evs := get(props, "Events")
-		for j := 0; evs != nil && j+1 < len(evs.Content); j += 2 {
-			ev := evs.Content[j+1]
-			if t := get(ev, "Type"); t == nil || t.Value != "HttpApi" {
-				continue
-			}
-			p := get(ev, "Properties")
-			m, pa := get(p, "Method"), get(p, "Path")
-			if m == nil || pa == nil {
-				continue
-			}
-			a := get(get(p, "Auth"), "Authorizer")
-			out = append(out, Route{Method: strings.ToUpper(m.Value), Path: pa.Value, JWT: a == nil || a.Value != "NONE"})
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("rie: no HTTP API routes for %s in %s", fn, path)
-	}
-	return out, nil
-}
