@@ -109,6 +109,9 @@ type Config struct {
 	// ReconcileGrace is how old a difference must be to count (default 10 min): younger
 	// pending payments and unmatched provider payments may still be settling.
 	ReconcileGrace time.Duration
+	// BackfillMaxEvents bounds one backfill pass (default backfill.MaxEvents); a longer
+	// backlog continues from the cursor next pass.
+	BackfillMaxEvents int
 
 	Log *slog.Logger
 }
@@ -322,7 +325,7 @@ func (s *Stack) build() error {
 	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
-	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker,
+	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, MaxEvents: s.cfg.BackfillMaxEvents,
 		Now: s.clock.Now, Log: s.log}
 	return nil
 }

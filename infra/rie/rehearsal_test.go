@@ -20,6 +20,8 @@ import (
 var metricEmitters = map[string][]string{
 	"DeadLetterOpen": {"deadletter-sink", "operator-api", "recovery-steps", "reconciler"},
 	"NewDifferences": {"reconciler"},
+	// BackfillBacklogAge is written after each scheduled backfill pass.
+	"BackfillBacklogAge": {"reconciler"},
 }
 
 // productionConcurrency is the sizing template.yaml states beside the concurrency parameters.
@@ -60,10 +62,10 @@ func TestDeployRehearsal(t *testing.T) {
 	common := []string{"all exist", "AWS::DynamoDB::Table: 8/8", "AWS::SQS::Queue: 6/6",
 		"AWS::StepFunctions::StateMachine: 1/1", "AWS::Scheduler::Schedule: 3/3", "AWS::Events::EventBus: 1/1",
 		"alone may events:PutEvents on it", "POST /webhooks/{provider} [NONE]", "GET /ops/recoveries [Jwt]",
-		"AWS::KMS::Key: 1/1", "AWS::SNS::Topic: 1/1", "AWS::CloudWatch::Dashboard: 1/1", "AWS::CloudWatch::Alarm: 32/32",
+		"AWS::KMS::Key: 1/1", "AWS::SNS::Topic: 1/1", "AWS::CloudWatch::Dashboard: 1/1", "AWS::CloudWatch::Alarm: 33/33",
 		"AWS::CodeDeploy::DeploymentGroup: 9/9", "SSM parameters: 4 SecureString",
 		"key policy lets cloudwatch.amazonaws.com", "Twice DeadLetterOpen by deadletter-sink, operator-api, reconciler, recovery-steps",
-		"Twice NewDifferences by reconciler", "AWS/Lambda by 9 functions", "use a function's live alias"}
+		"Twice NewDifferences by reconciler", "Twice BackfillBacklogAge by reconciler", "AWS/Lambda by 9 functions", "use a function's live alias"}
 	for _, c := range []struct {
 		name   string
 		stage  string
