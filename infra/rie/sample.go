@@ -19,6 +19,10 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/infra/providersim/stripesim"
+	"github.com/runtwice/twice/shared/declines"
+	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // InvokeSecrets are the secrets `make invoke` stores in its parameters (and that Fresh signs
@@ -159,6 +163,7 @@ type Sample struct {
 
 // SampleResult is what the invoke answered, the function's output and what Fresh changed.
 type SampleResult struct {
+	Fixture  *Fixture // the invoke's tables, queues and state machine, for a test to look into
 	Response []byte
 	Output   string
 	Fresh    []string
@@ -199,6 +204,9 @@ func (s Sample) Run(ctx context.Context) (SampleResult, error) {
 	if err != nil {
 		return SampleResult{}, err
 	}
+	if err := SeedSamplePayment(ctx, fx); err != nil {
+		return SampleResult{}, err
+	}
 	bin := s.Bootstrap
 	if bin == "" {
 		fmt.Fprintf(logw, "invoke: building functions/%s for linux/%s\n", s.Fn, runtime.GOARCH)
@@ -206,7 +214,7 @@ func (s Sample) Run(ctx context.Context) (SampleResult, error) {
 			return SampleResult{}, err
 		}
 	}
-	event, res := s.Event, SampleResult{}
+	event, res := s.Event, SampleResult{Fixture: fx}
 	if !s.DisableFreshEvents {
 		if event, res.Fresh, err = Fresh(s.Event, now(), InvokeSecrets); err != nil {
 			return SampleResult{}, err
@@ -234,9 +242,34 @@ func (s Sample) Run(ctx context.Context) (SampleResult, error) {
 	return res, nil
 }
 
+// SamplePaymentID is the payment the samples name: get-payment reads it, the recovery steps
+// plan and dead-letter its recovery, the outbox relay starts that recovery, the webhook
+// worker applies its success.
+const SamplePaymentID = "pay_sample"
+
+// SeedSamplePayment writes SamplePaymentID into fx's payments table as payments-api leaves a
+// soft decline (insufficient funds on a Visa card, 2026-11-29 07:59 UTC, a minute before the
+// webhook sample's event), so each sample that names it meets it as in a deployment.
+func SeedSamplePayment(ctx context.Context, fx *Fixture) error {
+	at := time.Date(2026, 11, 29, 7, 59, 0, 0, time.UTC)
+	p := payments.Payment{ID: SamplePaymentID, Scope: "jwt:client-acme", IdempotencyKey: "order-1001-attempt-1",
+		Status: payments.StatusDeclined, Amount: 2000, Currency: "usd", Customer: "cus_acme",
+		PaymentMethod: "pm_card_visa_chargeDeclinedInsufficientFunds", Invoice: "in_1001", Description: "Order 1001",
+		Metadata: map[string]string{"order": "1001"}, ProviderPaymentID: "pi_3Sample",
+		Decline:      &provider.Decline{Code: "insufficient_funds", ErrorCode: "card_declined", NetworkDeclineCode: "51", Network: "visa"},
+		DeclineClass: string(declines.ClassLimit), Card: &payments.CardRef{Fingerprint: "fp_sample", Brand: "visa", Last4: "9995"},
+		CreatedAt: at, UpdatedAt: at, Version: payments.VersionAt(at, payments.StatusDeclined)}
+	w, err := p.Put()
+	if err != nil {
+		return err
+	}
+	return dynamo.New(dynamo.NewClient(fx.DynamoDB), fx.Tables).Transact(ctx, w)
+}
+
 // Answer sums up a function's response in the words of docs/invoke.md's table: an HTTP API
-// answer's status (and problem type, or redirect); an SQS or stream batch's failed item ids;
-// a reconciliation or backfill report's counts; a recovery step's result; an error's type.
+// answer's status (and problem type, redirect, payment status or record count); an SQS or
+// stream batch's failed item ids; a reconciliation or backfill report's counts; a recovery
+// plan's decision or a record's id; an error's type.
 func Answer(resp []byte) string {
 	var v map[string]json.RawMessage
 	if err := json.Unmarshal(resp, &v); err != nil {
@@ -268,6 +301,9 @@ func Answer(resp []byte) string {
 			if json.Unmarshal([]byte(r.Body), &b) == nil {
 				if s, ok := b["status"].(string); ok {
 					out += " status " + s
+				}
+				if rs, ok := b["records"].([]any); ok {
+					out += fmt.Sprintf(" with %d records", len(rs))
 				}
 			}
 		}
@@ -302,6 +338,22 @@ func Answer(resp []byte) string {
 		}
 		_ = json.Unmarshal(resp, &r)
 		return fmt.Sprintf("backfill report, %d listed, %d applied", r.Listed, len(r.Applied))
+	}
+	if raw, ok := v["plan"]; ok {
+		var p struct {
+			Retry  bool   `json:"retry"`
+			Reason string `json:"reason"`
+		}
+		_ = json.Unmarshal(raw, &p)
+		if p.Retry {
+			return "plan: retry, " + p.Reason
+		}
+		return "plan: stop, " + p.Reason
+	}
+	if raw, ok := v["id"]; ok && len(v) == 1 {
+		var id string
+		_ = json.Unmarshal(raw, &id)
+		return "id " + id
 	}
 	keys := make([]string, 0, len(v))
 	for k := range v {
