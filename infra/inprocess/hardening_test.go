@@ -31,7 +31,7 @@ func fromIP(ip string) *http.Client {
 // another address succeeds; the window is on the injected (fake) clock.
 func TestOperatorFailuresAreThrottled(t *testing.T) {
 	clk := clock.NewFake(testClockStart)
-	s := newStack(t, Config{OperatorFailures: opsapi.FailureLimits{Max: 5, Window: time.Minute, Clock: clk}})
+	s := newStack(t, Config{OperatorFailures: opsapi.FailureLimiter{Max: 5, Window: time.Minute, Clock: clk}})
 	attacker, operator := fromIP("127.0.0.1"), fromIP("127.0.0.2")
 	if _, err := operator.Get(s.APIURL() + "/healthz"); err != nil {
 		t.Skipf("cannot send from 127.0.0.2: %v", err)

@@ -117,9 +117,9 @@ type Config struct {
 	// from the end of its headers to the end of its answer (default RequestTimeout + 10 s);
 	// IdleTimeout closes a keep-alive connection with no request (default 60 s).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	// OperatorFailures throttles failed operator logins and bearer tokens per source IP
-	// (defaults: opsapi.FailureLimits, 10 a minute; Clock defaults to the stack's).
-	OperatorFailures opsapi.FailureLimits
+	// OperatorFailures are the limits on failed operator logins and bearer tokens per source
+	// IP (opsapi.FailureLimiter's defaults: 10 a minute; its Clock defaults to the stack's).
+	OperatorFailures opsapi.FailureLimiter
 
 	Log *slog.Logger
 }

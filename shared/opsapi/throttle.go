@@ -12,16 +12,7 @@ import (
 	"github.com/runtwice/twice/shared/problem"
 )
 
-// FailureLimits configures a FailureLimiter; zero fields take the defaults below.
-type FailureLimits struct {
-	Max     int           // failures per source within Window before it is blocked
-	Window  time.Duration // counted from a source's first failure
-	Sources int           // the most sources tracked at once
-	Clock   clock.Clock   // default the wall clock
-	Log     *slog.Logger  // a line per refused request, when set
-}
-
-// Defaults of FailureLimits: 10 failures a minute per source, 4,096 sources.
+// Defaults of a FailureLimiter's zero fields: 10 failures a minute per source, 4,096 sources.
 const (
 	DefaultMaxFailures   = 10
 	DefaultFailureWindow = time.Minute
@@ -34,10 +25,20 @@ const (
 // refused too while the source is blocked, or a guesser would learn from the difference;
 // other sources are not affected. The table of sources is capped at Sources entries (expired
 // ones go first, then the oldest), so a flood of addresses cannot grow it without bound.
+// Build it with NewFailureLimiter.
 type FailureLimiter struct {
-	limits FailureLimits
-	mu     sync.Mutex
-	seen   map[string]*failures
+	Max     int           // failures per source within Window before it is blocked
+	Window  time.Duration // counted from a source's first failure
+	Sources int           // the most sources tracked at once
+	Clock   clock.Clock   // default the wall clock
+	Log     *slog.Logger  // a line per refused request, when set
+
+	t *failureTable
+}
+
+type failureTable struct {
+	mu   sync.Mutex
+	seen map[string]*failures
 }
 
 type failures struct {
@@ -45,8 +46,8 @@ type failures struct {
 	n     int
 }
 
-// NewFailureLimiter returns a limiter with l's limits, zero fields defaulted.
-func NewFailureLimiter(l FailureLimits) *FailureLimiter {
+// NewFailureLimiter returns l ready to count, its zero fields defaulted.
+func NewFailureLimiter(l FailureLimiter) *FailureLimiter {
 	if l.Max <= 0 {
 		l.Max = DefaultMaxFailures
 	}
@@ -59,24 +60,25 @@ func NewFailureLimiter(l FailureLimits) *FailureLimiter {
 	if l.Clock == nil {
 		l.Clock = clock.Real()
 	}
-	return &FailureLimiter{limits: l, seen: map[string]*failures{}}
+	l.t = &failureTable{seen: map[string]*failures{}}
+	return &l
 }
 
 // Blocked reports whether src may not try a credential now, and for how long.
 func (l *FailureLimiter) Blocked(src string) (time.Duration, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.limits.Clock.Now()
-	f, ok := l.seen[src]
+	l.t.mu.Lock()
+	defer l.t.mu.Unlock()
+	now := l.Clock.Now()
+	f, ok := l.t.seen[src]
 	if !ok {
 		return 0, false
 	}
-	end := f.start.Add(l.limits.Window)
+	end := f.start.Add(l.Window)
 	if !now.Before(end) {
-		delete(l.seen, src)
+		delete(l.t.seen, src)
 		return 0, false
 	}
-	if f.n < l.limits.Max {
+	if f.n < l.Max {
 		return 0, false
 	}
 	return end.Sub(now), true
@@ -84,41 +86,41 @@ func (l *FailureLimiter) Blocked(src string) (time.Duration, bool) {
 
 // Fail counts a failed credential from src.
 func (l *FailureLimiter) Fail(src string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.limits.Clock.Now()
-	if f, ok := l.seen[src]; ok && now.Before(f.start.Add(l.limits.Window)) {
+	l.t.mu.Lock()
+	defer l.t.mu.Unlock()
+	now := l.Clock.Now()
+	if f, ok := l.t.seen[src]; ok && now.Before(f.start.Add(l.Window)) {
 		f.n++
 		return
 	}
-	if _, ok := l.seen[src]; !ok && len(l.seen) >= l.limits.Sources {
+	if _, ok := l.t.seen[src]; !ok && len(l.t.seen) >= l.Sources {
 		l.evict(now)
 	}
-	l.seen[src] = &failures{start: now, n: 1}
+	l.t.seen[src] = &failures{start: now, n: 1}
 }
 
 // Len is the number of sources tracked.
 func (l *FailureLimiter) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.seen)
+	l.t.mu.Lock()
+	defer l.t.mu.Unlock()
+	return len(l.t.seen)
 }
 
 // evict makes room for one source: every expired entry goes, else the oldest window. A scan
 // of a few thousand entries happens only when the table is full.
 func (l *FailureLimiter) evict(now time.Time) {
 	oldest, at := "", time.Time{}
-	for src, f := range l.seen {
-		if !now.Before(f.start.Add(l.limits.Window)) {
-			delete(l.seen, src)
+	for src, f := range l.t.seen {
+		if !now.Before(f.start.Add(l.Window)) {
+			delete(l.t.seen, src)
 			continue
 		}
 		if oldest == "" || f.start.Before(at) {
 			oldest, at = src, f.start
 		}
 	}
-	if len(l.seen) >= l.limits.Sources && oldest != "" {
-		delete(l.seen, oldest)
+	if len(l.t.seen) >= l.Sources && oldest != "" {
+		delete(l.t.seen, oldest)
 	}
 }
 
@@ -145,8 +147,8 @@ func (l *FailureLimiter) Refuse(w http.ResponseWriter, r *http.Request) bool {
 	}
 	secs := max(int((wait+time.Second-1)/time.Second), 1)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	if l.limits.Log != nil {
-		l.limits.Log.WarnContext(r.Context(), "operator credentials throttled", "source", src, "retry_after_s", secs)
+	if l.Log != nil {
+		l.Log.WarnContext(r.Context(), "operator credentials throttled", "source", src, "retry_after_s", secs)
 	}
 	problem.Write(w, problem.Typed(http.StatusTooManyRequests, problem.TooManyAttempts,
 		"Too many failed sign-ins from this address; try again after the time in Retry-After."))

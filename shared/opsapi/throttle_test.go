@@ -41,7 +41,7 @@ func TestFailedCredentialsAreThrottledPerSource(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clk := clock.NewFake(start)
 			h, err := opsapi.New(opsapi.Handler{Records: f.table, Token: token, Now: clk.Now,
-				Failures: opsapi.NewFailureLimiter(opsapi.FailureLimits{Max: 3, Window: time.Minute, Clock: clk})})
+				Failures: opsapi.NewFailureLimiter(opsapi.FailureLimiter{Max: 3, Window: time.Minute, Clock: clk})})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +77,7 @@ func TestFailedCredentialsAreThrottledPerSource(t *testing.T) {
 func TestMissingTokenIsNotAGuess(t *testing.T) {
 	f := newFixture(t)
 	h, err := opsapi.New(opsapi.Handler{Records: f.table, Token: token,
-		Failures: opsapi.NewFailureLimiter(opsapi.FailureLimits{Max: 1, Clock: clock.NewFake(time.Unix(0, 0))})})
+		Failures: opsapi.NewFailureLimiter(opsapi.FailureLimiter{Max: 1, Clock: clock.NewFake(time.Unix(0, 0))})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestMissingTokenIsNotAGuess(t *testing.T) {
 // windows go first, then the oldest.
 func TestFailureTableIsBounded(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
-	l := opsapi.NewFailureLimiter(opsapi.FailureLimits{Max: 2, Window: time.Minute, Sources: 100, Clock: clk})
+	l := opsapi.NewFailureLimiter(opsapi.FailureLimiter{Max: 2, Window: time.Minute, Sources: 100, Clock: clk})
 	for i := range 10_000 {
 		l.Fail("10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256))
 		clk.Advance(time.Millisecond)
