@@ -441,7 +441,9 @@ func (s *Stack) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.apiSrv = s.server(withDeadline(s.Handler(), s.cfg.RequestTimeout))
-	s.simSrv = s.server(s.sim)
+	// The simulator keeps no read or write deadline: its latency fault waits up to 120 s before
+	// it reads a request's body, and timeout_after_effect holds a connection up to 60 s.
+	s.simSrv = &http.Server{Handler: s.sim, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: s.cfg.IdleTimeout}
 	s.goRun(func() { s.apiSrv.Serve(s.apiLn) })
 	s.goRun(func() { s.simSrv.Serve(s.simLn) })
 	s.sim.Start(ctx)
@@ -502,8 +504,8 @@ func (s *Stack) scheduledPass(ctx context.Context) (backfill.Report, recon.Repor
 // outboxEvery is how often the local relay drains the outbox.
 const outboxEvery = 100 * time.Millisecond
 
-// server is an HTTP server with the configured timeouts: no request, however slowly its
-// client sends it, keeps a connection longer than ReadTimeout to arrive.
+// server is the API's HTTP server with the configured timeouts: no request, however slowly
+// its client sends it, keeps a connection longer than ReadTimeout to arrive.
 func (s *Stack) server(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout), ReadTimeout: s.cfg.ReadTimeout,
 		WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout}
