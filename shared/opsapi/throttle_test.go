@@ -157,3 +157,25 @@ func TestOperatorHeaderNamesTheActor(t *testing.T) {
 		})
 	}
 }
+
+// TestFailureLimiterDefaults: what the README states for the local stack, 10 failures a minute
+// per source: the tenth blocks the source for what remains of the minute.
+func TestFailureLimiterDefaults(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	l := opsapi.NewFailureLimiter(opsapi.FailureLimiter{Clock: clk})
+	for i := range 9 {
+		l.Fail("192.0.2.1")
+		if _, blocked := l.Blocked("192.0.2.1"); blocked {
+			t.Fatalf("blocked after %d failures", i+1)
+		}
+		clk.Advance(time.Second)
+	}
+	l.Fail("192.0.2.1")
+	if wait, blocked := l.Blocked("192.0.2.1"); !blocked || wait != 51*time.Second {
+		t.Fatalf("after 10 failures in 9 s: blocked %v for %s, want 51 s", blocked, wait)
+	}
+	clk.Advance(51 * time.Second)
+	if _, blocked := l.Blocked("192.0.2.1"); blocked {
+		t.Fatal("still blocked a minute after the first failure")
+	}
+}
