@@ -61,7 +61,8 @@ type Handler struct {
 	Records  Records
 	Attempts Attempts
 	// Token is the operator bearer token (TWICE_OPERATOR_TOKEN locally). Requests carrying
-	// "Authorization: Bearer <Token>" are the operator "operator".
+	// "Authorization: Bearer <Token>" are the operator "operator", or "operator:NAME" when they
+	// name their person in the OperatorHeader (twicectl --as NAME).
 	Token string
 	// Principal, when set, names the caller from the request: in AWS the API Gateway
 	// authorizer has already checked it (a JWT's sub, an IAM ARN). It is tried before Token.
@@ -96,6 +97,9 @@ type Handler struct {
 	// Reconcile, when set, serves POST /ops/reconcile: an on-demand reconciliation run with the
 	// request body as the run's input ({} for the default window, or {"from","to"}).
 	Reconcile Reconciler
+	// Failures, when set, throttles failed logins and bearer tokens per source IP (the local
+	// stack sets it; in AWS API Gateway's authorizer checks the JWT before a request arrives).
+	Failures *FailureLimiter
 
 	mux    *http.ServeMux
 	routes []Route
@@ -215,7 +219,13 @@ const (
 	ActionIgnore  = "ignore"
 )
 
-// actor returns who is calling from the bearer token or the Principal function.
+// OperatorHeader names the person behind a call made with the shared operator token
+// (twicectl --as NAME sends it): the audit trail records "operator:NAME", as the console's
+// login form does. It is read only on the shared-token path: an authenticated Principal (the
+// JWT's sub in AWS) is who acts, whatever the header says.
+const OperatorHeader = "Twice-Operator"
+
+// actor returns who is calling from the Principal function or the bearer token.
 func (h *Handler) actor(r *http.Request) (string, bool) {
 	if h.Principal != nil {
 		if p, ok := h.Principal(r); ok && p != "" {
@@ -233,13 +243,19 @@ func (h *Handler) actor(r *http.Request) (string, bool) {
 	if subtle.ConstantTimeCompare([]byte(auth[len(prefix):]), []byte(h.Token)) != 1 {
 		return "", false
 	}
-	return "operator", true
+	return cleanName(r.Header.Get(OperatorHeader)), true
 }
 
 func (h *Handler) bearer(fn func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if h.Failures.Refuse(w, r) {
+			return
+		}
 		who, ok := h.actor(r)
 		if !ok {
+			if r.Header.Get("Authorization") != "" { // a credential was tried, not merely missing
+				h.Failures.Failed(r)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="twice-ops"`)
 			problem.Write(w, problem.Typed(http.StatusUnauthorized, problem.Unauthorized, "A valid operator token is required."))
 			return

@@ -212,9 +212,13 @@ func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	if h.Failures.Refuse(w, r) {
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if err := r.ParseForm(); err != nil || h.Token == "" ||
 		subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(h.Token)) != 1 {
+		h.Failures.Failed(r)
 		h.render(w, http.StatusUnauthorized, loginView(view{Title: "Sign in", Error: "That token is not valid."}))
 		return
 	}
@@ -383,9 +387,9 @@ func notice(done string) string {
 	case "ignore":
 		return "Marked ignored."
 	case "bulk":
-		return "Bulk retry done."
+		return "Bulk retry queued. Each record closes when its work is done."
 	case "steered":
-		return "Sent to the recovery."
+		return "Queued for the recovery; it acts on it within seconds."
 	case "not-running":
 		return "This payment has no running recovery any more; nothing was sent."
 	}
