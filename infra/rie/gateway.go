@@ -310,24 +310,31 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // JWTVerifier is Gateway.Verify for tokens signed with keys (an issuer's JWKS): what an HTTP
 // API's JWT authorizer checks, the signature, expiry (and not-before), that iss is the
-// route's issuer and that aud holds one of the route's audiences. (API Gateway also takes a
-// token without aud whose client_id is an audience; no test token is one.)
+// route's issuer, and that aud holds one of the route's audiences or, for a token without aud
+// (a Cognito access token), that its client_id is one (API Gateway validates client_id only if
+// aud is not present).
 func JWTVerifier(keys oidc.KeySet) func(ctx context.Context, route Route, token string) (map[string]any, error) {
 	return func(ctx context.Context, route Route, token string) (map[string]any, error) {
-		err := errors.New("rie: the route's authorizer has no audience")
+		if len(route.Audience) == 0 {
+			return nil, errors.New("rie: the route's authorizer has no audience")
+		}
+		idt, err := oidc.NewVerifier(route.Issuer, keys, &oidc.Config{SkipClientIDCheck: true}).Verify(ctx, token)
+		if err != nil {
+			return nil, err
+		}
+		var claims map[string]any
+		if err := idt.Claims(&claims); err != nil {
+			return nil, err
+		}
 		for _, aud := range route.Audience {
-			var idt *oidc.IDToken
-			idt, err = oidc.NewVerifier(route.Issuer, keys, &oidc.Config{ClientID: aud}).Verify(ctx, token)
-			if err != nil {
-				continue
+			if slices.Contains(idt.Audience, aud) {
+				return claims, nil
 			}
-			var claims map[string]any
-			if err := idt.Claims(&claims); err != nil {
-				return nil, err
-			}
+		}
+		if clientID, _ := claims["client_id"].(string); len(idt.Audience) == 0 && slices.Contains(route.Audience, clientID) {
 			return claims, nil
 		}
-		return nil, err
+		return nil, errors.New("rie: the token's aud (or, without aud, client_id) is none of the route's audiences")
 	}
 }
 

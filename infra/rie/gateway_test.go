@@ -2,11 +2,17 @@ package rie
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/oauth2-proxy/mockoidc"
 )
 
 // TestGatewayMatchesAsHTTPAPIs: the route API Gateway picks ("Working with routes for HTTP
@@ -121,5 +127,46 @@ func TestGatewayAuthorizes(t *testing.T) {
 		if c.want != http.StatusOK && !IsGatewayAnswer(w.Code, b) {
 			t.Errorf("%s: not recognised as the gateway's answer", name)
 		}
+	}
+}
+
+// TestJWTVerifierChecksAudOrClientID: the stand-in's JWT check is API Gateway's. The audience
+// list comes from JwtAudience split on commas, a token's aud must hold one of them, and a
+// token without aud (a Cognito access token: client_id, scope, token_use) passes when its
+// client_id is one; API Gateway reads client_id only when aud is absent.
+func TestJWTVerifierChecksAudOrClientID(t *testing.T) {
+	kp, err := mockoidc.DefaultKeypair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const issuer = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Test"
+	verify := JWTVerifier(&oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{kp.PublicKey}})
+	route := Route{Issuer: issuer, Audience: []string{"payments-client", "ops-client"}}
+	sign := func(claims jwt.MapClaims) string {
+		claims["iss"], claims["iat"], claims["exp"] = issuer, time.Now().Unix(), time.Now().Add(time.Hour).Unix()
+		tok, err := kp.SignJWT(claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	for name, c := range map[string]struct {
+		claims jwt.MapClaims
+		ok     bool
+	}{
+		"aud is one of them":             {jwt.MapClaims{"aud": "ops-client", "sub": "x"}, true},
+		"aud is none of them":            {jwt.MapClaims{"aud": "someone-else", "sub": "x"}, false},
+		"cognito access token":           {jwt.MapClaims{"client_id": "payments-client", "sub": "payments-client", "token_use": "access", "scope": "twice/payments"}, true},
+		"cognito token of another app":   {jwt.MapClaims{"client_id": "other-client", "sub": "other-client", "token_use": "access"}, false},
+		"client_id ignored when aud set": {jwt.MapClaims{"aud": "someone-else", "client_id": "ops-client", "sub": "x"}, false},
+	} {
+		_, err := verify(context.Background(), route, sign(c.claims))
+		if (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok %v", name, err, c.ok)
+		}
+	}
+	other := Route{Issuer: "https://issuer.test/other", Audience: route.Audience}
+	if _, err := verify(context.Background(), other, sign(jwt.MapClaims{"aud": "ops-client"})); err == nil {
+		t.Error("a token of another issuer passed")
 	}
 }

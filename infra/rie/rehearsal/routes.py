@@ -26,6 +26,9 @@ def main():
     def value(x):
         if isinstance(x, dict) and set(x) == {"Ref"}:
             return params[x["Ref"]]
+        if isinstance(x, dict) and set(x) == {"Fn::Split"}:
+            sep, s = x["Fn::Split"]
+            return value(s).split(sep)
         if isinstance(x, list):
             return [value(i) for i in x]
         return x
