@@ -67,17 +67,29 @@ type listRow struct {
 	Next string
 }
 
-// nextAction is the short form of what to do next.
+// nextAction is the short form of what to do next: the record's own suggestion, so a hard
+// decline (whose suggestion says not to retry) never reads "retry".
 func nextAction(r deadletter.Record) string {
 	switch {
 	case r.Status == deadletter.StatusRetrying:
 		return "wait for the retry"
 	case r.Status == deadletter.StatusResolved || r.Status == deadletter.StatusOverridden:
 		return "none"
-	case r.Target.Retryable():
+	case r.RetryAdvised():
 		return "retry"
 	}
+	if next, ok := nextByClass[r.Class]; ok {
+		return next
+	}
 	return "resolve or override"
+}
+
+// nextByClass is the short next step of the classes whose suggestion says not to retry.
+var nextByClass = map[deadletter.Class]string{
+	deadletter.ClassDeclineHard:         "ask for another card",
+	deadletter.ClassDeclineCancellation: "cancel the order",
+	deadletter.ClassDeclineAuth:         "send a payment link",
+	deadletter.ClassDeclineReview:       "check for a duplicate",
 }
 
 // Sort keys of the console list (?sort=).
