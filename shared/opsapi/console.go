@@ -479,6 +479,15 @@ type confirmData struct {
 	Cancel  string // where Cancel goes
 }
 
+// records writes a count of records: "1 open record", "3 records".
+func records(n int, status string) string {
+	noun := "records"
+	if n == 1 {
+		noun = "record"
+	}
+	return strings.Join(strings.Fields(fmt.Sprintf("%d %s %s", n, status, noun)), " ")
+}
+
 // confirmed reports whether a console POST is the second, confirming one.
 func confirmed(r *http.Request) bool { return r.PostForm.Get("confirm") == "yes" }
 
@@ -535,11 +544,11 @@ func (h *Handler) confirmBulk(w http.ResponseWriter, r *http.Request, s session,
 		}
 		f.Cursor = page.Cursor
 	}
-	d := confirmData{Heading: fmt.Sprintf("Retry %d %s records?", retry, f.Status), Action: "/ops/bulk-retry",
-		Button: fmt.Sprintf("Retry %d records", retry), Cancel: "/ops/?" + q.Encode()}
-	d.Lines = append(d.Lines, fmt.Sprintf("Each of the %d records that match these filters and may be retried is sent to its original target once, and audited under your name.", retry))
+	d := confirmData{Heading: fmt.Sprintf("Retry %s?", records(retry, string(f.Status))), Action: "/ops/bulk-retry",
+		Button: "Retry " + records(retry, ""), Cancel: "/ops/?" + q.Encode()}
+	d.Lines = append(d.Lines, fmt.Sprintf("Each of the %s that match these filters and may be retried is sent to its original target once, and audited under your name.", records(retry, "")))
 	if skip > 0 {
-		d.Lines = append(d.Lines, fmt.Sprintf("%d more match but are skipped: their own suggestion says not to retry (a hard decline, for example). Open one to retry it with a note.", skip))
+		d.Lines = append(d.Lines, fmt.Sprintf("Skipped: %s whose own suggestion says not to retry (a hard decline, for example). Open a record to retry it anyway, with a note.", records(skip, "")))
 	}
 	for _, k := range []string{"status", "source", "class", "from", "to", "q"} {
 		if v := q.Get(k); v != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,6 +91,14 @@ var nextByClass = map[deadletter.Class]string{
 	deadletter.ClassDeclineCancellation: "cancel the order",
 	deadletter.ClassDeclineAuth:         "send a payment link",
 	deadletter.ClassDeclineReview:       "check for a duplicate",
+}
+
+// tries counts a record's attempts: "1 try", "5 tries".
+func tries(n int) string {
+	if n == 1 {
+		return "1 try"
+	}
+	return strconv.Itoa(n) + " tries"
 }
 
 // Sort keys of the console list (?sort=).
