@@ -3,6 +3,7 @@ package inprocess
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -207,6 +208,10 @@ func TestConsoleShowsCurrentStateInBrowser(t *testing.T) {
 	}
 	if n := count(`#retry-anyway`); n != "1" {
 		t.Fatalf("a hard decline offers no Retry anyway (%s)", n)
+	}
+	// The JSON API refuses it too.
+	if a := opsCall(t, s, "POST", "/ops/deadletters/"+hard.ID+"/retry", `{}`); a.status != http.StatusBadRequest {
+		t.Errorf("the API retried a hard decline without a note: %d %s", a.status, a.body)
 	}
 	// Retry anyway without a note: the form requires one, and so does the server.
 	eval(`document.querySelector("#retry-anyway").form.querySelector("textarea").removeAttribute("required"); ""`)
