@@ -236,6 +236,10 @@ func TestConsoleShowsCurrentStateInBrowser(t *testing.T) {
 	if n := eval(`String([...document.querySelectorAll("#timeline li")].filter(li => li.innerText.includes("dead letter opened")).length)`); n != "1" {
 		t.Errorf("after the retry %s timeline rows say the dead letter opened", n)
 	}
+	// The networks' caps would allow another attempt, but the issuer refuses this card.
+	if n := textOf(`#card-next-allowed`); !strings.HasPrefix(n, "never") {
+		t.Errorf("a lost card may next be charged %q", n)
+	}
 	noRawTimes("the lost card's page")
 	shot("payment-hard-decline.png")
 	if afterRetry == "/ops/records/"+hard.ID {

@@ -95,6 +95,10 @@ type Timeline struct {
 	// Steerable says the console offers charge-now and stop (Config.Steer, and the recovery
 	// is running).
 	Steerable bool `json:"-"`
+	// cardRefused says the recovery's dead letter is a decline the issuer never reverses (hard,
+	// or the authorization revoked): the card is not to be charged again, whatever the network
+	// caps still allow.
+	cardRefused bool
 }
 
 const maxTimelineAttempts = 500
@@ -232,6 +236,10 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		if rec.PaymentID != p.ID {
 			continue
 		}
+		if tl.Recovery != nil && rec.ID == tl.Recovery.DeadLetter &&
+			(rec.Class == deadletter.ClassDeclineHard || rec.Class == deadletter.ClassDeclineCancellation) {
+			tl.cardRefused = true
+		}
 		tl.Rows = append(tl.Rows, Row{At: rec.CreatedAt, Kind: RowDeadLetter, Title: "dead letter opened (" + string(rec.Source) + ")",
 			Outcome: string(rec.Class), Detail: rec.Explanation, Record: rec.ID})
 		for _, au := range rec.Audit {
@@ -348,9 +356,14 @@ func recoveryCard(tl Timeline) string {
 	return ""
 }
 
-// nextAllowed says when the card may next be charged: "now" while the caps allow an attempt,
-// else the time, the console's way.
-func nextAllowed(c *payments.CardView) string {
+// nextAllowed says when the card may next be charged: never after the issuer refused it for
+// good (the network caps do not know that), "now" while the caps allow an attempt, else the
+// time, the console's way.
+func nextAllowed(tl Timeline) string {
+	c := tl.Card
+	if tl.cardRefused {
+		return "never: the issuer refuses this card for this payment"
+	}
 	if c.AttemptsLeft != nil && *c.AttemptsLeft > 0 {
 		return "now"
 	}
