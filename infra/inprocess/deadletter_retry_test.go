@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -112,7 +113,7 @@ func checkEnd(t *testing.T, r apiRecord, want deadletter.Status, attemptsBefore 
 		if r.Status != want || len(r.Attempts) != attemptsBefore+1 || last.Action != deadletter.ActionRetryFailedAgain {
 			t.Fatalf("record %s with %d attempts (was %d), last audit %+v", r.Status, len(r.Attempts), attemptsBefore, last)
 		}
-		if r.Actions[0] != deadletter.ActRetry {
+		if !slices.Contains(r.Actions, deadletter.ActRetry) {
 			t.Fatalf("a reopened record offers %v", r.Actions)
 		}
 	}

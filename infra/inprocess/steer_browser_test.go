@@ -46,8 +46,16 @@ func TestConsoleSteersRecoveriesInBrowser(t *testing.T) {
 	if st := text(`#recovery-state`); st != payments.RecoveryScheduled {
 		t.Fatalf("recovery state %q", st)
 	}
+	// Charge now asks first, on a page of its own, and sends nothing until confirmed.
 	do("charge now", chromedp.SendKeys(`form[action$="/recovery/charge-now"] input[name="note"]`, "customer called"),
-		chromedp.Click(`#charge-now`), chromedp.WaitVisible(`main .msg`))
+		chromedp.Click(`#charge-now`), chromedp.WaitVisible(`#confirm-page, main .msg`))
+	if c := text(`main`); !strings.Contains(c, "Charge 42.00 USD now?") || !strings.Contains(c, now.ID) {
+		t.Fatalf("charge-now does not ask first; the page says:\n%s", c)
+	}
+	if got := paymentWithRecovery(t, s, now.ID); got.Recovery == nil || got.Recovery.State != payments.RecoveryScheduled {
+		t.Fatalf("before the confirmation the recovery is %+v", got.Recovery)
+	}
+	do("confirm charge now", chromedp.Click(`#confirm`), chromedp.WaitVisible(`main .msg`))
 	if b := text(`main`); !strings.Contains(b, "Queued for the recovery") {
 		t.Fatalf("after charge-now the page says:\n%s", b)
 	}

@@ -87,6 +87,15 @@ type Attempt struct {
 
 	CorrelationID string `json:"correlation_id,omitempty"`
 	Outcome       string `json:"outcome"`
+	// Replayed marks an answer given from an idempotency record (Idempotent-Replayed: true):
+	// ours to a caller's repeated request, or the provider's to ours. Summary sets it from the
+	// response headers it drops.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// IsReplay reports whether the answer was a replay (Idempotent-Replayed: true).
+func (a Attempt) IsReplay() bool {
+	return a.Replayed || a.ResponseHeader["Idempotent-Replayed"] == "true"
 }
 
 // Recorder stores attempts. Packages that make or receive provider calls depend on this, not
@@ -123,6 +132,7 @@ func outcomeFor(status int, err error, timeout bool) string {
 
 // Summary is the attempt without headers and bodies, as Lookup returns it.
 func (a Attempt) Summary() Attempt {
+	a.Replayed = a.IsReplay()
 	a.RequestHeader, a.ResponseHeader = nil, nil
 	a.RequestBody, a.ResponseBody = "", ""
 	return a

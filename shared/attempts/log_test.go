@@ -314,3 +314,29 @@ func TestBestEffort(t *testing.T) {
 		t.Errorf("logged a success: %s", buf.String())
 	}
 }
+
+// TestLookupMarksReplays: a lookup's summaries carry no headers, so an answer given from an
+// idempotency record (Idempotent-Replayed: true) is marked on the summary itself.
+func TestLookupMarksReplays(t *testing.T) {
+	l, _ := newLog(t, Log{}, &clock{t: t0})
+	ctx := context.Background()
+	for i, replayed := range []bool{false, true} {
+		a := Attempt{ID: fmt.Sprintf("att_r%d", i), Direction: Inbound, Provider: "api", Method: "POST", Path: "/payments",
+			Status: 201, StartedAt: t0.Add(time.Duration(i) * time.Second), PaymentID: "pay_r", Outcome: OutcomeOK,
+			ResponseHeader: map[string]string{"content-type": "application/json"}}
+		if replayed {
+			a.ResponseHeader["idempotent-replayed"] = "true"
+		}
+		if err := l.Record(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := l.Lookup(ctx, ByPaymentID, "pay_r", "")
+	if err != nil || len(page.Attempts) != 2 {
+		t.Fatalf("lookup %+v %v", page, err)
+	}
+	// Newest first: the replay, then the first answer.
+	if !page.Attempts[0].IsReplay() || page.Attempts[1].IsReplay() || page.Attempts[0].ResponseHeader != nil {
+		t.Fatalf("replayed: %v, %v", page.Attempts[0].Replayed, page.Attempts[1].Replayed)
+	}
+}

@@ -121,6 +121,9 @@ func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int)
 		if !r.Target.Retryable() {
 			return false, fmt.Errorf("%w: %s", ErrNotRetryable, r.ID)
 		}
+		if !r.RetryAdvised() && strings.TrimSpace(note) == "" {
+			return false, fmt.Errorf("%w: %s is %s", ErrRetryNoteRequired, r.ID, r.Class)
+		}
 		from = r.Status
 		r.Retries++
 		r.Audit = append(r.Audit, Audit{At: now, Actor: actor, Action: ActionRetry, Note: note, From: r.Status,
@@ -239,7 +242,8 @@ type BulkResult struct {
 const MaxBulk = 500
 
 // BulkRetry retries every record matching f (open by default), up to MaxBulk. Each retry is
-// audited on its record like a single retry; records that cannot be retried are skipped.
+// audited on its record like a single retry; records that cannot be retried, and those whose
+// suggestion says not to (Record.RetryAdvised), are skipped.
 func (t *Table) BulkRetry(ctx context.Context, f Filter, actor, note string) (BulkResult, error) {
 	if f.Status == "" {
 		f.Status = StatusOpen
@@ -251,6 +255,7 @@ func (t *Table) BulkRetry(ctx context.Context, f Filter, actor, note string) (Bu
 		note = "bulk retry"
 	}
 	var ids []string
+	advised := map[string]bool{}
 	f.Cursor, f.Limit = "", MaxLimit
 	for len(ids) < MaxBulk {
 		page, err := t.List(ctx, f)
@@ -260,6 +265,7 @@ func (t *Table) BulkRetry(ctx context.Context, f Filter, actor, note string) (Bu
 		for _, r := range page.Records {
 			if len(ids) < MaxBulk {
 				ids = append(ids, r.ID)
+				advised[r.ID] = r.RetryAdvised()
 			}
 		}
 		if page.Cursor == "" {
@@ -269,6 +275,11 @@ func (t *Table) BulkRetry(ctx context.Context, f Filter, actor, note string) (Bu
 	}
 	res := BulkResult{Matched: len(ids), IDs: []string{}}
 	for _, id := range ids {
+		if !advised[id] {
+			// Its own suggestion says not to retry: only a person, with a note, retries it.
+			res.Skipped++
+			continue
+		}
 		_, retried, err := t.Retry(ctx, id, actor, note)
 		switch {
 		case err == nil && retried:

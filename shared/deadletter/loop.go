@@ -250,23 +250,39 @@ const (
 	ActIgnore   = "ignore"
 )
 
-// Actions lists what an operator can do with the record now, in the console's order: only
-// actions that apply (no Retry for a record without a retry target or already retrying, none
-// at all for a closed one), so nothing offered answers 409.
+// Actions lists what an operator can do with the record now, in the console's order, the
+// first being the one its suggestion points to: only actions that apply (no Retry for a record
+// without a retry target or already retrying, none at all for a closed one), so nothing
+// offered answers 409. A record whose suggestion says not to retry (RetryAdvised false) lists
+// Retry last: it is still possible, with a note saying why (RetrySeen).
 func (r Record) Actions() []string {
 	if r.Status == StatusResolved || r.Status == StatusOverridden {
 		return []string{}
 	}
 	var out []string
-	if r.Target.Retryable() && r.Status != StatusRetrying {
+	retry := r.Target.Retryable() && r.Status != StatusRetrying
+	if retry && r.RetryAdvised() {
 		out = append(out, ActRetry)
 	}
 	out = append(out, ActOverride, ActResolve)
 	if r.Status != StatusIgnored {
 		out = append(out, ActIgnore)
 	}
+	if retry && !r.RetryAdvised() {
+		out = append(out, ActRetry)
+	}
 	return out
 }
+
+// againstRetry are the classes whose own suggestion says not to retry: the issuer refuses this
+// card for good (hard), the customer withdrew the authorization (cancellation), the customer
+// must authenticate first (auth), or the payment may be a duplicate (review).
+var againstRetry = map[Class]bool{ClassDeclineHard: true, ClassDeclineCancellation: true, ClassDeclineAuth: true, ClassDeclineReview: true}
+
+// RetryAdvised reports whether the record's suggestion allows a retry as it stands: it has a
+// retry target and its class does not say a retry cannot help. A retry against the advice
+// needs a note (ErrRetryNoteRequired), and a bulk retry skips the record.
+func (r Record) RetryAdvised() bool { return r.Target.Retryable() && !againstRetry[r.Class] }
 
 // OverrideEffect says what an override of the record changes. Today every override changes
 // only the record (its status, outcome and audit): nothing at the provider, no payment of

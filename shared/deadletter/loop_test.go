@@ -276,9 +276,11 @@ func TestActionsAreOnlyThoseThatApply(t *testing.T) {
 		r    deadletter.Record
 		want string
 	}{
-		"open with a target":      {deadletter.Record{Status: deadletter.StatusOpen, Target: queue}, "[retry override resolve ignore]"},
-		"retrying":                {deadletter.Record{Status: deadletter.StatusRetrying, Target: queue}, "[override resolve ignore]"},
-		"ignored":                 {deadletter.Record{Status: deadletter.StatusIgnored, Target: queue}, "[retry override resolve]"},
+		"open with a target": {deadletter.Record{Status: deadletter.StatusOpen, Target: queue}, "[retry override resolve ignore]"},
+		"retrying":           {deadletter.Record{Status: deadletter.StatusRetrying, Target: queue}, "[override resolve ignore]"},
+		"ignored":            {deadletter.Record{Status: deadletter.StatusIgnored, Target: queue}, "[retry override resolve]"},
+		"a hard decline: retry last": {deadletter.Record{Status: deadletter.StatusOpen, Class: deadletter.ClassDeclineHard,
+			Target: deadletter.Target{Kind: deadletter.TargetRecovery, PaymentID: "pay_x"}}, "[override resolve ignore retry]"},
 		"a difference: no target": {deadletter.Record{Status: deadletter.StatusOpen, Class: deadletter.ClassReconAmountMismatch}, "[override resolve ignore]"},
 		"resolved":                {deadletter.Record{Status: deadletter.StatusResolved, Target: queue}, "[]"},
 		"overridden":              {deadletter.Record{Status: deadletter.StatusOverridden}, "[]"},

@@ -46,6 +46,9 @@ var (
 	ErrNotFound = errors.New("deadletter: record not found")
 	// ErrNoteRequired means an override came without a note (or without an outcome).
 	ErrNoteRequired = errors.New("deadletter: a note and an outcome are required")
+	// ErrRetryNoteRequired means a retry against the record's own suggestion (a hard decline:
+	// Record.RetryAdvised) came without a note saying why. It wraps ErrNoteRequired.
+	ErrRetryNoteRequired = fmt.Errorf("%w: a retry against the suggestion needs a note", ErrNoteRequired)
 	// ErrInvalid means a request was malformed (bad filter, cursor, over-long note).
 	ErrInvalid = errors.New("deadletter: invalid request")
 	// ErrNotRetryable means the record has no retry target (a reconciliation difference).

@@ -339,3 +339,29 @@ func TestOpenHistoryAndMetrics(t *testing.T) {
 		t.Errorf("metric lines: %q", lines)
 	}
 }
+
+// TestRetryAgainstTheSuggestionNeedsANote: a hard decline's suggestion says not to retry, so
+// a retry needs a note saying why, and a bulk retry leaves the record alone.
+func TestRetryAgainstTheSuggestionNeedsANote(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hard, _, err := e.table.Open(ctx, deadletter.Record{Source: deadletter.SourceRecovery, Key: "recovery:pay_h:1",
+		Class: deadletter.ClassDeclineHard, PaymentID: "pay_h",
+		Target: deadletter.Target{Kind: deadletter.TargetRecovery, PaymentID: "pay_h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hard.RetryAdvised() {
+		t.Fatal("a hard decline advises a retry")
+	}
+	res, err := e.table.BulkRetry(ctx, deadletter.Filter{}, "frank", "")
+	if err != nil || res.Retried != 0 || res.Skipped != 1 || e.sent.count() != 0 {
+		t.Fatalf("bulk retry %+v %v, sent %d", res, err, e.sent.count())
+	}
+	if _, _, err := e.table.Retry(ctx, hard.ID, "frank", " "); !errors.Is(err, deadletter.ErrRetryNoteRequired) || !errors.Is(err, deadletter.ErrNoteRequired) {
+		t.Fatalf("retry without a note: %v", err)
+	}
+	if _, retried, err := e.table.Retry(ctx, hard.ID, "frank", "customer says the card was found"); err != nil || !retried || e.sent.count() != 1 {
+		t.Fatalf("retry with a note: %v %v, sent %d", retried, err, e.sent.count())
+	}
+}

@@ -27,11 +27,24 @@ import (
 
 //go:generate go run github.com/a-h/templ/cmd/templ@v0.3.1100 generate -f console.templ
 
+// timeFormat is the console's one way of writing a time: "2 Dec 2026 09:06 UTC". The exact
+// instant is in the <time> element's datetime attribute (the at component).
+const timeFormat = "2 Jan 2006 15:04 UTC"
+
 func when(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	return t.UTC().Format(timeFormat)
+}
+
+// whenRFC3339 writes a time the API gave as RFC 3339 the console's way ("" when it is not one).
+func whenRFC3339(s string) string {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return ""
+	}
+	return when(t)
 }
 
 func pretty(b json.RawMessage) string {
@@ -441,7 +454,10 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 	}
 	if err != nil {
 		status, detail := statusOf(err)
-		if status == http.StatusInternalServerError {
+		switch {
+		case errors.Is(err, deadletter.ErrRetryNoteRequired):
+			detail = "This record's own suggestion says not to retry. To retry it anyway, say why in the note."
+		case status == http.StatusInternalServerError:
 			h.log().ErrorContext(ctx, "console action", "action", done, "record", id, "err", err)
 		}
 		rec, gerr := h.Records.Get(ctx, id)
@@ -455,6 +471,30 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 	http.Redirect(w, r, "/ops/records/"+url.PathEscape(id)+"?done="+done, http.StatusSeeOther)
 }
 
+// confirmData is a confirmation page: what the operator is about to do, and the form that
+// does it (the same POST again, with confirm=yes). It works without JavaScript, and the page
+// says what will happen in numbers before anything is sent.
+type confirmData struct {
+	Heading string
+	Lines   []string
+	Action  string      // the form's action
+	Fields  [][2]string // carried as hidden inputs
+	Button  string
+	Cancel  string // where Cancel goes
+}
+
+// records writes a count of records: "1 open record", "3 records".
+func records(n int, status string) string {
+	noun := "records"
+	if n == 1 {
+		noun = "record"
+	}
+	return strings.Join(strings.Fields(fmt.Sprintf("%d %s %s", n, status, noun)), " ")
+}
+
+// confirmed reports whether a console POST is the second, confirming one.
+func confirmed(r *http.Request) bool { return r.PostForm.Get("confirm") == "yes" }
+
 func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s session) {
 	q := url.Values{}
 	for _, k := range []string{"status", "source", "class", "from", "to", "q"} {
@@ -463,6 +503,12 @@ func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s session) {
 		}
 	}
 	f, err := ParseFilter(q)
+	if err == nil && !confirmed(r) {
+		err = h.confirmBulk(w, r, s, f, q)
+		if err == nil {
+			return
+		}
+	}
 	if err == nil {
 		_, err = h.Records.BulkRetry(r.Context(), f, s.Actor, r.PostForm.Get("note"))
 	}
@@ -472,6 +518,50 @@ func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	q.Set("done", "bulk")
 	http.Redirect(w, r, "/ops/?"+q.Encode(), http.StatusSeeOther)
+}
+
+// confirmBulk shows what a bulk retry of f would do: how many records it retries, and how
+// many it skips because their own suggestion says not to retry.
+func (h *Handler) confirmBulk(w http.ResponseWriter, r *http.Request, s session, f deadletter.Filter, q url.Values) error {
+	if f.Status == "" {
+		f.Status = deadletter.StatusOpen
+	}
+	var retry, skip int
+	f.Cursor, f.Limit = "", deadletter.MaxLimit
+	for retry+skip < deadletter.MaxBulk {
+		page, err := h.Records.List(r.Context(), f)
+		if err != nil {
+			return err
+		}
+		for _, rec := range page.Records {
+			if retry+skip >= deadletter.MaxBulk {
+				break
+			}
+			if rec.RetryAdvised() {
+				retry++
+			} else {
+				skip++
+			}
+		}
+		if page.Cursor == "" {
+			break
+		}
+		f.Cursor = page.Cursor
+	}
+	d := confirmData{Heading: fmt.Sprintf("Retry %s?", records(retry, string(f.Status))), Action: "/ops/bulk-retry",
+		Button: "Retry " + records(retry, ""), Cancel: "/ops/?" + q.Encode()}
+	d.Lines = append(d.Lines, fmt.Sprintf("Each of the %s that match these filters and may be retried is sent to its original target once, and audited under your name.", records(retry, "")))
+	if skip > 0 {
+		d.Lines = append(d.Lines, fmt.Sprintf("Skipped: %s whose own suggestion says not to retry (a hard decline, for example). Open a record to retry it anyway, with a note.", records(skip, "")))
+	}
+	for _, k := range []string{"status", "source", "class", "from", "to", "q"} {
+		if v := q.Get(k); v != "" {
+			d.Fields = append(d.Fields, [2]string{k, v})
+		}
+	}
+	d.Fields = append(d.Fields, [2]string{"note", r.PostForm.Get("note")})
+	h.render(w, http.StatusOK, confirmView(view{Title: "Confirm bulk retry", Session: s}, d))
+	return nil
 }
 
 type lookupData struct {
@@ -547,8 +637,8 @@ func drawChart(hs []deadletter.HourCount) chart {
 	}
 	c.Line = strings.TrimSpace(line.String())
 	c.Area = fmt.Sprintf("%d,%d %s %.1f,%d", pad, c.Height-pad, c.Line, pad+float64(len(hs)-1)*dx, c.Height-pad)
-	c.First = hs[0].Hour.Format("Jan 2 15:04")
-	c.Last = hs[len(hs)-1].Hour.Format("Jan 2 15:04")
+	c.First = when(hs[0].Hour)
+	c.Last = when(hs[len(hs)-1].Hour)
 	c.Now = hs[len(hs)-1].Open
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,17 +68,37 @@ type listRow struct {
 	Next string
 }
 
-// nextAction is the short form of what to do next.
+// nextAction is the short form of what to do next: the record's own suggestion, so a hard
+// decline (whose suggestion says not to retry) never reads "retry".
 func nextAction(r deadletter.Record) string {
 	switch {
 	case r.Status == deadletter.StatusRetrying:
 		return "wait for the retry"
 	case r.Status == deadletter.StatusResolved || r.Status == deadletter.StatusOverridden:
 		return "none"
-	case r.Target.Retryable():
+	case r.RetryAdvised():
 		return "retry"
 	}
+	if next, ok := nextByClass[r.Class]; ok {
+		return next
+	}
 	return "resolve or override"
+}
+
+// nextByClass is the short next step of the classes whose suggestion says not to retry.
+var nextByClass = map[deadletter.Class]string{
+	deadletter.ClassDeclineHard:         "ask for another card",
+	deadletter.ClassDeclineCancellation: "cancel the order",
+	deadletter.ClassDeclineAuth:         "send a payment link",
+	deadletter.ClassDeclineReview:       "check for a duplicate",
+}
+
+// tries counts a record's attempts: "1 try", "5 tries".
+func tries(n int) string {
+	if n == 1 {
+		return "1 try"
+	}
+	return strconv.Itoa(n) + " tries"
 }
 
 // Sort keys of the console list (?sort=).

@@ -89,7 +89,7 @@ func TestRunningRecoveries(t *testing.T) {
 	c := consoleClient(t, f)
 	t.Run("the console lists them with next attempt, reason and card, linked to the payment", func(t *testing.T) {
 		code, page := get(t, c, f.srv.URL+"/ops/running")
-		for _, want := range []string{`href="/ops/payments/pay_running"`, "mastercard", "the next payday", "2026-11-30 11:00:00 UTC", "25.00 USD"} {
+		for _, want := range []string{`href="/ops/payments/pay_running"`, "mastercard", "the next payday", "30 Nov 2026 11:00 UTC", "25.00 USD"} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the list lacks %q", want)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -78,6 +79,10 @@ func (h *Handler) steerAPI(w http.ResponseWriter, r *http.Request, actor string)
 // steerForm serves the console's charge-now and stop buttons on a payment's page.
 func (h *Handler) steerForm(w http.ResponseWriter, r *http.Request, s session) {
 	id := r.PathValue("id")
+	if r.PathValue("action") == "charge-now" && !confirmed(r) {
+		h.confirmChargeNow(w, r, s, id)
+		return
+	}
 	_, err := h.doSteer(r.Context(), id, r.PathValue("action"), s.Actor, r.PostForm.Get("note"))
 	done := "steered"
 	switch {
@@ -92,4 +97,34 @@ func (h *Handler) steerForm(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	http.Redirect(w, r, timelineLink(id)+"?done="+url.QueryEscape(done), http.StatusSeeOther)
+}
+
+// confirmChargeNow shows what "Charge now" will do before it is sent: which payment, how
+// much, on which card.
+func (h *Handler) confirmChargeNow(w http.ResponseWriter, r *http.Request, s session, id string) {
+	if !validID(id) || h.Payments == nil {
+		h.render(w, http.StatusNotFound, errorView(view{Title: "Not found", Session: s, Error: "No such payment."}))
+		return
+	}
+	p, err := h.Payments.Payment(r.Context(), id)
+	if err != nil {
+		status, detail := statusOf(err)
+		if errors.Is(err, ErrNoPayment) {
+			status, detail = http.StatusNotFound, "No such payment."
+		}
+		h.render(w, status, errorView(view{Title: http.StatusText(status), Session: s, Error: detail}))
+		return
+	}
+	on := ""
+	if c := cardText(p.CardBrand, p.CardLast4); c != "" {
+		on = " on " + c
+	}
+	d := confirmData{Heading: fmt.Sprintf("Charge %s now?", Money(p.Amount, p.Currency)),
+		Lines: []string{
+			fmt.Sprintf("Payment %s of %s: the recovery stops waiting and charges %s%s within a minute, once, within the card networks' caps.", p.ID, p.Customer, Money(p.Amount, p.Currency), on),
+			"If the caps forbid a charge now, nothing is charged and the payment's page says when the card may next be charged.",
+		},
+		Action: timelineLink(id) + "/recovery/charge-now", Fields: [][2]string{{"note", r.PostForm.Get("note")}},
+		Button: "Charge " + Money(p.Amount, p.Currency) + " now", Cancel: timelineLink(id)}
+	h.render(w, http.StatusOK, confirmView(view{Title: "Confirm charge now", Session: s}, d))
 }

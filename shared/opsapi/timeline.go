@@ -32,6 +32,9 @@ type Payment struct {
 	// AmountRefunded and Dispute (its status) appear once a refund or a dispute exists.
 	AmountRefunded int64  `json:"amount_refunded,omitempty"`
 	Dispute        string `json:"dispute,omitempty"`
+	// CardBrand and CardLast4 are the card the provider last charged, where it said which.
+	CardBrand string `json:"card_brand,omitempty"`
+	CardLast4 string `json:"card_last4,omitempty"`
 }
 
 // ErrNoPayment is what a PaymentReader returns for an unknown payment id.
@@ -72,6 +75,8 @@ type Row struct {
 	Attempt *attempts.Attempt `json:"attempt,omitempty"`
 	// Record is the dead-letter record an action belongs to.
 	Record string `json:"record,omitempty"`
+	// Replayed marks an answer given from an idempotency record (Idempotent-Replayed: true).
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // Timeline is a payment's history, oldest first.
@@ -90,6 +95,10 @@ type Timeline struct {
 	// Steerable says the console offers charge-now and stop (Config.Steer, and the recovery
 	// is running).
 	Steerable bool `json:"-"`
+	// cardRefused says the recovery's dead letter is a decline the issuer never reverses (hard,
+	// or the authorization revoked): the card is not to be charged again, whatever the network
+	// caps still allow.
+	cardRefused bool
 }
 
 const maxTimelineAttempts = 500
@@ -154,6 +163,9 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		return Timeline{}, err
 	}
 	if tl.Recovery != nil {
+		// What is true now, not what the last plan said (a recovered payment says so).
+		cur := tl.Recovery.Current(p.Status)
+		tl.Recovery = &cur
 		tl.Recovery.TaskToken = ""
 		tl.Steerable = h.Steer != nil && tl.Recovery.Running()
 	}
@@ -224,9 +236,16 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		if rec.PaymentID != p.ID {
 			continue
 		}
+		if tl.Recovery != nil && rec.ID == tl.Recovery.DeadLetter &&
+			(rec.Class == deadletter.ClassDeclineHard || rec.Class == deadletter.ClassDeclineCancellation) {
+			tl.cardRefused = true
+		}
 		tl.Rows = append(tl.Rows, Row{At: rec.CreatedAt, Kind: RowDeadLetter, Title: "dead letter opened (" + string(rec.Source) + ")",
 			Outcome: string(rec.Class), Detail: rec.Explanation, Record: rec.ID})
 		for _, au := range rec.Audit {
+			if au.Action == deadletter.ActionOpened {
+				continue // the row above: one row per event
+			}
 			detail := au.Note
 			if au.Outcome != "" {
 				detail = strings.TrimSpace("outcome: " + au.Outcome + ". " + detail)
@@ -243,7 +262,7 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 }
 
 func attemptRow(a attempts.Attempt) Row {
-	r := Row{At: a.StartedAt, Status: a.Status, Outcome: a.Outcome, Detail: a.Err,
+	r := Row{At: a.StartedAt, Status: a.Status, Outcome: a.Outcome, Detail: a.Err, Replayed: a.IsReplay(),
 		Duration: HumanDuration(a.Duration), DurationMS: float64(a.Duration) / float64(time.Millisecond)}
 	switch {
 	case a.Provider == "api":
@@ -313,6 +332,45 @@ func (h *Handler) timelinePage(w http.ResponseWriter, r *http.Request, s session
 		return
 	}
 	h.render(w, http.StatusOK, timelineView(view{Title: "Payment " + tl.Payment.ID, Session: s, Notice: notice(r.URL.Query().Get("done"))}, tl))
+}
+
+// cardText is a card as the console writes it: "visa ····4242".
+func cardText(brand, last4 string) string {
+	if last4 == "" {
+		return brand
+	}
+	return strings.TrimSpace(brand + " ····" + last4)
+}
+
+// recoveryCard is the card of a payment's recovery: brand and last four digits.
+func recoveryCard(tl Timeline) string {
+	if c := tl.Card; c != nil && (c.Brand != "" || c.Last4 != "") {
+		return cardText(c.Brand, c.Last4)
+	}
+	if c := cardText(tl.Payment.CardBrand, tl.Payment.CardLast4); c != "" {
+		return c
+	}
+	if tl.Recovery != nil {
+		return tl.Recovery.CardBrand
+	}
+	return ""
+}
+
+// nextAllowed says when the card may next be charged: never after the issuer refused it for
+// good (the network caps do not know that), "now" while the caps allow an attempt, else the
+// time, the console's way.
+func nextAllowed(tl Timeline) string {
+	c := tl.Card
+	if tl.cardRefused {
+		return "never: the issuer refuses this card for this payment"
+	}
+	if c.AttemptsLeft != nil && *c.AttemptsLeft > 0 {
+		return "now"
+	}
+	if c.NextAllowedAt == nil {
+		return ""
+	}
+	return whenRFC3339(*c.NextAllowedAt)
 }
 
 // timelineLink is the console path of a payment's timeline.

@@ -182,7 +182,7 @@ func (s *Service) addRecovery(ctx context.Context, v *View, p Payment) error {
 	rec, err := GetRecovery(ctx, s.Store, p.ID)
 	switch {
 	case err == nil:
-		v.Recovery = rec.View()
+		v.Recovery = rec.Current(p.Status).View()
 	case !errors.Is(err, ErrNotFound):
 		return err
 	}

@@ -136,6 +136,26 @@ func ListRunningRecoveries(ctx context.Context, s store.Store, limit int, cursor
 	return out, page.Cursor, nil
 }
 
+// Current is the recovery as of now, for a payment whose status is paymentStatus: its
+// explanation says what is true now, not what the last plan said. A recovery whose charge
+// succeeded says it recovered the payment (the plan before the charge said "Retrying on 15
+// Dec ..."), and a running one of a payment that was paid, refunded or canceled meanwhile says
+// it will not charge again (its stored state catches up at its next step).
+func (r Recovery) Current(paymentStatus string) Recovery {
+	switch {
+	case r.State == RecoverySucceeded:
+		r.Explanation = RecoveredExplanation(r.Attempts, r.UpdatedAt)
+	case r.Running() && (paymentStatus == StatusSucceeded || paymentStatus == StatusRefunded || paymentStatus == StatusCanceled):
+		r.Explanation = "Not retrying: the payment is " + paymentStatus + " already, so the recovery ends at its next step without a charge."
+	}
+	return r
+}
+
+// RecoveredExplanation is the explanation of a recovery whose charge of attempt n succeeded at at.
+func RecoveredExplanation(n int, at time.Time) string {
+	return fmt.Sprintf("Recovered: attempt %d succeeded on %s; nothing more will be charged.", n, at.UTC().Format("2 Jan 2006 15:04 UTC"))
+}
+
 // RecoveryView is the recovery object of GET /payments/{id}.
 type RecoveryView struct {
 	State         string  `json:"state"`

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/cardledger"
+	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
@@ -648,6 +649,7 @@ func (s *Steps) recoveryRecord(st State, p payments.Payment, now time.Time, phas
 	switch {
 	case st.Outcome == OutcomeSucceeded:
 		r.State = RecoveryStateSucceeded
+		r.Explanation = payments.RecoveredExplanation(r.Attempts, now)
 	case st.Outcome == OutcomeSettled:
 		r.State = payments.RecoverySettled
 	case phase == phaseCharging:
@@ -736,7 +738,13 @@ func (s *Steps) deadLetter(ctx context.Context, st State) (DeadLetterResult, err
 	if errors.Is(err, payments.ErrNotFound) || rec.Round != st.Round {
 		rec = s.recoveryRecord(st, payments.Payment{}, s.now(), phaseDeadLettered)
 	}
-	rec.State, rec.DeadLetter, rec.NextAttemptAt = payments.RecoveryStopped, d.Key, time.Time{}
+	// The record's id, not its key: the console links to it. An operator's retry that stopped
+	// again reopened the record it retried, whatever this round's key is.
+	recordID := deadletter.RecordID(deadletter.Source(d.Source), d.Key)
+	if d.RetryOf != nil {
+		recordID = d.RetryOf.DeadLetterID
+	}
+	rec.State, rec.DeadLetter, rec.NextAttemptAt = payments.RecoveryStopped, recordID, time.Time{}
 	rec.Seq = recoverySeq(st, phaseDeadLettered, s.now())
 	if st.Error != nil {
 		rec.Reason, rec.Explanation = d.Reason, d.Explanation
