@@ -210,8 +210,8 @@ func TestConsoleShowsCurrentStateInBrowser(t *testing.T) {
 		t.Fatalf("a hard decline offers no Retry anyway (%s)", n)
 	}
 	// The JSON API refuses it too.
-	if a := opsCall(t, s, "POST", "/ops/deadletters/"+hard.ID+"/retry", `{}`); a.status != http.StatusBadRequest {
-		t.Errorf("the API retried a hard decline without a note: %d %s", a.status, a.body)
+	if a := opsCall(t, s, "POST", "/ops/deadletters/"+hard.ID+"/retry", `{}`); a.status != http.StatusBadRequest || !strings.Contains(a.body, "a retry needs a note") {
+		t.Errorf("the API retried a hard decline without a note, or said why wrongly: %d %s", a.status, a.body)
 	}
 	// Retry anyway without a note: the form requires one, and so does the server.
 	eval(`document.querySelector("#retry-anyway").form.querySelector("textarea").removeAttribute("required"); ""`)

@@ -292,6 +292,8 @@ func problemOf(err error) problem.Problem {
 		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, fe.Error()).WithFields([]string{fe.Field})
 	case errors.Is(err, deadletter.ErrNotFound), errors.Is(err, attempts.ErrNotFound):
 		return problem.Typed(http.StatusNotFound, problem.NotFound, "No such record.")
+	case errors.Is(err, deadletter.ErrRetryNoteRequired):
+		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "This record's own advice is not to retry; a retry needs a note saying why.").WithFields([]string{"note"})
 	case errors.Is(err, deadletter.ErrNoteRequired):
 		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "An override needs an outcome and a note.").WithFields([]string{"outcome", "note"})
 	case errors.Is(err, deadletter.ErrInvalid), errors.Is(err, attempts.ErrInvalid):
