@@ -139,3 +139,43 @@ func TestRetryBackoffSurvivesRestart(t *testing.T) {
 		t.Fatalf("status %s after %d calls", ex.Status, calls.Load())
 	}
 }
+
+// TestStartOfALeftOverExecutionRunsIt: a start that finds its execution running in the store
+// but not in this runner (a previous process left it, and Resume has not reached it, or
+// passed it by while the start held its place) runs it from its checkpoint, once. Before, the
+// start answered success and nobody ran the execution: a local stack whose outbox redelivered
+// a recovery start while it resumed could leave the recovery parked forever.
+func TestStartOfALeftOverExecutionRunsIt(t *testing.T) {
+	const def = `{"StartAt":"Wait","States":{
+		"Wait":{"Type":"Wait","Seconds":3600,"Next":"Record"},
+		"Record":{"Type":"Task","Resource":"record","ResultPath":"$.record","Next":"Done"},
+		"Done":{"Type":"Succeed"}}}`
+	file := filepath.Join(t.TempDir(), "asl.db")
+	var records atomic.Int32
+	tasks := TaskRegistry{"record": func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		records.Add(1)
+		return json.RawMessage(`"recorded"`), nil
+	}}
+	db := openDB(t, file)
+	h := newHarnessOn(t, db, clock.NewFake(t0), tasks)
+	h.define("recovery", def)
+	arn := h.start("recovery", "inv_2-1", `{"invoice":"inv_2"}`).ExecutionArn
+	h.clock.BlockUntil(1) // parked in the Wait
+	h.runner.Close()
+	db.Close()
+
+	db = openDB(t, file)
+	defer db.Close()
+	h = newHarnessOn(t, db, clock.NewFake(t0.Add(2*time.Hour)), tasks)
+	h.define("recovery", def)
+	// The same start again, before any Resume: it runs the execution it finds.
+	if ex := h.start("recovery", "inv_2-1", `{"invoice":"inv_2"}`); ex.ExecutionArn != arn {
+		t.Fatalf("start answered %s, want %s", ex.ExecutionArn, arn)
+	}
+	if ex := h.await(arn); ex.Status != StatusSucceeded || records.Load() != 1 {
+		t.Fatalf("the left-over execution: %s, record ran %d times", ex.Status, records.Load())
+	}
+	if n, err := h.runner.Resume(context.Background()); err != nil || n != 0 {
+		t.Fatalf("Resume after it finished = %d, %v", n, err)
+	}
+}

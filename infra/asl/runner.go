@@ -261,7 +261,7 @@ func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, 
 	// that AwaitExecution on an execution just listed waits for it rather than answering at once.
 	done, reserved := r.reserve(rec.ExecutionArn)
 	existing, err := r.store.Create(ctx, rec, events, raw)
-	if err != nil || existing != nil {
+	if err != nil || (existing != nil && !(existing.Status == StatusRunning && bytes.Equal(existing.Input, rec.Input))) {
 		r.release(rec.ExecutionArn, done, reserved)
 	}
 	if err != nil {
@@ -269,6 +269,12 @@ func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, 
 	}
 	if existing != nil {
 		if existing.Status == StatusRunning && bytes.Equal(existing.Input, rec.Input) {
+			if reserved {
+				// Running in the store but not in this runner: a previous process left it, and
+				// Resume has not reached it (or met this start's reservation and passed it
+				// by). Run it from its checkpoint, as Resume would, or nobody runs it.
+				return r.adopt(ctx, existing, done)
+			}
 			return existing.Execution, nil
 		}
 		return Execution{}, fmt.Errorf("%w: %s", ErrExecutionAlreadyExists, rec.ExecutionArn)
@@ -280,6 +286,20 @@ func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, 
 	} else {
 		r.release(rec.ExecutionArn, done, reserved)
 	}
+	return view, nil
+}
+
+// adopt runs a reserved execution that a previous process left running, from its checkpoint.
+func (r *Runner) adopt(ctx context.Context, rec *Record, done chan struct{}) (Execution, error) {
+	def, err := r.definition(ctx, rec.DefinitionHash)
+	if err != nil {
+		r.release(rec.ExecutionArn, done, true)
+		return Execution{}, err
+	}
+	view := rec.Execution // rec belongs to its goroutine once run
+	r.adoptFactor(rec)
+	r.log.Info("asl: execution resumed", "execution", rec.ExecutionArn, "state", rec.Cursor.State)
+	r.run(rec, def, done)
 	return view, nil
 }
 
