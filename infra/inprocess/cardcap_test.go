@@ -1,14 +1,12 @@
 package inprocess
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/payments"
 )
 
@@ -27,21 +25,7 @@ func paymentWithRecovery(t *testing.T, s *Stack, id string) payments.View {
 func recoverToEnd(t *testing.T, s *Stack, key, pm string) (payments.View, int) {
 	t.Helper()
 	v := createDeclined(t, s, key, pm)
-	var ex asl.Execution
-	eventually(t, 10*time.Second, "the recovery of "+key+" starts", func() bool {
-		all, _ := s.runner.ListExecutions(context.Background(), recoveryMachine)
-		for _, e := range all {
-			if strings.Contains(e.ExecutionArn, "inv_"+key) {
-				ex = e
-				return true
-			}
-		}
-		return false
-	})
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
-	if err != nil || done.Status != asl.StatusSucceeded {
-		t.Fatalf("execution %+v %v", done, err)
-	}
+	executionOf(t, s, key)
 	charges := 0
 	for _, e := range simEvents(t, s, deref(v.ProviderPaymentID)) {
 		if e == "payment_failed" || e == "succeeded" {
