@@ -34,6 +34,12 @@ usage: twicectl [--url URL] [--token TOKEN] [--json] COMMAND
         charges, dead letters and what operators did to them
   deadletters ls [--status S] [--source S] [--class C] [--q TEXT] [--limit N]
   deadletters retry|resolve|ignore ID [--note TEXT]
+  smoke [--payments-token T] [--wait 60s] [--key K] [--allow-live]
+        the post-deploy check: a test-mode payment (pm_card_visa, 100 usd) and its replay,
+        the provider's webhook for it in the attempt log (waits up to --wait), /ops with the
+        operator token; one line per check, exit 1 on any failure (docs/deploy.md).
+        --payments-token (or $TWICE_PAYMENTS_TOKEN) is the bearer token for /payments (none
+        locally); --token is the operator's. Refuses live mode unless --allow-live.
   recoveries ls
         not available: the operator API has no recovery listing yet (see a payment's
         recovery in GET /payments/{id} or its timeline)
@@ -85,7 +91,7 @@ func parse(args []string, bools map[string]bool) (pos []string, flags map[string
 }
 
 func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
-	pos, flags, err := parse(args, map[string]bool{"json": true, "help": true, "h": true})
+	pos, flags, err := parse(args, map[string]bool{"json": true, "help": true, "h": true, "allow-live": true})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		fmt.Fprint(stderr, usage)
@@ -101,7 +107,8 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 		return 0
 	}
 	known := map[string]bool{"url": true, "token": true, "json": true, "by": true, "scope": true, "status": true,
-		"source": true, "class": true, "q": true, "limit": true, "note": true}
+		"source": true, "class": true, "q": true, "limit": true, "note": true,
+		"payments-token": true, "key": true, "payment-method": true, "amount": true, "currency": true, "wait": true, "allow-live": true}
 	for k := range flags {
 		if !known[k] {
 			fmt.Fprintf(stderr, "unknown flag --%s\n", k)
@@ -118,6 +125,13 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 		err = c.deadletters(ctx, flags)
 	case pos[0] == "deadletters" && len(pos) == 3 && (pos[1] == "retry" || pos[1] == "resolve" || pos[1] == "ignore"):
 		err = c.act(ctx, pos[1], pos[2], flags["note"])
+	case pos[0] == "smoke" && len(pos) == 1:
+		s, err := newSmoke(c, flags, env, time.Now())
+		if err != nil {
+			fmt.Fprintln(stderr, "twicectl:", err)
+			return 2
+		}
+		return s.run(ctx)
 	case pos[0] == "recoveries" && len(pos) == 2 && pos[1] == "ls":
 		fmt.Fprintln(stderr, "recoveries ls: the operator API has no recovery listing yet; a payment's recovery is in GET /payments/{id} and its timeline")
 		return 3
