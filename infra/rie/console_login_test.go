@@ -79,7 +79,11 @@ func TestConsoleLoginInAWS(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return map[string]string{"sub": idt.Subject}, nil
+		var c struct{ Scope string }
+		if err := idt.Claims(&c); err != nil {
+			return nil, err
+		}
+		return map[string]string{"sub": idt.Subject, "scope": c.Scope}, nil
 	}
 	gw.Emulator = e.start(t, "operator-api", "TWICE_OIDC_ISSUER="+idp.Issuer(), "TWICE_OIDC_CLIENT_ID="+idp.ClientID,
 		"TWICE_OIDC_CLIENT_SECRET_PARAM="+secretParam, "TWICE_OIDC_SCOPES=openid email groups", "TWICE_OPS_GROUP=twice-operators",
@@ -119,7 +123,7 @@ func TestConsoleLoginInAWS(t *testing.T) {
 	})
 
 	t.Run("JSON API with the issuer's JWT: the authorizer's subject is the caller", func(t *testing.T) {
-		tok, err := idp.Keypair.SignJWT(jwt.MapClaims{"iss": idp.Issuer(), "aud": idp.ClientID, "sub": "svc-ops",
+		tok, err := idp.Keypair.SignJWT(jwt.MapClaims{"iss": idp.Issuer(), "aud": idp.ClientID, "sub": "svc-ops", "scope": "twice/ops",
 			"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
 		if err != nil {
 			t.Fatal(err)

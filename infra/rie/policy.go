@@ -106,6 +106,26 @@ func templateResources(path string) (*yaml.Node, error) {
 	return r, nil
 }
 
+// templateDefaults returns each template parameter's Default.
+func templateDefaults(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	params := get(get(&doc), "Parameters")
+	for i := 0; params != nil && i+1 < len(params.Content); i += 2 {
+		if d := get(params.Content[i+1], "Default"); d != nil {
+			out[params.Content[i].Value] = d.Value
+		}
+	}
+	return out, nil
+}
+
 var subRef = regexp.MustCompile(`^\$\{([A-Za-z0-9]+)(?:\.Arn)?\}(.*)$`)
 
 // resourcesOf turns !GetAtt X.Arn, !Ref X and !Sub "${X.Arn}/index/gsi1" into logical ids
@@ -176,9 +196,14 @@ func get(n *yaml.Node, key ...string) *yaml.Node {
 
 // TemplateRoutes lists the HTTP API routes template.yaml gives the function named fn (its
 // FunctionName suffix): a route is JWT-guarded unless its Auth.Authorizer is NONE (the API's
-// default authorizer is the JWT one).
+// default authorizer is the JWT one), with its AuthorizationScopes (a !Ref read as the
+// parameter's default).
 func TemplateRoutes(path, fn string) ([]Route, error) {
 	resources, err := templateResources(path)
+	if err != nil {
+		return nil, err
+	}
+	defaults, err := templateDefaults(path)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +226,15 @@ func TemplateRoutes(path, fn string) ([]Route, error) {
 				continue
 			}
 			a := get(get(p, "Auth"), "Authorizer")
-			out = append(out, Route{Method: strings.ToUpper(m.Value), Path: pa.Value, JWT: a == nil || a.Value != "NONE"})
+			r := Route{Method: strings.ToUpper(m.Value), Path: pa.Value, JWT: a == nil || a.Value != "NONE"}
+			for _, sc := range contentOf(get(get(p, "Auth"), "AuthorizationScopes")) {
+				v := sc.Value
+				if sc.Tag == "!Ref" {
+					v = defaults[v]
+				}
+				r.Scopes = append(r.Scopes, v)
+			}
+			out = append(out, r)
 		}
 	}
 	if len(out) == 0 {
