@@ -3,7 +3,7 @@ package rie_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -11,16 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/infra/rie"
 	"github.com/runtwice/twice/infra/testenv"
 )
 
-// TestSmokeUnderEmulator is the last step of docs/deploy.md in the emulator form: payments-api,
-// webhook-ingest and operator-api under aws-lambda-rie behind one HTTP API stand-in with
-// template.yaml's routes, authorizer and scopes, on DynamoDB Local and moto (the SSM
-// parameters the guide creates are in moto); the Stripe simulator sends its signed webhooks to
-// the API's /webhooks/stripe, as a Stripe endpoint would. The built twicectl binary runs
+// TestSmokeUnderEmulator is the last step of docs/deploy.md in the emulator form (rie.Stack, which
+// cmd/stack serves): payments-api, webhook-ingest and operator-api under aws-lambda-rie behind
+// one HTTP API stand-in with template.yaml's routes, authorizer and scopes, on DynamoDB Local
+// and moto (the SSM parameters, a rotating webhook secret among them, are in moto); the Stripe
+// simulator takes the stored key and sends webhooks signed with the stored secret to the API's
+// /webhooks/stripe, as a Stripe endpoint would. The built twicectl binary runs
 // `smoke` with a payments token and an operator token (tokens the authorizer stand-in knows,
 // with the twice/payments and twice/ops scopes): every check passes. Given the payments token
 // as the operator's, /ops answers 403 and smoke exits 1.
@@ -34,51 +34,47 @@ func TestSmokeUnderEmulator(t *testing.T) {
 	}
 	ctx := t.Context()
 
-	// The API's address is known before anything starts: the simulator's webhook endpoint is
-	// the API's /webhooks/stripe, as the guide registers it at Stripe.
-	var api rie.API
-	srv := httptest.NewUnstartedServer(api)
-	apiURL := "http://" + srv.Listener.Addr().String()
-	sim, err := stripesim.New(stripesim.Config{DataDir: t.TempDir(), APIKeys: []string{stripesim.DefaultAPIKey},
-		WebhookURL: apiURL + "/webhooks/stripe", WebhookSecret: stripeWebhookSecret})
+	apiLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	simSrv := httptest.NewServer(sim)
-	t.Cleanup(func() { simSrv.Close(); sim.Close() })
-	prefix := "smoke-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	fx, err := rie.NewFixture(ctx, root, prefix, ddb, moto, simSrv.URL, rie.Secrets{
-		StripeAPIKey: stripesim.DefaultAPIKey, StripeWebhookSecret: stripeWebhookSecret,
-		StandardWebhookSecret: "whsec_dHdpY2UtbG9jYWwtc3RhbmRhcmQtc2VjcmV0",
-	})
+	simLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{root: root, rie: rieBin, fx: fx, sim: simSrv, calls: map[string][]*rie.Recorder{}, ran: map[string][]*rie.Emulator{}}
-
 	// The JWT authorizer's stand-in: API Gateway has checked signature, issuer, audience and
 	// expiry; the function sees the claims. Scopes as the guide's issuer grants them.
 	tokens := map[string]map[string]string{
 		"payments-client-jwt": {"sub": "smoke-client", "scope": "twice/payments"},
 		"operator-jwt":        {"sub": "ops-client", "scope": "twice/ops"},
 	}
-	verify := func(_ context.Context, tok string) (map[string]string, error) {
-		if c, ok := tokens[tok]; ok {
-			return c, nil
-		}
-		return nil, errors.New("not a token the issuer signed")
+	var e *env
+	stack, err := rie.StartStack(ctx, rie.StackConfig{Root: root, RIE: rieBin, APIListener: apiLn, SimListener: simLn, DataDir: t.TempDir(),
+		Fixture: func(ctx context.Context, simURL string) (*rie.Fixture, error) {
+			prefix := "smoke-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+			fx, err := rie.NewFixture(ctx, root, prefix, ddb, moto, simURL, rie.Secrets{
+				StripeAPIKey: "rk_test_smoke_restricted", StripeWebhookSecret: stripeWebhookSecret + ",whsec_b2xkLXNlY3JldA",
+				StandardWebhookSecret: "whsec_dHdpY2UtbG9jYWwtc3RhbmRhcmQtc2VjcmV0",
+			})
+			e = &env{root: root, rie: rieBin, fx: fx, calls: map[string][]*rie.Recorder{}, ran: map[string][]*rie.Emulator{}}
+			return fx, err
+		},
+		Verify: func(_ context.Context, tok string) (map[string]string, error) {
+			if c, ok := tokens[tok]; ok {
+				return c, nil
+			}
+			return nil, errors.New("not a token the issuer signed")
+		},
+		// Each function as the other emulator tests start it (its output on failure).
+		Start: func(_ context.Context, fn, bootstrap string, _ *rie.Fixture) (*rie.Emulator, error) {
+			return e.startBuilt(t, fn, bootstrap), nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, fn := range []string{"payments-api", "webhook-ingest", "operator-api"} {
-		routes, err := rie.TemplateRoutes(filepath.Join(root, "template.yaml"), fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		api = append(api, &rie.Gateway{Routes: routes, Verify: verify, Emulator: e.start(t, fn)})
-	}
-	srv.Config.Handler = api
-	srv.Start()
-	t.Cleanup(srv.Close)
-	sim.Start(ctx) // its webhook sender: each state change is delivered to the API
+	t.Cleanup(stack.Close)
+	apiURL := stack.URL
 
 	bin := filepath.Join(t.TempDir(), "twicectl")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./infra/twicectl")
