@@ -136,7 +136,11 @@ func (s *smoke) checkPayment(ctx context.Context) (string, bool) {
 	}
 	_ = json.Unmarshal(first.body, &v)
 	if first.status != http.StatusCreated || v.Status != "succeeded" {
-		s.fail("payment created: POST /payments key %s: %d %s, want 201 succeeded: %s", s.key, first.status, v.Status, oneLine(first.body))
+		hint := ""
+		if first.status == http.StatusAccepted {
+			hint = " (the provider's answer did not come in time: the payment resolves in the background; run smoke again)"
+		}
+		s.fail("payment created: POST /payments key %s: %d %s, want 201 succeeded%s: %s", s.key, first.status, v.Status, hint, oneLine(first.body))
 		return v.ID, false
 	}
 	s.ok("payment created %s %d %s (provider %s, key %s)", v.ID, first.status, v.Status, v.Provider, s.key)

@@ -11,8 +11,8 @@ import (
 
 // TestSmokeAgainstTheLocalStack: `twicectl smoke` against the local stack (no payments token
 // locally, the operator token for /ops) passes every check; with a wrong operator token it
-// fails and exits 1; a payment method that is not a test token is refused before anything is
-// sent.
+// fails and exits 1, as it does when the provider times out (202); a payment method that is
+// not a test token is refused before anything is sent.
 func TestSmokeAgainstTheLocalStack(t *testing.T) {
 	s := stack(t)
 	t.Run("green", func(t *testing.T) {
@@ -34,6 +34,15 @@ func TestSmokeAgainstTheLocalStack(t *testing.T) {
 		t.Log("\n" + out)
 		if code != 1 || !strings.Contains(out, "FAIL ops answers: GET /ops/deadletters?limit=1 401") ||
 			!strings.Contains(out, "ok   payment created") || !strings.Contains(out, "FAIL webhook delivered: not checked") {
+			t.Fatalf("exit %d\n%s", code, out)
+		}
+	})
+	t.Run("a provider timeout is a 202 and a failed check", func(t *testing.T) {
+		post(t, s.SimURL()+"/_sim/faults", "", `{"path_prefix":"/v1/payment_intents","fault":"timeout_after_effect","count":1}`)
+		code, out, _ := ctl(t, s, "smoke", "--wait", "1s")
+		t.Log("\n" + out)
+		if code != 1 || !strings.Contains(out, "FAIL payment created: POST /payments key smoke-") || !strings.Contains(out, ": 202 pending") ||
+			!strings.Contains(out, "run smoke again") {
 			t.Fatalf("exit %d\n%s", code, out)
 		}
 	})
