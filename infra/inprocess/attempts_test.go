@@ -254,3 +254,32 @@ func hasTitle(tl opsapi.Timeline, title string) bool {
 	}
 	return false
 }
+
+// Two orders whose numeric keys pass the Luhn check and end in the same four digits (both
+// shown as "[card ****0042]"): each key's lookup finds its own payment and never the other's.
+func TestNumericKeysFindOnlyTheirOwnPayment(t *testing.T) {
+	s := newStack(t, Config{})
+	ids := map[string]string{}
+	for _, key := range []string{"1000000090042", "1000000170042"} {
+		a := call(t, "POST", s.APIURL()+"/payments", key, paymentBody("pm_card_visa"))
+		var v payments.View
+		if err := json.Unmarshal([]byte(a.body), &v); err != nil || a.status != http.StatusCreated {
+			t.Fatalf("%s: %d %s", key, a.status, a.body)
+		}
+		ids[key] = v.ID
+	}
+	for key, id := range ids {
+		var got opsapi.Lookup
+		if code := opsJSON(t, s, "/ops/attempts?idempotency_key="+key, &got); code != 200 {
+			t.Fatalf("lookup %s: %d", key, code)
+		}
+		if !hasAttempt(got.Attempts, "payments.create", attempts.OutcomeOK) {
+			t.Errorf("lookup %s: no payments.create in %v", key, outcomes(got.Attempts))
+		}
+		for _, a := range got.Attempts {
+			if a.PaymentID != id {
+				t.Errorf("lookup %s (payment %s) shows %s of payment %s", key, id, a.Operation, a.PaymentID)
+			}
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package inprocess
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,9 +16,7 @@ import (
 // answer is the pass's report.
 func (s *Stack) backfillHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		want := "Bearer " + s.cfg.OperatorToken
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
-			problem.Error(w, http.StatusUnauthorized, "This route needs the operator token.")
+		if !s.operator(w, r) {
 			return
 		}
 		raw, err := io.ReadAll(io.LimitReader(r.Body, 8<<10))

@@ -171,7 +171,7 @@ func TestBackfillAndReconcileHealThirtyPercentLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(rep.Applied) != mattered || rep.Requeued != 0 {
-		t.Fatalf("backfill applied %d events, requeued %d; %d dropped deliveries mattered (of %d dropped)", len(rep.Applied), rep.Requeued, mattered, len(dropped))
+		t.Fatalf("backfill applied %d events, requeued %d; %d dropped deliveries mattered (of %d dropped): %s", len(rep.Applied), rep.Requeued, mattered, len(dropped), a.body)
 	}
 	check := func(when string, skip func(want) bool) {
 		t.Helper()

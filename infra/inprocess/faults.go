@@ -2,7 +2,6 @@ package inprocess
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"github.com/runtwice/twice/shared/outbox"
@@ -69,9 +68,7 @@ func (f *faultyStarter) counts() FaultCounts {
 // N recovery starts to fail) and GET /ops/_faults, behind the operator token. Local only.
 func (s *Stack) faultsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		want := "Bearer " + s.cfg.OperatorToken
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
-			problem.Error(w, http.StatusUnauthorized, "This route needs the operator token.")
+		if !s.operator(w, r) {
 			return
 		}
 		if r.Method == http.MethodPost {

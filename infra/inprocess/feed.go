@@ -1,7 +1,6 @@
 package inprocess
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -33,9 +32,7 @@ type feedPage struct {
 // next and resumes from it after any restart, its own or the stack's.
 func (s *Stack) feedHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		want := "Bearer " + s.cfg.OperatorToken
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
-			problem.Error(w, http.StatusUnauthorized, "This route needs the operator token.")
+		if !s.operator(w, r) {
 			return
 		}
 		q := r.URL.Query()

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/payments"
 )
 
@@ -417,4 +418,86 @@ func TestKillWhileSteering(t *testing.T) {
 	if err := json.Unmarshal(body, &pi); err != nil || pi.PaymentMethod != "pm_card_visa" {
 		t.Fatalf("the recovery charge used %q (%v), want the new card: %d %s", pi.PaymentMethod, err, resp.StatusCode, body)
 	}
+}
+
+// TestKillDuringBackfillAppliesEveryEventOnce: every delivery is dropped while 250 payments
+// are refunded at the provider, so the backfill has 250 changes to bring. The stack is killed
+// (-9) as soon as the first has been applied, mid-pass; after the restart, passes run until
+// the walk is done, and every payment is refunded exactly once (its amount refunded is the
+// refund's, not twice it).
+func TestKillDuringBackfillAppliesEveryEventOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	// A long request deadline: the pass must still be running when it is killed.
+	p := startProcess(t, t.TempDir(), "-request-timeout", "60s")
+	sim := "http://" + p.simAddr()
+	if a := call(t, "POST", sim+"/_sim/webhooks/drop", "", `{"rate":1,"seed":1}`); a.status != 200 {
+		t.Fatalf("drop: %d %s", a.status, a.body)
+	}
+	const n = 250
+	ids := make([]string, n)
+	for i := range n {
+		a := call(t, "POST", "http://"+p.apiAddr()+"/payments", fmt.Sprint("bf-kill-", i), paymentBody("pm_card_visa"))
+		var v payments.View
+		if err := json.Unmarshal([]byte(a.body), &v); err != nil || a.status != http.StatusCreated || v.ProviderPaymentID == nil {
+			t.Fatalf("payment %d: %d %s", i, a.status, a.body)
+		}
+		ids[i] = v.ID
+		req, _ := http.NewRequest("POST", sim+"/v1/refunds", strings.NewReader("payment_intent="+*v.ProviderPaymentID))
+		req.Header.Set("Authorization", "Bearer "+DefaultStripeAPIKey)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("refund %d: %v %v", i, err, resp)
+		}
+		resp.Body.Close()
+	}
+	status := func(id string) payments.View {
+		var v payments.View
+		json.Unmarshal([]byte(call(t, "GET", "http://"+p.apiAddr()+"/payments/"+id, "", "").body), &v)
+		return v
+	}
+	if v := status(ids[0]); v.Status != payments.StatusSucceeded {
+		t.Fatalf("the refund reached the stack without the backfill: %s", v.Status)
+	}
+
+	pass := func() (applied int, more bool) {
+		req, _ := http.NewRequest("POST", "http://"+p.apiAddr()+"/ops/backfill", strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+DefaultOperatorToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, true // killed under it
+		}
+		defer resp.Body.Close()
+		var rep backfill.Report
+		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != 200 {
+			t.Errorf("backfill: %d %v", resp.StatusCode, err)
+		}
+		return len(rep.Applied), rep.More
+	}
+	go pass()
+	eventually(t, 30*time.Second, "the backfill applies its first refund", func() bool {
+		return status(ids[0]).Status == payments.StatusRefunded
+	})
+	p.kill()
+	p.start()
+	total, passes := 0, 0
+	for more := true; more; passes++ {
+		if passes == 50 {
+			t.Fatal("the walk did not finish in 50 passes")
+		}
+		var applied int
+		applied, more = pass()
+		total += applied
+	}
+	if total == 0 {
+		t.Fatal("the passes after the restart applied nothing: the kill did not land mid-pass")
+	}
+	for i, id := range ids {
+		if v := status(id); v.Status != payments.StatusRefunded || v.AmountRefunded != 2500 {
+			t.Fatalf("payment %d after the restart: %s, %d refunded, want refunded 2500 once", i, v.Status, v.AmountRefunded)
+		}
+	}
+	t.Logf("after the kill: %d passes applied %d of %d refunds", passes, total, n)
 }

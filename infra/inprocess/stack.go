@@ -2,6 +2,7 @@ package inprocess
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/payments/resolvequeue"
+	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/recon"
@@ -109,6 +111,18 @@ type Config struct {
 	// ReconcileGrace is how old a difference must be to count (default 10 min): younger
 	// pending payments and unmatched provider payments may still be settling.
 	ReconcileGrace time.Duration
+	// BackfillMaxEvents bounds one backfill pass (default backfill.MaxEvents); a longer
+	// backlog continues from the cursor next pass.
+	BackfillMaxEvents int
+
+	// ReadTimeout bounds reading a whole request, headers and body (default 10 s), so a body
+	// sent a byte at a time cannot hold a connection open; WriteTimeout bounds a request
+	// from the end of its headers to the end of its answer (default RequestTimeout + 10 s);
+	// IdleTimeout closes a keep-alive connection with no request (default 60 s).
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// OperatorFailures are the limits on failed operator logins and bearer tokens per source
+	// IP (opsapi.FailureLimiter's defaults: 10 a minute; its Clock defaults to the stack's).
+	OperatorFailures opsapi.FailureLimiter
 
 	Log *slog.Logger
 }
@@ -137,6 +151,15 @@ func (c *Config) defaults() {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 29 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = c.RequestTimeout + 10*time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 60 * time.Second
 	}
 	if c.LockMargin <= 0 {
 		c.LockMargin = 5 * time.Second
@@ -175,6 +198,8 @@ type Stack struct {
 	// starter is the runner's StartExecution with armable faults; relay delivers the outbox.
 	starter *faultyStarter
 	relay   *outbox.Relay
+	// failures throttles failed operator credentials per source, on every route that takes them.
+	failures *opsapi.FailureLimiter
 
 	apiLn, simLn   net.Listener
 	apiSrv, simSrv *http.Server
@@ -198,6 +223,14 @@ func New(cfg Config) (*Stack, error) {
 	if s.clock, err = newClock(cfg.DataDir, cfg.ClockStart); err != nil {
 		return nil, err
 	}
+	limits := cfg.OperatorFailures
+	if limits.Clock == nil {
+		limits.Clock = s.clock
+	}
+	if limits.Log == nil {
+		limits.Log = s.log
+	}
+	s.failures = opsapi.NewFailureLimiter(limits)
 	// Listen first, so the simulator knows where to send webhooks even on a ":0" address.
 	if s.apiLn, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("inprocess: listen %s: %w", cfg.Addr, err)
@@ -322,7 +355,7 @@ func (s *Stack) build() error {
 	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
-	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, Requeue: true,
+	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Worker: s.worker, MaxEvents: s.cfg.BackfillMaxEvents,
 		Now: s.clock.Now, Log: s.log}
 	return nil
 }
@@ -390,7 +423,7 @@ func (s *Stack) Handler() http.Handler {
 		Now: s.clock.Now, Log: s.log, Observer: attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}}
 	mux.Handle(ingest.Pattern, in)
 	ops, err := opsapi.New(opsapi.Handler{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
-		Now: s.clock.Now, Log: s.log, Reconcile: s.recon,
+		Now: s.clock.Now, Log: s.log, Reconcile: s.recon, Failures: s.failures,
 		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store},
 		Recoveries: opsapi.StorePayments{Store: s.store}, Steer: s.operatorSteerer()})
 	if err != nil {
@@ -410,8 +443,10 @@ func (s *Stack) Handler() http.Handler {
 func (s *Stack) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	s.apiSrv = &http.Server{Handler: withDeadline(s.Handler(), s.cfg.RequestTimeout), ReadHeaderTimeout: 10 * time.Second}
-	s.simSrv = &http.Server{Handler: s.sim, ReadHeaderTimeout: 10 * time.Second}
+	s.apiSrv = s.server(withDeadline(s.Handler(), s.cfg.RequestTimeout))
+	// The simulator keeps no read or write deadline: its latency fault waits up to 120 s before
+	// it reads a request's body, and timeout_after_effect holds a connection up to 60 s.
+	s.simSrv = &http.Server{Handler: s.sim, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: s.cfg.IdleTimeout}
 	s.goRun(func() { s.apiSrv.Serve(s.apiLn) })
 	s.goRun(func() { s.simSrv.Serve(s.simLn) })
 	s.sim.Start(ctx)
@@ -471,6 +506,32 @@ func (s *Stack) scheduledPass(ctx context.Context) (backfill.Report, recon.Repor
 
 // outboxEvery is how often the local relay drains the outbox.
 const outboxEvery = 100 * time.Millisecond
+
+// server is the API's HTTP server with the configured timeouts: no request, however slowly
+// its client sends it, keeps a connection longer than ReadTimeout to arrive.
+func (s *Stack) server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: min(10*time.Second, s.cfg.ReadTimeout), ReadTimeout: s.cfg.ReadTimeout,
+		WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout}
+}
+
+// operator checks the operator token on the stack's own routes (/ops/_faults, /ops/backfill,
+// /events) as opsapi does on its own: a source with too many failures is refused with 429,
+// and a wrong token counts as a failure. It answers the request and reports false when the
+// caller may not go on.
+func (s *Stack) operator(w http.ResponseWriter, r *http.Request) bool {
+	if s.failures.Refuse(w, r) {
+		return false
+	}
+	want := "Bearer " + s.cfg.OperatorToken
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
+		if r.Header.Get("Authorization") != "" {
+			s.failures.Failed(r)
+		}
+		problem.Error(w, http.StatusUnauthorized, "This route needs the operator token.")
+		return false
+	}
+	return true
+}
 
 // withDeadline gives every request the deadline API Gateway would.
 func withDeadline(h http.Handler, d time.Duration) http.Handler {

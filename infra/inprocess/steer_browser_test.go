@@ -48,7 +48,7 @@ func TestConsoleSteersRecoveriesInBrowser(t *testing.T) {
 	}
 	do("charge now", chromedp.SendKeys(`form[action$="/recovery/charge-now"] input[name="note"]`, "customer called"),
 		chromedp.Click(`#charge-now`), chromedp.WaitVisible(`main .msg`))
-	if b := text(`main`); !strings.Contains(b, "Sent to the recovery") {
+	if b := text(`main`); !strings.Contains(b, "Queued for the recovery") {
 		t.Fatalf("after charge-now the page says:\n%s", b)
 	}
 	done, err := s.runner.AwaitExecution(context.Background(), exNow.ExecutionArn)
@@ -68,7 +68,7 @@ func TestConsoleSteersRecoveriesInBrowser(t *testing.T) {
 	do("open the second payment", chromedp.Navigate(s.APIURL()+"/ops/running"), chromedp.WaitVisible(`#recoveries`),
 		chromedp.Click(`a[href="/ops/payments/`+stop.ID+`"]`), chromedp.WaitVisible(`#recovery`))
 	do("stop", chromedp.Click(`#stop-recovery`), chromedp.WaitVisible(`main .msg`))
-	if b := text(`main`); !strings.Contains(b, "Sent to the recovery") {
+	if b := text(`main`); !strings.Contains(b, "Queued for the recovery") {
 		t.Fatalf("after stop the page says:\n%s", b)
 	}
 	done, err = s.runner.AwaitExecution(context.Background(), exStop.ExecutionArn)

@@ -55,6 +55,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", 3*time.Second, "timeout of one provider call")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 29*time.Second, "deadline of one API request (API Gateway's is 29 s)")
 	fs.DurationVar(&cfg.ResolveDelay, "resolve-delay", 2*time.Second, "wait before resolving an unknown outcome in the background")
+	fs.IntVar(&cfg.BackfillMaxEvents, "backfill-max-events", 0, "events one backfill pass handles at most (default 50000); a longer backlog continues next pass")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 10*time.Second, "deadline for reading a whole request, headers and body")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 0, "deadline from a request's headers to the end of its answer (default request-timeout + 10s)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 60*time.Second, "close a keep-alive connection idle this long")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this loopback address (profiling)")
 	if err := fs.Parse(args); err != nil {

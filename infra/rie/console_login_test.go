@@ -1,13 +1,11 @@
 package rie_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +23,9 @@ import (
 	"github.com/runtwice/twice/infra/testenv"
 	"github.com/runtwice/twice/shared/deadletter"
 )
+
+// opsScope is the OpsScope the emulator tests deploy with: the scope an operator's JWT carries.
+const opsScope = "twice/ops"
 
 // TestConsoleLoginInAWS signs an operator in to the console the way it works in AWS:
 // operator-api runs under the Lambda runtime interface emulator behind a stand-in for the HTTP
@@ -45,14 +46,7 @@ func TestConsoleLoginInAWS(t *testing.T) {
 	idp.QueueUser(&mockoidc.MockUser{Subject: "op-ada-7", Email: "ada@example.com", Groups: []string{"twice-operators"}})
 
 	// The secrets an operator puts in SSM before the first deploy.
-	keyParam, secretParam := "/"+e.fx.Prefix+"/ops-session-key", "/"+e.fx.Prefix+"/oidc-client-secret"
-	p := ssm.NewFromConfig(e.fx.MotoConfig)
-	for name, v := range map[string]string{keyParam: "k3y-for-the-console-sessions-0123456789abcdef", secretParam: idp.ClientSecret} {
-		if _, err := p.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(v),
-			Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	keyParam, secretParam := e.consoleSecrets(t, idp.ClientSecret)
 
 	// A dead webhook delivery whose retry goes back to the fixture's webhook queue.
 	table := &deadletter.Table{Store: e.store()}
@@ -65,29 +59,19 @@ func TestConsoleLoginInAWS(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	routes, err := rie.TemplateRoutes(filepath.Join(e.root, "template.yaml"), "operator-api")
+	// The API's routes after the SAM transform, its JWT authorizer trusting the same issuer's
+	// tokens for the console's client.
+	routes, err := rie.HTTPAPIRoutes(ctx, e.root, "JwtIssuer="+idp.Issuer(), "JwtAudience="+idp.ClientID, "OpsScope="+opsScope)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := &rie.Gateway{Routes: routes}
+	gw := &rie.Gateway{Routes: routes, Verify: rie.JWTVerifier(oidc.NewRemoteKeySet(ctx, idp.JWKSEndpoint()))}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	// The JWT authorizer's stand-in: tokens the same issuer signed, for this client.
-	verifier := oidc.NewVerifier(idp.Issuer(), oidc.NewRemoteKeySet(ctx, idp.JWKSEndpoint()), &oidc.Config{ClientID: idp.ClientID})
-	gw.Verify = func(ctx context.Context, tok string) (map[string]string, error) {
-		idt, err := verifier.Verify(ctx, tok)
-		if err != nil {
-			return nil, err
-		}
-		var c struct{ Scope string }
-		if err := idt.Claims(&c); err != nil {
-			return nil, err
-		}
-		return map[string]string{"sub": idt.Subject, "scope": c.Scope}, nil
-	}
-	gw.Emulator = e.start(t, "operator-api", "TWICE_OIDC_ISSUER="+idp.Issuer(), "TWICE_OIDC_CLIENT_ID="+idp.ClientID,
+	operatorAPI := e.start(t, "operator-api", "TWICE_OIDC_ISSUER="+idp.Issuer(), "TWICE_OIDC_CLIENT_ID="+idp.ClientID,
 		"TWICE_OIDC_CLIENT_SECRET_PARAM="+secretParam, "TWICE_OIDC_SCOPES=openid email groups", "TWICE_OPS_GROUP=twice-operators",
 		"TWICE_OPS_SESSION_KEY_PARAM="+keyParam, "TWICE_OIDC_REDIRECT_URL="+srv.URL+"/ops/callback")
+	gw.Functions = map[string]rie.Invoker{"operator-api": operatorAPI}
 
 	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Run("no session: redirected to sign in, then to the issuer with PKCE", func(t *testing.T) {
@@ -123,8 +107,8 @@ func TestConsoleLoginInAWS(t *testing.T) {
 	})
 
 	t.Run("JSON API with the issuer's JWT: the authorizer's subject is the caller", func(t *testing.T) {
-		tok, err := idp.Keypair.SignJWT(jwt.MapClaims{"iss": idp.Issuer(), "aud": idp.ClientID, "sub": "svc-ops", "scope": "twice/ops",
-			"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
+		tok, err := idp.Keypair.SignJWT(jwt.MapClaims{"iss": idp.Issuer(), "aud": idp.ClientID, "sub": "svc-ops",
+			"scope": opsScope, "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +130,7 @@ func TestConsoleLoginInAWS(t *testing.T) {
 	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(br.Ctx, steps...); err != nil {
-			t.Fatalf("browser, %s: %v\noperator-api output:\n%s", what, err, gw.Emulator.Output())
+			t.Fatalf("browser, %s: %v\noperator-api output:\n%s", what, err, operatorAPI.Output())
 		}
 	}
 	text := br.Text
@@ -205,4 +189,22 @@ func TestConsoleLoginInAWS(t *testing.T) {
 			t.Fatalf("ended at %s with %d, want 403 at the callback", resp.Request.URL.Path, resp.StatusCode)
 		}
 	})
+}
+
+// consoleSecrets stores the console's session key and the OIDC client secret in SSM, as an
+// operator does before the first deploy, and returns their names.
+func (e *env) consoleSecrets(t *testing.T, clientSecret string) (keyParam, secretParam string) {
+	t.Helper()
+	keyParam, secretParam = "/"+e.fx.Prefix+"/ops-session-key", "/"+e.fx.Prefix+"/oidc-client-secret"
+	e.putSecret(t, keyParam, "k3y-for-the-console-sessions-0123456789abcdef")
+	e.putSecret(t, secretParam, clientSecret)
+	return keyParam, secretParam
+}
+
+func (e *env) putSecret(t *testing.T, name, value string) {
+	t.Helper()
+	if _, err := ssm.NewFromConfig(e.fx.MotoConfig).PutParameter(t.Context(), &ssm.PutParameterInput{Name: aws.String(name),
+		Value: aws.String(value), Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
 }

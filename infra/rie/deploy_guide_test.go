@@ -50,7 +50,8 @@ func tableAfter(t *testing.T, doc, marker string) [][]string {
 
 // TestDeployGuide holds docs/deploy.md to what it documents: every parameter of template.yaml
 // is in its parameter table and every SSM parameter name in its secrets table; every SSM name
-// samconfig.toml gives a stage is one the guide's put-parameter commands create for that stage;
+// the template or samconfig.toml gives a stage is one the guide's put-parameter commands create
+// for that stage;
 // the Stripe webhook events it enables (the list and the command) are exactly the ones the
 // webhook worker applies; the restricted key's permissions are exactly what the adapter's calls
 // need; and it names the Stripe API version stripe-go pins.
@@ -116,6 +117,12 @@ func TestDeployGuide(t *testing.T) {
 			name := regexp.MustCompile("`(/twice/<stage>/[a-z0-9-]+)`").FindStringSubmatch(ssm)
 			if name == nil || !created[strings.ReplaceAll(name[1], "<stage>", "$STAGE")] {
 				t.Errorf("%s: the guide has no put-parameter command for %q", p, ssm)
+			}
+		}
+		// Every name the template gives a stage's parameter is one the guide creates.
+		for _, m := range regexp.MustCompile(`!Sub "/twice/\$\{Stage\}/([a-z0-9-]+)"`).FindAllStringSubmatch(tmpl, -1) {
+			if !created["/twice/$STAGE/"+m[1]] {
+				t.Errorf("template.yaml reads /twice/<stage>/%s; the guide has no put-parameter command for it", m[1])
 			}
 		}
 		// Every stage's samconfig names only parameters the guide creates for that stage.

@@ -11,6 +11,10 @@
 // function on the first invoke, and prints Lambda's REPORT line with "Init Duration", which
 // InitDuration reads: the cold-start figure of the size and start-up test.
 //
+// Gateway stands in for the HTTP API in front of functions under the emulator, with the routes
+// HTTPAPIRoutes reads from template.yaml after the SAM transform (rehearsal/routes.py): it picks
+// a route as API Gateway does and runs its JWT authorizer and scopes.
+//
 // `make invoke FN=payments-api EVENT=events/payments-api/post-payment.json` runs cmd/invoke,
 // which does all of this for a person.
 package rie

@@ -106,26 +106,6 @@ func templateResources(path string) (*yaml.Node, error) {
 	return r, nil
 }
 
-// templateDefaults returns each template parameter's Default.
-func templateDefaults(path string) (map[string]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	params := get(get(&doc), "Parameters")
-	for i := 0; params != nil && i+1 < len(params.Content); i += 2 {
-		if d := get(params.Content[i+1], "Default"); d != nil {
-			out[params.Content[i].Value] = d.Value
-		}
-	}
-	return out, nil
-}
-
 var subRef = regexp.MustCompile(`^\$\{([A-Za-z0-9]+)(?:\.Arn)?\}(.*)$`)
 
 // resourcesOf turns !GetAtt X.Arn, !Ref X and !Sub "${X.Arn}/index/gsi1" into logical ids
@@ -192,53 +172,4 @@ func get(n *yaml.Node, key ...string) *yaml.Node {
 		}
 	}
 	return nil
-}
-
-// TemplateRoutes lists the HTTP API routes template.yaml gives the function named fn (its
-// FunctionName suffix): a route is JWT-guarded unless its Auth.Authorizer is NONE (the API's
-// default authorizer is the JWT one), with its AuthorizationScopes (a !Ref read as the
-// parameter's default).
-func TemplateRoutes(path, fn string) ([]Route, error) {
-	resources, err := templateResources(path)
-	if err != nil {
-		return nil, err
-	}
-	defaults, err := templateDefaults(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []Route
-	for i := 0; resources != nil && i+1 < len(resources.Content); i += 2 {
-		props := get(resources.Content[i+1], "Properties")
-		name := get(props, "FunctionName")
-		if name == nil || !strings.HasSuffix(name.Value, "-"+fn) {
-			continue
-		}
-		evs := get(props, "Events")
-		for j := 0; evs != nil && j+1 < len(evs.Content); j += 2 {
-			ev := evs.Content[j+1]
-			if t := get(ev, "Type"); t == nil || t.Value != "HttpApi" {
-				continue
-			}
-			p := get(ev, "Properties")
-			m, pa := get(p, "Method"), get(p, "Path")
-			if m == nil || pa == nil {
-				continue
-			}
-			a := get(get(p, "Auth"), "Authorizer")
-			r := Route{Method: strings.ToUpper(m.Value), Path: pa.Value, JWT: a == nil || a.Value != "NONE"}
-			for _, sc := range contentOf(get(get(p, "Auth"), "AuthorizationScopes")) {
-				v := sc.Value
-				if sc.Tag == "!Ref" {
-					v = defaults[v]
-				}
-				r.Scopes = append(r.Scopes, v)
-			}
-			out = append(out, r)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("rie: no HTTP API routes for %s in %s", fn, path)
-	}
-	return out, nil
 }

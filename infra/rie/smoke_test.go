@@ -44,7 +44,7 @@ func TestSmokeUnderEmulator(t *testing.T) {
 	}
 	// The JWT authorizer's stand-in: API Gateway has checked signature, issuer, audience and
 	// expiry; the function sees the claims. Scopes as the guide's issuer grants them.
-	tokens := map[string]map[string]string{
+	tokens := map[string]map[string]any{
 		"payments-client-jwt": {"sub": "smoke-client", "scope": "twice/payments"},
 		"operator-jwt":        {"sub": "ops-client", "scope": "twice/ops"},
 	}
@@ -59,7 +59,8 @@ func TestSmokeUnderEmulator(t *testing.T) {
 			e = &env{root: root, rie: rieBin, fx: fx, calls: map[string][]*rie.Recorder{}, ran: map[string][]*rie.Emulator{}}
 			return fx, err
 		},
-		Verify: func(_ context.Context, tok string) (map[string]string, error) {
+		Params: []string{"JwtIssuer=https://issuer.smoke.invalid/", "JwtAudience=twice-smoke"},
+		Verify: func(_ context.Context, _ rie.Route, tok string) (map[string]any, error) {
 			if c, ok := tokens[tok]; ok {
 				return c, nil
 			}

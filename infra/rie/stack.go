@@ -29,8 +29,11 @@ type StackConfig struct {
 	// Fixture creates the tables, queues, state machine and names the SSM parameters, given
 	// the simulator's URL (the functions' Stripe API base).
 	Fixture func(ctx context.Context, simURL string) (*Fixture, error)
+	// Params set template parameters for the routes' authorizer ("JwtIssuer=...",
+	// "JwtAudience=..."; HTTPAPIRoutes).
+	Params []string
 	// Verify is the JWT authorizer's stand-in (Gateway.Verify).
-	Verify func(ctx context.Context, token string) (map[string]string, error)
+	Verify func(ctx context.Context, route Route, token string) (map[string]any, error)
 	// DataDir holds the simulator's state and the built functions.
 	DataDir string
 	// Start starts one built function; the default runs it under RIE with the fixture's
@@ -39,8 +42,8 @@ type StackConfig struct {
 }
 
 // Stack is template.yaml's HTTP API in the emulator form: StackFunctions built as the template
-// builds them, under aws-lambda-rie, behind one API stand-in with the template's routes,
-// authorizer and scopes, on DynamoDB Local and moto; and the Stripe simulator in Stripe's
+// builds them, under aws-lambda-rie, behind the HTTP API stand-in (Gateway) with the template's
+// routes after the SAM transform, their authorizer and scopes, on DynamoDB Local and moto; and the Stripe simulator in Stripe's
 // place, accepting the key in the stripe-api-key SSM parameter and sending webhooks signed with
 // the first secret in the stripe-webhook-secret one to the API's /webhooks/stripe. cmd/stack
 // serves one for a person following docs/deploy.md; TestSmokeUnderEmulator runs twicectl smoke
@@ -97,13 +100,13 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			return Start(ctx, cfg.RIE, bootstrap, fx.Env())
 		}
 	}
-	var api API
+	routes, err := HTTPAPIRoutes(ctx, cfg.Root, cfg.Params...)
+	if err != nil {
+		return nil, err
+	}
+	api := &Gateway{Routes: routes, Verify: cfg.Verify, Functions: map[string]Invoker{}}
 	for _, fn := range StackFunctions {
 		bin, err := Build(ctx, cfg.Root, "./functions/"+fn, runtime.GOARCH, filepath.Join(cfg.DataDir, fn))
-		if err != nil {
-			return nil, err
-		}
-		routes, err := TemplateRoutes(filepath.Join(cfg.Root, "template.yaml"), fn)
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +115,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			return nil, err
 		}
 		s.close = append(s.close, func() { em.Close() })
-		api = append(api, &Gateway{Routes: routes, Verify: cfg.Verify, Emulator: em})
+		api.Functions[fn] = em
 	}
 	apiSrv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	go apiSrv.Serve(cfg.APIListener)

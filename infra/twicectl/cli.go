@@ -23,7 +23,7 @@ const (
 
 const usage = `twicectl: the operator API from a terminal
 
-usage: twicectl [--url URL] [--token TOKEN] [--json] COMMAND
+usage: twicectl [--url URL] [--token TOKEN] [--as NAME] [--json] COMMAND
 
   attempts KEY|ID [--by KIND] [--scope SCOPE]
         every attempt filed under a caller's Idempotency-Key (in SCOPE, default the API's),
@@ -34,28 +34,31 @@ usage: twicectl [--url URL] [--token TOKEN] [--json] COMMAND
         charges, dead letters and what operators did to them
   deadletters ls [--status S] [--source S] [--class C] [--q TEXT] [--limit N]
   deadletters retry|resolve|ignore ID [--note TEXT]
+        a retry is queued (the outbox relay sends it; the record closes when the work
+        is done); resolve and ignore take effect at once
+  recoveries ls [--limit N] [--cursor C]
+        the running recoveries, soonest next attempt first (GET /ops/recoveries)
   smoke [--payments-token T] [--wait 60s] [--key K] [--allow-live]
         the post-deploy check: a test-mode payment (pm_card_visa, 100 usd) and its replay,
         the provider's webhook for it in the attempt log (waits up to --wait), /ops with the
         operator token; one line per check, exit 1 on any failure (docs/deploy.md).
         --payments-token (or $TWICE_PAYMENTS_TOKEN) is the bearer token for /payments (none
         locally); --token is the operator's. Refuses live mode unless --allow-live.
-  recoveries ls
-        not available: the operator API has no recovery listing yet (see a payment's
-        recovery in GET /payments/{id} or its timeline)
 
 --url defaults to $TWICE_URL or ` + defaultURL + `; --token to $TWICE_OPERATOR_TOKEN or the
-local stack's default. --json prints the API's JSON answer unchanged.
+local stack's default. --as NAME names the person acting with the shared token: the audit
+trail records operator:NAME (with a JWT in AWS, the token's subject is recorded and --as is
+ignored). --json prints the API's JSON answer unchanged.
 `
 
 // errUsage is a command line that does not parse; it exits 2.
 var errUsage = errors.New("usage")
 
 type cli struct {
-	base, token string
-	json        bool
-	out, errOut io.Writer
-	http        *http.Client
+	base, token, as string
+	json            bool
+	out, errOut     io.Writer
+	http            *http.Client
 }
 
 // parse splits args into positionals and --flags (before or after the positionals);
@@ -97,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	c := &cli{base: first(flags["url"], env("TWICE_URL"), defaultURL), token: first(flags["token"], env("TWICE_OPERATOR_TOKEN"), defaultToken),
+	c := &cli{base: first(flags["url"], env("TWICE_URL"), defaultURL), token: first(flags["token"], env("TWICE_OPERATOR_TOKEN"), defaultToken), as: flags["as"],
 		json: flags["json"] == "true", out: stdout, errOut: stderr, http: &http.Client{Timeout: 30 * time.Second}}
 	if flags["help"] == "true" || flags["h"] == "true" || len(pos) == 0 {
 		fmt.Fprint(stdout, usage)
@@ -107,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 		return 0
 	}
 	known := map[string]bool{"url": true, "token": true, "json": true, "by": true, "scope": true, "status": true,
-		"source": true, "class": true, "q": true, "limit": true, "note": true,
+		"source": true, "class": true, "q": true, "limit": true, "note": true, "as": true, "cursor": true,
 		"payments-token": true, "key": true, "payment-method": true, "amount": true, "currency": true, "wait": true, "allow-live": true}
 	for k := range flags {
 		if !known[k] {
@@ -133,8 +136,7 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 		}
 		return s.run(ctx)
 	case pos[0] == "recoveries" && len(pos) == 2 && pos[1] == "ls":
-		fmt.Fprintln(stderr, "recoveries ls: the operator API has no recovery listing yet; a payment's recovery is in GET /payments/{id} and its timeline")
-		return 3
+		err = c.recoveries(ctx, flags)
 	default:
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -184,6 +186,9 @@ func (c *cli) call(ctx context.Context, method, path string, body any) ([]byte, 
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.as != "" {
+		req.Header.Set(opsapi.OperatorHeader, c.as)
+	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -381,12 +386,67 @@ func (c *cli) act(ctx context.Context, action, id, note string) error {
 	if res.Record != nil {
 		res.ID, res.Status = res.Record.ID, res.Record.Status
 	}
-	msg := action + " done"
+	// A retry is only queued: the outbox relay sends it and the work's consumer closes the
+	// record; resolve and ignore are done when the API answers.
+	msg := map[string]string{"retry": "retry queued; the record closes when the work is done",
+		"resolve": "marked resolved", "ignore": "marked ignored"}[action]
 	if res.Retried != nil && !*res.Retried {
 		msg = "a retry is already in progress; nothing more was sent"
 	}
 	fmt.Fprintf(c.out, "%s: %s (status %s)\n", res.ID, msg, res.Status)
 	return nil
+}
+
+func (c *cli) recoveries(ctx context.Context, flags map[string]string) error {
+	q := url.Values{}
+	for _, k := range []string{"limit", "cursor"} {
+		if v := flags[k]; v != "" {
+			q.Set(k, v)
+		}
+	}
+	path := "/ops/recoveries"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	raw, err := c.call(ctx, "GET", path, nil)
+	if err != nil {
+		return err
+	}
+	var page struct {
+		Recoveries []struct {
+			PaymentID     string    `json:"payment_id"`
+			State         string    `json:"state"`
+			Round         int       `json:"round"`
+			Attempts      int       `json:"attempts"`
+			NextAttemptAt time.Time `json:"next_attempt_at"`
+			Reason        string    `json:"reason"`
+			Customer      string    `json:"customer"`
+			Amount        int64     `json:"amount"`
+			Currency      string    `json:"currency"`
+			CardBrand     string    `json:"card_brand"`
+		}
+		Cursor string
+	}
+	return c.emit(raw, &page, func(w *tabwriter.Writer) {
+		fmt.Fprintln(w, "PAYMENT\tSTATE\tROUND\tATTEMPTS\tNEXT ATTEMPT\tREASON\tAMOUNT\tCUSTOMER\tCARD")
+		for _, r := range page.Recoveries {
+			next, amount := "", ""
+			if !r.NextAttemptAt.IsZero() {
+				next = r.NextAttemptAt.UTC().Format(time.DateTime)
+			}
+			if r.Currency != "" {
+				amount = opsapi.Money(r.Amount, r.Currency)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.PaymentID, r.State, r.Round, r.Attempts, next, r.Reason,
+				amount, r.Customer, r.CardBrand)
+		}
+		if len(page.Recoveries) == 0 {
+			fmt.Fprintln(w, "(no running recoveries)")
+		}
+		if page.Cursor != "" {
+			fmt.Fprintf(w, "\n(more: --cursor %s)\n", page.Cursor)
+		}
+	})
 }
 
 // human writes a duration as the console does.

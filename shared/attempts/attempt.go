@@ -57,9 +57,9 @@ type Attempt struct {
 	StartedAt time.Time     `json:"started_at"`
 	Duration  time.Duration `json:"duration_ns"` // until the response headers (or the error)
 
-	// The lookup keys: an attempt can be found by each one that is set. They are redacted
-	// and capped like every other field (a key that is a card number is stored masked, and a
-	// lookup masks the value it is given the same way).
+	// The lookup keys: an attempt can be found by each one that is set. They are stored
+	// redacted and capped like every other field (a key that is a card number is shown
+	// masked), and filed under a digest of their exact values (indexPK).
 	IdempotencyKey    string `json:"idempotency_key,omitempty"`
 	PaymentID         string `json:"payment_id,omitempty"`
 	EventID           string `json:"event_id,omitempty"`
@@ -133,12 +133,13 @@ func (a Attempt) Summary() Attempt {
 }
 
 type lookupKey struct {
-	by    By
-	value string
+	by           By
+	scope, value string
 }
 
-// lookupKeys are the keys a (redacted) attempt is filed under.
+// lookupKeys are the keys an attempt is filed under, as given: a caller's idempotency key in
+// its scope (an outbound call has none: its key is the provider key, filed unscoped).
 func (a Attempt) lookupKeys() []lookupKey {
-	return []lookupKey{{ByIdempotencyKey, a.IdempotencyKey}, {ByPaymentID, a.PaymentID}, {ByEventID, a.EventID},
-		{ByProviderPaymentID, a.ProviderPaymentID}, {ByInvoice, a.Invoice}}
+	return []lookupKey{{ByIdempotencyKey, a.Scope, a.IdempotencyKey}, {ByPaymentID, "", a.PaymentID}, {ByEventID, "", a.EventID},
+		{ByProviderPaymentID, "", a.ProviderPaymentID}, {ByInvoice, "", a.Invoice}}
 }

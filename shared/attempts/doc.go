@@ -22,8 +22,14 @@
 //   - Everywhere, in headers (names too), bodies, the path, error text and every other field,
 //     the lookup keys included: Stripe secret and restricted keys, webhook secrets and client
 //     secrets keep only their prefix, and Luhn-valid card numbers of 13 to 19 digits (grouped
-//     by single spaces, dashes, dots or slashes, or not) keep their last four. A lookup masks
-//     the value it is given the same way, so a key that was a card number is still found.
+//     by single spaces, dashes, dots or slashes, or not) keep their last four. Digits inside
+//     an id of the form Stripe and twice issue (lower-case letters and "_", then letters,
+//     digits and "_": evt_..., pi_..., pay_..., twice_pay_...) are not a card number and stay.
+//
+// A lookup key is filed under a digest of its exact value, never its masked form, so two keys
+// that mask alike ("1000000090042" and "1000000170042" both show as "[card ****0042]") never
+// share a lookup; a caller's idempotency key is filed with its scope (LookupKey), so two
+// callers' same key never meet either.
 //
 // A delivery that failed verification is quarantined: stored by the day it came, with its
 // source and body hash, never under the ids it claims, which only count towards "an unverified

@@ -20,12 +20,18 @@ import (
 //
 // Each attempt is written once per way to find it, all in one transaction:
 //
-//	PK "att#<id>"   SK "attempt"                       Get by id
-//	PK "idem#<key>" SK "<started_at>#<id>"             Lookup by idempotency key
-//	PK "pay#<id>"   SK "<started_at>#<id>"             Lookup by payment id
-//	PK "evt#<id>"   SK "<started_at>#<id>"             Lookup by event id
-//	PK "ppi#<id>"   SK "<started_at>#<id>"             Lookup by provider payment id
-//	PK "inv#<id>"   SK "<started_at>#<id>"             Lookup by invoice
+//	PK "att#<id>"             SK "attempt"             Get by id
+//	PK "idem#<digest(scope, key)>" SK "<started_at>#<id>"  Lookup by idempotency key (LookupKey, Lookup)
+//	PK "pay#<digest(id)>"     SK "<started_at>#<id>"   Lookup by payment id
+//	PK "evt#<digest(id)>"     SK "<started_at>#<id>"   Lookup by event id
+//	PK "ppi#<digest(id)>"     SK "<started_at>#<id>"   Lookup by provider payment id
+//	PK "inv#<digest(id)>"     SK "<started_at>#<id>"   Lookup by invoice
+//
+// A lookup key is filed under a digest of its exact value (indexPK), never under its redacted
+// form: redaction masks a numeric key that passes the Luhn check down to its last four digits,
+// so two orders ending alike would share a lookup, and a cap would merge two long keys. The
+// digest also keeps a value that looks like a card number out of the partition key. An
+// idempotency key is filed with its caller's scope, so two callers' same key never meet.
 //
 // A refused (unverified) delivery is never filed under the ids it claims:
 //
@@ -185,7 +191,8 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 		a.StartedAt = l.now()
 	}
 	a.StartedAt = a.StartedAt.UTC()
-	claims := a.Claimed // hashed whole, before the cap, so a lookup of the whole id counts them
+	claims := a.Claimed    // hashed whole, before the cap, so a lookup of the whole id counts them
+	keys := a.lookupKeys() // filed by their exact values, before redaction and the cap
 	a = a.Redacted(l.bodyCap())
 	doc, err := json.Marshal(a)
 	if err != nil {
@@ -222,12 +229,11 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 			ws = append(ws, item(claimPK(c), []byte("{}")))
 		}
 	} else {
-		for _, k := range a.lookupKeys() {
+		for _, k := range keys {
 			if k.value == "" {
 				continue
 			}
-			p, _ := k.by.prefix()
-			ws = append(ws, item(p+k.value, sumDoc))
+			ws = append(ws, item(indexPK(k.by, k.scope, k.value), sumDoc))
 		}
 	}
 	if err := l.Store.Transact(ctx, ws...); err != nil {
@@ -252,21 +258,29 @@ type Page struct {
 // Lookup answers "was this delivered?": every attempt recorded under the idempotency key,
 // payment id or event id, newest first, one page at a time ("" starts; pass Page.Cursor to
 // continue), as summaries without headers and bodies (Get has those). Attempts past their
-// retention are left out even if the store still holds them.
+// retention are left out even if the store still holds them. By idempotency key it finds the
+// keys filed with no scope (the provider keys of outbound calls); LookupKey finds a caller's.
 func (l *Log) Lookup(ctx context.Context, by By, value, cursor string) (Page, error) {
-	p, ok := by.prefix()
-	if !ok || value == "" {
+	return l.lookup(ctx, by, "", value, cursor)
+}
+
+// LookupKey is Lookup by a caller's own Idempotency-Key in that caller's scope: the requests
+// the caller made with it, and no other caller's.
+func (l *Log) LookupKey(ctx context.Context, scope, key, cursor string) (Page, error) {
+	return l.lookup(ctx, ByIdempotencyKey, scope, key, cursor)
+}
+
+func (l *Log) lookup(ctx context.Context, by By, scope, value, cursor string) (Page, error) {
+	if _, ok := by.prefix(); !ok || value == "" {
 		return Page{}, fmt.Errorf("%w: by %q", ErrInvalid, by)
 	}
-	raw := value
-	value = lookupValue(value) // stored keys are redacted and capped: ask the same way
-	page, err := l.query(ctx, p+value, cursor)
+	page, err := l.query(ctx, indexPK(by, scope, value), cursor)
 	if err != nil {
 		return Page{}, fmt.Errorf("attempts: lookup %s: %w", by, err)
 	}
 	if cursor == "" && by != ByIdempotencyKey && by != ByInvoice {
 		// Refused deliveries that claimed this id: a count only.
-		if page.UnverifiedClaims, err = l.countClaims(ctx, raw); err != nil {
+		if page.UnverifiedClaims, err = l.countClaims(ctx, value); err != nil {
 			return Page{}, fmt.Errorf("attempts: lookup %s: %w", by, err)
 		}
 		if page.UnverifiedClaims > 0 {
@@ -304,6 +318,17 @@ func (l *Log) ListRefused(ctx context.Context, day time.Time, cursor string) (Pa
 		return Page{}, fmt.Errorf("attempts: refused: %w", err)
 	}
 	return page, nil
+}
+
+// indexPK is the partition a lookup key is filed under: its kind's prefix and a digest of
+// the exact scope and value (scope is "" except for a caller's idempotency key).
+func indexPK(by By, scope, value string) string {
+	p, _ := by.prefix()
+	h := sha256.New()
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write([]byte(value))
+	return p + hex.EncodeToString(h.Sum(nil))
 }
 
 func refusedPK(t time.Time) string { return "ref#" + t.UTC().Format("2006-01-02") }

@@ -138,7 +138,7 @@ func TestRecordStoresRedactedCappedWithTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []store.Key{{PK: "att#a1", SK: "attempt"}, {PK: "pay#pay_1", SK: "2026-11-29T08:00:00.000000000Z#a1"}} {
+	for _, key := range []store.Key{{PK: "att#a1", SK: "attempt"}, {PK: indexPK(ByPaymentID, "", "pay_1"), SK: "2026-11-29T08:00:00.000000000Z#a1"}} {
 		it, err := s.Get(ctx, Table, key.PK, key.SK)
 		if err != nil {
 			t.Fatalf("%s: %v", key.PK, err)

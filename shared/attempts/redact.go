@@ -29,8 +29,8 @@ const (
 	MaxLogField = 256
 )
 
-// lookupValue is a lookup key as stored and as looked up: redacted, control characters (a NUL
-// is not a valid store key) replaced, then capped.
+// lookupValue is a lookup key as the attempt shows it: redacted, control characters
+// replaced, then capped. (It is filed under indexPK of its exact value.)
 func lookupValue(v string) string {
 	v = strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {
@@ -472,15 +472,26 @@ func isCardMask(s string) bool {
 //     check; it starts and ends
 //     at the edges of digit groups, so "4242 4242 4242 4242 12/34" loses its card number and
 //     keeps the expiry, while a 20-digit reference is left alone.
+//   - Ids are not card numbers: digits inside an id of the form Stripe and twice issue
+//     (lower-case letters and "_", then letters, digits and "_": "evt_000000000000000A",
+//     "pay_…", "twice_pay_…") are left alone, so an id reads as issued and two ids never
+//     mask alike.
 //
 // Text with none of these comes back unchanged and unallocated.
 func RedactText(s string) string {
 	var b []byte
 	changed := false
 	last := 0 // s[last:i] is not yet copied to b
+	var tok idToken
 	for i := 0; i < len(s); {
 		c := s[i]
 		if isDigit(c) {
+			if tok.inID(s, i) {
+				for i < len(s) && isDigit(s[i]) {
+					i++
+				}
+				continue
+			}
 			end, last4, ok := card(s, i)
 			if ok {
 				if !changed {
@@ -490,6 +501,7 @@ func RedactText(s string) string {
 				b = append(b, s[last:i]...)
 				b = append(b, cardMask(last4)...)
 				last = end
+				tok.start = end // the mask ends the run
 			}
 			i = end
 			continue
@@ -503,7 +515,11 @@ func RedactText(s string) string {
 			b = append(b, Redacted...)
 			i += n
 			last = i
+			tok.start = i // what follows a secret starts afresh
 			continue
+		}
+		if !isIDChar(c) {
+			tok.start = i + 1
 		}
 		i++
 	}
@@ -511,6 +527,33 @@ func RedactText(s string) string {
 		return s
 	}
 	return string(append(b, s[last:]...))
+}
+
+func isIDChar(c byte) bool { return isAlnum(c) || c == '_' }
+
+// idToken follows RedactText's scan: start is where the current run of id characters began,
+// and the answer for that run is kept, so a long run costs one look however many digit
+// groups it holds.
+type idToken struct {
+	start   int
+	checked int // 1 + the start last checked (0: none)
+	id      bool
+}
+
+// inID reports whether the digit at s[i] continues an id: the run of id characters it is in
+// began with lower-case letters and "_".
+func (t *idToken) inID(s string, i int) bool {
+	if t.start >= i {
+		return false // the digits begin the run
+	}
+	if t.checked != t.start+1 {
+		j := t.start
+		for j < i && s[j] >= 'a' && s[j] <= 'z' {
+			j++
+		}
+		t.checked, t.id = t.start+1, j > t.start && j < i && s[j] == '_'
+	}
+	return t.id
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

@@ -39,6 +39,13 @@ func TestRedactText(t *testing.T) {
 		"secret glued to card":      {"sk_test_4242424242424242", "sk_test_[redacted]"},
 		"nested prefixes":           {"whsec_sk_test_abc", "whsec_[redacted]_test_abc"},
 		"utf8 around card survives": {"é4242424242424242é", "é[card ****4242]é"},
+		"stripe event id kept":      {"evt_000000000000000A", "evt_000000000000000A"},
+		"stripe id all digits kept": {"pi_4242424242424242", "pi_4242424242424242"},
+		"our id kept":               {"twice_pay_4242424242424242 x", "twice_pay_4242424242424242 x"},
+		"id then a card":            {"evt_1 4242424242424242", "evt_1 [card ****4242]"},
+		"upper-case start no id":    {"EVT_4242424242424242", "EVT_[card ****4242]"},
+		"underscore alone no id":    {"_4242424242424242", "_[card ****4242]"},
+		"card after a dash":         {"pi_abc-4242424242424242", "pi_abc-[card ****4242]"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -256,15 +263,20 @@ func equalAttempts(a, b Attempt) bool {
 var (
 	secretPattern = regexp.MustCompile(`(?:sk|rk)_(?:live|test)_[0-9A-Za-z]|whsec_[A-Za-z0-9+/=]|_secret_[0-9A-Za-z]`)
 	digitGroup    = regexp.MustCompile(`[0-9]+`)
+	// idBefore matches text that ends inside an id ("evt_1N", "twice_pay_"): digits that
+	// continue it are part of the id, not a card number.
+	idBefore = regexp.MustCompile(`(?:^|[^A-Za-z0-9_])[a-z]+_[A-Za-z0-9_]*$`)
 )
 
 // leakedCard returns a card number left in s: 13-19 digits from the start of one digit group
-// to the end of the same or a later one, the groups joined by single spaces, dashes, dots or
-// slashes,
-// passing the Luhn check.
+// (not one that continues an id) to the end of the same or a later one, the groups joined by
+// single spaces, dashes, dots or slashes, passing the Luhn check.
 func leakedCard(s string) string {
 	groups := digitGroup.FindAllStringIndex(s, -1)
 	for i := range groups {
+		if idBefore.MatchString(s[:groups[i][0]]) {
+			continue
+		}
 		digits := ""
 		for j := i; j < len(groups); j++ {
 			if j > i {

@@ -4,11 +4,14 @@
 // dedupe on event id and change makes an event that did arrive a harmless duplicate, and its
 // version rule makes an old one stale, so a pass may repeat or overlap any earlier one.
 //
+// The walk follows the list's cursor and commits it after every page, so a backlog of any size
+// is walked completely across passes, invocations and crashes (see Backfill).
+//
 // An event the worker cannot apply now is put in the outbox (KindRequeue) before the
-// checkpoint moves past it; the outbox relay sends it to the webhook queue (FollowOns), so the
+// cursor moves past it; the outbox relay sends it to the webhook queue (FollowOns), so the
 // pass needs no queue client: in AWS the reconciler, which runs it, links DynamoDB only.
 //
-//	b := &backfill.Backfill{Store: st, Events: stripeClient, Worker: w, Requeue: true}
+//	b := &backfill.Backfill{Store: st, Events: stripeClient, Worker: w}
 //	rep, err := b.Run(ctx, backfill.Request{})
 //	relay.Handlers[backfill.KindRequeue] = backfill.FollowOns(webhookQueue)[backfill.KindRequeue]
 package backfill

@@ -47,6 +47,7 @@ const (
 	ClassReconStatusMismatch    Class = "recon_status_mismatch"
 	ClassReconAmountMismatch    Class = "recon_amount_mismatch"
 	ClassReconDuplicateCharge   Class = "recon_duplicate_charge"
+	ClassReconStuck             Class = "recon_stuck"
 	// ClassReconRunFailed is a scheduled reconciliation run that failed after its retries (the
 	// reconciler's on-failure destination or the schedule's dead-letter queue).
 	ClassReconRunFailed Class = "recon_run_failed"
@@ -62,7 +63,7 @@ var Classes = []Class{
 	ClassHTTPThrottled, ClassHTTPTransient, ClassHTTPUnknown, ClassHTTPPermanent, ClassHTTPCredentials,
 	ClassSignature, ClassValidation, ClassExhaustedRecovery, ClassProcessing, ClassFollowOnUndelivered, ClassPoison,
 	ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconStatusMismatch,
-	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconRunFailed, ClassDisputeEvidenceDue,
+	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconStuck, ClassReconRunFailed, ClassDisputeEvidenceDue,
 }
 
 // DeclineClass maps a decline class (a declines.Class, taken as its string so that the table
@@ -147,6 +148,10 @@ var texts = map[Class]func(Facts) (string, string){
 	ClassReconAmountMismatch: func(f Facts) (string, string) {
 		return fmt.Sprintf("Payment %s is for %s here but %s at the payment provider.", name(f.PaymentID, "a payment"), word(f.Local, "one amount"), word(f.Remote, "another")),
 			"Find which amount the customer agreed to; refund or correct the difference, then override with a note."
+	},
+	ClassReconStuck: func(f Facts) (string, string) {
+		return fmt.Sprintf("Payment %s has been %s for longer than it should be, and nobody has told us how it ended.", name(f.PaymentID, "a payment"), word(f.Local, "unfinished")),
+			"Look the payment up at the provider: record the outcome it shows (replay its webhook or override), or, if there is no charge, mark it failed and tell the customer."
 	},
 	ClassReconDuplicateCharge: func(f Facts) (string, string) {
 		return fmt.Sprintf("The customer appears to have been charged more than once for %s.", name(first(f.Invoice, f.PaymentID), "one payment")),

@@ -20,6 +20,7 @@ const StageDimension = "Stage"
 const (
 	Count        = "Count"
 	Milliseconds = "Milliseconds"
+	Seconds      = "Seconds"
 )
 
 // Dim is one dimension of a metric line, after Stage.

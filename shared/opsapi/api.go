@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,8 @@ var _ Records = (*deadletter.Table)(nil)
 // Attempts answers "was this delivered?".
 type Attempts interface {
 	Lookup(ctx context.Context, by attempts.By, value, cursor string) (attempts.Page, error)
+	// LookupKey finds the requests a caller made with its own Idempotency-Key, in its scope.
+	LookupKey(ctx context.Context, scope, key, cursor string) (attempts.Page, error)
 }
 
 var _ Attempts = (*attempts.Log)(nil)
@@ -58,7 +61,8 @@ type Handler struct {
 	Records  Records
 	Attempts Attempts
 	// Token is the operator bearer token (TWICE_OPERATOR_TOKEN locally). Requests carrying
-	// "Authorization: Bearer <Token>" are the operator "operator".
+	// "Authorization: Bearer <Token>" are the operator "operator", or "operator:NAME" when they
+	// name their person in the OperatorHeader (twicectl --as NAME).
 	Token string
 	// Principal, when set, names the caller from the request: in AWS the API Gateway
 	// authorizer has already checked it (a JWT's sub, an IAM ARN). It is tried before Token.
@@ -93,9 +97,13 @@ type Handler struct {
 	// Reconcile, when set, serves POST /ops/reconcile: an on-demand reconciliation run with the
 	// request body as the run's input ({} for the default window, or {"from","to"}).
 	Reconcile Reconciler
+	// Failures, when set, throttles failed logins and bearer tokens per source IP (the local
+	// stack sets it; in AWS API Gateway's authorizer checks the JWT before a request arrives).
+	Failures *FailureLimiter
 
-	mux *http.ServeMux
-	key []byte
+	mux    *http.ServeMux
+	routes []Route
+	key    []byte
 }
 
 // New checks h and returns it ready to serve. It needs Records, and a Token, a Principal or an
@@ -107,7 +115,7 @@ func New(h Handler) (*Handler, error) {
 	if h.Token == "" && h.Principal == nil && h.OIDC == nil {
 		return nil, errors.New("opsapi: a Token, a Principal or an OIDC login is required")
 	}
-	return h.routes(), nil
+	return h.register(), nil
 }
 
 func (h *Handler) now() time.Time {
@@ -124,16 +132,57 @@ func (h *Handler) log() *slog.Logger {
 	return h.Log
 }
 
-// routes registers the routes on a fresh mux.
-func (h *Handler) routes() *Handler {
-	h.mux, h.key = http.NewServeMux(), h.SessionKey
+// Access is what a route asks of its caller before its handler runs.
+type Access int
+
+const (
+	// Public routes take anyone: the sign-in pages and the /ops redirect.
+	Public Access = iota
+	// Session routes are console pages and forms: a signed-in operator's session cookie
+	// (forms also their CSRF token). Without one they redirect to the sign-in page.
+	Session
+	// Bearer routes are the JSON API: an operator's bearer token (in AWS, a JWT with the
+	// operations scope, checked by API Gateway's authorizer before the function runs).
+	Bearer
+)
+
+func (a Access) String() string {
+	switch a {
+	case Session:
+		return "session"
+	case Bearer:
+		return "bearer"
+	}
+	return "public"
+}
+
+// Route is one route the handler serves: a ServeMux pattern ("GET /ops/deadletters/{id}")
+// and what it asks of the caller.
+type Route struct {
+	Pattern string
+	Access  Access
+}
+
+// Routes lists the routes h serves, in the order they were registered: what API Gateway's
+// route table and the API document must each cover.
+func (h *Handler) Routes() []Route { return slices.Clone(h.routes) }
+
+// handle registers fn under pattern and records the route.
+func (h *Handler) handle(pattern string, access Access, fn http.HandlerFunc) {
+	h.mux.HandleFunc(pattern, fn)
+	h.routes = append(h.routes, Route{Pattern: pattern, Access: access})
+}
+
+// register registers the routes on a fresh mux.
+func (h *Handler) register() *Handler {
+	h.mux, h.routes, h.key = http.NewServeMux(), nil, h.SessionKey
 	if len(h.key) == 0 {
 		m := hmac.New(sha256.New, []byte(h.Token))
 		m.Write([]byte("twice operator console session key"))
 		h.key = m.Sum(nil)
 	}
 	api := func(pattern string, fn func(http.ResponseWriter, *http.Request, string)) {
-		h.mux.HandleFunc(pattern, h.bearer(fn))
+		h.handle(pattern, Bearer, h.bearer(fn))
 	}
 	api("GET /ops/deadletters", h.list)
 	api("GET /ops/deadletters/{id}", h.detail)
@@ -170,7 +219,13 @@ const (
 	ActionIgnore  = "ignore"
 )
 
-// actor returns who is calling from the bearer token or the Principal function.
+// OperatorHeader names the person behind a call made with the shared operator token
+// (twicectl --as NAME sends it): the audit trail records "operator:NAME", as the console's
+// login form does. It is read only on the shared-token path: an authenticated Principal (the
+// JWT's sub in AWS) is who acts, whatever the header says.
+const OperatorHeader = "Twice-Operator"
+
+// actor returns who is calling from the Principal function or the bearer token.
 func (h *Handler) actor(r *http.Request) (string, bool) {
 	if h.Principal != nil {
 		if p, ok := h.Principal(r); ok && p != "" {
@@ -188,13 +243,19 @@ func (h *Handler) actor(r *http.Request) (string, bool) {
 	if subtle.ConstantTimeCompare([]byte(auth[len(prefix):]), []byte(h.Token)) != 1 {
 		return "", false
 	}
-	return "operator", true
+	return cleanName(r.Header.Get(OperatorHeader)), true
 }
 
 func (h *Handler) bearer(fn func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if h.Failures.Refuse(w, r) {
+			return
+		}
 		who, ok := h.actor(r)
 		if !ok {
+			if r.Header.Get("Authorization") != "" { // a credential was tried, not merely missing
+				h.Failures.Failed(r)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="twice-ops"`)
 			problem.Write(w, problem.Typed(http.StatusUnauthorized, problem.Unauthorized, "A valid operator token is required."))
 			return

@@ -64,24 +64,24 @@ type session struct {
 }
 
 func (h *Handler) console() {
-	h.mux.HandleFunc("GET /ops/{$}", h.page(h.listPage))
-	h.mux.HandleFunc("GET /ops/records/{id}", h.page(h.detailPage))
-	h.mux.HandleFunc("GET /ops/lookup", h.page(h.lookupPage))
-	h.mux.HandleFunc("GET /ops/payments/{id}", h.page(h.timelinePage))
-	h.mux.HandleFunc("GET /ops/running", h.page(h.recoveriesPageHandler))
+	h.handle("GET /ops/{$}", Session, h.page(h.listPage))
+	h.handle("GET /ops/records/{id}", Session, h.page(h.detailPage))
+	h.handle("GET /ops/lookup", Session, h.page(h.lookupPage))
+	h.handle("GET /ops/payments/{id}", Session, h.page(h.timelinePage))
+	h.handle("GET /ops/running", Session, h.page(h.recoveriesPageHandler))
 	if h.Steer != nil {
-		h.mux.HandleFunc("POST /ops/payments/{id}/recovery/{action}", h.form(h.steerForm))
+		h.handle("POST /ops/payments/{id}/recovery/{action}", Session, h.form(h.steerForm))
 	}
-	h.mux.HandleFunc("POST /ops/records/{id}/{action}", h.form(h.actionForm))
-	h.mux.HandleFunc("POST /ops/bulk-retry", h.form(h.bulkForm))
-	h.mux.HandleFunc("GET /ops/login", h.loginPage)
-	h.mux.HandleFunc("GET /ops/callback", h.callback)
+	h.handle("POST /ops/records/{id}/{action}", Session, h.form(h.actionForm))
+	h.handle("POST /ops/bulk-retry", Session, h.form(h.bulkForm))
+	h.handle("GET /ops/login", Public, h.loginPage)
+	h.handle("GET /ops/callback", Public, h.callback)
 	// HTTP APIs route /ops and /ops/ to the same route; the console lives at /ops/.
-	h.mux.HandleFunc("GET /ops", func(w http.ResponseWriter, r *http.Request) {
+	h.handle("GET /ops", Public, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ops/", http.StatusSeeOther)
 	})
-	h.mux.HandleFunc("POST /ops/login", h.login)
-	h.mux.HandleFunc("POST /ops/logout", h.form(h.logout))
+	h.handle("POST /ops/login", Public, h.login)
+	h.handle("POST /ops/logout", Session, h.form(h.logout))
 }
 
 // sessionKey is the key that signs sessions and CSRF tokens: SessionKeySource's (a secret read
@@ -212,9 +212,13 @@ func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
+	if h.Failures.Refuse(w, r) {
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	if err := r.ParseForm(); err != nil || h.Token == "" ||
 		subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(h.Token)) != 1 {
+		h.Failures.Failed(r)
 		h.render(w, http.StatusUnauthorized, loginView(view{Title: "Sign in", Error: "That token is not valid."}))
 		return
 	}
@@ -383,9 +387,9 @@ func notice(done string) string {
 	case "ignore":
 		return "Marked ignored."
 	case "bulk":
-		return "Bulk retry done."
+		return "Bulk retry queued. Each record closes when its work is done."
 	case "steered":
-		return "Sent to the recovery."
+		return "Queued for the recovery; it acts on it within seconds."
 	case "not-running":
 		return "This payment has no running recovery any more; nothing was sent."
 	}

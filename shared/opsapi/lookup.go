@@ -57,41 +57,54 @@ func lookupNames() string {
 	return strings.Join(names, ", ")
 }
 
-// find answers a lookup. By idempotency key it asks twice: under the key as given (a provider
-// key, twice_pay_..., is filed so) and under the payment the caller's key created in scope, and
-// merges the two, newest first.
+// find answers a lookup. By idempotency key it merges, newest first: the caller's own
+// requests under its key in scope, a provider key as given (twice_pay_..., filed unscoped),
+// and, with PaymentIDFor, everything filed under the payment the caller's key created in
+// scope. A cursor continues that payment's list (the key's own attempts fit one page: a key
+// is a few calls).
 func (h *Handler) find(ctx context.Context, by attempts.By, value, scope, cursor string) (Lookup, error) {
 	out := Lookup{By: by, Value: value}
-	page, err := h.Attempts.Lookup(ctx, by, value, cursor)
-	if err != nil {
+	if by != attempts.ByIdempotencyKey {
+		page, err := h.Attempts.Lookup(ctx, by, value, cursor)
+		out.Page = page
 		return out, err
-	}
-	out.Page = page
-	if by != attempts.ByIdempotencyKey || h.PaymentIDFor == nil || cursor != "" {
-		return out, nil
 	}
 	if scope == "" {
 		scope = h.CallerScope
 	}
 	out.Scope = scope
-	out.PaymentID = h.PaymentIDFor(scope, value)
-	more, err := h.Attempts.Lookup(ctx, attempts.ByPaymentID, out.PaymentID, "")
-	if err != nil {
-		return out, err
+	var pages []attempts.Page
+	if h.PaymentIDFor != nil {
+		out.PaymentID = h.PaymentIDFor(scope, value)
+		page, err := h.Attempts.Lookup(ctx, attempts.ByPaymentID, out.PaymentID, cursor)
+		if err != nil {
+			return out, err
+		}
+		out.Cursor, out.UnverifiedClaims, out.Notice = page.Cursor, page.UnverifiedClaims, page.Notice
+		pages = append(pages, page)
+	}
+	if cursor == "" {
+		own, err := h.Attempts.LookupKey(ctx, scope, value, "")
+		if err != nil {
+			return out, err
+		}
+		given, err := h.Attempts.Lookup(ctx, by, value, "")
+		if err != nil {
+			return out, err
+		}
+		pages = append(pages, own, given)
 	}
 	seen := map[string]bool{}
-	for _, a := range out.Attempts {
-		seen[a.ID] = true
-	}
-	for _, a := range more.Attempts {
-		if !seen[a.ID] {
-			out.Attempts = append(out.Attempts, a)
+	out.Attempts = []attempts.Attempt{}
+	for _, p := range pages {
+		for _, a := range p.Attempts {
+			if !seen[a.ID] {
+				seen[a.ID] = true
+				out.Attempts = append(out.Attempts, a)
+			}
 		}
 	}
 	slices.SortStableFunc(out.Attempts, func(a, b attempts.Attempt) int { return b.StartedAt.Compare(a.StartedAt) })
-	// Page on by payment_id from here (the key's own attempts fit one page: a key is a few calls).
-	out.Cursor = more.Cursor
-	out.UnverifiedClaims, out.Notice = more.UnverifiedClaims, more.Notice
 	return out, nil
 }
 

@@ -21,29 +21,55 @@ const MaxBody = 64 << 10
 // scopes.
 func (s *Service) Handler(scope func(*http.Request) string) http.Handler {
 	mux := http.NewServeMux()
-	// Recovery of a decline and resolution of an unknown outcome are outbox messages committed
-	// with the answer; nothing runs after the commit.
-	mux.HandleFunc("POST /payments", func(w http.ResponseWriter, r *http.Request) { s.serveCreate(w, r, scope(r)) })
-	mux.HandleFunc("GET /payments/{id}", func(w http.ResponseWriter, r *http.Request) {
-		p, err := Get(r.Context(), s.Store, r.PathValue("id"))
-		if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope(r)) {
-			problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No payment has this id."))
-			return
-		}
-		if err != nil {
-			s.log().ErrorContext(r.Context(), "read payment", "error", err)
-			problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The payment could not be read; retry."))
-			return
-		}
-		v := p.View()
-		if err := s.addRecovery(r.Context(), &v, p); err != nil {
-			s.log().ErrorContext(r.Context(), "read payment recovery", "payment_id", p.ID, "error", err)
-			problem.Error(w, http.StatusInternalServerError, "The payment could not be read; retry.")
-			return
-		}
-		writeJSON(w, http.StatusOK, v)
-	})
+	for _, r := range s.routes(scope) {
+		mux.HandleFunc(r.pattern, r.fn)
+	}
 	return mux
+}
+
+// Routes lists the ServeMux patterns Handler serves: what API Gateway's route table and the
+// API document must each cover.
+func Routes() []string {
+	var out []string
+	for _, r := range (&Service{}).routes(nil) {
+		out = append(out, r.pattern)
+	}
+	return out
+}
+
+type route struct {
+	pattern string
+	fn      http.HandlerFunc
+}
+
+// routes is the one table Handler and Routes read.
+func (s *Service) routes(scope func(*http.Request) string) []route {
+	return []route{
+		// Recovery of a decline and resolution of an unknown outcome are outbox messages
+		// committed with the answer; nothing runs after the commit.
+		{"POST /payments", func(w http.ResponseWriter, r *http.Request) { s.serveCreate(w, r, scope(r)) }},
+		{"GET /payments/{id}", func(w http.ResponseWriter, r *http.Request) { s.serveGet(w, r, scope(r)) }},
+	}
+}
+
+func (s *Service) serveGet(w http.ResponseWriter, r *http.Request, scope string) {
+	p, err := Get(r.Context(), s.Store, r.PathValue("id"))
+	if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope) {
+		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No payment has this id."))
+		return
+	}
+	if err != nil {
+		s.log().ErrorContext(r.Context(), "read payment", "error", err)
+		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The payment could not be read; retry."))
+		return
+	}
+	v := p.View()
+	if err := s.addRecovery(r.Context(), &v, p); err != nil {
+		s.log().ErrorContext(r.Context(), "read payment recovery", "payment_id", p.ID, "error", err)
+		problem.Error(w, http.StatusInternalServerError, "The payment could not be read; retry.")
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // serveCreate is POST /payments in a straight line: the key and the body are read once, the

@@ -29,6 +29,24 @@ const (
 	StatusCanceled = "canceled"
 )
 
+// OpenStatuses are the statuses a payment is not meant to stay in: each has a bound
+// (StuckAfter).
+var OpenStatuses = []string{StatusPending, StatusProcessing}
+
+// StuckAfter is how long a payment may stay in a non-final status before it is stuck: a
+// pending payment past the provider's idempotency key horizon (its outcome can no longer be
+// settled by repeating the call), a processing one past a day. 0: the status has no bound (a
+// final one). Reconciliation reports a payment still there past its bound.
+func StuckAfter(status string) time.Duration {
+	switch status {
+	case StatusPending:
+		return provider.StripeKeyHorizon
+	case StatusProcessing:
+		return 24 * time.Hour
+	}
+	return 0
+}
+
 // Metadata keys every create of ours puts on the provider's payment. MetaPaymentID is how a
 // payment whose outcome was unknown is found at the provider once its idempotency key may be
 // forgotten (provider.Searcher).

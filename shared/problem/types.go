@@ -30,6 +30,7 @@ const (
 	RetryNotSent        = "retry-not-sent"              // 502: the retry could not be sent; nothing changed
 	ReconcileFailed     = "reconciliation-failed"       // 502: the run could not finish; run it again
 	NoRunningRecovery   = "no-running-recovery"         // 409: nothing to steer
+	TooManyAttempts     = "too-many-attempts"           // 429 with Retry-After: failed credentials from this source
 )
 
 // Typed returns the problem of the given type (a constant above) with the standard title for

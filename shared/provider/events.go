@@ -9,8 +9,9 @@ import (
 // EventLister lists the provider's event log (Stripe's GET /v1/events): the ground truth a
 // backfill replays when webhooks were lost.
 type EventLister interface {
-	// Events yields the events matching q, newest first as the provider lists them, fetching
-	// pages as the caller ranges; a failure is yielded once and ends the sequence.
+	// Events yields the events matching q, newest first as the provider lists them (oldest
+	// first with q.After), fetching pages as the caller ranges; a failure is yielded once and
+	// ends the sequence.
 	Events(ctx context.Context, q EventQuery) iter.Seq2[Event, error]
 }
 
@@ -23,6 +24,10 @@ type EventQuery struct {
 	Undelivered bool
 	// Types filters by event type (at most 20; a trailing * matches a prefix).
 	Types []string
+	// After lists the events that come after this one in the log, oldest first (Stripe's
+	// ending_before, each page reversed): a walk that resumes at a cursor. Before continues
+	// the newest-first listing below this event (starting_after). At most one is set.
+	After, Before string
 }
 
 // Event is one event of the provider's log: its id, type, time and the body a webhook

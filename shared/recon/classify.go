@@ -27,6 +27,9 @@ type Snapshot struct {
 	// reconciler reads the provider's events): a change, not only a creation, places a
 	// difference in the window.
 	Changed map[string]time.Time
+	// Open holds our payments whose bound for a non-final status (payments.StuckAfter) ends in
+	// the window: created that long before it. Those still in that status are stuck.
+	Open []payments.Payment
 }
 
 // Classify compares a snapshot and returns its differences in a stable order. It is pure: the
@@ -85,6 +88,44 @@ func (c *classifier) run() {
 		c.comparePayment(local[id], linked[id])
 	}
 	c.invoiceDuplicates(remotes, local, byProviderID)
+	for i := range c.s.Open {
+		c.stuck(&c.s.Open[i])
+	}
+}
+
+// stuck reports a payment still in a non-final status past its bound. Its evidence time is the
+// moment the bound ran out, so the one window that holds that moment reports it.
+func (c *classifier) stuck(p *payments.Payment) {
+	bound := payments.StuckAfter(p.Status)
+	if bound == 0 {
+		return
+	}
+	due := p.CreatedAt.Add(bound)
+	if c.s.Now.Before(due) {
+		return
+	}
+	since := p.CreatedAt.UTC().Format("2 Jan 2006 15:04 MST")
+	var expl, action string
+	switch p.Status {
+	case payments.StatusPending:
+		expl = fmt.Sprintf("Payment %s (%s) has been pending since %s: its outcome is still unknown more than %s after it was made, past the time the provider remembers its idempotency key, so repeating the call no longer proves it safe.",
+			p.ID, money(p.Amount, p.Currency), since, duration(bound))
+		action = "Look the payment up at the provider (its metadata names " + p.ID + "): if it was charged, replay its webhook or override with the provider's status; if there is no charge, mark it failed and tell the customer."
+	default:
+		expl = fmt.Sprintf("Payment %s (%s) has been %s since %s, more than %s: the provider has not said whether the money moved.",
+			p.ID, money(p.Amount, p.Currency), p.Status, since, duration(bound))
+		action = "Check the payment at the provider: if it settled, replay its webhook or override with the provider's status; if it is still processing there (a bank debit can take days), resolve this record with a note and look again later."
+	}
+	c.add(Difference{Key: diffKey(Stuck, p.ID, p.Status), Class: Stuck, PaymentID: p.ID, ProviderPaymentID: p.ProviderPaymentID,
+		Local: localEvidence(p), Explanation: expl, SuggestedAction: action}, due)
+}
+
+// duration says a bound in words: "24 hours", "7 days".
+func duration(d time.Duration) string {
+	if d%(24*time.Hour) == 0 && d > 24*time.Hour {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return fmt.Sprintf("%d hours", int(d.Hours()))
 }
 
 // uniqueRemotes drops repeats (a payment both listed and fetched) and orders by id.

@@ -1,6 +1,7 @@
 package recon
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -239,5 +240,72 @@ func TestClassifyStraddlingPairBelongsToTheNewerSide(t *testing.T) {
 				t.Fatalf("%d differences, want %d", len(got), tc.want)
 			}
 		})
+	}
+}
+
+// A payment still pending or processing past its bound (payments.StuckAfter) is a difference,
+// reported by the windows that hold the moment the bound ran out, always under one key (so the
+// sink opens it once): a calendar of hourly windows misses none.
+func TestStuckStates(t *testing.T) {
+	cases := map[string]struct {
+		p    payments.Payment
+		want []Class
+	}{
+		"pending past the key horizon":         {loc("pay_1", "", "pending", 100, t0.Add(-26*time.Hour)), []Class{Stuck}},
+		"processing past a day":                {loc("pay_1", "pi_1", "processing", 100, t0.Add(-24*time.Hour-10*time.Minute)), []Class{Stuck}},
+		"pending within its bound":             {loc("pay_1", "", "pending", 100, t0.Add(-23*time.Hour)), nil},
+		"due before the window: reported then": {loc("pay_1", "", "pending", 100, t0.Add(-50*time.Hour)), nil},
+		"final is never stuck":                 {loc("pay_1", "pi_1", "succeeded", 100, t0.Add(-26*time.Hour)), nil},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Classify(Snapshot{Window: window, Now: t0, Open: []payments.Payment{c.p}}, 5*time.Minute)
+			var classes []Class
+			for _, d := range got {
+				classes = append(classes, d.Class)
+				if d.Explanation == "" || d.SuggestedAction == "" || d.PaymentID != "pay_1" {
+					t.Errorf("difference without its words or payment: %+v", d)
+				}
+			}
+			if !slices.Equal(classes, c.want) {
+				t.Fatalf("classes %v, want %v", classes, c.want)
+			}
+		})
+	}
+
+	// Hourly runs over 25 h windows ending 5 minutes ago, for three days of payments made every
+	// 7 minutes that never leave pending or processing: each is reported, under one key.
+	start := t0
+	var made []payments.Payment
+	for at, i := start, 0; at.Before(start.Add(72 * time.Hour)); at, i = at.Add(7*time.Minute), i+1 {
+		status := []string{payments.StatusPending, payments.StatusProcessing}[i%2]
+		made = append(made, loc(fmt.Sprintf("pay_%d", i), "", status, 100, at))
+	}
+	reported, keys := map[string]int{}, map[string]map[string]bool{}
+	for now := start.Add(time.Hour); now.Before(start.Add(200 * time.Hour)); now = now.Add(time.Hour) {
+		w := Window{From: now.Add(-25 * time.Hour), To: now.Add(-5 * time.Minute)}
+		var open []payments.Payment
+		for _, p := range made { // what the snapshot reads: created a bound before the window
+			b := payments.StuckAfter(p.Status)
+			if !p.CreatedAt.Before(w.From.Add(-b)) && !p.CreatedAt.After(w.To.Add(-b)) {
+				open = append(open, p)
+			}
+		}
+		seen := map[string]bool{}
+		for _, d := range Classify(Snapshot{Window: w, Now: now, Open: open}, 5*time.Minute) {
+			if !seen[d.Key] {
+				seen[d.Key] = true
+				reported[d.PaymentID]++
+				if keys[d.PaymentID] == nil {
+					keys[d.PaymentID] = map[string]bool{}
+				}
+				keys[d.PaymentID][d.Key] = true
+			}
+		}
+	}
+	for _, p := range made {
+		if reported[p.ID] == 0 || len(keys[p.ID]) != 1 {
+			t.Fatalf("%s (%s since %s): reported %d times under %d keys, want some under one", p.ID, p.Status, p.CreatedAt, reported[p.ID], len(keys[p.ID]))
+		}
 	}
 }

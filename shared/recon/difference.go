@@ -21,10 +21,13 @@ const (
 	StatusMismatch    Class = "status_mismatch"
 	AmountMismatch    Class = "amount_mismatch" // amount or currency
 	DuplicateCharge   Class = "duplicate_charge"
+	// Stuck is a payment of ours still in a non-final status past its bound
+	// (payments.StuckAfter): nobody has told us how it ended.
+	Stuck Class = "stuck"
 )
 
 // Classes lists every class.
-var Classes = []Class{MissingLocally, MissingAtProvider, StatusMismatch, AmountMismatch, DuplicateCharge}
+var Classes = []Class{MissingLocally, MissingAtProvider, StatusMismatch, AmountMismatch, DuplicateCharge, Stuck}
 
 // Difference is one disagreement, with both sides as evidence and what an operator should do.
 type Difference struct {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -299,8 +300,9 @@ func TestPaginationAndCleanState(t *testing.T) {
 		t.Errorf("%d provider list pages for %d payments, want 3", pages, n)
 	}
 	// Two day partitions: yesterday's is empty, today's holds 230 items in pages of 100.
-	if pages := e.counted.count() - localBefore; pages != 4 {
-		t.Errorf("%d local index pages, want 4", pages)
+	// The stuck scan reads the two day partitions a day earlier too (both empty).
+	if pages := e.counted.count() - localBefore; pages != 6 {
+		t.Errorf("%d local index pages, want 6", pages)
 	}
 	if rep.ComparedLocal != n || rep.ComparedProvider != n || total(rep.Found) != 0 || len(e.sink.all()) != 0 {
 		t.Fatalf("clean state: compared %d/%d, found %v", rep.ComparedLocal, rep.ComparedProvider, rep.Found)
@@ -381,5 +383,32 @@ func TestMetricsAreEMF(t *testing.T) {
 	e.run() // a replay emits nothing more
 	if n := bytes.Count(e.metrics.Bytes(), []byte("\n")); n != len(lines) {
 		t.Fatalf("replay emitted metrics: %d lines", n)
+	}
+}
+
+// A payment left pending with no provider payment (its create never reached the provider, and
+// nothing resolved it) is reported as stuck by the run whose window holds the end of its
+// bound, through the store's created-time index, and opened once however many runs find it.
+func TestStuckPendingPaymentIsReported(t *testing.T) {
+	e := newEnv(t)
+	made := e.clock.Now()
+	e.write(payments.Payment{ID: "pay_stuck", Scope: "test", Status: payments.StatusPending, Amount: 2000, Currency: "usd",
+		Customer: "cus_1", CreatedAt: made, UpdatedAt: made, Version: 1})
+	e.clock.Advance(20 * time.Hour) // within its bound: not stuck yet
+	if rep := e.run(); rep.Found[recon.Stuck] != 0 {
+		t.Fatalf("stuck before its bound: %v", rep.Found)
+	}
+	for range 30 { // hourly runs past the bound and beyond the window that held it
+		e.clock.Advance(time.Hour)
+		e.run()
+	}
+	var stuck []recon.Difference
+	for _, d := range e.sink.all() {
+		if d.Class == recon.Stuck {
+			stuck = append(stuck, d)
+		}
+	}
+	if len(stuck) != 1 || stuck[0].PaymentID != "pay_stuck" || !strings.Contains(stuck[0].Explanation, "pending since") {
+		t.Fatalf("stuck differences opened: %+v", stuck)
 	}
 }

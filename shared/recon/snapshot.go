@@ -39,6 +39,23 @@ func (r *Reconciler) snapshot(ctx context.Context, w Window) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	snap.Local = local
+	// Payments whose bound in a non-final status ends in the window: created that long before
+	// it, one range a distinct bound.
+	bounds := map[time.Duration]bool{}
+	for _, st := range payments.OpenStatuses {
+		bounds[payments.StuckAfter(st)] = true
+	}
+	for bound := range bounds {
+		open, err := localPayments(ctx, r.Store, Window{From: w.From.Add(-bound), To: w.To.Add(-bound)})
+		if err != nil {
+			return Snapshot{}, err
+		}
+		for _, p := range open {
+			if payments.StuckAfter(p.Status) == bound {
+				snap.Open = append(snap.Open, p)
+			}
+		}
+	}
 
 	have := map[string]bool{}
 	haveProvider := map[string]bool{}

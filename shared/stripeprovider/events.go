@@ -14,7 +14,7 @@ import (
 var _ provider.EventLister = (*Client)(nil)
 
 // Events lists Stripe's event log through stripe-go's V1Events.List (auto-pagination over
-// starting_after, ListPageSize a page). Each event's body is the event as stripe-go decoded
+// starting_after, or ending_before with q.After; ListPageSize a page). Each event's body is the event as stripe-go decoded
 // it, encoded again: the shape a webhook delivery carries (id, object, type, created, data).
 func (c *Client) Events(ctx context.Context, q provider.EventQuery) iter.Seq2[provider.Event, error] {
 	return func(yield func(provider.Event, error) bool) {
@@ -35,6 +35,13 @@ func (c *Client) Events(ctx context.Context, q provider.EventQuery) iter.Seq2[pr
 		}
 		for _, t := range q.Types {
 			params.Types = append(params.Types, stripe.String(t))
+		}
+		// stripe-go pages toward newer events with ending_before and reverses each page, so
+		// the sequence runs oldest first.
+		if q.After != "" {
+			params.EndingBefore = stripe.String(q.After)
+		} else if q.Before != "" {
+			params.StartingAfter = stripe.String(q.Before)
 		}
 		ctx, ex := withExchange(ctx)
 		for ev, err := range c.sc.V1Events.List(ctx, params) {

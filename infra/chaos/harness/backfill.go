@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/runtwice/twice/infra/inprocess"
@@ -22,13 +23,27 @@ func (s *simClient) dropped(ctx context.Context) (int, error) {
 	return len(out.Data), err
 }
 
-// backfill runs one backfill pass (POST /ops/backfill) and returns how many events it applied.
+// backfill runs backfill passes (POST /ops/backfill) until the event log is walked up to the
+// last pass's start, as the schedule would pass after pass, and returns how many events they
+// applied. A pass that answers more (its limit or deadline) is followed by another, at most
+// maxPasses in all.
 func (o opsClient) backfill(ctx context.Context) (int, error) {
-	var rep struct {
-		Applied []string `json:"applied"`
+	const maxPasses = 1000
+	applied := 0
+	for range maxPasses {
+		var rep struct {
+			Applied []string `json:"applied"`
+			More    bool     `json:"more"`
+		}
+		if err := o.do(ctx, http.MethodPost, "/ops/backfill", map[string]any{}, &rep); err != nil {
+			return applied, err
+		}
+		applied += len(rep.Applied)
+		if !rep.More {
+			return applied, nil
+		}
 	}
-	err := o.do(ctx, http.MethodPost, "/ops/backfill", map[string]any{}, &rep)
-	return len(rep.Applied), err
+	return applied, fmt.Errorf("backfill: still more after %d passes", maxPasses)
 }
 
 func (r *run) ops() opsClient {

@@ -43,6 +43,9 @@ type Config struct {
 	// DropRate is the share of webhook deliveries the simulator loses (seeded); the backfill
 	// passes of the settle phase must make every local payment what the provider says.
 	DropRate float64
+	// BackfillMaxEvents bounds each backfill pass of the stack (0: its default), so a backlog
+	// of dropped deliveries can be made larger than one pass.
+	BackfillMaxEvents int
 
 	FaultEvery  time.Duration // mean interval between armed simulator faults
 	ReplayEvery time.Duration // mean interval between webhook replays
@@ -183,7 +186,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	plan := NewPlan(cfg.Seed, cfg.Payments, cfg.Kills, cfg.MaxDelay)
 	proc, err := newProcess(cfg.Bin, data, []string{"-provider-timeout", cfg.ProviderTimeout.String(),
 		"-request-timeout", cfg.RequestTimeout.String(), "-resolve-delay", cfg.ResolveDelay.String(),
-		"-time-factor", fmt.Sprint(cfg.TimeFactor), "-clock-start", plan.ClockStart.Format(time.RFC3339)})
+		"-time-factor", fmt.Sprint(cfg.TimeFactor), "-clock-start", plan.ClockStart.Format(time.RFC3339),
+		"-backfill-max-events", fmt.Sprint(cfg.BackfillMaxEvents)})
 	if err != nil {
 		return Report{}, err
 	}

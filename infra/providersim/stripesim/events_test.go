@@ -102,6 +102,29 @@ func TestEventListThroughStripeGo(t *testing.T) {
 		})
 	}
 
+	// ending_before walks toward newer events: stripe-go reverses each page and pages on from
+	// its newest, so the sequence runs oldest first across pages (the backfill's cursor walk),
+	// with created and delivery filters applied after the cursor.
+	p = &stripe.EventListParams{}
+	p.Limit = stripe.Int64(2)
+	p.EndingBefore = stripe.String(all[6].ID)
+	up := listEvents(t, h, p)
+	if len(up) != 6 {
+		t.Fatalf("after the oldest: %d events, want 6", len(up))
+	}
+	for i, ev := range up {
+		if ev.ID != all[5-i].ID {
+			t.Fatalf("ending_before walk %d: %s, want %s (oldest first)", i, ev.ID, all[5-i].ID)
+		}
+	}
+	p = &stripe.EventListParams{}
+	p.Limit = stripe.Int64(2)
+	p.EndingBefore = stripe.String(all[6].ID)
+	p.Type = stripe.String("charge.*")
+	if got := listEvents(t, h, p); len(got) != 2 || got[0].Type != "charge.refunded" {
+		t.Fatalf("ending_before with a filter: %d events", len(got))
+	}
+
 	// One page by hand: has_more, and starting_after an unknown id is Stripe's 400.
 	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/events?limit=3", nil)
 	req.SetBasicAuth(DefaultAPIKey, "")
@@ -113,7 +136,7 @@ func TestEventListThroughStripeGo(t *testing.T) {
 	if st != 200 || json.Unmarshal(body, &page) != nil || len(page.Data) != 3 || !page.HasMore {
 		t.Fatalf("page: %d %s", st, body)
 	}
-	for q, want := range map[string]int{"starting_after=evt_nope": 400, "limit=101": 400, "delivery_success=maybe": 400, "colour=red": 400} {
+	for q, want := range map[string]int{"starting_after=evt_nope": 400, "ending_before=evt_nope": 400, "limit=101": 400, "delivery_success=maybe": 400, "colour=red": 400} {
 		req, _ := http.NewRequest("GET", h.srv.URL+"/v1/events?"+q, nil)
 		req.SetBasicAuth(DefaultAPIKey, "")
 		if st, _, body := do(t, req); st != want {

@@ -6,7 +6,7 @@ resource the stack creates. Prints a short report; exits non-zero on any failure
 
 Usage: rehearse.py --template template.yaml --moto URL --dynamodb URL [--stage rehearsal]
 """
-import argparse, copy, json, os, re, sys, time
+import argparse, copy, json, logging, os, re, sys, time
 
 import boto3
 from samtranslator.parser import parser
@@ -18,8 +18,70 @@ REGION, ACCOUNT, PARTITION = "us-east-1", "123456789012", "aws"
 PROVIDER_CONCURRENCY = 50
 
 
+# Parameters that have no default (an operator must give them): a rehearsal's stand-ins.
+REHEARSAL_PARAMS = {"JwtIssuer": "https://issuer.rehearsal.test/", "JwtAudience": "twice-rehearsal"}
+
+
+# The SecureString parameters and the name each has in a stage by default (/twice/<stage>/...).
+SECRET_PARAMS = {"StripeApiKeyParameter": "stripe-api-key", "StripeWebhookSecretParameter": "stripe-webhook-secret",
+                 "StandardWebhookSecretParameter": "standard-webhook-secret", "ConsoleSessionKeyParameter": "ops-session-key"}
+
+
 class Unresolved(Exception):
     pass
+
+
+def check_parameters(cfn, params):
+    """What CloudFormation refuses before it creates anything: a value outside its parameter's
+    AllowedPattern, AllowedValues, MinValue or MaxValue, and a rule whose assertion fails."""
+    out = []
+    for name, d in cfn.get("Parameters", {}).items():
+        v = str(params.get(name))
+        if d.get("Type") == "Number":
+            try:
+                n = float(v)
+            except ValueError:
+                out.append(f"parameter {name}={v!r}: not a number")
+                continue
+            if ("MinValue" in d and n < float(d["MinValue"])) or ("MaxValue" in d and n > float(d["MaxValue"])):
+                out.append(f"parameter {name}={v}: outside {d.get('MinValue')}..{d.get('MaxValue')}")
+        if "AllowedPattern" in d and not re.fullmatch(d["AllowedPattern"], v):
+            out.append(f"parameter {name}={v!r}: {d.get('ConstraintDescription', 'does not match ' + d['AllowedPattern'])}")
+        if "AllowedValues" in d and v not in [str(x) for x in d["AllowedValues"]]:
+            out.append(f"parameter {name}={v!r}: not one of {d['AllowedValues']}")
+    for name, rule in cfn.get("Rules", {}).items():
+        if "RuleCondition" in rule and not cond(rule["RuleCondition"], params):
+            continue
+        for a in rule.get("Assertions", []):
+            if not cond(a["Assert"], params):
+                out.append(f"rule {name}: {a.get('AssertDescription', 'an assertion fails')}")
+    return out
+
+
+def transform(template, overrides):
+    """The template after the SAM transform, as `sam deploy` sends it, and the parameter values
+    (defaults, then overrides). sam build/package would upload CodeUri and DefinitionUri; the
+    translator accepts S3 locations, so they are substituted the way `sam package` does."""
+    root = os.path.dirname(os.path.abspath(template))
+    with open(template) as f:
+        sam = yaml_parse(f.read())
+    for r in sam["Resources"].values():
+        p = r.get("Properties", {})
+        if r["Type"] == "AWS::Serverless::StateMachine" and "DefinitionUri" in p:
+            with open(os.path.join(root, p.pop("DefinitionUri"))) as f:
+                p["Definition"] = json.load(f)
+    sam.setdefault("Globals", {}).setdefault("Function", {})["CodeUri"] = "s3://rehearsal-bucket/code.zip"
+    params = {k: v.get("Default") for k, v in sam.get("Parameters", {}).items()}
+    params.update(overrides)
+    missing = sorted(k for k, v in params.items() if v is None)
+    if missing:
+        raise SystemExit(f"parameters without a value (no default, not given): {', '.join(missing)}")
+    session = boto3.session.Session(region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
+    # The translator logs a feature-toggle notice per function on stdout's logger; keep the
+    # report readable.
+    logging.getLogger("samtranslator").setLevel(logging.ERROR)
+    cfn = Translator({}, parser.Parser(), boto_session=session).translate(sam_template=sam, parameter_values=dict(params))
+    return cfn, params
 
 
 def main():
@@ -28,29 +90,21 @@ def main():
     ap.add_argument("--moto", required=True)
     ap.add_argument("--dynamodb", required=True)
     ap.add_argument("--stage", default="rehearsal" + str(int(time.time()) % 100000))
+    ap.add_argument("--param", action="append", default=[], help="a template parameter, Name=Value (repeatable)")
     ap.add_argument("--emitters", default="{}", help='JSON {"Metric": ["function", ...]}: who writes each Twice metric')
     args = ap.parse_args()
-    root = os.path.dirname(os.path.abspath(args.template))
     phys_stage[0] = args.stage
 
-    with open(args.template) as f:
-        sam = yaml_parse(f.read())
-    # sam build/package would upload CodeUri and DefinitionUri; the translator accepts S3
-    # locations, so the rehearsal substitutes them the way `sam package` does.
-    for r in sam["Resources"].values():
-        p = r.get("Properties", {})
-        if r["Type"] == "AWS::Serverless::StateMachine" and "DefinitionUri" in p:
-            with open(os.path.join(root, p.pop("DefinitionUri"))) as f:
-                p["Definition"] = json.load(f)
-    sam.setdefault("Globals", {}).setdefault("Function", {})["CodeUri"] = "s3://rehearsal-bucket/code.zip"
-    params = {k: v.get("Default") for k, v in sam.get("Parameters", {}).items()}
-    params["Stage"] = args.stage
-    params["DeletionProtection"] = "false"
-    params.update({k: v.replace("/twice/dev/", f"/twice/{args.stage}/") for k, v in params.items()
-                   if isinstance(v, str) and v.startswith("/twice/dev/")})
-    session = boto3.session.Session(region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
-    cfn = Translator({}, parser.Parser(), boto_session=session).translate(sam_template=sam, parameter_values=dict(params))
+    overrides = dict(REHEARSAL_PARAMS, Stage=args.stage, DeletionProtection="false")
+    overrides.update(kv.split("=", 1) for kv in args.param)
+    cfn, params = transform(args.template, overrides)
     res = cfn["Resources"]
+    refused = check_parameters(cfn, params)
+    if refused:
+        print(f"== deploy rehearsal (stage {args.stage}): CloudFormation would refuse the parameters; nothing created")
+        for r in refused:
+            print("   PROBLEM  " + r)
+        return 1
     conds = {k: cond(v, params) for k, v in cfn.get("Conditions", {}).items()}
 
     kw = dict(region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
@@ -66,10 +120,12 @@ def main():
     def ev(x):
         return resolve(x, params, phys, conds)
 
-    # SSM parameters: SecureStrings an operator creates before the first deploy.
-    for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter", "ConsoleSessionKeyParameter"):
-        moto("ssm").put_parameter(Name=params[p], Value="rehearsal", Type="SecureString", Overwrite=True)
-    ssm_names = {params[p] for p in ("StripeApiKeyParameter", "StripeWebhookSecretParameter", "StandardWebhookSecretParameter", "ConsoleSessionKeyParameter")}
+    # SSM parameters: SecureStrings an operator creates before the first deploy, under the
+    # names a parameter gives or, by default, the stage's own (/twice/<stage>/<name>); the
+    # functions' environment must name exactly these (check 1).
+    ssm_names = {params[p] or f"/twice/{args.stage}/{n}" for p, n in SECRET_PARAMS.items()}
+    for n in ssm_names:
+        moto("ssm").put_parameter(Name=n, Value="rehearsal", Type="SecureString", Overwrite=True)
     created.append(f"SSM parameters: {len(ssm_names)} SecureString (created by an operator before deploy)")
 
     handlers = {
@@ -290,32 +346,49 @@ def main():
     created.append(f"checked  {sources} invokers (event sources, API routes, the schedule, the state machine) use a function's live alias; "
                    f"{len(groups)} deployment groups ({ev(params.get('DeploymentType'))}) roll back on their alarms")
 
-    # Check 6: every function that calls the provider (its environment names the Stripe key)
-    # has a concurrency ceiling, reserved or on each of its SQS sources, and the ceilings add
-    # up to at most PROVIDER_CONCURRENCY (template.yaml, the functions section, states the rule).
-    ceilings, total = [], 0
+    # Check 6: the concurrency toward the provider (template.yaml, beside the concurrency
+    # parameters, states the rule). Every function's reservation is reported; with every
+    # function that calls the provider (its environment names the Stripe key) under a ceiling,
+    # reserved or on each of its SQS sources, the ceilings add up to at most
+    # PROVIDER_CONCURRENCY. A function left unreserved (the parameters' default, for an account
+    # whose concurrency limit is low) is reported, not refused.
+    reserved = {}
+    for fn in types.get("AWS::Lambda::Function", []):
+        n = ev(res[fn]["Properties"].get("ReservedConcurrentExecutions"))
+        if n is not None:
+            reserved[ev(res[fn]["Properties"]["FunctionName"]).split("-", 2)[-1]] = int(n)
+    if reserved:
+        r = sum(reserved.values())
+        created.append(f"checked  reserved concurrency: {', '.join(f'{k} {v}' for k, v in sorted(reserved.items()))}; "
+                       f"needs an account concurrency limit of at least {100 + r} (100 + {r})")
+    else:
+        created.append("checked  reserved concurrency: none (no function sets ReservedConcurrentExecutions)")
+    ceilings, unceiled, total = [], [], 0
     for fn in types.get("AWS::Lambda::Function", []):
         p = res[fn]["Properties"]
         if "TWICE_STRIPE_API_KEY_PARAM" not in p.get("Environment", {}).get("Variables", {}):
             continue
         name = ev(p["FunctionName"]).split("-", 2)[-1]
-        if "ReservedConcurrentExecutions" in p:
-            n = int(ev(p["ReservedConcurrentExecutions"]))
-            ceilings.append(f"{name} {n} reserved")
-            total += n
+        if name in reserved:
+            ceilings.append(f"{name} {reserved[name]} reserved")
+            total += reserved[name]
             continue
         maps = [res[l]["Properties"] for l in types.get("AWS::Lambda::EventSourceMapping", [])
                 if fn in json.dumps(res[l]["Properties"]["FunctionName"])]
-        caps = [m.get("ScalingConfig", {}).get("MaximumConcurrency") for m in maps]
+        caps = [ev(m.get("ScalingConfig", {})).get("MaximumConcurrency") for m in maps]
         if not maps or None in caps:
-            problems.append(f"{fn}: calls the provider with no concurrency ceiling")
+            unceiled.append(name)
             continue
         n = sum(int(c) for c in caps)
         ceilings.append(f"{name} {n} (SQS MaximumConcurrency)")
         total += n
     if total > PROVIDER_CONCURRENCY:
         problems.append(f"provider-calling concurrency adds up to {total}, over {PROVIDER_CONCURRENCY}")
-    created.append(f"checked  every path to the provider has a ceiling: {', '.join(sorted(ceilings))}; total {total} <= {PROVIDER_CONCURRENCY}")
+    if unceiled:
+        created.append(f"checked  paths to the provider without a ceiling (the account's limit only): {', '.join(sorted(unceiled))}; "
+                       f"with one: {', '.join(sorted(ceilings)) or 'none'}")
+    else:
+        created.append(f"checked  every path to the provider has a ceiling: {', '.join(sorted(ceilings))}; total {total} <= {PROVIDER_CONCURRENCY}")
 
     print("== deploy rehearsal (stage %s): %d CloudFormation resources after the SAM transform" % (args.stage, len(res)))
     for c in created:

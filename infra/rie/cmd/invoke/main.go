@@ -4,6 +4,11 @@
 // the Stripe simulator on loopback, runs the function under aws-lambda-rie and prints the
 // response to stdout and the function's logs to stderr.
 //
+// A sample whose handler checks a time is made fresh first (rie.Fresh): a Stripe-Signature is
+// signed again at the current time with the webhook secret the invoke's parameters hold, a
+// scheduled reconciliation fires at the current hour, a recovery step runs now. -as-is sends
+// the file unchanged. docs/invoke.md lists every sample and its answer.
+//
 //	make invoke FN=payments-api EVENT=events/payments-api/post-payment.json
 package main
 
@@ -11,14 +16,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"runtime"
-	"strconv"
 	"time"
 
-	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/infra/rie"
 	"github.com/runtwice/twice/infra/testenv"
 )
@@ -26,14 +26,15 @@ import (
 func main() {
 	fn := flag.String("fn", "", "function directory under functions/ (payments-api, webhook-worker, ...)")
 	event := flag.String("event", "", "event file, e.g. events/payments-api/post-payment.json")
+	asIs := flag.Bool("as-is", false, "send the event file unchanged (no fresh signature or times)")
 	flag.Parse()
-	if err := run(*fn, *event); err != nil {
+	if err := run(*fn, *event, *asIs); err != nil {
 		fmt.Fprintln(os.Stderr, "invoke:", err)
 		os.Exit(1)
 	}
 }
 
-func run(fn, eventPath string) error {
+func run(fn, eventPath string, asIs bool) error {
 	if fn == "" || eventPath == "" {
 		return fmt.Errorf("need -fn and -event")
 	}
@@ -52,53 +53,16 @@ func run(fn, eventPath string) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "twice-invoke-")
+	res, err := rie.Sample{Root: root, RIE: rieBin, DynamoDB: ddb, Moto: moto, Fn: fn, Event: event,
+		DisableFreshEvents: asIs}.Run(ctx)
+	fmt.Fprint(os.Stderr, res.Output)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-
-	sim, err := stripesim.New(stripesim.Config{DataDir: dir, APIKeys: []string{stripesim.DefaultAPIKey}})
-	if err != nil {
-		return err
+	if res.Init > 0 {
+		fmt.Fprintf(os.Stderr, "invoke: INIT %.1f ms\n", float64(res.Init)/float64(time.Millisecond))
 	}
-	defer sim.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
-
-	prefix := "invoke-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	fx, err := rie.NewFixture(ctx, root, prefix, ddb, moto, "http://"+ln.Addr().String(), rie.Secrets{
-		StripeAPIKey: stripesim.DefaultAPIKey, StripeWebhookSecret: "whsec_c2FtcGxlLWV2ZW50LXNlY3JldA",
-		StandardWebhookSecret: "whsec_dHdpY2UtbG9jYWwtc3RhbmRhcmQtc2VjcmV0",
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "invoke: building functions/%s for linux/%s\n", fn, runtime.GOARCH)
-	bin, err := rie.Build(ctx, root, "./functions/"+fn, runtime.GOARCH, dir)
-	if err != nil {
-		return err
-	}
-	em, err := rie.Start(ctx, rieBin, bin, fx.Env())
-	if err != nil {
-		return err
-	}
-	defer em.Close()
-	out, err := em.Invoke(ctx, event)
-	fmt.Fprint(os.Stderr, em.Output())
-	if err != nil {
-		return err
-	}
-	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if d, ok := em.WaitInitDuration(wait); ok {
-		fmt.Fprintf(os.Stderr, "invoke: INIT %.1f ms\n", float64(d)/float64(time.Millisecond))
-	}
-	fmt.Println(string(out))
+	fmt.Fprintln(os.Stderr, "invoke: answer:", rie.Answer(res.Response))
+	fmt.Println(string(res.Response))
 	return nil
 }

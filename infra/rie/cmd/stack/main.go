@@ -1,7 +1,7 @@
 // Command stack is a deployment of template.yaml's HTTP API in the emulator form, for following
 // docs/deploy.md without AWS: payments-api, webhook-ingest and operator-api built as the
 // template builds them, under aws-lambda-rie, behind one HTTP API stand-in with the template's
-// routes, JWT authorizer and scopes, on DynamoDB Local and moto (started by
+// routes (after the SAM transform), JWT authorizer and scopes, on DynamoDB Local and moto (started by
 // scripts/with-servers.sh, which exports their addresses), and the Stripe simulator in place of
 // Stripe, sending its signed webhooks to the API's /webhooks/stripe.
 //
@@ -70,7 +70,7 @@ func run(ctx context.Context, stage, addr, simAddr, paymentsToken, operatorToken
 	if err != nil {
 		return err
 	}
-	tokens := map[string]map[string]string{
+	tokens := map[string]map[string]any{
 		paymentsToken: {"sub": "emulator-payments-client", "scope": "twice/payments"},
 		operatorToken: {"sub": "emulator-operator", "scope": "twice/ops"},
 	}
@@ -87,7 +87,8 @@ func run(ctx context.Context, stage, addr, simAddr, paymentsToken, operatorToken
 			}
 			return fx, nil
 		},
-		Verify: func(_ context.Context, tok string) (map[string]string, error) {
+		Params: []string{"JwtIssuer=https://issuer.emulator.invalid/", "JwtAudience=twice-emulator"},
+		Verify: func(_ context.Context, _ rie.Route, tok string) (map[string]any, error) {
 			if c, ok := tokens[tok]; ok {
 				return c, nil
 			}
