@@ -75,6 +75,26 @@ func motoConfig(endpoint string) aws.Config {
 // root (for statemachines/). It does not delete them: DynamoDB Local runs in memory and moto is
 // per test run, and the prefix keeps runs apart.
 func NewFixture(ctx context.Context, root, prefix, dynamoEndpoint, motoEndpoint, stripeAPI string, sec Secrets) (*Fixture, error) {
+	f, err := NewResources(ctx, root, prefix, dynamoEndpoint, motoEndpoint, stripeAPI)
+	if err != nil {
+		return nil, err
+	}
+	p := ssm.NewFromConfig(f.MotoConfig)
+	for key, val := range map[string]string{"stripe-api-key": sec.StripeAPIKey, "stripe-webhook-secret": sec.StripeWebhookSecret,
+		"standard-webhook-secret": sec.StandardWebhookSecret} {
+		name := "/" + prefix + "/" + key
+		if _, err := p.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(val),
+			Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)}); err != nil {
+			return nil, fmt.Errorf("rie: put parameter: %w", err)
+		}
+		f.Params[key] = name
+	}
+	return f, nil
+}
+
+// NewResources is NewFixture without the SSM parameters, for a caller whose parameters an
+// operator created (cmd/stack: the ones docs/deploy.md creates), who then fills Params in.
+func NewResources(ctx context.Context, root, prefix, dynamoEndpoint, motoEndpoint, stripeAPI string) (*Fixture, error) {
 	f := &Fixture{Prefix: prefix, DynamoDB: dynamoEndpoint, Moto: motoEndpoint, StripeAPI: stripeAPI,
 		Tables: map[string]string{}, QueueURLs: map[string]string{}, Params: map[string]string{},
 		MotoConfig: motoConfig(motoEndpoint)}
@@ -106,17 +126,6 @@ func NewFixture(ctx context.Context, root, prefix, dynamoEndpoint, motoEndpoint,
 		}
 		f.QueueURLs[base] = *main.QueueUrl
 		f.QueueURLs[base+"-dlq"] = *dlq.QueueUrl
-	}
-
-	p := ssm.NewFromConfig(f.MotoConfig)
-	for key, val := range map[string]string{"stripe-api-key": sec.StripeAPIKey, "stripe-webhook-secret": sec.StripeWebhookSecret,
-		"standard-webhook-secret": sec.StandardWebhookSecret} {
-		name := "/" + prefix + "/" + key
-		if _, err := p.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(val),
-			Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)}); err != nil {
-			return nil, fmt.Errorf("rie: put parameter: %w", err)
-		}
-		f.Params[key] = name
 	}
 
 	def, err := os.ReadFile(filepath.Join(root, "statemachines", "payment-recovery.asl.json"))

@@ -95,6 +95,12 @@ func (e *env) start(t *testing.T, fn string, extra ...string) *rie.Emulator {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e.startBuilt(t, fn, bin, extra...)
+}
+
+// startBuilt starts the built bootstrap bin of fn as start does.
+func (e *env) startBuilt(t *testing.T, fn, bin string, extra ...string) *rie.Emulator {
+	t.Helper()
 	// Every AWS call goes through a recording proxy, so the least-privilege test sees what the
 	// function really asked for.
 	ddb, err := rie.NewRecorder(e.fx.DynamoDB)

@@ -38,6 +38,12 @@ usage: twicectl [--url URL] [--token TOKEN] [--as NAME] [--json] COMMAND
         is done); resolve and ignore take effect at once
   recoveries ls [--limit N] [--cursor C]
         the running recoveries, soonest next attempt first (GET /ops/recoveries)
+  smoke [--payments-token T] [--wait 60s] [--key K] [--allow-live]
+        the post-deploy check: a test-mode payment (pm_card_visa, 100 usd) and its replay,
+        the provider's webhook for it in the attempt log (waits up to --wait), /ops with the
+        operator token; one line per check, exit 1 on any failure (docs/deploy.md).
+        --payments-token (or $TWICE_PAYMENTS_TOKEN) is the bearer token for /payments (none
+        locally); --token is the operator's. Refuses live mode unless --allow-live.
 
 --url defaults to $TWICE_URL or ` + defaultURL + `; --token to $TWICE_OPERATOR_TOKEN or the
 local stack's default. --as NAME names the person acting with the shared token: the audit
@@ -88,7 +94,7 @@ func parse(args []string, bools map[string]bool) (pos []string, flags map[string
 }
 
 func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
-	pos, flags, err := parse(args, map[string]bool{"json": true, "help": true, "h": true})
+	pos, flags, err := parse(args, map[string]bool{"json": true, "help": true, "h": true, "allow-live": true})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		fmt.Fprint(stderr, usage)
@@ -104,7 +110,8 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 		return 0
 	}
 	known := map[string]bool{"url": true, "token": true, "json": true, "by": true, "scope": true, "status": true,
-		"source": true, "class": true, "q": true, "limit": true, "note": true, "as": true, "cursor": true}
+		"source": true, "class": true, "q": true, "limit": true, "note": true, "as": true, "cursor": true,
+		"payments-token": true, "key": true, "payment-method": true, "amount": true, "currency": true, "wait": true, "allow-live": true}
 	for k := range flags {
 		if !known[k] {
 			fmt.Fprintf(stderr, "unknown flag --%s\n", k)
@@ -121,6 +128,13 @@ func run(args []string, stdout, stderr io.Writer, env func(string) string) int {
 		err = c.deadletters(ctx, flags)
 	case pos[0] == "deadletters" && len(pos) == 3 && (pos[1] == "retry" || pos[1] == "resolve" || pos[1] == "ignore"):
 		err = c.act(ctx, pos[1], pos[2], flags["note"])
+	case pos[0] == "smoke" && len(pos) == 1:
+		s, err := newSmoke(c, flags, env, time.Now())
+		if err != nil {
+			fmt.Fprintln(stderr, "twicectl:", err)
+			return 2
+		}
+		return s.run(ctx)
 	case pos[0] == "recoveries" && len(pos) == 2 && pos[1] == "ls":
 		err = c.recoveries(ctx, flags)
 	default:

@@ -6,6 +6,7 @@
 //	go run ./infra/twicectl deadletters ls --status open --source recovery
 //	go run ./infra/twicectl deadletters retry dl_... --note "card updated"
 //	go run ./infra/twicectl --json attempts pay_...        # JSON for scripts
+//	go run ./infra/twicectl smoke                          # the post-deploy check (docs/deploy.md)
 //
 // It speaks the JSON operator API with the bearer token: --url (TWICE_URL, default
 // http://127.0.0.1:3000) and --token (TWICE_OPERATOR_TOKEN, default the local stack's).

@@ -69,6 +69,10 @@ type Attempt struct {
 	// (a decline names it): an operator tells cards apart by them.
 	CardBrand string `json:"card_brand,omitempty"`
 	CardLast4 string `json:"card_last4,omitempty"`
+	// Livemode is the provider's mode as its answer or event named it (Stripe's livemode):
+	// nil when it named none. It stays in the lookup's summaries, so a post-deploy check can
+	// tell a test-mode deployment from a live one without reading bodies.
+	Livemode *bool `json:"livemode,omitempty"`
 	// Scope is the caller scope of an API request (the authorizer principal, "local").
 	Scope string `json:"scope,omitempty"`
 

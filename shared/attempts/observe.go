@@ -58,6 +58,7 @@ func (c StripeObserver) Observe(ctx context.Context, call provider.Call) {
 	a.Invoice = firstOf(resp.Metadata["twice_invoice"], form.Get("metadata[twice_invoice]"))
 	a.ProviderPaymentID = firstOf(resp.ID, intentIDInPath(call.Path))
 	a.CardBrand, a.CardLast4 = cardIn(call.ResponseBody)
+	a.Livemode = livemodeIn(call.ResponseBody)
 	// A timed-out call is the one an operator most needs in the log, and its context has
 	// expired by now: record it under a fresh bound that keeps the call's values.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
@@ -216,6 +217,26 @@ func validLast4(s string) bool {
 	return true
 }
 
+// livemodeIn reads Stripe's livemode from an object or event, or from the PaymentIntent of a
+// card error; nil when the body names none.
+func livemodeIn(body []byte) *bool {
+	var v struct {
+		Livemode *bool `json:"livemode"`
+		Error    struct {
+			PaymentIntent struct {
+				Livemode *bool `json:"livemode"`
+			} `json:"payment_intent"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return nil
+	}
+	if v.Livemode != nil {
+		return v.Livemode
+	}
+	return v.Error.PaymentIntent.Livemode
+}
+
 // intentIDInPath finds pi_... in /v1/payment_intents/{id}[/confirm].
 func intentIDInPath(path string) string {
 	rest, ok := strings.CutPrefix(path, "/v1/payment_intents/")
@@ -265,6 +286,7 @@ func (i IngestObserver) Observe(ctx context.Context, in ingest.Attempt) {
 		return
 	}
 	a.PaymentID = obj.Metadata["twice_payment_id"]
+	a.Livemode = livemodeIn(in.Body)
 	a.Invoice = obj.Metadata["twice_invoice"]
 	if strings.HasPrefix(obj.ID, "pi_") {
 		a.ProviderPaymentID = obj.ID
