@@ -144,6 +144,11 @@ func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handle
 // a body of at most maxBody bytes. When either is unusable it answers the problem (400, or 413
 // for a body too large) and reports false.
 func ReadRequest(w http.ResponseWriter, r *http.Request, maxBody int64) (key string, body []byte, ok bool) {
+	if n := len(r.Header.Values(HeaderKey)); n > 1 {
+		// Which one would count is a guess: refuse rather than use the first silently.
+		problem.Write(w, problem.Typed(http.StatusBadRequest, problem.KeyInvalid, "Send one Idempotency-Key header; this request has "+strconv.Itoa(n)+"."))
+		return "", nil, false
+	}
 	key = r.Header.Get(HeaderKey)
 	if err := ValidateKey(key); err != nil {
 		if errors.Is(err, ErrKeyMissing) {

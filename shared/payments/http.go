@@ -86,10 +86,7 @@ func (s *Service) serveCreate(w http.ResponseWriter, r *http.Request, scope stri
 		problem.Write(w, RequestProblem(err))
 		return
 	}
-	fp, err := idempotency.FingerprintJSON(body)
-	if err != nil { // ParseCreateRequest accepted it, so it is JSON; keep the guard all the same
-		fp = idempotency.FingerprintBytes(body)
-	}
+	fp := FingerprintBody(body)
 	out, err := s.Keeper.Run(r.Context(), scope, key, fp, func(ctx context.Context, l *idempotency.Lease) (idempotency.Result, error) {
 		run, sent := req, body
 		if l.Request != nil {

@@ -137,10 +137,7 @@ func TestPropertyNoSecondCharge(t *testing.T) {
 				if w.seen[key] {
 					t.Skip("key already used")
 				}
-				fp, err := idempotency.FingerprintJSON([]byte(propKeys[key]))
-				if err != nil {
-					t.Fatal(err)
-				}
+				fp := FingerprintBody([]byte(propKeys[key])) // as the handler fingerprints it
 				out, err := w.svc.Keeper.Acquire(context.Background(), "local", key, fp)
 				if err != nil || out.Kind != idempotency.New {
 					t.Fatalf("acquire %s: %+v %v", key, out, err)

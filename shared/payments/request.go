@@ -11,7 +11,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"golang.org/x/text/currency"
+
+	"github.com/runtwice/twice/shared/idempotency"
 )
 
 // CreateRequest is the body of POST /payments.
@@ -73,6 +76,11 @@ func (e *InvalidError) Names() []string { return slices.Sorted(maps.Keys(e.Field
 // and trailing data are malformed; values out of range are invalid with a reason per field.
 func ParseCreateRequest(body []byte) (CreateRequest, error) {
 	var req CreateRequest
+	if name, dup := duplicateName(body); dup {
+		// encoding/json keeps the last of two same names: {"amount":2000,...,"amount":1}
+		// would charge 1. An ambiguous body is refused, never guessed at.
+		return CreateRequest{}, &MalformedError{Reason: capReason(fmt.Sprintf("field %q appears more than once", name))}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -102,7 +110,7 @@ func ParseCreateRequest(body []byte) (CreateRequest, error) {
 	if len(req.Description) > maxDescription || !utf8.ValidString(req.Description) {
 		bad["description"] = fmt.Sprintf("must be valid text of at most %d bytes", maxDescription)
 	}
-	if reason := checkMetadata(req.Metadata); reason != "" {
+	if reason := checkMetadata(req.Metadata, req.Invoice != ""); reason != "" {
 		bad["metadata"] = reason
 	}
 	if len(bad) > 0 {
@@ -135,14 +143,24 @@ func checkID(v string, required bool) string {
 	return ""
 }
 
-func checkMetadata(m map[string]string) string {
-	if len(m) > maxMetadataKeys {
-		return fmt.Sprintf("may have at most %d keys", maxMetadataKeys)
+// checkMetadata holds metadata to what Stripe accepts once twice has added its own keys
+// (MetaPaymentID and MetaScope always, MetaInvoice with an invoice): at most 50 keys in all,
+// keys of at most 40 characters without square brackets (Stripe's form encoding reads
+// "a[b]" as a nested parameter and refuses it).
+func checkMetadata(m map[string]string, invoice bool) string {
+	reserved := 2
+	if invoice {
+		reserved++
+	}
+	if len(m) > maxMetadataKeys-reserved {
+		return fmt.Sprintf("may have at most %d keys (the provider allows %d, and twice adds %d of its own)", maxMetadataKeys-reserved, maxMetadataKeys, reserved)
 	}
 	for k, v := range m {
 		switch {
 		case k == "" || len(k) > maxMetadataKey:
 			return fmt.Sprintf("keys must be 1 to %d characters", maxMetadataKey)
+		case strings.ContainsAny(k, "[]"):
+			return "keys may not contain square brackets (the provider refuses them)"
 		case strings.HasPrefix(k, metadataPrefix):
 			return "keys starting with " + metadataPrefix + " are reserved"
 		case len(v) > maxMetadataValue:
@@ -150,6 +168,45 @@ func checkMetadata(m map[string]string) string {
 		}
 	}
 	return ""
+}
+
+// duplicateName reports the first object member name that appears twice in one object, at
+// any depth (a body that is not valid JSON reports none: the decoder says what is wrong).
+func duplicateName(body []byte) (string, bool) {
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	for {
+		_, err := dec.ReadToken()
+		if err == nil {
+			continue
+		}
+		var serr *jsontext.SyntacticError
+		if errors.As(err, &serr) && errors.Is(serr.Err, jsontext.ErrDuplicateName) {
+			return serr.JSONPointer.LastToken(), true
+		}
+		return "", false
+	}
+}
+
+// FingerprintBody is the fingerprint of a POST /payments body under its key: its canonical
+// JSON (idempotency.FingerprintJSON) with an empty or null metadata left out, so that
+// "metadata":{} and no metadata, the same request, are one fingerprint.
+func FingerprintBody(body []byte) idempotency.Fingerprint {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) == nil {
+		if m, ok := obj["metadata"]; ok {
+			if t := bytes.TrimSpace(m); string(t) == "null" || string(bytes.Join(bytes.Fields(t), nil)) == "{}" {
+				delete(obj, "metadata")
+				if b, err := json.Marshal(obj); err == nil {
+					body = b
+				}
+			}
+		}
+	}
+	fp, err := idempotency.FingerprintJSON(body)
+	if err != nil { // ParseCreateRequest accepted it, so it is JSON; keep the guard all the same
+		fp = idempotency.FingerprintBytes(body)
+	}
+	return fp
 }
 
 // capReason bounds a reason that quotes the caller's input (a field path inside metadata).

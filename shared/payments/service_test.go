@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -339,6 +340,11 @@ func TestProblems(t *testing.T) {
 		"two invalid":      {"k6", `{"amount":1,"currency":"USD","payment_method":"p"}`, 400, problem.InvalidRequest, []string{"currency", "customer"}},
 		"bad currency":     {"k7", `{"amount":1,"currency":"abc","customer":"c","payment_method":"p"}`, 400, problem.InvalidRequest, []string{"currency"}},
 		"reserved meta":    {"k9", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","metadata":{"twice_x":"1"}}`, 400, problem.InvalidRequest, []string{"metadata"}},
+		"duplicate name":   {"k15", `{"amount":2000,"currency":"usd","customer":"c","payment_method":"p","amount":1}`, 400, problem.MalformedRequest, nil},
+		"duplicate nested": {"k16", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","metadata":{"a":"1","a":"2"}}`, 400, problem.MalformedRequest, nil},
+		"bracket meta key": {"k17", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","metadata":{"a[b]":"1"}}`, 400, problem.InvalidRequest, []string{"metadata"}},
+		"49 meta keys":     {"k18", metadataBody(49, ""), 400, problem.InvalidRequest, []string{"metadata"}},
+		"48 with invoice":  {"k19", metadataBody(48, "inv_1"), 400, problem.InvalidRequest, []string{"metadata"}},
 		"too large":        {"k11", `{"description":"` + strings.Repeat("x", MaxBody) + `"}`, 413, problem.BodyTooLarge, nil},
 		"key reused":       {"used", `{"amount":2500,"currency":"usd","customer":"cus_1","payment_method":"pm_card_visa"}`, 422, problem.KeyReused, []string{"amount"}},
 		"provider busy":    {"k12", body("pm_throttled"), 503, problem.ProviderBusy, nil},
@@ -354,9 +360,55 @@ func TestProblems(t *testing.T) {
 	t.Run("unknown payment", func(t *testing.T) {
 		checkProblem(t, f.do(t, "GET", "/payments/pay_nope", "", ""), 404, problem.NotFound, nil)
 	})
+	t.Run("two Idempotency-Key headers", func(t *testing.T) {
+		req := httptest.NewRequest("POST", "/payments", strings.NewReader(valid))
+		req.Header.Add("Idempotency-Key", "k20")
+		req.Header.Add("Idempotency-Key", "k21")
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, req)
+		checkProblem(t, w, 400, problem.KeyInvalid, nil)
+	})
+	// What the provider allows once twice's own keys are counted is accepted.
+	for key, b := range map[string]string{"k22": metadataBody(48, ""), "k23": metadataBody(47, "inv_1")} {
+		if w := f.do(t, "POST", "/payments", key, b); w.Code != 201 {
+			t.Errorf("%s: metadata at the limit: %d %s", key, w.Code, w.Body)
+		}
+	}
 	// A request that cannot be processed leaves the key free for the corrected one.
 	if w := f.do(t, "POST", "/payments", "k5", valid); w.Code != 201 {
 		t.Fatalf("corrected request: %d %s", w.Code, w.Body)
+	}
+}
+
+// metadataBody is a valid payment with n metadata keys (and an invoice when one is given).
+func metadataBody(n int, invoice string) string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("k%02d", i)] = "v"
+	}
+	b, _ := json.Marshal(map[string]any{"amount": 2500, "currency": "usd", "customer": "cus_1", "payment_method": "pm_card_visa",
+		"metadata": m, "invoice": invoice})
+	return string(b)
+}
+
+// TestEmptyMetadataIsNoMetadata: "metadata":{} (or null) and no metadata are one request under
+// one key: the second is a replay, not a 422.
+func TestEmptyMetadataIsNoMetadata(t *testing.T) {
+	f := newFixture(t)
+	plain := body("pm_card_visa")
+	first := f.do(t, "POST", "/payments", "meta-empty", plain)
+	if first.Code != 201 {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	for _, extra := range []string{`"metadata":{}`, `"metadata": { }`, `"metadata":null`} {
+		b := strings.TrimSuffix(plain, "}") + "," + extra + "}"
+		w := f.do(t, "POST", "/payments", "meta-empty", b)
+		if w.Code != 201 || w.Header().Get("Idempotent-Replayed") != "true" || w.Body.String() != first.Body.String() {
+			t.Errorf("%s under the same key: %d %s", extra, w.Code, w.Body)
+		}
+	}
+	if w := f.do(t, "POST", "/payments", "meta-empty", strings.TrimSuffix(plain, "}")+`,"metadata":{"a":"1"}}`); w.Code != 422 {
+		t.Errorf("real metadata under the same key: %d, want 422", w.Code)
 	}
 }
 
@@ -411,7 +463,7 @@ func TestProblemTypesDocumented(t *testing.T) {
 }
 
 func FuzzParseCreateRequest(f *testing.F) {
-	for _, s := range []string{body("pm_card_visa"), `{}`, `[]`, `{"amount":1e400}`, `{"metadata":{"a":null}}`, `{"amount":-1}`} {
+	for _, s := range []string{body("pm_card_visa"), `{}`, `[]`, `{"amount":1e400}`, `{"metadata":{"a":null}}`, `{"amount":-1}`, `{"amount":1,"amount":2}`, `{"metadata":{"a[b]":"1"}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
