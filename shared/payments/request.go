@@ -11,7 +11,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"golang.org/x/text/currency"
 
 	"github.com/runtwice/twice/shared/idempotency"
@@ -171,19 +170,48 @@ func checkMetadata(m map[string]string, invoice bool) string {
 }
 
 // duplicateName reports the first object member name that appears twice in one object, at
-// any depth (a body that is not valid JSON reports none: the decoder says what is wrong).
+// any depth (a body that is not valid JSON reports none: the decoder says what is wrong). It
+// walks encoding/json's tokens, so the payment functions link no second JSON library.
 func duplicateName(body []byte) (string, bool) {
-	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		obj  bool
+		key  bool // an object's next string token is a name
+		seen map[string]bool
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(body))
 	for {
-		_, err := dec.ReadToken()
-		if err == nil {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				stack = append(stack, &frame{obj: d == '{', key: d == '{', seen: map[string]bool{}})
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].obj {
+					stack[len(stack)-1].key = true // the closed value was a member's
+				}
+			}
 			continue
 		}
-		var serr *jsontext.SyntacticError
-		if errors.As(err, &serr) && errors.Is(serr.Err, jsontext.ErrDuplicateName) {
-			return serr.JSONPointer.LastToken(), true
+		if top == nil || !top.obj {
+			continue
 		}
-		return "", false
+		if top.key {
+			name, _ := tok.(string)
+			if top.seen[name] {
+				return name, true
+			}
+			top.seen[name] = true
+		}
+		top.key = !top.key
 	}
 }
 
