@@ -77,6 +77,7 @@ func TestContractMoto(t *testing.T) {
 		DuplicatesInFlight:  true,
 		Sequential:          true,
 		RedriveSlack:        2,
+		ExpectWait:          5 * time.Second,
 		New: func(t *testing.T) queuetest.Fixture {
 			url, dlqURL := createQueues(t, c, queuetest.MaxReceiveCount)
 			return queuetest.Fixture{
