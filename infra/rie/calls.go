@@ -2,13 +2,16 @@ package rie
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -22,12 +25,16 @@ type Call struct {
 
 // Recorder is a reverse proxy in front of an AWS API endpoint (DynamoDB Local, moto) that
 // records the IAM actions of every request passing through it: what a function under the
-// emulator really called, for the least-privilege test to compare with template.yaml.
+// emulator really called, for the least-privilege test to compare with template.yaml. It also
+// meters what the requests cost (Usage): it asks DynamoDB for the capacity each request
+// consumed (ReturnConsumedCapacity TOTAL, added to every request that takes it) and reads it
+// from the answer.
 type Recorder struct {
 	URL   string // point AWS_ENDPOINT_URL_<SERVICE> here
 	srv   *httptest.Server
 	mu    sync.Mutex
 	calls []Call
+	usage Usage
 }
 
 // NewRecorder proxies to target.
@@ -38,17 +45,52 @@ func NewRecorder(target string) (*Recorder, error) {
 	}
 	r := &Recorder{}
 	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		target := resp.Request.Header.Get("X-Amz-Target")
+		if !strings.HasPrefix(target, "DynamoDB_") {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		sent, _ := resp.Request.Context().Value(sentKey{}).([]byte)
+		wru, rru, tables := consumed(target, resp.StatusCode, body, sent)
+		r.mu.Lock()
+		r.usage.WriteUnits += wru
+		r.usage.ReadUnits += rru
+		if r.usage.TableWriteUnits == nil {
+			r.usage.TableWriteUnits = map[string]float64{}
+		}
+		for t, n := range tables {
+			r.usage.TableWriteUnits[t] += n
+		}
+		r.mu.Unlock()
+		return nil
+	}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(req.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		calls := ActionsOf(req.Header.Get("X-Amz-Target"), body)
+		target := req.Header.Get("X-Amz-Target")
+		calls := ActionsOf(target, body)
 		r.mu.Lock()
 		r.calls = append(r.calls, calls...)
+		r.usage.add(target, body)
 		r.mu.Unlock()
+		if strings.HasPrefix(target, "DynamoDB_") {
+			body = withConsumedCapacity(body)
+			// The request as sent, for billing a write DynamoDB refused (it reports no
+			// capacity then).
+			req = req.WithContext(context.WithValue(req.Context(), sentKey{}, body))
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		proxy.ServeHTTP(w, req)
 	}))
 	r.URL = r.srv.URL
@@ -62,6 +104,16 @@ func (r *Recorder) Calls() []Call {
 	out := slices.Clone(r.calls)
 	slices.SortFunc(out, func(a, b Call) int { return strings.Compare(a.Action+" "+a.Resource, b.Action+" "+b.Resource) })
 	return slices.Compact(out)
+}
+
+// Usage returns what the requests so far cost.
+func (r *Recorder) Usage() Usage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := r.usage
+	u.Requests = maps.Clone(r.usage.Requests)
+	u.TableWriteUnits = maps.Clone(r.usage.TableWriteUnits)
+	return u
 }
 
 // Close stops the proxy.

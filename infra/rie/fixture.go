@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -128,6 +129,12 @@ func NewResources(ctx context.Context, root, prefix, dynamoEndpoint, motoEndpoin
 		f.QueueURLs[base+"-dlq"] = *dlq.QueueUrl
 	}
 
+	// The payments bus the relay publishes changes to (template.yaml's PaymentsBus).
+	if _, err := eventbridge.NewFromConfig(f.MotoConfig).CreateEventBus(ctx, &eventbridge.CreateEventBusInput{
+		Name: aws.String(f.EventBus())}); err != nil {
+		return nil, fmt.Errorf("rie: create event bus: %w", err)
+	}
+
 	def, err := os.ReadFile(filepath.Join(root, "statemachines", "payment-recovery.asl.json"))
 	if err != nil {
 		return nil, err
@@ -144,6 +151,9 @@ func NewResources(ctx context.Context, root, prefix, dynamoEndpoint, motoEndpoin
 	f.StateMachine = *sm.StateMachineArn
 	return f, nil
 }
+
+// EventBus is the name of the fixture's payments bus.
+func (f *Fixture) EventBus() string { return f.Prefix + "-payments" }
 
 // Env is the environment of every function as template.yaml sets it, aimed at the local
 // servers; extra entries ("K=V") are appended.
@@ -165,7 +175,7 @@ func (f *Fixture) Env(extra ...string) []string {
 		"TWICE_RECOVERY_STATE_MACHINE_ARN=" + f.StateMachine,
 		"TWICE_IDEMPOTENCY_RETENTION_DAYS=7",
 		"TWICE_STAGE=" + f.Prefix,
-		"TWICE_EVENT_BUS_NAME=" + f.Prefix + "-payments", "AWS_ENDPOINT_URL_EVENTBRIDGE=" + f.Moto,
+		"TWICE_EVENT_BUS_NAME=" + f.EventBus(), "AWS_ENDPOINT_URL_EVENTBRIDGE=" + f.Moto,
 	}
 	for logical, physical := range f.Tables {
 		env = append(env, lambdaenv.TableVar(logical)+"="+physical)
