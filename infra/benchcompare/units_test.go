@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -47,42 +46,6 @@ func TestUnits(t *testing.T) {
 	}
 }
 
-func TestModel(t *testing.T) {
-	p := Prices{DynamoWRU: 1, DynamoRRU: 1, LambdaRequest: 1, LambdaGBs: 1e-6, SQSRequest: 1, SFNTransition: 1, HTTPAPI: 1}
-	u := Usage{
-		Writes:                []Write{{Bytes: 100, Count: 1}, {Bytes: 100, Transactional: true, Count: 0.5}},
-		Reads:                 []Read{{Bytes: 100, Consistent: true, Count: 2}},
-		Invocations:           []Invocation{{Count: 2, MemoryMB: 1024, DurationMS: 99.2}},
-		SQSRequests:           3,
-		RecoveryRate:          0.1,
-		AttemptsPerRecovery:   2,
-		TransitionsPerAttempt: 5,
-		HTTPRequests:          2,
-	}
-	c := Model(u, p)
-	checks := []struct {
-		name      string
-		got, want float64
-	}{
-		{"WRU: one plain, half of a doubled", c.WRU, 2},
-		{"RRU", c.RRU, 2},
-		{"GB-seconds round duration up to the ms", c.GBSeconds, 2 * 1 * 0.1},
-		{"Lambda: requests plus GB-s", c.Lambda, 2 + 0.2*1e6*1e-6},
-		{"transitions", c.Transitions, 1},
-		{"Step Functions priced per thousand", c.StepFunctions, 1000},
-		{"SQS", c.SQS, 3},
-		{"HTTP API", c.HTTPAPI, 2},
-		{"total", c.Total, 2 + 2 + 2.2 + 3 + 1000 + 2},
-	}
-	for _, ck := range checks {
-		t.Run(ck.name, func(t *testing.T) {
-			if !near(ck.got, ck.want) {
-				t.Fatalf("got %v, want %v", ck.got, ck.want)
-			}
-		})
-	}
-}
-
 func TestCallUnits(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -101,47 +64,6 @@ func TestCallUnits(t *testing.T) {
 			wru, rru := callUnits(tc.calls, tc.bytes, tc.tx)
 			if wru != tc.wru || rru != tc.rru {
 				t.Fatalf("got %v WRU %v RRU, want %v, %v", wru, rru, tc.wru, tc.rru)
-			}
-		})
-	}
-}
-
-func TestTwiceUsage(t *testing.T) {
-	m := Measured{NewCalls: map[string]float64{"PutItem": 1, "TransactWriteItems": 1},
-		ReplayCalls: map[string]float64{"PutItem": 1}, RecordBytes: 700, PaymentMS: 10, ReplayMS: 2, WebhookMS: 5}
-	a := DefaultAssumptions
-	a.ReplayRate, a.WebhooksPerPay, a.RecoveryRate = 0, 0, 0
-	c := Model(twiceUsage(m, a), Prices{DynamoWRU: 1})
-	// Put 1 + transaction of record, payment and alias at 2 each.
-	if c.WRU != 7 || c.RRU != 0 {
-		t.Fatalf("payment alone: %v WRU %v RRU, want 7, 0", c.WRU, c.RRU)
-	}
-	a.WebhooksPerPay, a.ReplayRate = 1, 1
-	c = Model(twiceUsage(m, a), Prices{})
-	// Plus a replay (1) and a webhook: read the payment, transaction of four items.
-	if c.WRU != 7+1+8 || c.RRU != 1 {
-		t.Fatalf("with replay and webhook: %v WRU %v RRU, want 16, 1", c.WRU, c.RRU)
-	}
-}
-
-func TestTemplateLambda(t *testing.T) {
-	cases := []struct {
-		name    string
-		yaml    string
-		want    float64
-		arm     bool
-		wantErr bool
-	}{
-		{"globals, arm64", "Globals:\n  Function:\n    Architectures: [arm64]\n    MemorySize: 256\nResources:\n  F:\n    Properties:\n      MemorySize: 512\n", 256, true, false},
-		{"x86 by default", "Globals:\n  Function:\n    MemorySize: 1024\n", 1024, false, false},
-		{"none", "Resources:\n  T:\n    Type: AWS::DynamoDB::Table\n", 0, false, true},
-		{"not a number", "    MemorySize: !Ref Mem\n", 0, false, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, arm, err := templateLambda(strings.NewReader(tc.yaml))
-			if (err != nil) != tc.wantErr || got != tc.want || arm != tc.arm {
-				t.Fatalf("got %v, %v, %v; want %v, %v, error %v", got, arm, err, tc.want, tc.arm, tc.wantErr)
 			}
 		})
 	}
