@@ -45,6 +45,8 @@ type env struct {
 	rie  string
 	fx   *rie.Fixture
 	sim  *httptest.Server
+	// simulator is the provider behind sim.
+	simulator *stripesim.Simulator
 	// calls are the AWS actions each started function made, recorded by proxies in front of
 	// DynamoDB Local and moto (see least_privilege_test.go).
 	calls map[string][]*rie.Recorder
@@ -75,7 +77,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{root: root, rie: rieBin, fx: fx, sim: srv, calls: map[string][]*rie.Recorder{}, ran: map[string][]*rie.Emulator{}}
+	return &env{root: root, rie: rieBin, fx: fx, sim: srv, simulator: sim, calls: map[string][]*rie.Recorder{}, ran: map[string][]*rie.Emulator{}}
 }
 
 func (e *env) event(t *testing.T, name string) []byte {
@@ -114,7 +116,8 @@ func (e *env) startBuilt(t *testing.T, fn, bin string, extra ...string) *rie.Emu
 	e.calls[fn] = append(e.calls[fn], ddb, moto)
 	t.Cleanup(func() { ddb.Close(); moto.Close() })
 	em, err := rie.Start(t.Context(), e.rie, bin, e.fx.Env(append([]string{"AWS_ENDPOINT_URL_DYNAMODB=" + ddb.URL,
-		"AWS_ENDPOINT_URL_SQS=" + moto.URL, "AWS_ENDPOINT_URL_SSM=" + moto.URL, "AWS_ENDPOINT_URL_SFN=" + moto.URL}, extra...)...))
+		"AWS_ENDPOINT_URL_SQS=" + moto.URL, "AWS_ENDPOINT_URL_SSM=" + moto.URL, "AWS_ENDPOINT_URL_SFN=" + moto.URL,
+		"AWS_ENDPOINT_URL_EVENTBRIDGE=" + moto.URL}, extra...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
