@@ -1,9 +1,13 @@
 // Command chaos drives the local stack with duplicated payments, simulator faults, webhook
-// replays and kill -9 restarts, then checks against the simulator's own records that no payment
-// was charged twice or lost and that every replay answered the same. It builds infra/local and
-// runs it on free loopback ports over a fresh data directory; the run is bounded by -duration.
+// replays, lost webhook deliveries and kill -9 restarts, then checks against the simulator's own
+// records that no payment was charged twice or lost, that every replay answered the same, and
+// that after the backfill walked the provider's event log local state equals the provider's,
+// the unheard payments (settled at the provider with every webhook about them dropped)
+// included. It builds infra/local and runs it on free loopback ports over a fresh data
+// directory; the run is bounded by -duration.
 //
 //	go run ./infra/chaos [-payments 1000] [-kills 3] [-seed 1] [-short] [-json chaos.json]
+//	                     [-drop-rate 0.2] [-backfill-max-events 50]
 //
 // It exits 1 when an invariant breaks, 2 when the run could not be made or ended incomplete.
 package main
@@ -36,8 +40,8 @@ func run() int {
 	jsonOut := flag.String("json", "", "write the report to this file as JSON")
 	data := flag.String("data", "", "keep the stack's data (and stack.log) in this directory")
 	bin := flag.String("bin", "", "a built infra/local to run instead of building one")
-	dropRate := flag.Float64("drop-rate", def.DropRate, "share of webhook deliveries the simulator loses (the backfill must bring them)")
-	backfillMax := flag.Int("backfill-max-events", 0, "events one backfill pass of the stack handles at most (0: its default)")
+	dropRate := flag.Float64("drop-rate", def.DropRate, "share of webhook deliveries the simulator loses (the backfill must bring them); every delivery about the plan's unheard payments is lost whatever the rate")
+	backfillMax := flag.Int("backfill-max-events", def.BackfillMaxEvents, "events one backfill pass of the stack handles at most, so a walk takes several passes (0: the stack's default, 50000)")
 	flag.Parse()
 
 	cfg := harness.NewConfig(*seed)
@@ -57,9 +61,11 @@ func run() int {
 			cfg.Duration = *duration
 		case "drop-rate":
 			cfg.DropRate = *dropRate
+		case "backfill-max-events":
+			cfg.BackfillMaxEvents = *backfillMax
 		}
 	})
-	cfg.DataDir, cfg.Bin, cfg.Progress, cfg.BackfillMaxEvents = *data, *bin, os.Stderr, *backfillMax
+	cfg.DataDir, cfg.Bin, cfg.Progress = *data, *bin, os.Stderr
 	// Without -data the stack's data goes to a temporary directory that is kept when the run
 	// breaks an invariant or ends incomplete, so the evidence (stack.log, the executions'
 	// histories in twice.db, the simulator's records) outlives the run.

@@ -15,6 +15,9 @@ type Observation struct {
 	Status   string   // the local status at the end
 	// Recoverable says its card was programmed to decline a few times, then succeed.
 	Recoverable bool
+	// Unheard says every webhook about it was dropped and its charge was left processing, to
+	// be settled at the provider later (Plan.Unheard).
+	Unheard bool
 }
 
 // Findings are the invariant checks over a run. Every count except Unanswered must be zero.
@@ -33,6 +36,13 @@ type Findings struct {
 	// Unsettled counts payments still pending when a run cut off by its time bound ended:
 	// not judged, since the stack was not given the time to settle them.
 	Unsettled int `json:"unsettled,omitempty"`
+	// UnheardBehind counts the unheard payments settled at the provider whose local status is
+	// not the provider's after the backfill (each is a status mismatch too): only the
+	// provider's event log could tell the stack, so the backfill did not bring it.
+	UnheardBehind int `json:"unheard_behind_after_backfill"`
+	// BackfillIdle is 1 when unheard payments reached the provider and the backfill applied no
+	// event at all (Run sets it; Check cannot know).
+	BackfillIdle int `json:"backfill_applied_nothing"`
 	// FollowOnsLost counts follow-on effects committed but never carried out (an outbox message
 	// never delivered, a declined payment with no recovery), read after the stack settled.
 	FollowOnsLost int `json:"follow_on_effects_lost"`
@@ -121,6 +131,10 @@ func Check(obs []Observation, intents []Intent, settled bool) Findings {
 		if want := providerStatus(pis); want != o.Status {
 			f.StatusMismatches++
 			f.example("status mismatch: key %s payment %s is %q locally, %q at the provider (%d intents)", o.Key, o.ID, o.Status, want, len(pis))
+			if o.Unheard && want != "processing" {
+				f.UnheardBehind++
+				f.example("unheard payment behind: key %s payment %s, settled %q at the provider, is %q after the backfill", o.Key, o.ID, want, o.Status)
+			}
 		}
 	}
 	// A charge the stack does not know about is a lost payment too: the provider took money
@@ -161,7 +175,8 @@ func (f Findings) Broken() []string {
 		name string
 		n    int
 	}{{"double charges", f.DoubleCharges}, {"lost payments", f.Lost}, {"replay mismatches", f.ReplayMismatches}, {"status mismatches", f.StatusMismatches},
-		{"follow-on effects lost", f.FollowOnsLost}, {"recoverable payments not recovered", f.NotRecovered}, {"recoveries ended without a named reason", f.UnnamedStops}} {
+		{"follow-on effects lost", f.FollowOnsLost}, {"recoverable payments not recovered", f.NotRecovered}, {"recoveries ended without a named reason", f.UnnamedStops},
+		{"unheard payments behind after backfill", f.UnheardBehind}, {"backfill applied nothing of the unheard changes", f.BackfillIdle}} {
 		if c.n != 0 {
 			out = append(out, fmt.Sprintf("%s: %d", c.name, c.n))
 		}

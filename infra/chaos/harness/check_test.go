@@ -9,6 +9,7 @@ import (
 func TestCheck(t *testing.T) {
 	ok := Answer{201, `{"id":"pay_1","status":"succeeded"}`}
 	declined := Answer{402, `{"id":"pay_1","status":"declined"}`}
+	processing := Answer{201, `{"id":"pay_1","status":"processing"}`}
 	succeeded := []Intent{{ID: "pi_1", PaymentID: "pay_1", Status: "succeeded"}}
 	tests := map[string]struct {
 		obs     []Observation
@@ -102,6 +103,23 @@ func TestCheck(t *testing.T) {
 			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{declined}, Found: true, Status: "declined"}},
 			intents: []Intent{{ID: "pi_1", PaymentID: "pay_1", Status: "requires_payment_method"}},
 		},
+		"unheard, caught up by the backfill": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{processing}, Found: true, Status: "succeeded", Unheard: true}},
+			intents: succeeded,
+		},
+		"unheard, settled as a decline and caught up": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{processing}, Found: true, Status: "declined", Unheard: true}},
+			intents: []Intent{{ID: "pi_1", PaymentID: "pay_1", Status: "requires_payment_method"}},
+		},
+		"unheard, still processing after the backfill": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{processing}, Found: true, Status: "processing", Unheard: true}},
+			intents: succeeded,
+			want:    Findings{StatusMismatches: 1, UnheardBehind: 1},
+		},
+		"unheard, never settled at the provider": {
+			obs:     []Observation{{Key: "k", ID: "pay_1", Accepted: true, Finals: []Answer{processing}, Found: true, Status: "processing", Unheard: true}},
+			intents: []Intent{{ID: "pi_1", PaymentID: "pay_1", Status: "processing"}},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -110,7 +128,7 @@ func TestCheck(t *testing.T) {
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
-			if broken := got.Broken(); (len(broken) == 0) != (got.DoubleCharges+got.Lost+got.ReplayMismatches+got.StatusMismatches+got.NotRecovered+got.UnnamedStops == 0) {
+			if broken := got.Broken(); (len(broken) == 0) != (got.DoubleCharges+got.Lost+got.ReplayMismatches+got.StatusMismatches+got.NotRecovered+got.UnnamedStops+got.UnheardBehind == 0) {
 				t.Fatalf("Broken() = %v for %+v", broken, got)
 			}
 		})

@@ -13,7 +13,14 @@
 //   - lost payments: every payment the stack accepted (201, 402 or 202) is still known and no
 //     longer pending, and the provider charged nothing the stack does not know;
 //   - replay mismatches: every final answer of a key equals its first, status and body;
-//   - status mismatches: the local status equals the provider's, mapped.
+//   - status mismatches: the local status equals the provider's, mapped, after the backfill
+//     walked the provider's event log (the simulator drops a seeded share of deliveries);
+//   - unheard payments: a seeded slice of payments is charged on cards the simulator leaves
+//     processing, for a customer every webhook about whom it drops; the run settles those
+//     charges at the provider (most succeed, some fail with a hard decline), so only the
+//     backfill can bring their outcome: each must end as the provider says, and the backfill
+//     must have applied something (Report.BackfillApplied > 0). Each pass is bounded
+//     (Config.BackfillMaxEvents), so the backlog takes several passes.
 //
 // A seed decides the plan (keys, bodies, cards, how many duplicates, the delays, the kill
 // points and the sequence of faults); the interleaving of goroutines is the machine's, so two

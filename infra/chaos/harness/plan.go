@@ -14,19 +14,39 @@ type Card struct {
 }
 
 // Cards is the mix a plan draws from: mostly a card that succeeds, some declines (a soft one, a
-// hard one, a processing error, each declining every time), and recoverable cards.
+// hard one, a processing error, each declining every time), recoverable cards, and payments
+// the stack hears of only through the provider's event log.
 var Cards = []Card{
-	{"pm_card_visa", 76},
+	{"pm_card_visa", 70},
 	{"pm_card_visa_chargeDeclinedInsufficientFunds", 6},
 	{"pm_card_visa_chargeDeclinedLostCard", 6},
 	{"pm_card_chargeDeclinedProcessingError", 6},
 	{Recoverable, 6},
+	{Unheard, 6},
 }
 
 // Recoverable stands in the card mix for a card of its own, programmed in the simulator to
 // decline a few times with a soft decline and then succeed: the default recovery policy must
 // recover every one of them, on any day.
 const Recoverable = "recoverable"
+
+// Unheard stands in the card mix for a card of its own that the simulator leaves processing,
+// paid by the plan's unheard customer (UnheardCustomer), every webhook about whom the simulator
+// drops: the run settles the charge at the provider after the API answered "processing", so
+// only the provider's event log, walked by the backfill, can tell the stack how it ended.
+const Unheard = "unheard"
+
+// UnheardCustomer is the customer of a plan's unheard payments.
+func UnheardCustomer(seed uint64) string { return fmt.Sprintf("cus_chaos_unheard_%d", seed) }
+
+// Settle outcomes of unheard payments: most succeed; some fail with a hard decline, which
+// stops their recovery at once (a dead letter) rather than charging the card again.
+const (
+	SettleSucceeded = "succeeded"
+	SettleFailed    = "failed"
+	// SettleDeclineCode is the decline of a failed settle.
+	SettleDeclineCode = "lost_card"
+)
 
 // Recovery is how a recoverable payment's card declines before it succeeds.
 type Recovery struct {
@@ -60,6 +80,9 @@ type Payment struct {
 	Client uint64        // seed of this payment's client (its retry jitter)
 	// Recover is set for a recoverable card (Card is then its own pm_ id).
 	Recover *Recovery
+	// SettleAs is set for an unheard payment (Card is then its own pm_ id): how the run
+	// settles its charge at the provider, SettleSucceeded or SettleFailed.
+	SettleAs string
 }
 
 // Plan is everything a seed decides: the payments, where the kills fall and the chaos
@@ -93,17 +116,29 @@ func NewPlan(seed uint64, payments, kills int, maxDelay time.Duration) Plan {
 			n -= Cards[c].Weight
 		}
 		var rec *Recovery
-		if card == Recoverable {
+		settleAs := ""
+		switch card {
+		case Recoverable:
 			r := recoveries[rng.IntN(len(recoveries))]
 			rec, card = &r, fmt.Sprintf("pm_chaos_recoverable_%d_%06d", seed, i)
+		case Unheard:
+			settleAs, card = SettleSucceeded, fmt.Sprintf("pm_chaos_unheard_%d_%06d", seed, i)
+			if rng.IntN(4) == 0 {
+				settleAs = SettleFailed
+			}
 		}
 		amount := 500 + rng.IntN(99_500)
+		customer := fmt.Sprintf("cus_chaos_%03d", rng.IntN(200))
+		if settleAs != "" {
+			customer = UnheardCustomer(seed)
+		}
 		p.Payments[i] = Payment{
-			Recover: rec,
-			Index:   i,
-			Key:     fmt.Sprintf("chaos-%d-%06d", seed, i),
-			Body: fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_chaos_%03d","payment_method":%q,"description":"chaos %d/%d"}`,
-				amount, rng.IntN(200), card, seed, i),
+			Recover:  rec,
+			SettleAs: settleAs,
+			Index:    i,
+			Key:      fmt.Sprintf("chaos-%d-%06d", seed, i),
+			Body: fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":%q,"payment_method":%q,"description":"chaos %d/%d"}`,
+				amount, customer, card, seed, i),
 			Card:   card,
 			First:  2 + rng.IntN(2),
 			Later:  1 + rng.IntN(2),
@@ -127,6 +162,17 @@ func (p Plan) Recoverable() int {
 	n := 0
 	for _, pay := range p.Payments {
 		if pay.Recover != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Unheard counts the plan's unheard payments.
+func (p Plan) Unheard() int {
+	n := 0
+	for _, pay := range p.Payments {
+		if pay.SettleAs != "" {
 			n++
 		}
 	}

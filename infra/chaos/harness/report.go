@@ -26,11 +26,18 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("lost payments", r.Lost)
 	row("replay mismatches", r.ReplayMismatches)
 	row("status mismatches", r.StatusMismatches)
-	if r.DroppedDeliveries > 0 {
-		row("webhook deliveries dropped / applied by backfill", fmt.Sprintf("%d / %d", r.DroppedDeliveries, r.BackfillApplied))
+	if r.DroppedDeliveries > 0 || r.Unheard > 0 {
+		row("webhook deliveries dropped", r.DroppedDeliveries)
+		row("unheard payments / settled at the provider", fmt.Sprintf("%d / %d (every webhook about them dropped)", r.Unheard, r.UnheardSettled))
+		row("applied by backfill", r.BackfillApplied)
+		limit := "the stack's default"
+		if r.BackfillMaxEvents > 0 {
+			limit = fmt.Sprint(r.BackfillMaxEvents)
+		}
+		row("backfill passes", fmt.Sprintf("%d (longest walk %d passes of at most %s events)", r.BackfillPasses, r.BackfillLongestWalk, limit))
 		holds := "yes"
 		if r.StatusMismatches != 0 {
-			holds = fmt.Sprintf("NO (%d payments differ)", r.StatusMismatches)
+			holds = fmt.Sprintf("NO (%d payments differ, %d of them unheard)", r.StatusMismatches, r.UnheardBehind)
 		}
 		row("local state equals provider after backfill", holds)
 	}

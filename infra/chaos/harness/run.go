@@ -41,10 +41,11 @@ type Config struct {
 	Jump time.Duration
 
 	// DropRate is the share of webhook deliveries the simulator loses (seeded); the backfill
-	// passes of the settle phase must make every local payment what the provider says.
+	// passes of the settle phase must make every local payment what the provider says. Every
+	// delivery about the plan's unheard payments is dropped whatever the rate.
 	DropRate float64
-	// BackfillMaxEvents bounds each backfill pass of the stack (0: its default), so a backlog
-	// of dropped deliveries can be made larger than one pass.
+	// BackfillMaxEvents bounds each backfill pass of the stack (0: its default, 50,000), so
+	// the backlog of dropped deliveries is larger than one pass and a walk takes several.
 	BackfillMaxEvents int
 
 	FaultEvery  time.Duration // mean interval between armed simulator faults
@@ -61,7 +62,7 @@ func NewConfig(seed uint64) Config {
 	return Config{Payments: 1000, Seed: seed, Kills: 3, Concurrency: 32, Duration: 10 * time.Minute,
 		Settle: 90 * time.Second, MaxDelay: 3 * time.Second,
 		ProviderTimeout: time.Second, RequestTimeout: 3 * time.Second, ResolveDelay: 200 * time.Millisecond,
-		TimeFactor: 200_000, Jump: 25 * time.Hour, DropRate: 0.2,
+		TimeFactor: 200_000, Jump: 25 * time.Hour, DropRate: 0.2, BackfillMaxEvents: 50,
 		FaultEvery: 300 * time.Millisecond, ReplayEvery: 200 * time.Millisecond}
 }
 
@@ -72,6 +73,7 @@ func ShortConfig(seed uint64) Config {
 	c.Payments, c.Kills, c.Concurrency = 60, 1, 30
 	c.FaultEvery, c.ReplayEvery = 500*time.Millisecond, 300*time.Millisecond // fewer requests per second than the long run
 	c.Duration, c.Settle, c.MaxDelay = 75*time.Second, 30*time.Second, 1500*time.Millisecond
+	c.BackfillMaxEvents = 10 // its smaller backlog still takes several passes
 	return c
 }
 
@@ -94,6 +96,16 @@ type Report struct {
 	// lost ones the backfill passes applied (the rest the stack had recorded itself).
 	DroppedDeliveries int `json:"dropped_deliveries"`
 	BackfillApplied   int `json:"backfill_applied"`
+	// BackfillPasses counts the backfill passes the run made; BackfillLongestWalk, the most
+	// passes one walk of the log took (more than 1: the backlog was larger than one pass of
+	// BackfillMaxEvents, 0 for the stack's default).
+	BackfillPasses      int `json:"backfill_passes"`
+	BackfillLongestWalk int `json:"backfill_longest_walk"`
+	BackfillMaxEvents   int `json:"backfill_max_events"`
+	// Unheard counts the plan's unheard payments (Plan.Unheard); UnheardSettled, their charges
+	// the run settled at the provider, which only the event log told the stack about.
+	Unheard        int `json:"unheard_payments"`
+	UnheardSettled int `json:"unheard_settled_at_provider"`
 	Findings
 	// DeadLetters counts dead-letter records by source/class; nil when the stack has no
 	// operator route for them.
@@ -150,8 +162,13 @@ type run struct {
 	replays  atomic.Int64
 	settled  atomic.Int64
 	jumped   atomic.Bool
-	// backfilled counts the events the settle phase's backfill passes applied.
-	backfilled atomic.Int64
+	// backfilled counts the events the settle phase's backfill passes applied; backfillPasses
+	// the passes, backfillWalk the most passes of one walk.
+	backfilled     atomic.Int64
+	backfillPasses atomic.Int64
+	backfillWalk   atomic.Int64
+	// unheardSettled counts the unheard payments' charges settled at the provider.
+	unheardSettled atomic.Int64
 
 	mu         sync.Mutex // one kill and restart at a time; guards deliveries
 	deliveries int64      // deliveries_sent of the processes killed so far
@@ -209,7 +226,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			apiKey: inprocess.DefaultStripeAPIKey}}
 	r.client = &client{http: &http.Client{Transport: transport, Timeout: cfg.RequestTimeout + 2*time.Second},
 		base: func() string { return "http://" + proc.api }, requests: &r.requests, answers: &counts{}, attempts: 8, budget: 60 * time.Second}
-	rep := Report{Seed: cfg.Seed, Payments: cfg.Payments, ClockStart: plan.ClockStart, Recoverable: plan.Recoverable()}
+	rep := Report{Seed: cfg.Seed, Payments: cfg.Payments, ClockStart: plan.ClockStart, Recoverable: plan.Recoverable(),
+		Unheard: plan.Unheard(), BackfillMaxEvents: cfg.BackfillMaxEvents}
 	r.ledgers = make([]*ledger, cfg.Payments)
 	for i := range r.ledgers {
 		r.ledgers[i] = &ledger{}
@@ -217,8 +235,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := r.programCards(ctx); err != nil {
 		return rep, err
 	}
-	if cfg.DropRate > 0 {
-		if err := r.sim.dropDeliveries(ctx, cfg.DropRate, plan.Seed); err != nil {
+	if r.backfills() {
+		var unheard []string
+		if plan.Unheard() > 0 {
+			unheard = []string{UnheardCustomer(plan.Seed)}
+		}
+		if err := r.sim.dropDeliveries(ctx, cfg.DropRate, plan.Seed, unheard); err != nil {
 			return rep, err
 		}
 	}
@@ -245,12 +267,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	drainCtx, cancelDrain := context.WithTimeout(ctx, 30*time.Second)
 	(opsClient{&simClient{http: r.sim.http, base: "http://" + proc.api, apiKey: inprocess.DefaultOperatorToken}}).drainOutbox(drainCtx)
 	cancelDrain()
-	if cfg.DropRate > 0 {
-		// One more pass after everything settled, then read again: the status check below is
+	if r.backfills() {
+		// One more walk after everything settled, then read again: the status check below is
 		// "local state equals the provider's after backfill".
-		if n, err := r.ops().backfill(ctx); err == nil {
-			r.backfilled.Add(int64(n))
-		}
+		r.settleUnheard(ctx)
+		r.backfill(ctx)
 		drainCtx, cancelDrain := context.WithTimeout(ctx, 30*time.Second)
 		r.ops().drainOutbox(drainCtx)
 		cancelDrain()
@@ -269,9 +290,25 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		rep.Incomplete = "the duration bound ended the run before every payment settled"
 	}
 	rep.Findings = Check(obs, intents, rep.Incomplete == "")
+	rep.UnheardSettled = int(r.unheardSettled.Load())
+	rep.BackfillApplied = int(r.backfilled.Load())
+	rep.BackfillPasses, rep.BackfillLongestWalk = int(r.backfillPasses.Load()), int(r.backfillWalk.Load())
 	charged := map[string]bool{}
 	for _, in := range intents {
 		charged[in.PaymentID] = true
+	}
+	reached := 0 // unheard payments the provider charged (the rest never got there)
+	for _, o := range obs {
+		if o.Unheard && charged[o.ID] {
+			reached++
+		}
+	}
+	if reached > 0 && rep.BackfillApplied == 0 {
+		// The provider holds charges whose outcome the stack could learn from the event log
+		// alone, and the backfill applied nothing: either they were never settled there or
+		// the backfill missed them; the claim went unshown either way.
+		rep.BackfillIdle = 1
+		rep.example("backfill idle: %d unheard payments at the provider, %d settled there, 0 events applied by backfill", reached, rep.UnheardSettled)
 	}
 	for _, o := range obs {
 		switch {
@@ -283,7 +320,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	rep.ProviderIntents = len(intents)
-	rep.BackfillApplied = int(r.backfilled.Load())
 	if n, err := r.sim.dropped(checkCtx); err == nil {
 		rep.DroppedDeliveries = n
 	}
@@ -490,7 +526,7 @@ func (r *run) settle(ctx context.Context) []Observation {
 	})
 	obs := make([]Observation, len(r.plan.Payments))
 	for i, p := range r.plan.Payments {
-		obs[i] = Observation{Key: p.Key, ID: ids[i], Recoverable: p.Recover != nil}
+		obs[i] = Observation{Key: p.Key, ID: ids[i], Recoverable: p.Recover != nil, Unheard: p.SettleAs != ""}
 	}
 	read := make([]bool, len(obs)) // the stack answered a GET (200 or 404)
 	readAll := func(ctx context.Context) {
@@ -504,7 +540,7 @@ func (r *run) settle(ctx context.Context) []Observation {
 			}
 		})
 	}
-	lastBackfill := time.Now()
+	var lastBackfill time.Time // the first walk comes at once
 	for ctx.Err() == nil {
 		open := 0
 		readAll(ctx)
@@ -517,11 +553,12 @@ func (r *run) settle(ctx context.Context) []Observation {
 			break
 		}
 		// A payment whose webhook was dropped waits for the provider's event log, as the
-		// scheduled backfill would bring it: a pass every couple of seconds while some wait.
-		if r.cfg.DropRate > 0 && time.Since(lastBackfill) > 2*time.Second {
-			if n, err := r.ops().backfill(ctx); err == nil {
-				r.backfilled.Add(int64(n))
-			}
+		// scheduled backfill would bring it: a walk every couple of seconds while some wait.
+		// The unheard payments' charges are settled at the provider first, so only that walk
+		// can bring their outcome.
+		if r.backfills() && time.Since(lastBackfill) > 2*time.Second {
+			r.settleUnheard(ctx)
+			r.backfill(ctx)
 			lastBackfill = time.Now()
 		}
 		select {
@@ -563,13 +600,23 @@ func stillMoving(status string) bool {
 // awaitingRecovery: a recoverable payment still declined has its recovery to come.
 func awaitingRecovery(o Observation) bool { return o.Recoverable && o.Status == "declined" }
 
-// programCards makes each recoverable payment's card decline as its plan says, then succeed.
+// backfills says the run's settle phase walks the provider's event log: some deliveries are
+// dropped.
+func (r *run) backfills() bool { return r.cfg.DropRate > 0 || r.plan.Unheard() > 0 }
+
+// programCards makes each recoverable payment's card decline as its plan says, then succeed,
+// and each unheard payment's card leave its charge processing.
 func (r *run) programCards(ctx context.Context) error {
 	for _, p := range r.plan.Payments {
-		if p.Recover == nil {
+		var card map[string]any
+		switch {
+		case p.Recover != nil:
+			card = map[string]any{"payment_method": p.Card, "brand": "visa", "decline_code": p.Recover.Code, "times": p.Recover.Times}
+		case p.SettleAs != "":
+			card = map[string]any{"payment_method": p.Card, "brand": "visa", "processing": true}
+		default:
 			continue
 		}
-		card := map[string]any{"payment_method": p.Card, "brand": "visa", "decline_code": p.Recover.Code, "times": p.Recover.Times}
 		if err := r.sim.do(ctx, http.MethodPost, "/_sim/cards", card, nil); err != nil {
 			return fmt.Errorf("chaos: program card %s: %w", p.Card, err)
 		}

@@ -8,7 +8,10 @@ import (
 )
 
 // TestShortRun is the chaos run of the test command: 60 payments, one kill -9, faults and
-// webhook replays, bounded by ShortConfig's duration.
+// webhook replays, lost deliveries and unheard payments (every webhook about them dropped,
+// settled at the provider later), bounded by ShortConfig's duration. Backfill passes of at
+// most 10 events make the backlog take several passes; the unheard payments must end as the
+// provider says, and only the backfill can have told the stack.
 func TestShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds infra/local and kills it")
@@ -33,6 +36,13 @@ func TestShortRun(t *testing.T) {
 	}
 	if rep.DroppedDeliveries == 0 {
 		t.Fatalf("no delivery was dropped at rate %v: the backfill was not exercised", cfg.DropRate)
+	}
+	if rep.Unheard == 0 || rep.UnheardSettled == 0 {
+		t.Fatalf("%d unheard payments, %d settled at the provider: the plan made nothing only the backfill can bring", rep.Unheard, rep.UnheardSettled)
+	}
+	if rep.BackfillApplied == 0 || rep.BackfillLongestWalk < 2 {
+		t.Fatalf("applied by backfill %d, longest walk %d passes of at most %d events: want > 0 and a backlog larger than one pass",
+			rep.BackfillApplied, rep.BackfillLongestWalk, cfg.BackfillMaxEvents)
 	}
 	if rep.ProviderIntents == 0 || rep.Requests == 0 || rep.Unanswered == cfg.Payments {
 		t.Fatalf("the run did nothing: %+v", rep)

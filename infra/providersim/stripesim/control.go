@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,6 +169,9 @@ func parseReplay(body io.Reader) (ReplayRequest, error) {
 //     data.object.id, or data.object.payment_intent for charge events), times times over,
 //     in an order drawn from the simulator's random source;
 //   - reverse: that same set, newest first, repeated times times.
+//
+// Events about a customer the armed drop rule names are left out (a replay of only those
+// sends nothing): that subscriber never hears about them.
 func (s *Simulator) handleReplay(w http.ResponseWriter, r *http.Request) {
 	q, err := parseReplay(r.Body)
 	if err != nil {
@@ -216,6 +220,20 @@ func (s *Simulator) handleReplay(w http.ResponseWriter, r *http.Request) {
 		}
 		for range q.Times {
 			order = append(order, group...)
+		}
+		if rule, ok := loadDropRule(tx); ok && len(rule.Customers) > 0 {
+			bodies := bucket(tx, bucketEvents)
+			order = slices.DeleteFunc(order, func(id string) bool {
+				var ev struct {
+					Data struct {
+						Object json.RawMessage `json:"object"`
+					} `json:"data"`
+				}
+				return json.Unmarshal(bodies.Get([]byte(id)), &ev) == nil && rule.dropsCustomerOf(ev.Data.Object)
+			})
+		}
+		if len(order) == 0 {
+			return nil // every event it names is about a customer the drop rule silences
 		}
 		if q.Shuffle {
 			s.randMu.Lock()
@@ -277,7 +295,7 @@ func (s *Simulator) handleDrop(w http.ResponseWriter, r *http.Request) {
 		s.writeControlError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"drop_next": count, "rate": rule.Rate, "seed": rule.Seed})
+	writeJSON(w, http.StatusOK, map[string]any{"drop_next": count, "rate": rule.Rate, "seed": rule.Seed, "customers": rule.Customers})
 }
 
 func (s *Simulator) handleFlush(w http.ResponseWriter, r *http.Request) {

@@ -44,9 +44,11 @@
 //	POST   /_sim/webhooks/pause ; POST /_sim/webhooks/resume
 //	POST   /_sim/webhooks/flush  (send every queued entry now, retry waits included;
 //	                               nothing while paused)
-//	POST   /_sim/webhooks/drop {"count"} or {"rate","seed"}  (drop the next count deliveries;
-//	                               then each event with probability rate, by a hash of seed
-//	                               and the event id; each request replaces the armed loss)
+//	POST   /_sim/webhooks/drop {"count"} or {"rate","seed"} and/or {"customers"}  (drop the
+//	                               next count deliveries; then each event with probability
+//	                               rate, by a hash of seed and the event id; and every event
+//	                               about those customers' objects, replays included; each
+//	                               request replaces the armed loss)
 //	GET    /_sim/events?object_id=&type=&state=&limit=&include=event
 //	GET    /_sim/stats
 //	POST   /_sim/cards {"payment_method","brand","decline_code","code","message","times",

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/runtwice/twice/shared/problem"
@@ -60,16 +61,31 @@ var disputeStatuses = map[string]bool{"warning_needs_response": true, "warning_u
 func disputeClosed(s string) bool { return s == "won" || s == "lost" || s == "warning_closed" }
 
 // dropRule is the armed webhook loss: first Count deliveries, then each event with probability
-// Rate, decided by a hash of (Seed, event id), so a run with the same seed drops the same events.
+// Rate, decided by a hash of (Seed, event id), so a run with the same seed drops the same events;
+// and every event about an object of one of Customers (its data.object.customer), replays
+// included: a subscriber that never hears about those customers' payments.
 type dropRule struct {
-	Rate float64 `json:"rate"`
-	Seed uint64  `json:"seed"`
+	Rate      float64  `json:"rate"`
+	Seed      uint64   `json:"seed"`
+	Customers []string `json:"customers,omitempty"`
 }
 
-// dropByRate reports whether the armed rate drops event id.
-func dropByRate(tx *bolt.Tx, id string) bool {
+func loadDropRule(tx *bolt.Tx) (dropRule, bool) {
 	var r dropRule
-	if found, err := getJSON(bucket(tx, bucketMeta), metaDropRate, &r); err != nil || !found || r.Rate <= 0 {
+	found, err := getJSON(bucket(tx, bucketMeta), metaDropRate, &r)
+	return r, err == nil && found
+}
+
+// dropByRule reports whether the armed rule drops event id about object.
+func dropByRule(tx *bolt.Tx, id string, object []byte) bool {
+	r, ok := loadDropRule(tx)
+	if !ok {
+		return false
+	}
+	if r.dropsCustomerOf(object) {
+		return true
+	}
+	if r.Rate <= 0 {
 		return false
 	}
 	var seed [8]byte
@@ -78,22 +94,43 @@ func dropByRate(tx *bolt.Tx, id string) bool {
 	return float64(binary.BigEndian.Uint64(h[:8])>>11)/float64(1<<53) < r.Rate
 }
 
+// dropsCustomerOf reports whether object (an event's data.object) belongs to one of the
+// rule's customers.
+func (r dropRule) dropsCustomerOf(object []byte) bool {
+	if len(r.Customers) == 0 {
+		return false
+	}
+	var o struct {
+		Customer *string `json:"customer"`
+	}
+	if json.Unmarshal(object, &o) != nil || o.Customer == nil {
+		return false
+	}
+	return slices.Contains(r.Customers, *o.Customer)
+}
+
+// maxDropCustomers bounds the customers one drop rule names.
+const maxDropCustomers = 10000
+
 // DropRequest is the body of POST /_sim/webhooks/drop. Each request replaces the armed loss:
 // {"count":N} drops the next N deliveries (as before; an empty body is {"count":1});
 // {"rate":R,"seed":S} then drops each later event with probability R (0 < R <= 1), chosen
 // by a hash of S and the event id (deterministic; seed 0 is a seed like any other);
+// {"customers":["cus_..."]} drops every later event whose object belongs to one of those
+// customers, and leaves their events out of replays (the fields combine);
 // {"count":0} or {"rate":0} disarms.
 type DropRequest struct {
-	Count *int     `json:"count"`
-	Rate  *float64 `json:"rate"`
-	Seed  uint64   `json:"seed"`
+	Count     *int     `json:"count"`
+	Rate      *float64 `json:"rate"`
+	Seed      uint64   `json:"seed"`
+	Customers []string `json:"customers"`
 }
 
 func parseDrop(q DropRequest) (int, dropRule, error) {
 	count := 0
 	if q.Count != nil {
 		count = *q.Count
-	} else if q.Rate == nil {
+	} else if q.Rate == nil && len(q.Customers) == 0 {
 		count = 1
 	}
 	if count < 0 || count > 1000000 {
@@ -106,6 +143,15 @@ func parseDrop(q DropRequest) (int, dropRule, error) {
 		}
 		r.Rate = *q.Rate
 	}
+	if len(q.Customers) > maxDropCustomers {
+		return 0, dropRule{}, badControl("customers holds at most %d ids", maxDropCustomers)
+	}
+	for _, c := range q.Customers {
+		if !strings.HasPrefix(c, "cus_") || len(c) > 255 {
+			return 0, dropRule{}, badControl("customers must be cus_ ids of at most 255 bytes")
+		}
+	}
+	r.Customers = q.Customers
 	return count, r, nil
 }
 

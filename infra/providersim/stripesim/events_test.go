@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,6 +181,61 @@ func TestDropRateIsSeeded(t *testing.T) {
 	}
 	h := newHarness(t)
 	for _, body := range []map[string]any{{"rate": 1.5}, {"rate": -0.1}, {"count": -1}} {
+		if st, _ := h.control(t, "POST", "/_sim/webhooks/drop", body); st != 400 {
+			t.Errorf("%v: %d, want 400", body, st)
+		}
+	}
+}
+
+// TestDropByCustomer: {"customers":[...]} drops every event about those customers' payments,
+// from the first to the settle, and a replay of them sends nothing; another customer's events
+// are delivered, and the log lists the dropped ones as undelivered.
+func TestDropByCustomer(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if st, b := h.control(t, "POST", "/_sim/webhooks/drop", map[string]any{"customers": []string{"cus_unheard"}}); st != 200 {
+		t.Fatalf("drop: %d %s", st, b)
+	}
+	if st, b := h.control(t, "POST", "/_sim/cards", map[string]any{"payment_method": "pm_slow", "processing": true}); st != 200 {
+		t.Fatalf("card: %d %s", st, b)
+	}
+	unheard := stripeCreate("pm_slow", "unheard")
+	unheard.Customer = stripe.String("cus_unheard")
+	slow, err := h.client.V1PaymentIntents.Create(ctx, unheard)
+	if err != nil || slow.Status != stripe.PaymentIntentStatusProcessing {
+		t.Fatalf("processing: %+v %v", slow, err)
+	}
+	heard, err := h.client.V1PaymentIntents.Create(ctx, stripeCreate("pm_card_visa", "heard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, b := h.control(t, "POST", "/_sim/payment_intents/"+slow.ID+"/settle", map[string]any{"outcome": "succeeded"}); st != 200 {
+		t.Fatalf("settle: %d %s", st, b)
+	}
+	if _, err := h.sim.Deliver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	undelivered := listEvents(t, h, &stripe.EventListParams{DeliverySuccess: stripe.Bool(false)})
+	if len(undelivered) != 2 {
+		t.Fatalf("%d undelivered events, want the unheard payment's 2", len(undelivered))
+	}
+	for _, ev := range undelivered {
+		if id, _ := ev.Data.Object["id"].(string); id != slow.ID {
+			t.Fatalf("undelivered %s about %s, want only %s's", ev.Type, id, slow.ID)
+		}
+	}
+	st, b := h.control(t, "POST", "/_sim/webhooks/replay", map[string]any{"event_id": undelivered[0].ID, "times": 2, "shuffle": true})
+	if st != 202 || !strings.Contains(string(b), `"event_ids":[]`) {
+		t.Fatalf("replay of an unheard event: %d %s", st, b)
+	}
+	if _, err := h.sim.Deliver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := h.hooks.got()
+	if len(got) != 1 || got[0].Data.Object["id"] != heard.ID {
+		t.Fatalf("delivered %d events, want only the other customer's one", len(got))
+	}
+	for _, body := range []map[string]any{{"customers": []string{"acct_1"}}, {"customers": []string{""}}} {
 		if st, _ := h.control(t, "POST", "/_sim/webhooks/drop", body); st != 400 {
 			t.Errorf("%v: %d, want 400", body, st)
 		}

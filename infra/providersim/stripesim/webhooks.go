@@ -50,7 +50,7 @@ func (em *emitter) emitChange(typ, objectID string, object, previous []byte) err
 		if err != nil {
 			return err
 		}
-		dropped = dropped || dropByRate(em.tx, id)
+		dropped = dropped || dropByRule(em.tx, id, object)
 		if dropped {
 			se.State = DeliveryDropped
 			em.s.log.Info("webhook dropped on request", "event_id", id, "type", typ)
