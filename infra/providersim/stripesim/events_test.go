@@ -56,8 +56,8 @@ func TestEventListThroughStripeGo(t *testing.T) {
 	p := &stripe.EventListParams{}
 	p.Limit = stripe.Int64(2) // three pages: auto-pagination follows starting_after
 	all := listEvents(t, h, p)
-	if len(all) != 7 {
-		t.Fatalf("%d events, want 7 (5 successes, a refund, a dispute)", len(all))
+	if len(all) != 8 {
+		t.Fatalf("%d events, want 8 (5 successes, a refund's refund.created and charge.refunded, a dispute)", len(all))
 	}
 	for i := 1; i < len(all); i++ {
 		if all[i].ID >= all[i-1].ID {
@@ -87,7 +87,7 @@ func TestEventListThroughStripeGo(t *testing.T) {
 		}, 2},
 		"wildcard":    {func(p *stripe.EventListParams) { p.Type = stripe.String("charge.*") }, 2},
 		"undelivered": {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(false) }, 2},
-		"delivered":   {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(true) }, 5},
+		"delivered":   {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(true) }, 6},
 		"created[gte/lte]": {func(p *stripe.EventListParams) {
 			p.CreatedRange = &stripe.RangeQueryParams{GreaterThanOrEqual: all[5].Created, LesserThanOrEqual: all[3].Created}
 		}, 3},
