@@ -56,7 +56,7 @@
 //   - Cancel (requires_payment_method, requires_confirmation, requires_action,
 //     requires_capture, processing) records cancellation_reason, releases a hold and sends
 //     payment_intent.canceled.
-//   - A refund sends refund.created and charge.refunded; more than the captured amount not
+//   - A refund sends charge.refunded, then refund.created; more than the captured amount not
 //     yet refunded is 400 amount_too_large (nothing left: charge_already_refunded). A refund
 //     of pm_card_refundFail is succeeded, then fails Config.RefundFailureDelay later on the
 //     injected clock (RunDue; Start runs it): status failed, failure_reason

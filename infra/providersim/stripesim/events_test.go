@@ -57,15 +57,15 @@ func TestEventListThroughStripeGo(t *testing.T) {
 	p.Limit = stripe.Int64(2) // three pages: auto-pagination follows starting_after
 	all := listEvents(t, h, p)
 	if len(all) != 8 {
-		t.Fatalf("%d events, want 8 (5 successes, a refund's refund.created and charge.refunded, a dispute)", len(all))
+		t.Fatalf("%d events, want 8 (5 successes, a refund's charge.refunded and refund.created, a dispute)", len(all))
 	}
 	for i := 1; i < len(all); i++ {
 		if all[i].ID >= all[i-1].ID {
 			t.Fatalf("not newest first: %s then %s", all[i-1].ID, all[i].ID)
 		}
 	}
-	if all[0].Type != "charge.dispute.created" || all[1].Type != "charge.refunded" {
-		t.Fatalf("newest: %s, %s", all[0].Type, all[1].Type)
+	if all[0].Type != "charge.dispute.created" || all[1].Type != "refund.created" || all[2].Type != "charge.refunded" {
+		t.Fatalf("newest: %s, %s, %s", all[0].Type, all[1].Type, all[2].Type)
 	}
 	var d struct {
 		PaymentIntent   string `json:"payment_intent"`

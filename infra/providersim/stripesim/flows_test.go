@@ -320,8 +320,8 @@ func TestRefundsListAndLimits(t *testing.T) {
 	if len(ids) != 2 || ids[0] <= ids[1] {
 		t.Fatalf("listed %v, want 2 newest first (paged one at a time)", ids)
 	}
-	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{EventPaymentIntentSucceeded, EventRefundCreated, EventChargeRefunded,
-		EventRefundCreated, EventChargeRefunded}) {
+	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{EventPaymentIntentSucceeded, EventChargeRefunded, EventRefundCreated,
+		EventChargeRefunded, EventRefundCreated}) {
 		t.Fatalf("events %v", types)
 	}
 	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/refunds?payment_intent=pi_nope", nil)
@@ -364,7 +364,7 @@ func TestRefundFailsLater(t *testing.T) {
 	if err != nil || read.LatestCharge == nil || read.LatestCharge.AmountRefunded != 0 || read.LatestCharge.Refunded {
 		t.Fatalf("charge after: %+v %v", read.LatestCharge, err)
 	}
-	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{EventPaymentIntentSucceeded, EventRefundCreated, EventChargeRefunded,
+	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{EventPaymentIntentSucceeded, EventChargeRefunded, EventRefundCreated,
 		EventChargeRefundUpdated, EventRefundUpdated, EventRefundFailed}) {
 		t.Fatalf("events %v", types)
 	}

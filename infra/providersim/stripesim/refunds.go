@@ -75,7 +75,7 @@ func parseRefund(v url.Values) (refundParams, *ParamError) {
 }
 
 // handleRefund refunds a succeeded charge (by payment_intent or charge), fully by
-// default, and sends refund.created, then charge.refunded with the updated Charge. More
+// default, and sends charge.refunded with the updated Charge, then refund.created. More
 // than the captured amount not yet refunded is 400 amount_too_large (nothing left:
 // charge_already_refunded), as at Stripe. A refund of pm_card_refundFail is succeeded now and
 // fails RefundFailureDelay later (RunDue).
@@ -149,11 +149,13 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 			return response{}, false, err
 		}
 		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
-		body := jsonBody(re)
-		if err := em.emit(EventRefundCreated, ch.PaymentIntent, body); err != nil {
+		// charge.refunded first: it is the event that moves a payment, and a caller that drops
+		// the next delivery (POST /_sim/webhooks/drop {"count":1}) to lose a refund loses it.
+		if err := em.emit(EventChargeRefunded, ch.PaymentIntent, jsonBody(ch)); err != nil {
 			return response{}, false, err
 		}
-		if err := em.emit(EventChargeRefunded, ch.PaymentIntent, jsonBody(ch)); err != nil {
+		body := jsonBody(re)
+		if err := em.emit(EventRefundCreated, ch.PaymentIntent, body); err != nil {
 			return response{}, false, err
 		}
 		return response{status: http.StatusOK, body: body}, true, nil
