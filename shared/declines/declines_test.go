@@ -62,7 +62,8 @@ func TestTableA(t *testing.T) {
 		{[]string{"incorrect_cvc", "invalid_cvc", "incorrect_zip", "incorrect_address", "invalid_expiry_month",
 			"invalid_expiry_year", "incorrect_pin", "invalid_pin", "pin_try_exceeded", "offline_pin_required",
 			"online_or_offline_pin_required"}, fixData},
-		{[]string{"authentication_required", "authentication_not_handled", "mobile_device_authentication_required"}, authenticate},
+		{[]string{"authentication_required", "authentication_not_handled", "mobile_device_authentication_required",
+			"payment_intent_authentication_failure"}, authenticate},
 		{[]string{"insufficient_funds"}, funded},
 		{[]string{"card_velocity_exceeded", "withdrawal_count_limit_exceeded"}, nextDay},
 		{[]string{"invalid_amount"}, nextCycle},
@@ -101,7 +102,8 @@ func TestTableA(t *testing.T) {
 func TestStripeSmartRetriesNeverRetry(t *testing.T) {
 	// Stripe's own Smart Retries never retry these; neither do we.
 	for _, code := range []string{"incorrect_number", "lost_card", "pickup_card", "stolen_card",
-		"revocation_of_authorization", "revocation_of_all_authorizations", "authentication_required"} {
+		"revocation_of_authorization", "revocation_of_all_authorizations", "authentication_required",
+		"payment_intent_authentication_failure"} {
 		t.Run(code, func(t *testing.T) {
 			if c := Classify(Decline{Code: code}); c.Retryable {
 				t.Errorf("%s is retryable", code)

@@ -74,6 +74,9 @@ var tableA = map[string]rule{
 	"authentication_required":               {ClassAuth, ActionAuthenticate, "the customer must authenticate this payment", 0},
 	"authentication_not_handled":            {ClassAuth, ActionAuthenticate, "the customer's authentication was not completed", 0},
 	"mobile_device_authentication_required": {ClassAuth, ActionAuthenticate, "the customer must authenticate on their device", 0},
+	// Stripe's error code (no decline_code) when the customer failed or abandoned the 3-D
+	// Secure challenge: the same remedy, an on-session payment the customer authenticates.
+	"payment_intent_authentication_failure": {ClassAuth, ActionAuthenticate, "the customer did not complete authentication", 0},
 
 	"insufficient_funds":              {ClassLimit, ActionRetryWhenFunded, "insufficient funds", 0},
 	"card_velocity_exceeded":          {ClassLimit, ActionRetryNextDay, "the card's spending limit was reached", 0},

@@ -64,12 +64,14 @@ const (
 	KindStartRecovery = "start_recovery"
 )
 
-// statusOf maps the provider's status to the API's.
+// statusOf maps the provider's status to the API's. The API has no requires_action or
+// requires_capture status yet: until it does, an authorization reads as processing and a
+// payment waiting for the customer as pending, as they did before the provider named them.
 func statusOf(s provider.Status) string {
 	switch s {
 	case provider.StatusSucceeded:
 		return StatusSucceeded
-	case provider.StatusProcessing:
+	case provider.StatusProcessing, provider.StatusRequiresCapture:
 		return StatusProcessing
 	case provider.StatusDeclined:
 		return StatusDeclined

@@ -14,8 +14,17 @@ var (
 	// ErrIdempotencyMismatch: the idempotency key was used before with different parameters
 	// (a *PermanentError, Stripe's idempotency_error). It is a bug of ours, never retried.
 	ErrIdempotencyMismatch = errors.New("provider: idempotency key reused with different parameters")
-	// ErrMissingIdempotencyKey: a create or confirm was asked for without a provider key.
+	// ErrMissingIdempotencyKey: a write (create, confirm, capture, cancel, refund) was asked
+	// for without a provider key.
 	ErrMissingIdempotencyKey = errors.New("provider: missing idempotency key")
+	// ErrUnexpectedState: the payment's state does not allow the call (a *PermanentError with
+	// Stripe's payment_intent_unexpected_state, or charge_not_refundable for a refund of a
+	// payment that has no captured charge): capture of what is not requires_capture, cancel of
+	// a succeeded or canceled payment. Read the payment again; never retry as is.
+	ErrUnexpectedState = errors.New("provider: the payment's state does not allow this")
+	// ErrRefundTooLarge: a refund asked for more than remains refundable (a *PermanentError
+	// with Stripe's amount_too_large or charge_already_refunded on a refund).
+	ErrRefundTooLarge = errors.New("provider: refund larger than what remains")
 	// ErrNotCard: PaymentMethodCard was asked about a payment method that is no card, or
 	// whose card the provider gives no fingerprint for; no card network cap applies to it.
 	ErrNotCard = errors.New("provider: the payment method is not a card with a fingerprint")
@@ -39,7 +48,7 @@ func (e *DeclineError) Error() string {
 // connection reset or EOF after the request was sent, a 5xx after the provider may have acted,
 // or a 409 for a key still in flight. The only safe repeat is with the same idempotency key.
 type UnknownOutcomeError struct {
-	Op             string // create, confirm, get, list
+	Op             string // create, confirm, capture, cancel, refund, get, list, refunds
 	IdempotencyKey string // the key to repeat with; empty for reads
 	StatusCode     int    // 0 when no response arrived
 	Err            error
@@ -96,13 +105,18 @@ func (e *PermanentError) Error() string {
 
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// Is makes errors.Is(err, ErrNotFound) and errors.Is(err, ErrIdempotencyMismatch) work.
+// Is makes errors.Is work with ErrNotFound, ErrIdempotencyMismatch, ErrUnexpectedState and
+// ErrRefundTooLarge.
 func (e *PermanentError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
 		return e.StatusCode == http.StatusNotFound
 	case ErrIdempotencyMismatch:
 		return e.Code == "idempotency_error"
+	case ErrUnexpectedState:
+		return e.Code == "payment_intent_unexpected_state" || e.Code == "charge_not_refundable"
+	case ErrRefundTooLarge:
+		return e.Op == "refund" && (e.Code == "amount_too_large" || e.Code == "charge_already_refunded")
 	}
 	return false
 }

@@ -10,8 +10,12 @@ import (
 // Prefixes of the provider idempotency keys, so a key seen in the provider's dashboard or the
 // attempt log says where it came from.
 const (
-	paymentKeyPrefix = "twice_pay_"
-	attemptKeyPrefix = "twice_rec_"
+	paymentKeyPrefix    = "twice_pay_"
+	attemptKeyPrefix    = "twice_rec_"
+	captureKeyPrefix    = "twice_cap_"
+	cancelKeyPrefix     = "twice_cxl_"
+	refundKeyPrefix     = "twice_ref_"
+	autoCancelKeyPrefix = "twice_exp_"
 )
 
 // IdempotencyKey derives the provider idempotency key for our (scope, key) pair: the prefix
@@ -31,6 +35,37 @@ func IdempotencyKey(scope, key string) string {
 // resumed state machine) reuses the key; the next attempt number gets a new one.
 func AttemptKey(invoice string, attempt int) string {
 	return attemptKeyPrefix + digest(invoice, strconv.Itoa(attempt))
+}
+
+// CaptureKey derives the provider idempotency key of a capture the caller asked for with key
+// (POST /payments/{id}/capture with an Idempotency-Key): "twice_cap_" and a hex SHA-256 of the
+// length-prefixed scope and key, as in IdempotencyKey. The prefix keeps it apart from the
+// caller's create, cancel and refund keys even when the caller reuses one key string for each:
+// Stripe keys are per account, not per endpoint, and a key sent to a second endpoint is an
+// idempotency_error.
+func CaptureKey(scope, key string) string {
+	return captureKeyPrefix + digest(scope, key)
+}
+
+// CancelKey derives the provider idempotency key of a cancel the caller asked for with key:
+// "twice_cxl_" and the digest of (scope, key).
+func CancelKey(scope, key string) string {
+	return cancelKeyPrefix + digest(scope, key)
+}
+
+// RefundKey derives the provider idempotency key of a refund the caller asked for with key:
+// "twice_ref_" and the digest of (scope, key). One caller key is one provider refund, however
+// often it is repeated; a second refund needs a second key.
+func RefundKey(scope, key string) string {
+	return refundKeyPrefix + digest(scope, key)
+}
+
+// AutoCancelKey derives the provider idempotency key of a cancel that twice decides on its own
+// (no caller key): a payment left in requires_action past the customer's window, or an
+// authorization about to lapse. It is "twice_exp_" and the digest of (our payment id, reason),
+// so every run of the timer that cancels one payment for one reason sends the same key.
+func AutoCancelKey(paymentID, reason string) string {
+	return autoCancelKeyPrefix + digest(paymentID, reason)
 }
 
 func digest(parts ...string) string {

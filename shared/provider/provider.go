@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"iter"
+	"log/slog"
 	"time"
 )
 
@@ -29,21 +31,44 @@ type Provider interface {
 	PaymentMethodCard(ctx context.Context, paymentMethod string) (Card, error)
 }
 
-// Status is a payment's state in our vocabulary, not the provider's.
+// Status is a payment's state in our vocabulary, not the provider's. Every provider state maps
+// to exactly one of these; none maps to "pending", which the payments API keeps for one meaning
+// only: our call's outcome is unknown and being resolved (no provider state says that).
 type Status string
 
-// The statuses a payment can have. DESIGN.md names the first five for the API; canceled exists
-// because a provider can cancel an intent and reconciliation must be able to say so.
+// The statuses a provider payment can have.
+//
+// Stripe's PaymentIntent statuses map as follows (stripeprovider):
+//
+//	requires_action                           StatusRequiresAction (NextAction says what the customer does)
+//	requires_confirmation                     StatusRequiresAction (behaves the same for us: it waits for
+//	                                          the customer's side; our creates always confirm)
+//	requires_payment_method, no error yet     StatusRequiresAction (it waits for a payment method)
+//	requires_payment_method after an attempt  StatusDeclined (Payment.Decline says why, authentication
+//	                                          failures included)
+//	requires_capture                          StatusRequiresCapture (authorized; AmountCapturable, CaptureBefore)
+//	processing                                StatusProcessing
+//	succeeded                                 StatusSucceeded, or StatusRefunded once the charge is refunded
+//	                                          in full (partly refunded: succeeded with AmountRefunded > 0)
+//	canceled                                  StatusCanceled
+//	any status Stripe adds later              StatusProcessing (not final: look again)
 const (
-	StatusPending    Status = "pending"    // created, awaiting confirmation or customer action
-	StatusProcessing Status = "processing" // the provider is still working on it
-	StatusSucceeded  Status = "succeeded"
-	StatusDeclined   Status = "declined" // the last attempt was declined; see Payment.Decline
-	StatusRefunded   Status = "refunded"
-	StatusCanceled   Status = "canceled"
+	// StatusRequiresAction: the customer must act before the payment can go on, usually
+	// authenticate (3-D Secure). The Payment carries ClientSecret and NextAction for the
+	// customer's browser. Not final: the customer's action, a webhook or a cancel moves it.
+	StatusRequiresAction Status = "requires_action"
+	// StatusRequiresCapture: authorized and held (capture_method manual); Capture takes the
+	// money, Cancel releases it, and the hold lapses at CaptureBefore. Not final.
+	StatusRequiresCapture Status = "requires_capture"
+	StatusProcessing      Status = "processing" // the provider is still working on it
+	StatusSucceeded       Status = "succeeded"  // captured; partly refunded: AmountRefunded > 0
+	StatusDeclined        Status = "declined"   // the last attempt was declined; see Payment.Decline
+	StatusRefunded        Status = "refunded"   // refunded in full
+	StatusCanceled        Status = "canceled"   // canceled before it was captured; nothing was charged
 )
 
-// Final reports whether no further provider-side change is expected without a new action of ours.
+// Final reports whether no further provider-side change is expected without a new action of
+// ours. requires_action and requires_capture wait for the customer or for us, so they are not.
 func (s Status) Final() bool {
 	switch s {
 	case StatusSucceeded, StatusDeclined, StatusRefunded, StatusCanceled:
@@ -51,6 +76,53 @@ func (s Status) Final() bool {
 	}
 	return false
 }
+
+// ClientSecret is the secret a customer's browser (Stripe.js) uses to complete a payment that
+// requires action. It is a credential: whoever holds it can confirm the payment as the
+// customer. Its String, GoString, LogValue and MarshalJSON all redact it, so it cannot reach a
+// log line, an error message or a JSON document by accident; the one place that hands it to
+// the customer (the payments API's answer) calls Reveal.
+type ClientSecret string
+
+// Reveal returns the secret itself, for the answer to the customer's own request only.
+func (c ClientSecret) Reveal() string { return string(c) }
+
+// String redacts the secret.
+func (c ClientSecret) String() string {
+	if c == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString redacts the secret (%#v).
+func (c ClientSecret) GoString() string { return `"` + c.String() + `"` }
+
+// LogValue redacts the secret in slog lines.
+func (c ClientSecret) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// MarshalJSON redacts the secret: a Payment marshalled for a log or a queue never carries it.
+func (c ClientSecret) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
+
+// NextAction is what the customer must do for a payment in StatusRequiresAction.
+type NextAction struct {
+	// Type is the provider's action type: Stripe's use_stripe_sdk (Stripe.js handles it with the
+	// client secret) or redirect_to_url (send the customer to RedirectURL).
+	Type string
+	// RedirectURL is where to send the customer, when Type is redirect_to_url.
+	RedirectURL string
+}
+
+// CaptureMethod says when an authorized payment is captured.
+type CaptureMethod string
+
+// The capture methods. The zero value is the provider's automatic capture.
+const (
+	CaptureAutomatic CaptureMethod = ""
+	// CaptureManual authorizes only: the payment stops in StatusRequiresCapture until Capture
+	// or Cancel (or the authorization lapses at CaptureBefore).
+	CaptureManual CaptureMethod = "manual"
+)
 
 // Payment is a provider payment (a Stripe PaymentIntent) in our vocabulary.
 type Payment struct {
@@ -71,6 +143,28 @@ type Payment struct {
 	// Card is the charged card when the provider said which (Stripe: a declined attempt's
 	// payment_method.card); nil otherwise.
 	Card *Card
+	// CaptureMethod is how the payment is captured (CaptureManual: authorize, then Capture).
+	CaptureMethod CaptureMethod
+	// AmountCapturable is what a Capture may still take (StatusRequiresCapture), else 0.
+	AmountCapturable int64
+	// AmountReceived is what was captured: Amount, or less after a partial capture. Refunds
+	// are bounded by it.
+	AmountReceived int64
+	// CaptureBefore is when an uncaptured authorization lapses (Stripe:
+	// latest_charge.payment_method_details.card.capture_before, about 7 days after the
+	// authorization for most cards); zero when unknown or not held. Reads (Get) and Capture,
+	// Cancel and manual-capture Creates carry it.
+	CaptureBefore time.Time
+	// LatestCharge is the provider's id of the latest charge attempt (Stripe: ch_...), when
+	// there is one.
+	LatestCharge string
+	// NextAction says what the customer must do; set only in StatusRequiresAction.
+	NextAction *NextAction
+	// ClientSecret lets the customer's browser complete the action; set only in
+	// StatusRequiresAction. A credential: never log it (its own methods redact it).
+	ClientSecret ClientSecret
+	// CancellationReason is the provider's reason for a StatusCanceled payment, when given.
+	CancellationReason string
 }
 
 // Card identifies the physical card behind a payment method: Fingerprint is the same for every
@@ -102,8 +196,16 @@ type CreateRequest struct {
 	PaymentMethod string
 	Description   string
 	Metadata      map[string]string
-	// OffSession marks a merchant-initiated charge (recovery attempts): the customer is absent.
+	// OffSession marks a merchant-initiated charge (a renewal, a recovery attempt): the customer
+	// is absent, so a payment that needs authentication is declined (authentication_required)
+	// instead of waiting in StatusRequiresAction.
 	OffSession bool
+	// CaptureMethod CaptureManual authorizes only (StatusRequiresCapture); zero captures at once.
+	CaptureMethod CaptureMethod
+	// ReturnURL, when set, is where the provider sends the customer back after an
+	// authentication by redirect; the NextAction is then redirect_to_url. Without it Stripe
+	// answers use_stripe_sdk (the browser's Stripe.js authenticates in place).
+	ReturnURL string
 	// IdempotencyKey is the provider idempotency key (IdempotencyKey or AttemptKey). Required:
 	// without it a retry could charge twice, so the retry policy never repeats a keyless create.
 	IdempotencyKey string

@@ -25,11 +25,15 @@ import (
 // backwards (refunded here but paid there, canceled here but charged there), a payment that
 // is not ours.
 
+// localPending is our own "pending" (an outcome we do not know yet) read in the provider's
+// vocabulary, where no provider state has that meaning: it ranks before every provider state.
+const localPending = provider.Status(payments.StatusPending)
+
 // lifecycleRank orders statuses along the lifecycle; a provider status of higher rank is
 // newer than ours.
 var lifecycleRank = map[provider.Status]int{
-	provider.StatusPending: 0, provider.StatusProcessing: 1, provider.StatusDeclined: 2,
-	provider.StatusSucceeded: 3, provider.StatusCanceled: 3, provider.StatusRefunded: 4,
+	localPending: 0, provider.StatusRequiresAction: 1, provider.StatusProcessing: 2, provider.StatusRequiresCapture: 2,
+	provider.StatusDeclined: 3, provider.StatusSucceeded: 4, provider.StatusCanceled: 4, provider.StatusRefunded: 5,
 }
 
 // ProviderAhead reports whether the provider's payment is a later point of our payment's
@@ -57,8 +61,10 @@ func healable(d Difference, remotes map[string]provider.Payment) (provider.Payme
 	}
 	switch d.Class {
 	case MissingLocally:
+		// A payment still waiting for the customer or for a capture has no settled state the
+		// worker could record; it stays a difference for a person.
 		return rp, rp.Metadata[payments.MetaPaymentID] != "" && rp.Metadata[payments.MetaScope] != "" &&
-			rp.Status != provider.StatusPending
+			rp.Status != provider.StatusRequiresAction && rp.Status != provider.StatusRequiresCapture
 	case StatusMismatch:
 		return rp, d.Local != nil && ProviderAhead(d.Local, rp)
 	}

@@ -119,3 +119,98 @@ func (p *Provider) SearchMetadata(ctx context.Context, key, value string) ([]pro
 	})
 	return out, err
 }
+
+var _ provider.Operations = (*Provider)(nil)
+
+// operations is the wrapped provider's Operations, or provider.ErrOperationsUnsupported.
+func (p *Provider) operations() (provider.Operations, error) {
+	ops, ok := p.Next.(provider.Operations)
+	if !ok {
+		return nil, provider.ErrOperationsUnsupported
+	}
+	return ops, nil
+}
+
+// Capture, like Create, needs its idempotency key: with it an unknown outcome is repeated
+// under the same key, so the provider captures once.
+func (p *Provider) Capture(ctx context.Context, req provider.CaptureRequest) (provider.Payment, error) {
+	if req.IdempotencyKey == "" {
+		return provider.Payment{}, provider.ErrMissingIdempotencyKey
+	}
+	ops, err := p.operations()
+	if err != nil {
+		return provider.Payment{}, err
+	}
+	var out provider.Payment
+	err = p.Policy.Do(ctx, "capture", true, func(ctx context.Context) error {
+		var err error
+		out, err = ops.Capture(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// Cancel, like Create, needs its idempotency key.
+func (p *Provider) Cancel(ctx context.Context, req provider.CancelRequest) (provider.Payment, error) {
+	if req.IdempotencyKey == "" {
+		return provider.Payment{}, provider.ErrMissingIdempotencyKey
+	}
+	ops, err := p.operations()
+	if err != nil {
+		return provider.Payment{}, err
+	}
+	var out provider.Payment
+	err = p.Policy.Do(ctx, "cancel", true, func(ctx context.Context) error {
+		var err error
+		out, err = ops.Cancel(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// Refund, like Create, needs its idempotency key: a repeat under it is one refund.
+func (p *Provider) Refund(ctx context.Context, req provider.RefundRequest) (provider.Refund, error) {
+	if req.IdempotencyKey == "" {
+		return provider.Refund{}, provider.ErrMissingIdempotencyKey
+	}
+	ops, err := p.operations()
+	if err != nil {
+		return provider.Refund{}, err
+	}
+	var out provider.Refund
+	err = p.Policy.Do(ctx, "refund", true, func(ctx context.Context) error {
+		var err error
+		out, err = ops.Refund(ctx, req)
+		return err
+	})
+	return out, err
+}
+
+// Refunds, like List, resumes after the last refund it yielded when a page fails in a
+// retryable way, so a retry never yields a refund twice.
+func (p *Provider) Refunds(ctx context.Context, params provider.RefundListParams) iter.Seq2[provider.Refund, error] {
+	return func(yield func(provider.Refund, error) bool) {
+		ops, err := p.operations()
+		if err != nil {
+			yield(provider.Refund{}, err)
+			return
+		}
+		stopped := false
+		err = p.Policy.Do(ctx, "refunds", true, func(ctx context.Context) error {
+			for r, err := range ops.Refunds(ctx, params) {
+				if err != nil {
+					return err
+				}
+				params.StartingAfter = r.ID
+				if !yield(r, nil) {
+					stopped = true
+					return nil
+				}
+			}
+			return nil
+		})
+		if err != nil && !stopped {
+			yield(provider.Refund{}, err)
+		}
+	}
+}

@@ -110,6 +110,14 @@ func (c *Client) Create(ctx context.Context, req provider.CreateRequest) (provid
 	if req.OffSession {
 		params.OffSession = stripe.Bool(true)
 	}
+	// Only set when asked for: an automatic create sends exactly what it always sent, so a key
+	// first used before these fields existed still matches its parameters on a repeat.
+	if req.CaptureMethod == provider.CaptureManual {
+		params.CaptureMethod = stripe.String(string(stripe.PaymentIntentCaptureMethodManual))
+		// The authorization's expiry (capture_before) is on the charge.
+		params.AddExpand("latest_charge")
+	}
+	setString(&params.ReturnURL, req.ReturnURL)
 	params.IdempotencyKey = stripe.String(req.IdempotencyKey)
 
 	ctx, ex := withExchange(ctx)

@@ -1,6 +1,20 @@
-// Package stripeprovider is the Stripe adapter of provider.Provider, on stripe-go v82's
-// PaymentIntents API: create with confirm=true, retrieve, confirm, and list with created[gte],
-// created[lte], customer and auto-pagination (limit 100).
+// Package stripeprovider is the Stripe adapter of provider.Provider and provider.Operations,
+// on stripe-go v82's PaymentIntents and Refunds APIs: create with confirm=true (off_session,
+// capture_method=manual, return_url when asked for), retrieve, confirm, list with
+// created[gte], created[lte], customer and auto-pagination (limit 100), capture
+// (amount_to_capture), cancel (cancellation_reason), and refunds: create by payment_intent and
+// list a payment's refunds.
+//
+// Stripe's PaymentIntent statuses map as provider.Status documents: requires_action and
+// requires_confirmation (and a requires_payment_method before any attempt) are
+// StatusRequiresAction with the client secret and next_action (type, redirect_to_url.url);
+// requires_capture is StatusRequiresCapture with amount_capturable and the charge's
+// payment_method_details.card.capture_before; a requires_payment_method with
+// last_payment_error is StatusDeclined, a failed authentication
+// (payment_intent_authentication_failure) included. An off-session charge that needs
+// authentication is a 402 with authentication_required as code and decline_code: a
+// *provider.DeclineError like any other decline. Refunds map pending (and requires_action),
+// succeeded, failed (with failure_reason) and canceled.
 //
 // The adapter makes exactly one HTTP exchange per call: stripe-go's own network retries are off
 // because package retry decides, with a budget. Every failure becomes a typed error of package

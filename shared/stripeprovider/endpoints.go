@@ -23,7 +23,8 @@ type Endpoint struct {
 // Endpoints are every call the adapter makes; TestEndpointsAreEveryCall holds the adapter to
 // this list, and docs/deploy.md's restricted-key table is checked against it.
 var Endpoints = []Endpoint{
-	{Method: "POST", Path: "/v1/payment_intents", Permissions: []string{"PaymentIntents write"}},
+	// A manual-capture create expands latest_charge (the authorization's capture_before).
+	{Method: "POST", Path: "/v1/payment_intents", Permissions: []string{"PaymentIntents write", "Charges read"}},
 	{Method: "POST", Path: "/v1/payment_intents/{id}/confirm", Permissions: []string{"PaymentIntents write"}},
 	// Expands latest_charge: a refund is told from a success by the charge.
 	{Method: "GET", Path: "/v1/payment_intents/{id}", Permissions: []string{"PaymentIntents read", "Charges read"}},
@@ -31,4 +32,9 @@ var Endpoints = []Endpoint{
 	{Method: "GET", Path: "/v1/payment_intents/search", Permissions: []string{"PaymentIntents read"}},
 	{Method: "GET", Path: "/v1/payment_methods/{id}", Permissions: []string{"PaymentMethods read"}},
 	{Method: "GET", Path: "/v1/events", Permissions: []string{"Events read"}},
+	// Capture and cancel expand latest_charge (capture_before, the amount refunded).
+	{Method: "POST", Path: "/v1/payment_intents/{id}/capture", Permissions: []string{"PaymentIntents write", "Charges read"}},
+	{Method: "POST", Path: "/v1/payment_intents/{id}/cancel", Permissions: []string{"PaymentIntents write", "Charges read"}},
+	{Method: "POST", Path: "/v1/refunds", Permissions: []string{"Refunds write"}},
+	{Method: "GET", Path: "/v1/refunds", Permissions: []string{"Refunds read"}},
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // objectID is a Stripe object id in a path segment.
-var objectID = regexp.MustCompile(`^(pi|pm|evt|ch|cus)_[A-Za-z0-9_]+$`)
+var objectID = regexp.MustCompile(`^(pi|pm|evt|ch|cus|re)_[A-Za-z0-9_]+$`)
 
 // TestEndpointsAreEveryCall calls every method of the adapter against the simulator and holds
 // Endpoints to what was sent: each call is listed with a permission for every object it
@@ -60,6 +60,46 @@ func TestEndpointsAreEveryCall(t *testing.T) {
 			return err
 		},
 		"PaymentMethodCard": func() error { _, err := c.PaymentMethodCard(ctx, "pm_card_visa"); return err },
+		"Capture": func() error {
+			p, err := c.Create(ctx, provider.CreateRequest{Amount: 100, Currency: "usd", PaymentMethod: "pm_card_visa",
+				CaptureMethod: provider.CaptureManual, IdempotencyKey: provider.IdempotencyKey("local", "endpoints-4")})
+			if err != nil {
+				return err
+			}
+			_, err = c.Capture(ctx, provider.CaptureRequest{ID: p.ID, IdempotencyKey: provider.CaptureKey("local", "endpoints-4")})
+			return err
+		},
+		"Cancel": func() error {
+			p, err := c.Create(ctx, provider.CreateRequest{Amount: 100, Currency: "usd", PaymentMethod: "pm_card_visa",
+				CaptureMethod: provider.CaptureManual, IdempotencyKey: provider.IdempotencyKey("local", "endpoints-5")})
+			if err != nil {
+				return err
+			}
+			_, err = c.Cancel(ctx, provider.CancelRequest{ID: p.ID, IdempotencyKey: provider.CancelKey("local", "endpoints-5")})
+			return err
+		},
+		"Refund": func() error {
+			p, err := c.Create(ctx, provider.CreateRequest{Amount: 100, Currency: "usd", PaymentMethod: "pm_card_visa",
+				IdempotencyKey: provider.IdempotencyKey("local", "endpoints-6")})
+			if err != nil {
+				return err
+			}
+			_, err = c.Refund(ctx, provider.RefundRequest{Payment: p.ID, IdempotencyKey: provider.RefundKey("local", "endpoints-6")})
+			return err
+		},
+		"Refunds": func() error {
+			p, err := c.Create(ctx, provider.CreateRequest{Amount: 100, Currency: "usd", PaymentMethod: "pm_card_visa",
+				IdempotencyKey: provider.IdempotencyKey("local", "endpoints-7")})
+			if err != nil {
+				return err
+			}
+			for _, err := range c.Refunds(ctx, provider.RefundListParams{Payment: p.ID}) {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 		"List": func() error {
 			for _, err := range c.List(ctx, provider.ListParams{CreatedFrom: time.Unix(1, 0)}) {
 				if err != nil {

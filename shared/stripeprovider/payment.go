@@ -68,8 +68,29 @@ func toPayment(pi *stripe.PaymentIntent, raw []byte) provider.Payment {
 	if pi.Customer != nil {
 		p.Customer = pi.Customer.ID
 	}
-	if pi.LatestCharge != nil {
-		p.AmountRefunded = pi.LatestCharge.AmountRefunded
+	p.CaptureMethod = provider.CaptureAutomatic
+	if pi.CaptureMethod == stripe.PaymentIntentCaptureMethodManual {
+		p.CaptureMethod = provider.CaptureManual
+	}
+	p.AmountCapturable, p.AmountReceived = pi.AmountCapturable, pi.AmountReceived
+	p.CancellationReason = string(pi.CancellationReason)
+	if ch := pi.LatestCharge; ch != nil {
+		p.LatestCharge = ch.ID
+		p.AmountRefunded = ch.AmountRefunded // zero when latest_charge came as an id only
+		if d := ch.PaymentMethodDetails; d != nil && d.Card != nil && d.Card.CaptureBefore > 0 && p.Status == provider.StatusRequiresCapture {
+			p.CaptureBefore = time.Unix(d.Card.CaptureBefore, 0).UTC()
+		}
+	}
+	if p.Status == provider.StatusRequiresAction {
+		// Only a payment waiting for the customer hands its secret out: the browser needs it
+		// for this step and for nothing else.
+		p.ClientSecret = provider.ClientSecret(pi.ClientSecret)
+		if na := pi.NextAction; na != nil {
+			p.NextAction = &provider.NextAction{Type: string(na.Type)}
+			if na.RedirectToURL != nil {
+				p.NextAction.RedirectURL = na.RedirectToURL.URL
+			}
+		}
 	}
 	if pi.PaymentMethod != nil {
 		p.PaymentMethod = pi.PaymentMethod.ID
@@ -98,8 +119,12 @@ func toCard(pm *stripe.PaymentMethod) *provider.Card {
 	return &provider.Card{Fingerprint: pm.Card.Fingerprint, Brand: string(pm.Card.Brand), Last4: pm.Card.Last4}
 }
 
-// toStatus maps Stripe's PaymentIntent statuses. requires_payment_method means "declined" only
-// after an attempt failed (last_payment_error set); before any attempt it is still pending.
+// toStatus maps Stripe's PaymentIntent statuses; provider.Status documents the table. No state
+// maps to "pending": that word is the payments API's, for an outcome it does not know.
+// requires_payment_method means "declined" only after an attempt failed (last_payment_error
+// set; a failed authentication included); before any attempt it waits for a payment method, as
+// requires_confirmation waits for a confirmation: both wait for the customer's side, like
+// requires_action.
 func toStatus(pi *stripe.PaymentIntent) provider.Status {
 	switch pi.Status {
 	case stripe.PaymentIntentStatusSucceeded:
@@ -107,16 +132,41 @@ func toStatus(pi *stripe.PaymentIntent) provider.Status {
 			return provider.StatusRefunded
 		}
 		return provider.StatusSucceeded
-	case stripe.PaymentIntentStatusProcessing, stripe.PaymentIntentStatusRequiresCapture:
-		return provider.StatusProcessing
+	case stripe.PaymentIntentStatusRequiresCapture:
+		return provider.StatusRequiresCapture
+	case stripe.PaymentIntentStatusRequiresAction, stripe.PaymentIntentStatusRequiresConfirmation:
+		return provider.StatusRequiresAction
 	case stripe.PaymentIntentStatusRequiresPaymentMethod:
 		if pi.LastPaymentError != nil {
 			return provider.StatusDeclined
 		}
-		return provider.StatusPending
+		return provider.StatusRequiresAction
 	case stripe.PaymentIntentStatusCanceled:
 		return provider.StatusCanceled
-	default: // requires_confirmation, requires_action, and any status added later
-		return provider.StatusPending
+	default: // processing, and any status added later: not final, look again
+		return provider.StatusProcessing
 	}
+}
+
+// toRefund maps a Stripe Refund. requires_action (a refund to a non-card method waiting for
+// the customer's details) is pending for us: not settled yet.
+func toRefund(r *stripe.Refund) provider.Refund {
+	out := provider.Refund{ID: r.ID, Amount: r.Amount, Currency: string(r.Currency), Reason: provider.RefundReason(r.Reason),
+		FailureReason: string(r.FailureReason), Created: time.Unix(r.Created, 0).UTC(), Metadata: r.Metadata}
+	if r.PaymentIntent != nil {
+		out.Payment = r.PaymentIntent.ID
+	} else if r.Charge != nil && r.Charge.PaymentIntent != nil {
+		out.Payment = r.Charge.PaymentIntent.ID
+	}
+	switch r.Status {
+	case stripe.RefundStatusSucceeded:
+		out.Status = provider.RefundSucceeded
+	case stripe.RefundStatusFailed:
+		out.Status = provider.RefundFailed
+	case stripe.RefundStatusCanceled:
+		out.Status = provider.RefundCanceled
+	default: // pending, requires_action, and any status added later
+		out.Status = provider.RefundPending
+	}
+	return out
 }

@@ -125,3 +125,48 @@ func (s *SecretKeyed) SearchMetadata(ctx context.Context, key, value string) ([]
 	}
 	return c.SearchMetadata(ctx, key, value)
 }
+
+var _ provider.Operations = (*SecretKeyed)(nil)
+
+// Capture implements provider.Operations.
+func (s *SecretKeyed) Capture(ctx context.Context, req provider.CaptureRequest) (provider.Payment, error) {
+	c, err := s.current(ctx)
+	if err != nil {
+		return provider.Payment{}, err
+	}
+	return c.Capture(ctx, req)
+}
+
+// Cancel implements provider.Operations.
+func (s *SecretKeyed) Cancel(ctx context.Context, req provider.CancelRequest) (provider.Payment, error) {
+	c, err := s.current(ctx)
+	if err != nil {
+		return provider.Payment{}, err
+	}
+	return c.Cancel(ctx, req)
+}
+
+// Refund implements provider.Operations.
+func (s *SecretKeyed) Refund(ctx context.Context, req provider.RefundRequest) (provider.Refund, error) {
+	c, err := s.current(ctx)
+	if err != nil {
+		return provider.Refund{}, err
+	}
+	return c.Refund(ctx, req)
+}
+
+// Refunds implements provider.Operations.
+func (s *SecretKeyed) Refunds(ctx context.Context, p provider.RefundListParams) iter.Seq2[provider.Refund, error] {
+	return func(yield func(provider.Refund, error) bool) {
+		c, err := s.current(ctx)
+		if err != nil {
+			yield(provider.Refund{}, err)
+			return
+		}
+		for r, err := range c.Refunds(ctx, p) {
+			if !yield(r, err) {
+				return
+			}
+		}
+	}
+}

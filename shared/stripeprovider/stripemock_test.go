@@ -77,6 +77,65 @@ func TestRequestShapesAgainstStripeMock(t *testing.T) {
 				"description": "order 1", "metadata[invoice]": "in_1", "off_session": "true"},
 			wantKey: key,
 		},
+		"create for manual capture, authenticating by redirect": {
+			call: func() error {
+				_, err := c.Create(ctx, provider.CreateRequest{Amount: 1999, Currency: "usd", PaymentMethod: "pm_card_visa",
+					CaptureMethod: provider.CaptureManual, ReturnURL: "https://shop.example/back", IdempotencyKey: key})
+				return err
+			},
+			wantPath: "/v1/payment_intents",
+			wantForm: map[string]string{"capture_method": "manual", "return_url": "https://shop.example/back",
+				"expand[0]": "latest_charge", "confirm": "true"},
+			wantKey: key,
+		},
+		"capture part of an authorization": {
+			call: func() error {
+				p, err := c.Capture(ctx, provider.CaptureRequest{ID: "pi_123", AmountToCapture: 600, IdempotencyKey: provider.CaptureKey("local", "cap-1")})
+				if err == nil && p.ID == "" {
+					t.Error("stripe-mock's PaymentIntent mapped to no id")
+				}
+				return err
+			},
+			wantPath: "/v1/payment_intents/pi_123/capture",
+			wantForm: map[string]string{"amount_to_capture": "600", "expand[0]": "latest_charge"},
+			wantKey:  provider.CaptureKey("local", "cap-1"),
+		},
+		"cancel with a reason": {
+			call: func() error {
+				_, err := c.Cancel(ctx, provider.CancelRequest{ID: "pi_123", Reason: provider.CancelAbandoned, IdempotencyKey: provider.CancelKey("local", "cxl-1")})
+				return err
+			},
+			wantPath: "/v1/payment_intents/pi_123/cancel",
+			wantForm: map[string]string{"cancellation_reason": "abandoned", "expand[0]": "latest_charge"},
+			wantKey:  provider.CancelKey("local", "cxl-1"),
+		},
+		"refund part of a payment": {
+			call: func() error {
+				r, err := c.Refund(ctx, provider.RefundRequest{Payment: "pi_123", Amount: 500, Reason: provider.RefundRequestedByCustomer,
+					Metadata: map[string]string{"twice_refund_id": "rf_1"}, IdempotencyKey: provider.RefundKey("local", "ref-1")})
+				if err == nil && (r.ID == "" || r.Status == "") {
+					t.Errorf("refund = %+v: stripe-mock's Refund has an id and a status", r)
+				}
+				return err
+			},
+			wantPath: "/v1/refunds",
+			wantForm: map[string]string{"payment_intent": "pi_123", "amount": "500", "reason": "requested_by_customer",
+				"metadata[twice_refund_id]": "rf_1"},
+			wantKey: provider.RefundKey("local", "ref-1"),
+		},
+		"list a payment's refunds": {
+			call: func() error {
+				for _, err := range c.Refunds(ctx, provider.RefundListParams{Payment: "pi_123"}) {
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			wantPath:  "/v1/refunds",
+			wantForm:  map[string]string{"payment_intent": "pi_123", "limit": "100"},
+			wantNoKey: true,
+		},
 		"get": {
 			call:      func() error { _, err := c.Get(ctx, "pi_123"); return err },
 			wantPath:  "/v1/payment_intents/pi_123",

@@ -211,7 +211,7 @@ func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
 		if p.Confirm {
-			return s.confirmPI(tx, &em, pi, p.PaymentMethod, now, p.Expand)
+			return s.confirmPI(tx, &em, pi, p.PaymentMethod, now, p.Expand, confirmOpts{offSession: p.OffSession, returnURL: p.ReturnURL})
 		}
 		if err := s.savePI(tx, pi); err != nil {
 			return response{}, false, err
@@ -307,13 +307,23 @@ type outcome struct {
 	fingerprint           string
 	decline               *decline
 	processing            bool
+	authenticate          bool // the issuer requires 3-D Secure
+}
+
+// confirmOpts are what a confirm says about the customer.
+type confirmOpts struct {
+	offSession bool   // the customer is absent: a card that requires authentication declines
+	returnURL  string // where a redirect authentication returns to
+	// authenticated: the customer just completed the challenge (the authenticate control), so
+	// the card's authentication requirement is met.
+	authenticated bool
 }
 
 // cardOutcome decides a confirm's outcome, consuming one programmed decline if armed.
 func cardOutcome(tx *bolt.Tx, pm string) (outcome, error) {
 	base, known := testCards[pm]
 	o := outcome{brand: base.brand, last4: base.last4, funding: base.funding, decline: base.decline,
-		fingerprint: cardFingerprint(pm, "")}
+		fingerprint: cardFingerprint(pm, ""), authenticate: base.authenticate}
 	var rule cardRule
 	found, err := getJSON(bucket(tx, bucketCards), []byte(pm), &rule)
 	if err != nil || !found {
@@ -335,11 +345,20 @@ func cardOutcome(tx *bolt.Tx, pm string) (outcome, error) {
 	return o, nil
 }
 
-// confirmPI charges pi's PaymentMethod and records the state change and its event.
-func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm string, now time.Time, expand []string) (response, bool, error) {
+// confirmPI charges pi's PaymentMethod and records the state change and its event. A card
+// that requires authentication stops on-session in requires_action (no charge yet) and
+// declines off-session with authentication_required.
+func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm string, now time.Time, expand []string, opts confirmOpts) (response, bool, error) {
 	o, err := cardOutcome(tx, pm)
 	if err != nil {
 		return response{}, false, err
+	}
+	pi.NextAction = nil
+	if o.authenticate && !opts.authenticated && o.decline == nil {
+		if !opts.offSession {
+			return s.requireAction(tx, em, pi, pm, opts.returnURL)
+		}
+		o.decline, o.processing = authRequired, false
 	}
 	chID, err := newID(bucket(tx, bucketCharges), "ch_")
 	if err != nil {
@@ -383,6 +402,7 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 	case pi.CaptureMethod == "manual":
 		ch.Status = "succeeded"
 		ch.Paid = true
+		ch.PaymentMethodDetails.Card.CaptureBefore = now.Add(AuthorizationWindow).Unix()
 		pi.Status = StatusRequiresCapture
 		pi.AmountCapturable = pi.Amount
 		pi.LastPaymentError = nil
@@ -400,7 +420,8 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 	}
 	piJSON := jsonBody(pi)
 	evType := map[string]string{StatusSucceeded: EventPaymentIntentSucceeded,
-		StatusRequiresPaymentMethod: EventPaymentIntentPaymentFailed, StatusProcessing: EventPaymentIntentProcessing}[pi.Status]
+		StatusRequiresPaymentMethod: EventPaymentIntentPaymentFailed, StatusProcessing: EventPaymentIntentProcessing,
+		StatusRequiresCapture: EventPaymentIntentCapturableUpdated}[pi.Status]
 	if evType != "" {
 		if err := em.emit(evType, pi.ID, piJSON); err != nil {
 			return response{}, false, err
@@ -418,6 +439,32 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 		return errorResponse(http.StatusPaymentRequired, e), true, nil
 	}
 	return response{status: http.StatusOK, body: respJSON}, true, nil
+}
+
+// AuthorizationWindow is how long an uncaptured card authorization holds (capture_before), as
+// for most cards at Stripe.
+const AuthorizationWindow = 7 * 24 * time.Hour
+
+// requireAction leaves pi waiting for the customer to authenticate: requires_action with
+// next_action (redirect_to_url when the confirm gave a return_url, else use_stripe_sdk) and
+// payment_intent.requires_action. No charge exists yet; POST
+// /_sim/payment_intents/{id}/authenticate stands in for the customer.
+func (s *Simulator) requireAction(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm, returnURL string) (response, bool, error) {
+	pi.Status, pi.PaymentMethod, pi.LastPaymentError = StatusRequiresAction, &pm, nil
+	pi.NextAction = &NextAction{Type: "use_stripe_sdk", UseStripeSDK: map[string]any{
+		"type": "three_d_secure_redirect", "stripe_js": "https://hooks.stripe.com/redirect/authenticate/" + pi.ID}}
+	if returnURL != "" {
+		pi.NextAction = &NextAction{Type: "redirect_to_url", RedirectToURL: &RedirectToURL{
+			URL: "https://hooks.stripe.com/3d_secure_2/hosted?merchant=acct_twice_sim&payment_intent=" + pi.ID, ReturnURL: returnURL}}
+	}
+	if err := s.savePI(tx, pi); err != nil {
+		return response{}, false, err
+	}
+	body := jsonBody(pi)
+	if err := em.emit(EventPaymentIntentRequiresAction, pi.ID, body); err != nil {
+		return response{}, false, err
+	}
+	return response{status: http.StatusOK, body: body}, true, nil
 }
 
 // withCharge expands latest_charge in a PaymentIntent's JSON into the Charge object.
@@ -480,7 +527,7 @@ func (s *Simulator) handleConfirm(w http.ResponseWriter, r *http.Request) {
 				Message: fmt.Sprintf("This PaymentIntent's status is %s, but it must be requires_payment_method or requires_confirmation to be confirmed.", pi.Status)}), true, nil
 		}
 		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
-		return s.confirmPI(tx, &em, pi, pm, now, p.Expand)
+		return s.confirmPI(tx, &em, pi, pm, now, p.Expand, confirmOpts{offSession: p.OffSession, returnURL: p.ReturnURL})
 	})
 	if err != nil {
 		s.log.Error("confirm payment intent", "err", err)

@@ -8,6 +8,11 @@ type testCard struct {
 	last4   string
 	funding string
 	decline *decline // nil: the charge succeeds
+	// authenticate: the issuer requires 3-D Secure: on-session the confirm answers
+	// requires_action; off-session it declines with authentication_required.
+	authenticate bool
+	// refundFail: a refund is accepted (succeeded) and fails RefundFailureDelay later.
+	refundFail bool
 }
 
 // decline is the outcome of a declined charge, with Stripe's codes and messages.
@@ -29,6 +34,8 @@ const (
 	msgExpired  = "Your card has expired."
 	msgCVC      = "Your card's security code is incorrect."
 	msgProcess  = "An error occurred while processing your card. Try again in a little bit."
+	msgAuthReq  = "Your card was declined. This transaction requires authentication."
+	msgAuthFail = "The provided PaymentMethod has failed authentication. You can provide payment_method_data or a new PaymentMethod to attempt to fulfill this PaymentIntent again."
 )
 
 // testCards are Stripe's test PaymentMethods the simulator knows. Any other pm_ id is
@@ -54,7 +61,18 @@ var testCards = map[string]testCard{
 		decline: &decline{Code: "incorrect_cvc", DeclineCode: "incorrect_cvc", Message: msgCVC, Param: "cvc", NetworkDeclineCode: "N7"}},
 	"pm_card_chargeDeclinedProcessingError": {brand: "visa", last4: "0119", funding: "credit",
 		decline: &decline{Code: "processing_error", DeclineCode: "processing_error", Message: msgProcess, NetworkDeclineCode: "96"}},
+	// The payment flows (docs.stripe.com/testing): 3-D Secure required (4000 0000 0000 3220),
+	// authentication always required (4000 0027 6000 3184), and a refund that fails later
+	// (4000 0000 0000 5126). Both authentication cards behave alike here, as no SetupIntent
+	// exists to tell them apart.
+	"pm_card_threeDSecure2Required":  {brand: "visa", last4: "3220", funding: "credit", authenticate: true},
+	"pm_card_authenticationRequired": {brand: "visa", last4: "3184", funding: "credit", authenticate: true},
+	"pm_card_refundFail":             {brand: "visa", last4: "5126", funding: "credit", refundFail: true},
 }
+
+// authRequired is the decline of an off-session charge on a card that requires
+// authentication: Stripe's code and decline_code are both authentication_required.
+var authRequired = &decline{Code: "authentication_required", DeclineCode: "authentication_required", Message: msgAuthReq}
 
 // cardRule is a programmed behaviour for a PaymentMethod, set through POST /_sim/cards:
 // the next Times confirms decline with Decline, then the card behaves as its base

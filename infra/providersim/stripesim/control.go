@@ -299,6 +299,10 @@ func (s *Simulator) handleDrop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Simulator) handleFlush(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.RunDue(); err != nil {
+		s.writeControlError(w, err)
+		return
+	}
 	n, err := s.deliver(r.Context(), true)
 	if err != nil {
 		s.writeControlError(w, err)
@@ -541,7 +545,7 @@ func (s *Simulator) handleSimCreate(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		em := emitter{s: s, tx: tx, now: now, silent: !q.Webhook}
-		resp, _, err = s.confirmPI(tx, &em, pi, q.PaymentMethod, now, nil)
+		resp, _, err = s.confirmPI(tx, &em, pi, q.PaymentMethod, now, nil, confirmOpts{})
 		return err
 	})
 	if err != nil {

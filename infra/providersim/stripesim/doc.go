@@ -1,5 +1,5 @@
 // Package stripesim is a durable simulator of the part of Stripe's API that twice uses:
-// PaymentIntents (create with confirm, confirm, retrieve, list), refunds, Stripe's
+// PaymentIntents (create with confirm, confirm, retrieve, list, capture, cancel), refunds, Stripe's
 // Idempotency-Key semantics, Stripe's test PaymentMethods, and Stripe-signed webhooks
 // delivered from a durable outbox. The production stripe-go adapter talks to it
 // unchanged: point a stripe-go backend's URL at it.
@@ -15,7 +15,13 @@
 //	                                      created / created[gt|gte|lt|lte], customer; newest first
 //	GET  /v1/payment_methods/{id}         a test card's or a /_sim/cards card's PaymentMethod: brand, last4,
 //	                                      the fingerprint its charges name (404 resource_missing if unknown)
-//	POST /v1/refunds                      payment_intent or charge, amount (default: the rest)
+//	POST /v1/payment_intents/{id}/capture amount_to_capture (default: all of amount_capturable)
+//	POST /v1/payment_intents/{id}/cancel  cancellation_reason
+//	POST /v1/refunds                      payment_intent or charge, amount (default: the rest),
+//	                                      reason, metadata
+//	GET  /v1/refunds                      list: payment_intent, charge, created, limit,
+//	                                      starting_after, ending_before; newest first
+//	GET  /v1/refunds/{id}                 retrieve
 //
 // Authentication is HTTP basic (the API key as user) or "Authorization: Bearer <key>";
 // anything else is 401. An Idempotency-Key (1..255 bytes) is scoped per API key and kept
@@ -34,6 +40,30 @@
 // last_payment_error set and payment_method detached. The Charge (expand latest_charge)
 // carries outcome.{advice_code, network_advice_code, network_decline_code, reason} and
 // payment_method_details.card.brand, which stripe-go's Error type does not expose.
+//
+// The payment flows follow Stripe's test mode too:
+//   - pm_card_threeDSecure2Required and pm_card_authenticationRequired require 3-D Secure.
+//     On-session the confirm answers 200 requires_action with client_secret and next_action
+//     use_stripe_sdk (redirect_to_url when the confirm gave return_url), no charge yet, and
+//     payment_intent.requires_action. Off-session (off_session=true) they decline: 402
+//     card_error, code and decline_code authentication_required.
+//   - capture_method=manual stops in requires_capture with amount_capturable, the charge's
+//     payment_method_details.card.capture_before 7 days on, and
+//     payment_intent.amount_capturable_updated. Capture takes amount_to_capture (the rest is
+//     released: amount_captured says what was taken) and sends charge.captured and
+//     payment_intent.succeeded. Capturing what is not requires_capture, or canceling a
+//     succeeded or canceled intent, is 400 payment_intent_unexpected_state.
+//   - Cancel (requires_payment_method, requires_confirmation, requires_action,
+//     requires_capture, processing) records cancellation_reason, releases a hold and sends
+//     payment_intent.canceled.
+//   - A refund sends charge.refunded, then refund.created; more than the captured amount not
+//     yet refunded is 400 amount_too_large (nothing left: charge_already_refunded). A refund
+//     of pm_card_refundFail is succeeded, then fails Config.RefundFailureDelay later on the
+//     injected clock (RunDue; Start runs it): status failed, failure_reason
+//     expired_or_canceled_card, the charge's amount_refunded given back, and
+//     charge.refund.updated, refund.updated, refund.failed.
+//
+// Capture, cancel and refunds honour Idempotency-Key as creates do.
 //
 // # Controls (JSON; errors are application/problem+json)
 //
@@ -58,6 +88,12 @@
 //	POST   /_sim/payment_intents/{id}/mutate {"amount","amount_received","currency","status","customer"}
 //	POST   /_sim/payment_intents/{id}/settle {"outcome":"succeeded|failed","decline_code"}
 //	DELETE /_sim/payment_intents/{id}  (forget it silently: "missing at provider")
+//	POST   /_sim/payment_intents/{id}/authenticate {"result":"succeeded"|"failed"}
+//	                              (the customer at the 3-D Secure challenge of a requires_action
+//	                              intent: succeeded charges it, succeeded or requires_capture;
+//	                              failed leaves requires_payment_method with last_payment_error
+//	                              payment_intent_authentication_failure and sends
+//	                              payment_intent.payment_failed)
 //	POST   /_sim/payment_intents/{id}/dispute {"status","reason","amount","evidence_due_in_s"}
 //	                              (charge.dispute.created, then .updated; won, lost or
 //	                              warning_closed: .closed)
@@ -79,7 +115,9 @@
 // # Webhooks
 //
 // Every state change writes, in the transaction of the change, a Stripe event
-// (payment_intent.succeeded, .payment_failed, .processing, charge.refunded) and an
+// (payment_intent.succeeded, .payment_failed, .processing, .requires_action,
+// .amount_capturable_updated, .canceled, charge.captured, charge.refunded, refund.created,
+// refund.updated, refund.failed, charge.refund.updated, the dispute events) and an
 // outbox entry. The sender (Start, or Deliver for one pass) posts due entries signed
 // like Stripe (Stripe-Signature: t=<unix>,v1=<hex HMAC-SHA256>) with the event's
 // api_version set to stripe-go's, so webhook.ConstructEvent accepts them. A non-2xx or

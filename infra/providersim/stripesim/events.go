@@ -163,11 +163,11 @@ func (s *Simulator) handleCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reason := ""
+	var c common
 	for key, vs := range form {
 		base, segs, ok := splitParam(key)
 		switch {
 		case ok && base == "expand":
-			var c common
 			if err := parseExpand(segs, vs, &c); err != nil {
 				writeParamError(w, err)
 				return
@@ -197,7 +197,9 @@ func (s *Simulator) handleCancel(w http.ResponseWriter, r *http.Request) {
 				Message: fmt.Sprintf("You cannot cancel this PaymentIntent because it has a status of %s. Only a PaymentIntent with one of the following statuses may be canceled: requires_payment_method, requires_capture, requires_confirmation, requires_action, processing.", pi.Status)}), true, nil
 		}
 		at := now.Unix()
-		pi.Status, pi.CanceledAt = StatusCanceled, &at
+		pi.Status, pi.CanceledAt, pi.CancellationReason = StatusCanceled, &at, strPtr(reason)
+		// A hold is released and a pending authentication abandoned.
+		pi.AmountCapturable, pi.NextAction = 0, nil
 		if err := s.savePI(tx, pi); err != nil {
 			return response{}, false, err
 		}
@@ -206,7 +208,10 @@ func (s *Simulator) handleCancel(w http.ResponseWriter, r *http.Request) {
 		if err := em.emit(EventPaymentIntentCanceled, pi.ID, body); err != nil {
 			return response{}, false, err
 		}
-		return response{status: http.StatusOK, body: body}, true, nil
+		if slices.Contains(c.Expand, "latest_charge") {
+			body, err = expandStored(tx, body)
+		}
+		return response{status: http.StatusOK, body: body}, true, err
 	})
 	if err != nil {
 		s.log.Error("cancel payment intent", "err", err)

@@ -57,16 +57,16 @@ func TestEventListThroughStripeGo(t *testing.T) {
 	p := &stripe.EventListParams{}
 	p.Limit = stripe.Int64(2) // three pages: auto-pagination follows starting_after
 	all := listEvents(t, h, p)
-	if len(all) != 7 {
-		t.Fatalf("%d events, want 7 (5 successes, a refund, a dispute)", len(all))
+	if len(all) != 8 {
+		t.Fatalf("%d events, want 8 (5 successes, a refund's charge.refunded and refund.created, a dispute)", len(all))
 	}
 	for i := 1; i < len(all); i++ {
 		if all[i].ID >= all[i-1].ID {
 			t.Fatalf("not newest first: %s then %s", all[i-1].ID, all[i].ID)
 		}
 	}
-	if all[0].Type != "charge.dispute.created" || all[1].Type != "charge.refunded" {
-		t.Fatalf("newest: %s, %s", all[0].Type, all[1].Type)
+	if all[0].Type != "charge.dispute.created" || all[1].Type != "refund.created" || all[2].Type != "charge.refunded" {
+		t.Fatalf("newest: %s, %s, %s", all[0].Type, all[1].Type, all[2].Type)
 	}
 	var d struct {
 		PaymentIntent   string `json:"payment_intent"`
@@ -88,7 +88,7 @@ func TestEventListThroughStripeGo(t *testing.T) {
 		}, 2},
 		"wildcard":    {func(p *stripe.EventListParams) { p.Type = stripe.String("charge.*") }, 2},
 		"undelivered": {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(false) }, 2},
-		"delivered":   {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(true) }, 5},
+		"delivered":   {func(p *stripe.EventListParams) { p.DeliverySuccess = stripe.Bool(true) }, 6},
 		"created[gte/lte]": {func(p *stripe.EventListParams) {
 			p.CreatedRange = &stripe.RangeQueryParams{GreaterThanOrEqual: all[5].Created, LesserThanOrEqual: all[3].Created}
 		}, 3},

@@ -19,7 +19,9 @@ func FuzzParams(f *testing.F) {
 		"limit=100&starting_after=pi_1&created[gte]=10&created[lt]=20&customer=cus_A",
 		"created=5&ending_before=pi_x", "payment_intent=pi_1&amount=5&reason=duplicate",
 		"types[0]=charge.refunded&types[1]=charge.dispute.*&delivery_success=false&created[gte]=1",
-		"type=payment_intent.succeeded&delivery_success=yes", "amount=%zz", "metadata[a][b]=1", "created[gt]=9223372036854775807", "[x]=1", "a]=1", "limit=0",
+		"type=payment_intent.succeeded&delivery_success=yes", "amount_to_capture=1500&expand[0]=latest_charge",
+		"amount_to_capture=-3", "payment_intent=pi_1&limit=3&starting_after=re_1", "return_url=https://shop.example/back&amount=1&currency=usd",
+		"return_url=javascript:alert(1)", "amount=%zz", "metadata[a][b]=1", "created[gt]=9223372036854775807", "[x]=1", "a]=1", "limit=0",
 	} {
 		f.Add(s)
 	}
@@ -45,6 +47,12 @@ func FuzzParams(f *testing.F) {
 		if p, perr := parseRefund(v); perr == nil && p.PaymentIntent == "" && p.Charge == "" {
 			t.Fatalf("accepted refund without target: %q", raw)
 		}
+		if p, perr := parseCapture(v); perr == nil && p.AmountToCapture < 0 {
+			t.Fatalf("accepted capture %+v", p)
+		}
+		if p, perr := parseRefundList(v); perr == nil && (p.Limit < 1 || p.Limit > 100 || p.StartingAfter != "" && p.EndingBefore != "") {
+			t.Fatalf("accepted refund list %+v", p)
+		}
 		if p, perr := parseEventList(v); perr == nil && (p.Limit < 1 || p.Limit > 100 || len(p.Types) > 21 ||
 			p.StartingAfter != "" && p.EndingBefore != "") {
 			t.Fatalf("accepted event list %+v", p)
@@ -63,6 +71,7 @@ func FuzzControl(f *testing.F) {
 		`{"payment_method":"pm_x","decline_code":"insufficient_funds","times":2,"network_advice_code":"24"}`,
 		`{"rate":0.3,"seed":18}`, `{"count":2,"rate":1}`, `{"status":"needs_response","evidence_due_in_s":86400}`,
 		``, `[]`, `{"count":-1}`, `{"fault":"http_500"} {}`, `{"times":1e99}`,
+		`{"result":"succeeded"}`, `{"result":"failed"}`, `{"result":"Succeeded"}`, `{"result":null}`,
 	} {
 		f.Add(s)
 	}
@@ -88,6 +97,13 @@ func FuzzControl(f *testing.F) {
 		}
 		var dr DisputeRequest
 		_ = decodeControl(strings.NewReader(raw), &dr)
+		if q, err := parseAuthenticate(strings.NewReader(raw)); err == nil && q.Result != "succeeded" && q.Result != "failed" {
+			t.Fatalf("accepted authenticate %+v", q)
+		} else if err != nil {
+			if _, ok := err.(*controlError); !ok {
+				t.Fatalf("not a controlError: %v", err)
+			}
+		}
 	})
 }
 

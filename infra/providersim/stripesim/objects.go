@@ -11,6 +11,7 @@ type PaymentIntent struct {
 	AmountCapturable   int64             `json:"amount_capturable"`
 	AmountReceived     int64             `json:"amount_received"`
 	CanceledAt         *int64            `json:"canceled_at"`
+	CancellationReason *string           `json:"cancellation_reason"`
 	CaptureMethod      string            `json:"capture_method"`
 	ClientSecret       string            `json:"client_secret"`
 	ConfirmationMethod string            `json:"confirmation_method"`
@@ -22,7 +23,7 @@ type PaymentIntent struct {
 	LatestCharge       *string           `json:"latest_charge"`
 	Livemode           bool              `json:"livemode"`
 	Metadata           map[string]string `json:"metadata"`
-	NextAction         *struct{}         `json:"next_action"`
+	NextAction         *NextAction       `json:"next_action"`
 	PaymentMethod      *string           `json:"payment_method"`
 	PaymentMethodTypes []string          `json:"payment_method_types"`
 	ReceiptEmail       *string           `json:"receipt_email"`
@@ -30,10 +31,26 @@ type PaymentIntent struct {
 	Status             string            `json:"status"`
 }
 
+// NextAction is a PaymentIntent's next_action while it requires action: use_stripe_sdk
+// (Stripe.js authenticates in place with the client secret), or redirect_to_url when the
+// confirm gave a return_url.
+type NextAction struct {
+	Type          string         `json:"type"`
+	RedirectToURL *RedirectToURL `json:"redirect_to_url,omitempty"`
+	UseStripeSDK  map[string]any `json:"use_stripe_sdk,omitempty"`
+}
+
+// RedirectToURL is next_action.redirect_to_url.
+type RedirectToURL struct {
+	URL       string `json:"url"`
+	ReturnURL string `json:"return_url"`
+}
+
 // PaymentIntent statuses used by the simulator (Stripe's values).
 const (
 	StatusRequiresPaymentMethod = "requires_payment_method"
 	StatusRequiresConfirmation  = "requires_confirmation"
+	StatusRequiresAction        = "requires_action"
 	StatusRequiresCapture       = "requires_capture"
 	StatusProcessing            = "processing"
 	StatusSucceeded             = "succeeded"
@@ -140,6 +157,14 @@ const (
 	EventPaymentIntentPaymentFailed = "payment_intent.payment_failed"
 	EventPaymentIntentProcessing    = "payment_intent.processing"
 	EventChargeRefunded             = "charge.refunded"
+	// The payment flows: customer authentication, manual capture, refunds.
+	EventPaymentIntentRequiresAction    = "payment_intent.requires_action"
+	EventPaymentIntentCapturableUpdated = "payment_intent.amount_capturable_updated"
+	EventChargeCaptured                 = "charge.captured"
+	EventRefundCreated                  = "refund.created"
+	EventRefundUpdated                  = "refund.updated"
+	EventRefundFailed                   = "refund.failed"
+	EventChargeRefundUpdated            = "charge.refund.updated"
 	// Customer-side events, sent through POST /_sim/customers/{id}/events.
 	EventPaymentMethodAttached         = "payment_method.attached"
 	EventPaymentMethodAutomaticUpdated = "payment_method.automatically_updated"

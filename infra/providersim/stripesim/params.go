@@ -101,6 +101,7 @@ type createParams struct {
 	CaptureMethod string
 	Confirm       bool
 	OffSession    bool
+	ReturnURL     string
 	Metadata      map[string]string
 }
 
@@ -109,6 +110,7 @@ type confirmParams struct {
 	common
 	PaymentMethod string
 	OffSession    bool
+	ReturnURL     string
 }
 
 // listParams are the accepted parameters of GET /v1/payment_intents.
@@ -137,14 +139,14 @@ func (c createdRange) contains(t int64) bool {
 // ignored are accepted and stored nowhere: they change nothing the simulator models.
 var ignoredCreate = map[string]bool{
 	"automatic_payment_methods": true, "confirmation_method": true, "payment_method_types": true,
-	"payment_method_options": true, "mandate_data": true, "shipping": true, "return_url": true,
+	"payment_method_options": true, "mandate_data": true, "shipping": true,
 	"setup_future_usage": true, "statement_descriptor": true, "statement_descriptor_suffix": true,
 	"error_on_requires_action": true, "use_stripe_sdk": true, "transfer_group": true,
 	"payment_method_configuration": true, "radar_options": true,
 }
 
 var ignoredConfirm = map[string]bool{
-	"return_url": true, "mandate_data": true, "payment_method_options": true, "payment_method_types": true,
+	"mandate_data": true, "payment_method_options": true, "payment_method_types": true,
 	"setup_future_usage": true, "shipping": true, "error_on_requires_action": true, "use_stripe_sdk": true,
 	"receipt_email": true, "capture_method": true, "radar_options": true,
 }
@@ -264,6 +266,8 @@ func parseCreate(v url.Values) (createParams, *ParamError) {
 			p.Confirm, err = parseBool("confirm", val)
 		case "off_session":
 			p.OffSession, err = parseOffSession(val)
+		case "return_url":
+			p.ReturnURL, err = parseReturnURL(val)
 		default:
 			err = unknownParam(key)
 		}
@@ -329,6 +333,8 @@ func parseConfirm(v url.Values) (confirmParams, *ParamError) {
 			p.PaymentMethod = val
 		case "off_session":
 			p.OffSession, err = parseOffSession(val)
+		case "return_url":
+			p.ReturnURL, err = parseReturnURL(val)
 		default:
 			err = unknownParam(key)
 		}
@@ -337,6 +343,15 @@ func parseConfirm(v url.Values) (confirmParams, *ParamError) {
 		}
 	}
 	return p, nil
+}
+
+// parseReturnURL accepts an absolute http(s) URL, as Stripe does for return_url.
+func parseReturnURL(val string) (string, *ParamError) {
+	u, err := url.Parse(val)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(val) > 2048 {
+		return "", &ParamError{Code: "url_invalid", Param: "return_url", Message: "Not a valid URL"}
+	}
+	return val, nil
 }
 
 func parseList(v url.Values) (listParams, *ParamError) {

@@ -75,7 +75,10 @@ func parseRefund(v url.Values) (refundParams, *ParamError) {
 }
 
 // handleRefund refunds a succeeded charge (by payment_intent or charge), fully by
-// default, and sends charge.refunded with the updated Charge.
+// default, and sends charge.refunded with the updated Charge, then refund.created. More
+// than the captured amount not yet refunded is 400 amount_too_large (nothing left:
+// charge_already_refunded), as at Stripe. A refund of pm_card_refundFail is succeeded now and
+// fails RefundFailureDelay later (RunDue).
 func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 	form, ok := parseRequest(w, r)
 	if !ok {
@@ -134,16 +137,28 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 		if err := putJSON(bucket(tx, bucketRefunds), []byte(id), re); err != nil {
 			return response{}, false, err
 		}
+		if testCards[ch.PaymentMethod].refundFail {
+			// Accepted now, failed later: the money could not reach the card.
+			if err := scheduleRefundFailure(tx, id, now.Add(s.cfg.RefundFailureDelay)); err != nil {
+				return response{}, false, err
+			}
+		}
 		ch.AmountRefunded += amount
 		ch.Refunded = ch.AmountRefunded == ch.AmountCaptured
 		if err := putJSON(charges, []byte(chID), ch); err != nil {
 			return response{}, false, err
 		}
 		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
+		// charge.refunded first: it is the event that moves a payment, and a caller that drops
+		// the next delivery (POST /_sim/webhooks/drop {"count":1}) to lose a refund loses it.
 		if err := em.emit(EventChargeRefunded, ch.PaymentIntent, jsonBody(ch)); err != nil {
 			return response{}, false, err
 		}
-		return response{status: http.StatusOK, body: jsonBody(re)}, true, nil
+		body := jsonBody(re)
+		if err := em.emit(EventRefundCreated, ch.PaymentIntent, body); err != nil {
+			return response{}, false, err
+		}
+		return response{status: http.StatusOK, body: body}, true, nil
 	})
 	if err != nil {
 		s.log.Error("refund", "err", err)

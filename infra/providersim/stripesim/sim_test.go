@@ -810,10 +810,13 @@ func TestRefund(t *testing.T) {
 	}
 	_, _ = h.sim.Deliver(ctx)
 	evs := byID(h.hooks.got())
-	last := evs[len(evs)-1]
+	last := evs[len(evs)-2] // then refund.created
 	var ch stripe.Charge
 	if last.Type != "charge.refunded" || json.Unmarshal(last.Data.Raw, &ch) != nil || !ch.Refunded || ch.AmountRefunded != 2000 {
 		t.Fatalf("charge.refunded: %s %+v", last.Type, ch)
+	}
+	if evs[len(evs)-1].Type != EventRefundCreated {
+		t.Fatalf("last event %s, want refund.created", evs[len(evs)-1].Type)
 	}
 }
 

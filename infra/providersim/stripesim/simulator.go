@@ -74,6 +74,9 @@ type Config struct {
 	MaxBatchDelay time.Duration
 	// NoSync turns fsync off, for benchmarks of the simulator's own cost only.
 	NoSync bool
+	// RefundFailureDelay is how long after its creation a refund of pm_card_refundFail fails,
+	// on the injected clock (default DefaultRefundFailureDelay). RunDue applies it.
+	RefundFailureDelay time.Duration
 }
 
 // Simulator is a durable Stripe PaymentIntents simulator. It is an http.Handler.
@@ -152,6 +155,9 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.MaxBatchDelay <= 0 {
 		cfg.MaxBatchDelay = 2 * time.Millisecond
 	}
+	if cfg.RefundFailureDelay <= 0 {
+		cfg.RefundFailureDelay = DefaultRefundFailureDelay
+	}
 	if cfg.WebhookURL != "" {
 		u, err := url.Parse(cfg.WebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -218,6 +224,9 @@ func (s *Simulator) Start(ctx context.Context) {
 		defer t.Stop()
 		var lastSweep time.Time
 		for {
+			if _, err := s.RunDue(); err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
+				s.log.Error("asynchronous changes failed", "err", err)
+			}
 			if _, err := s.Deliver(ctx); err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
 				s.log.Error("webhook delivery pass failed", "err", err)
 			}
@@ -326,7 +335,10 @@ func (s *Simulator) routes() {
 	m.Handle("POST /v1/payment_intents/{id}/confirm", api(s.handleConfirm))
 	m.Handle("GET /v1/payment_methods/{id}", api(s.handlePaymentMethodRetrieve))
 	m.Handle("POST /v1/refunds", api(s.handleRefund))
+	m.Handle("GET /v1/refunds", api(s.handleRefundList))
+	m.Handle("GET /v1/refunds/{id}", api(s.handleRefundRetrieve))
 	m.Handle("POST /v1/payment_intents/{id}/cancel", api(s.handleCancel))
+	m.Handle("POST /v1/payment_intents/{id}/capture", api(s.handleCapture))
 	m.Handle("GET /v1/events", api(s.handleEventList))
 	m.Handle("/v1/", api(s.handleUnknownRoute))
 
@@ -348,6 +360,7 @@ func (s *Simulator) routes() {
 	m.HandleFunc("POST /_sim/payment_intents/{id}/settle", s.handleSettle)
 	m.HandleFunc("DELETE /_sim/payment_intents/{id}", s.handleForget)
 	m.HandleFunc("POST /_sim/payment_intents/{id}/dispute", s.handleDispute)
+	m.HandleFunc("POST /_sim/payment_intents/{id}/authenticate", s.handleAuthenticate)
 	s.mux = m
 }
 

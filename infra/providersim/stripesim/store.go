@@ -172,6 +172,8 @@ type charge struct {
 			Fingerprint string `json:"fingerprint"`
 			Funding     string `json:"funding"`
 			Network     string `json:"network"`
+			// CaptureBefore is when an uncaptured authorization lapses (manual capture).
+			CaptureBefore int64 `json:"capture_before,omitempty"`
 		} `json:"card"`
 	} `json:"payment_method_details"`
 }
@@ -202,6 +204,7 @@ type refund struct {
 	PaymentIntent string            `json:"payment_intent"`
 	Reason        *string           `json:"reason"`
 	Status        string            `json:"status"`
+	FailureReason *string           `json:"failure_reason,omitempty"`
 }
 
 // Delivery states of an event, as shown by GET /_sim/events.

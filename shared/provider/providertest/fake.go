@@ -26,6 +26,29 @@ var TestCardDeclines = map[string]string{
 	"pm_card_chargeDeclinedProcessingError":            "processing_error",
 }
 
+// Stripe's test payment methods of the payment flows (docs.stripe.com/testing). Each succeeds
+// unless said otherwise.
+const (
+	// PMThreeDSecure2Required requires authentication on-session: the payment answers
+	// StatusRequiresAction; off-session it is declined with authentication_required.
+	PMThreeDSecure2Required = "pm_card_threeDSecure2Required"
+	// PMAuthenticationRequired always requires authentication: on-session as above, and
+	// off-session declined with authentication_required.
+	PMAuthenticationRequired = "pm_card_authenticationRequired"
+	// PMRefundFail charges successfully; a refund of it is accepted (succeeded) and fails
+	// later, giving the amount back to what is refundable.
+	PMRefundFail = "pm_card_refundFail"
+)
+
+// AuthorizationWindow is how long an uncaptured card authorization holds (CaptureBefore after
+// the authorization), as for most cards at Stripe.
+const AuthorizationWindow = 7 * 24 * time.Hour
+
+// requiresAuthentication reports whether pm needs the customer to authenticate.
+func requiresAuthentication(pm string) bool {
+	return pm == PMThreeDSecure2Required || pm == PMAuthenticationRequired
+}
+
 // Fake is an in-memory provider.Provider with the provider's semantics that callers rely on:
 // idempotency keys (same key and request: the same payment; different request: a mismatch), test
 // cards that decline, and fault injection (a failure before or after the effect). It passes Run,
@@ -49,6 +72,20 @@ type Fake struct {
 	searchFaults []error
 	// cards are the cards registered with AddCard, by payment method.
 	cards map[string]provider.Card
+	// refunds by id, and each payment's refund ids in creation order.
+	refunds   map[string]provider.Refund
+	refundsOf map[string][]string
+	// failLater are refunds accepted now that fail at the next read (PMRefundFail).
+	failLater []string
+	// pms remembers each payment's payment method and request, for what follows it.
+	pms map[string]paymentFacts
+}
+
+// paymentFacts are what the fake keeps about a payment beyond the Payment itself.
+type paymentFacts struct {
+	paymentMethod string
+	offSession    bool
+	returnURL     string
 }
 
 // AddCard makes pm stand for card c: PaymentMethodCard answers it, and a decline of pm names
@@ -105,6 +142,15 @@ type keyed struct {
 	request string
 	id      string
 	at      time.Time
+	// saved is the answer of a capture, cancel or refund, replayed as it was (a create or
+	// confirm replays the payment as it is now).
+	saved *savedAnswer
+}
+
+type savedAnswer struct {
+	payment provider.Payment
+	refund  provider.Refund
+	err     error
 }
 
 type fault struct {
@@ -113,11 +159,12 @@ type fault struct {
 }
 
 var (
-	_ provider.Provider = (*Fake)(nil)
-	_ provider.Searcher = (*Fake)(nil)
+	_ provider.Provider   = (*Fake)(nil)
+	_ provider.Searcher   = (*Fake)(nil)
+	_ provider.Operations = (*Fake)(nil)
 )
 
-// FailNext makes the next n write calls (Create, Confirm) return err. With afterEffect the call
+// FailNext makes the next n write calls (Create, Confirm, Capture, Cancel, Refund) return err. With afterEffect the call
 // applies its effect first, as a provider does when the connection drops after it charged.
 func (f *Fake) FailNext(n int, err error, afterEffect bool) {
 	f.mu.Lock()
@@ -127,7 +174,8 @@ func (f *Fake) FailNext(n int, err error, afterEffect bool) {
 	}
 }
 
-// Calls returns how many Create and Confirm calls reached the fake, failed ones included.
+// Calls returns how many write calls (Create, Confirm, Capture, Cancel, Refund) reached the
+// fake, failed ones included.
 func (f *Fake) Calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -145,6 +193,9 @@ func (f *Fake) init() {
 	if f.payments == nil {
 		f.payments = map[string]provider.Payment{}
 		f.keys = map[string]keyed{}
+		f.refunds = map[string]provider.Refund{}
+		f.refundsOf = map[string][]string{}
+		f.pms = map[string]paymentFacts{}
 	}
 }
 
@@ -173,8 +224,10 @@ func (f *Fake) Create(_ context.Context, req provider.CreateRequest) (provider.P
 			ID: fmt.Sprintf("pi_fake_%d", len(f.order)+1), Amount: req.Amount, Currency: req.Currency,
 			Customer: req.Customer, PaymentMethod: req.PaymentMethod, Description: req.Description,
 			Created: f.now().UTC().Truncate(time.Second), Metadata: maps.Clone(req.Metadata),
+			CaptureMethod: req.CaptureMethod,
 		}
-		f.charge(&p, req.PaymentMethod)
+		f.pms[p.ID] = paymentFacts{paymentMethod: req.PaymentMethod, offSession: req.OffSession, returnURL: req.ReturnURL}
+		f.charge(&p, req.PaymentMethod, req.OffSession)
 		f.order = append(f.order, p.ID)
 		return p
 	})
@@ -208,7 +261,10 @@ func (f *Fake) Confirm(_ context.Context, req provider.ConfirmRequest) (provider
 		if req.PaymentMethod != "" {
 			p.PaymentMethod = req.PaymentMethod
 		}
-		f.charge(&p, p.PaymentMethod)
+		facts := f.pms[p.ID]
+		facts.paymentMethod, facts.offSession = p.PaymentMethod, req.OffSession
+		f.pms[p.ID] = facts
+		f.charge(&p, p.PaymentMethod, req.OffSession)
 		return p
 	})
 	if failing {
@@ -238,7 +294,27 @@ func result(p provider.Payment) (provider.Payment, error) {
 	return p, nil
 }
 
-func (f *Fake) charge(p *provider.Payment, pm string) {
+// charge attempts p with pm: a decline, a wait for the customer's authentication, an
+// authorization (manual capture) or a capture.
+func (f *Fake) charge(p *provider.Payment, pm string, offSession bool) {
+	p.NextAction, p.ClientSecret = nil, ""
+	if requiresAuthentication(pm) && offSession {
+		c, _ := f.cardOf(pm)
+		p.Status = provider.StatusDeclined
+		p.Decline = &provider.Decline{Code: "authentication_required", ErrorCode: "authentication_required", Network: c.Brand,
+			Message: "Your card was declined. This transaction requires authentication."}
+		p.Card = &c
+		return
+	}
+	if requiresAuthentication(pm) {
+		p.Status, p.Decline, p.Card = provider.StatusRequiresAction, nil, nil
+		p.ClientSecret = provider.ClientSecret(p.ID + "_secret_fake")
+		p.NextAction = &provider.NextAction{Type: "use_stripe_sdk"}
+		if u := f.pms[p.ID].returnURL; u != "" {
+			p.NextAction = &provider.NextAction{Type: "redirect_to_url", RedirectURL: "https://hooks.stripe.com/3d_secure_2/hosted?payment_intent=" + p.ID}
+		}
+		return
+	}
 	if code, ok := TestCardDeclines[pm]; ok {
 		p.Status = provider.StatusDeclined
 		errCode := "card_declined"
@@ -252,7 +328,19 @@ func (f *Fake) charge(p *provider.Payment, pm string) {
 		p.Card = &c
 		return
 	}
-	p.Status, p.Decline, p.Card = provider.StatusSucceeded, nil, nil
+	f.authorized(p)
+}
+
+// authorized completes a charge that the issuer approved: captured at once, or held.
+func (f *Fake) authorized(p *provider.Payment) {
+	p.Decline, p.Card, p.NextAction, p.ClientSecret = nil, nil, nil, ""
+	p.LatestCharge = "ch_" + strings.TrimPrefix(p.ID, "pi_")
+	if p.CaptureMethod == provider.CaptureManual {
+		p.Status, p.AmountCapturable = provider.StatusRequiresCapture, p.Amount
+		p.CaptureBefore = f.now().UTC().Truncate(time.Second).Add(AuthorizationWindow)
+		return
+	}
+	p.Status, p.AmountReceived = provider.StatusSucceeded, p.Amount
 }
 
 func (f *Fake) popFault() (fault, bool) {
@@ -268,6 +356,8 @@ func (f *Fake) popFault() (fault, bool) {
 func (f *Fake) Get(_ context.Context, id string) (provider.Payment, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.init()
+	f.settle()
 	p, ok := f.payments[id]
 	if !ok {
 		return provider.Payment{}, &provider.PermanentError{Op: "get", StatusCode: 404, Code: "resource_missing", Err: provider.ErrNotFound}

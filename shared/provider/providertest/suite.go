@@ -9,8 +9,8 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 )
 
-// Run checks an implementation of provider.Provider against what its callers rely on, driving
-// outcomes with Stripe's test payment methods. newProvider returns the provider under test;
+// Run checks an implementation of provider.Provider, and of provider.Operations (required),
+// against what its callers rely on, driving outcomes with Stripe's test payment methods. newProvider returns the provider under test;
 // scope must be unique per run (a simulator keeps its idempotency keys across runs).
 func Run(t *testing.T, scope string, newProvider func(t *testing.T) provider.Provider) {
 	ctx := context.Background()
@@ -223,4 +223,6 @@ func Run(t *testing.T, scope string, newProvider func(t *testing.T) provider.Pro
 			t.Fatal("a window before the payments listed one")
 		}
 	})
+
+	runFlows(t, scope, newProvider)
 }
