@@ -174,7 +174,16 @@ func (s *Service) FollowOns() map[string]outbox.Handler {
 // one state change the API, the resolver, the webhook worker and the recovery steps make. A
 // decline without a card brand keeps the brand an earlier write knew, so network caps still
 // apply; a success clears the decline.
+//
+// A success ends a PaymentIntent: it never processes or declines again. So a success over a
+// payment p still holds as pending, processing or declined is news whatever the clocks of the
+// two writers said (a decline recorded by a writer whose clock ran ahead of the provider's): its
+// version is then raised just above p's, as a refund's is (Refund). A payment the provider
+// charged is never left declined by a clock.
 func (p *Payment) Transition(status string, d *provider.Decline, classify func(provider.Decline) string, version int64, at time.Time) {
+	if status == StatusSucceeded && version <= p.Version && beforeSuccess(p.Status) {
+		version = p.Version + 1
+	}
 	p.Status, p.Version, p.UpdatedAt = status, version, at.UTC()
 	switch {
 	case status == StatusDeclined && d != nil:
@@ -189,4 +198,14 @@ func (p *Payment) Transition(status string, d *provider.Decline, classify func(p
 	case status == StatusSucceeded:
 		p.Decline, p.DeclineClass = nil, ""
 	}
+}
+
+// beforeSuccess reports whether a payment in status may still succeed at the provider:
+// pending, processing or declined (a declined PaymentIntent can be confirmed again).
+func beforeSuccess(status string) bool {
+	switch status {
+	case StatusPending, StatusProcessing, StatusDeclined:
+		return true
+	}
+	return false
 }

@@ -28,8 +28,9 @@
 //   - charge (StepCharge): at the planned moment, re-confirms the payment's PaymentIntent
 //     off-session with its payment method under the provider key
 //     provider.AttemptKey(invoice or payment id, attempt), records the outcome on the payment
-//     (payments.VersionAt, so a newer webhook state wins) and in the history the execution
-//     carries, and plans again after a decline;
+//     (payments.VersionAt on the service's clock, which the provider's events share, so a
+//     newer webhook state wins) and in the history the execution carries, and plans again
+//     after a decline;
 //   - dead_letter (StepDeadLetter): opens one DeadLetter per payment and round, in plain
 //     language with the suggested action, through a DeadLetterSink;
 //   - park (StepPark): the planned wait is a callback task; park stores $$.Task.Token with the

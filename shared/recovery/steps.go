@@ -503,11 +503,16 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		return st, providerError(err)
 	}
 	now = now.UTC()
+	// The outcome's version is on the clock every other writer of the payment shares (the
+	// provider's events, the API, reconciliation), not on the execution's time, which the
+	// local runner runs faster: a version from days ahead would make every later event of the
+	// provider look older than this write, the next attempt's success with it.
+	shared := s.now()
 	entry := &cardledger.Entry{Key: key, At: now, Reattempt: true, PaymentID: p.ID, Recovery: st.KeySubject()}
 	p.SetCard(pp.Card)
 	switch pp.Status {
 	case provider.StatusSucceeded:
-		p.Transition(payments.StatusSucceeded, nil, nil, payments.VersionAt(now, payments.StatusSucceeded), now)
+		p.Transition(payments.StatusSucceeded, nil, nil, payments.VersionAt(shared, payments.StatusSucceeded), now)
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true, Card: fingerprint(p.Card)})
 		st.Outcome = OutcomeSucceeded
 		entry.Outcome = cardledger.OutcomeSucceeded
@@ -520,7 +525,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 	case provider.StatusDeclined:
 		c := classifyDecline(pp.Decline)
 		p.Transition(payments.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
-			payments.VersionAt(now, payments.StatusDeclined), now)
+			payments.VersionAt(shared, payments.StatusDeclined), now)
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true, Card: fingerprint(p.Card)})
 		entry.Outcome = cardledger.OutcomeDeclined
 		if l := st.Plan.ChargeNow; l != nil {
@@ -592,12 +597,11 @@ func onCard(c declines.Classification, card *payments.CardRef) declines.Classifi
 	return c
 }
 
-// record stores the payment with the version of its new state at now, in one transaction with
-// the attempt's outcome in the card's ledger and the recovery's new state. A newer version
-// already stored (a webhook got there first) wins, and that is fine.
+// record stores the payment in its new state (versioned by the caller's Transition, updated at
+// now), in one transaction with the attempt's outcome in the card's ledger and the recovery's
+// new state. A newer version already stored (a webhook got there first) wins, and that is fine.
 func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time, entry *cardledger.Entry, rec payments.Recovery, more ...store.Write) error {
 	p.UpdatedAt = now
-	p.Version = payments.VersionAt(now, p.Status)
 	w, err := p.Put()
 	if err != nil {
 		return invalid("encode payment %s: %w", p.ID, err)

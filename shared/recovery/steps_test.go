@@ -21,6 +21,8 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/webhooks"
+	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // failingProvider fails the first len(errs) confirms with errs in order, then confirms
@@ -434,5 +436,56 @@ func TestChargeReadsBackADetachedPaymentMethod(t *testing.T) {
 	p, err := payments.Get(context.Background(), st, "pay_1")
 	if err != nil || p.Status != payments.StatusSucceeded || p.PaymentMethod != "pm_detached" {
 		t.Fatalf("stored payment %+v %v", p, err)
+	}
+}
+
+// TestChargeVersionsOnTheSharedClock: a step's time may run ahead of the clock every other
+// writer shares (on the local runner with a time factor each execution has its own, faster
+// time), but the payment it records is versioned on the shared clock. Were it versioned on the
+// execution's time, days ahead, every later event of the provider (whose `created` is on the
+// shared clock) would be older than the stored decline and ignored: the next attempt's
+// success with it.
+func TestChargeVersionsOnTheSharedClock(t *testing.T) {
+	clock := clock.NewFake(t0)
+	prov := newScriptedProvider(clock.Now)
+	prov.scripts["pm"] = script{code: "card_velocity_exceeded", declines: 1}
+	steps, st, _ := newSteps(t, prov, clock)
+	putPayment(t, st, payments.Payment{ID: "pay_1", Status: payments.StatusDeclined, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
+		Amount: 1000, Currency: "usd", Decline: &provider.Decline{Code: "card_velocity_exceeded"}, CreatedAt: t0, UpdatedAt: t0,
+		Version: payments.VersionAt(t0, payments.StatusDeclined)})
+	var in map[string]any
+	if err := json.Unmarshal(chargeInput(t, "pay_1"), &in); err != nil {
+		t.Fatal(err)
+	}
+	in["now"] = t0.Add(7 * 24 * time.Hour) // the execution's own time, a week ahead
+	raw, _ := json.Marshal(in)
+	clock.Advance(time.Second)
+	if _, err := steps.Handle(context.Background(), raw); err != nil {
+		t.Fatal(err)
+	}
+	p, err := payments.Get(context.Background(), st, "pay_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status != payments.StatusDeclined {
+		t.Fatalf("status %s after the declined attempt", p.Status)
+	}
+	if limit := payments.VersionAt(clock.Now(), p.Status); p.Version > limit {
+		t.Errorf("payment version %d is ahead of the shared clock's %d (%s)", p.Version, limit, clock.Now())
+	}
+
+	// The next attempt succeeds at the provider a minute later; its event carries the
+	// provider's time.
+	clock.Advance(time.Minute)
+	body, _ := json.Marshal(map[string]any{"id": "evt_ok", "object": "event", "type": "payment_intent.succeeded",
+		"created": clock.Now().Unix(), "data": map[string]any{"object": map[string]any{"id": "pi_1", "object": "payment_intent",
+			"status": "succeeded", "amount": 1000, "currency": "usd", "metadata": map[string]string{payments.MetaPaymentID: "pay_1"}}}})
+	w := &worker.Worker{Store: st, Now: clock.Now, Log: discard()}
+	out, err := w.Apply(context.Background(), webhooks.Delivery{Provider: webhooks.ProviderStripe, EventID: "evt_ok", Body: body, ReceivedAt: clock.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := payments.Get(context.Background(), st, "pay_1"); out != worker.Applied || p.Status != payments.StatusSucceeded {
+		t.Fatalf("the provider's success was %s; payment %s (version %d)", out, p.Status, p.Version)
 	}
 }

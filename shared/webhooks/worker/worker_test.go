@@ -336,3 +336,27 @@ func TestWebhookDeclineKeepsTheCardBrand(t *testing.T) {
 		})
 	}
 }
+
+// TestSuccessEndsADeclineWhateverItsVersion: a PaymentIntent that succeeded never declines
+// again, so its success is applied over a decline stored with a later version (a writer whose
+// clock ran ahead of the provider's); a decline older than the success stays ignored.
+func TestSuccessEndsADeclineWhateverItsVersion(t *testing.T) {
+	w, s := newWorker(t)
+	seed(t, s, "pay_1")
+	if o, err := w.Apply(context.Background(), stripeEvent("evt_f", "payment_intent.payment_failed", t0.Add(time.Hour), "pi_1", "pay_1", nil)); err != nil || o != Applied {
+		t.Fatalf("decline: %v %v", o, err)
+	}
+	o, err := w.Apply(context.Background(), stripeEvent("evt_s", "payment_intent.succeeded", t0, "pi_1", "pay_1", nil))
+	if err != nil || o != Applied {
+		t.Fatalf("success: %v %v", o, err)
+	}
+	if p := status(t, s, "pay_1"); p.Status != payments.StatusSucceeded || p.Decline != nil {
+		t.Fatalf("status %s decline %+v, want succeeded", p.Status, p.Decline)
+	}
+	if o, err := w.Apply(context.Background(), stripeEvent("evt_f0", "payment_intent.payment_failed", t0.Add(-time.Minute), "pi_1", "pay_1", nil)); err != nil || o != Stale {
+		t.Fatalf("older decline: %v %v", o, err)
+	}
+	if p := status(t, s, "pay_1"); p.Status != payments.StatusSucceeded {
+		t.Fatalf("status %s after an older decline", p.Status)
+	}
+}
