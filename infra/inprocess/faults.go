@@ -56,6 +56,9 @@ type FaultCounts struct {
 	// OutboxPending counts the outbox messages not delivered yet (due now or after a backoff),
 	// so a test can wait for follow-on work to drain before it judges (at most 10,000 counted).
 	OutboxPending int `json:"outbox_pending"`
+	// QueuePending counts the messages in the webhook and resolve queues (due or not), so a
+	// test can tell a stack at rest from one whose consumers will still commit work.
+	QueuePending int `json:"queue_pending"`
 }
 
 func (f *faultyStarter) counts() FaultCounts {
@@ -84,6 +87,7 @@ func (s *Stack) faultsHandler() http.Handler {
 		}
 		counts := s.starter.counts()
 		counts.OutboxPending = s.outboxPending(r.Context())
+		counts.QueuePending = s.queuePending()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(counts)
 	})
@@ -106,6 +110,19 @@ func parseFaults(body io.Reader) (int, error) {
 }
 
 // outboxPending counts the messages in the outbox's due index (-1 if it cannot be read).
+// queuePending counts the messages in the main queues; -1 when one cannot be read.
+func (s *Stack) queuePending() int {
+	n := 0
+	for _, name := range []string{webhookQueue, resolveQueue} {
+		st, err := s.queues[name].Stats()
+		if err != nil {
+			return -1
+		}
+		n += st.Visible + st.NotVisible
+	}
+	return n
+}
+
 func (s *Stack) outboxPending(ctx context.Context) int {
 	n, cursor := 0, ""
 	for n < 10000 {

@@ -23,14 +23,17 @@ func (o opsClient) armStartFailures(ctx context.Context, n int) error {
 }
 
 // drainOutbox disarms the recovery-start faults and waits, within ctx, until the stack's outbox
-// is empty: a message in its backoff when the run ends is late, not lost.
+// and its queues are empty: a message in its backoff when the run ends is late, not lost, and
+// a delivery still queued will commit more follow-on work when its consumer takes it.
 func (o opsClient) drainOutbox(ctx context.Context) {
 	_ = o.armStartFailures(ctx, 0)
 	for ctx.Err() == nil {
 		var c struct {
 			OutboxPending *int `json:"outbox_pending"`
+			QueuePending  *int `json:"queue_pending"`
 		}
-		if err := o.do(ctx, http.MethodGet, "/ops/_faults", nil, &c); err == nil && c.OutboxPending != nil && *c.OutboxPending == 0 {
+		if err := o.do(ctx, http.MethodGet, "/ops/_faults", nil, &c); err == nil && c.OutboxPending != nil && *c.OutboxPending == 0 &&
+			c.QueuePending != nil && *c.QueuePending == 0 {
 			return
 		}
 		select {
@@ -57,7 +60,11 @@ func readFollowOns(ctx context.Context, data string, obs []Observation) (lost in
 		}
 		for _, it := range page.Items {
 			lost++
-			examples = append(examples, fmt.Sprintf("follow-on lost: outbox message %s never delivered", it.PK))
+			why := ""
+			if m, err := outbox.Decode(it); err == nil && m.Attempts > 0 {
+				why = fmt.Sprintf(" (%d attempts, last error: %s)", m.Attempts, m.LastError)
+			}
+			examples = append(examples, fmt.Sprintf("follow-on lost: outbox message %s never delivered%s", it.PK, why))
 		}
 		if cursor = page.Cursor; cursor == "" {
 			break

@@ -277,6 +277,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		cancelDrain()
 		r.reread(ctx, obs)
 	}
+	r.quiesce(ctx)
 	rep.SettleSeconds = time.Since(driving).Seconds() - rep.DriveSeconds
 	stopBar()
 
@@ -579,6 +580,23 @@ func (r *run) settle(ctx context.Context) []Observation {
 		l.mu.Unlock()
 	}
 	return obs
+}
+
+// quiesce brings the provider and the stack to rest before the check reads the stack's data:
+// the simulator sends every delivery it still holds (a retry in its backoff, a replay), and
+// the stack's queues and outbox drain, until a round has nothing left to send. Without it a
+// delivery arriving after the last drain commits a change message the check then counts as
+// never delivered.
+func (r *run) quiesce(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		sent, err := r.sim.flush(ctx)
+		r.ops().drainOutbox(ctx)
+		if err == nil && sent == 0 {
+			return
+		}
+	}
 }
 
 // reread reads every found payment's status again (after a backfill moved some).

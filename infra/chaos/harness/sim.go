@@ -65,6 +65,15 @@ func (s *simClient) stats(ctx context.Context) (simStats, error) {
 	return st, err
 }
 
+// flush sends every delivery the simulator still holds, due or not, and says how many it sent.
+func (s *simClient) flush(ctx context.Context) (int, error) {
+	var out struct {
+		Sent int `json:"sent"`
+	}
+	err := s.do(ctx, http.MethodPost, "/_sim/webhooks/flush", nil, &out)
+	return out.Sent, err
+}
+
 // fault is the body of POST /_sim/faults.
 type fault struct {
 	PathPrefix  string `json:"path_prefix"`
