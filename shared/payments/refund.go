@@ -288,7 +288,7 @@ func (s *Service) refundAnswer(e RefundEntry, paymentID string, status int) (ide
 func notRefundable(p Payment) problem.Problem {
 	pr := problem.Typed(http.StatusConflict, problem.PaymentNotRefundable,
 		"Payment "+p.ID+" is "+p.Status+"; only a succeeded payment can be refunded.")
-	pr.Extra = map[string]any{"status": p.Status}
+	pr.Extra = map[string]any{"payment_status": p.Status}
 	return pr
 }
 
