@@ -45,6 +45,8 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 		"POST /payments 409", "POST /payments 413", "POST /payments 422", "POST /payments 500",
 		"POST /payments 502", "POST /payments 503", "POST /payments 401",
 		"GET /payments/{id} 200", "GET /payments/{id} 404",
+		"POST /payments/{id}/refunds 201", "POST /payments/{id}/refunds 400", "POST /payments/{id}/refunds 404",
+		"POST /payments/{id}/refunds 409", "POST /payments/{id}/refunds 422",
 		"POST /webhooks/{provider} 200", "POST /webhooks/{provider} 400", "POST /webhooks/{provider} 404",
 		"POST /webhooks/{provider} 413", "POST /webhooks/{provider} 503",
 		"GET /ops/deadletters 200", "GET /ops/deadletters 400", "GET /ops/deadletters 401",
@@ -153,6 +155,17 @@ func localStack(t *testing.T, c *client) {
 		body: `{"description":"` + strings.Repeat("x", payments.MaxBody) + `"}`, breaks: true}), 413)
 	must(t, c.do("read", req{base: api, method: "GET", path: "/payments/" + okID}), 200)
 	must(t, c.do("read unknown", req{base: api, method: "GET", path: "/payments/pay_nope"}), 404)
+
+	// Refunds.
+	refunds := "/payments/" + okID + "/refunds"
+	must(t, c.do("refund part", req{base: api, method: "POST", path: refunds, header: key("doc-refund-1"), body: `{"amount":1000,"reason":"requested_by_customer"}`}), 201)
+	must(t, c.do("refund replayed", req{base: api, method: "POST", path: refunds, header: key("doc-refund-1"), body: `{"amount":1000,"reason":"requested_by_customer"}`}), 201)
+	must(t, c.do("refund key reused", req{base: api, method: "POST", path: refunds, header: key("doc-refund-1"), body: `{"amount":900}`}), 422)
+	must(t, c.do("refund too large", req{base: api, method: "POST", path: refunds, header: key("doc-refund-2"), body: `{"amount":2000}`}), 422)
+	must(t, c.do("refund bad amount", req{base: api, method: "POST", path: refunds, header: key("doc-refund-3"), body: `{"amount":0}`, breaks: true}), 400)
+	must(t, c.do("refund of a decline", req{base: api, method: "POST", path: "/payments/" + softID + "/refunds", header: key("doc-refund-4")}), 409)
+	must(t, c.do("refund of no payment", req{base: api, method: "POST", path: "/payments/pay_nope/refunds", header: key("doc-refund-5")}), 404)
+	must(t, c.do("read refunded", req{base: api, method: "GET", path: "/payments/" + okID}), 200)
 
 	// Webhooks.
 	event := fmt.Sprintf(`{"id":"evt_doc_1","object":"event","type":"payment_intent.succeeded","created":%d,"data":{"object":{"id":"pi_doc_unknown","object":"payment_intent","status":"succeeded","amount":100,"currency":"usd"}}}`, clockStart.Unix())

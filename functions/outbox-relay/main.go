@@ -92,6 +92,10 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	for kind, h := range worker.DisputeFollowOns(&deadletter.Table{Store: st}) {
 		handlers[kind] = h
 	}
+	// A refund that failed opens its dead-letter record, committed with the failure.
+	for kind, h := range payments.RefundFollowOns(&deadletter.Table{Store: st}) {
+		handlers[kind] = h
+	}
 	// An event the reconciler's backfill pass could not apply goes to the webhook queue.
 	for kind, h := range backfill.FollowOns(webhookQueue) {
 		handlers[kind] = h

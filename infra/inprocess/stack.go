@@ -97,6 +97,9 @@ type Config struct {
 	// continues the same timeline, and another start on the same directory is refused
 	// (ErrClockStartConflict).
 	ClockStart time.Time
+	// RefundFailureDelay is how long after its creation the simulator fails a refund of
+	// pm_card_refundFail (default stripesim.DefaultRefundFailureDelay).
+	RefundFailureDelay time.Duration
 	// ResolveDelay is the wait before a background resolve of an unknown outcome (default 2 s).
 	ResolveDelay time.Duration
 	// RequestTimeout is each API request's deadline (default 29 s, API Gateway's limit). An
@@ -266,12 +269,13 @@ func (s *Stack) build() error {
 	}
 
 	s.sim, err = stripesim.New(stripesim.Config{
-		DataDir:       s.cfg.DataDir,
-		APIKeys:       []string{s.cfg.StripeAPIKey},
-		WebhookURL:    "http://" + s.apiLn.Addr().String() + "/webhooks/stripe",
-		WebhookSecret: s.cfg.StripeWebhookSecret,
-		Now:           s.clock.Now,
-		Log:           s.log.With("component", "providersim"),
+		DataDir:            s.cfg.DataDir,
+		APIKeys:            []string{s.cfg.StripeAPIKey},
+		WebhookURL:         "http://" + s.apiLn.Addr().String() + "/webhooks/stripe",
+		WebhookSecret:      s.cfg.StripeWebhookSecret,
+		RefundFailureDelay: s.cfg.RefundFailureDelay,
+		Now:                s.clock.Now,
+		Log:                s.log.With("component", "providersim"),
 	})
 	if err != nil {
 		return err
@@ -345,6 +349,9 @@ func (s *Stack) build() error {
 	for kind, h := range worker.DisputeFollowOns(s.deadletters) {
 		handlers[kind] = h
 	}
+	for kind, h := range payments.RefundFollowOns(s.deadletters) {
+		handlers[kind] = h
+	}
 	s.feed = &feed.Log{Store: s.store}
 	for kind, h := range (&feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}).Handlers() {
 		handlers[kind] = h
@@ -407,6 +414,7 @@ func (s *Stack) Handler() http.Handler {
 		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(s.payments.Handler(local))
 	mux.Handle("POST /payments", pay)
 	mux.Handle("GET /payments/{id}", pay)
+	mux.Handle("POST /payments/{id}/refunds", pay)
 
 	verifiers := webhooks.Static{}
 	if v, err := signature.NewStripeVerifier(signature.StripeVerifier{Secrets: secrets.Split(s.cfg.StripeWebhookSecret), Now: s.clock.Now}); err == nil {

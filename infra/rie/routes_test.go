@@ -197,7 +197,9 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 		// The payments API and the webhook.
 		"POST /payments": {{method: "POST", path: "/payments", json: `{"amount":1500,"currency":"usd","customer":"cus_sweep","payment_method":"pm_card_visa"}`,
 			header: map[string]string{"Idempotency-Key": paymentKey}, want: 201}},
-		"GET /payments/{id}":        {{method: "GET", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey), want: 200}},
+		"GET /payments/{id}": {{method: "GET", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey), want: 200}},
+		"POST /payments/{id}/refunds": {{method: "POST", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey) + "/refunds",
+			json: `{"amount":500}`, header: map[string]string{"Idempotency-Key": "sweep-refund"}, want: 201}},
 		"POST /webhooks/{provider}": {{method: "POST", path: "/webhooks/stripe", json: stripeBody, want: 200}},
 	}
 

@@ -54,6 +54,9 @@ const (
 	// ClassDisputeEvidenceDue is a dispute of a payment that waits for our evidence: only a
 	// person can answer it, before the provider's deadline.
 	ClassDisputeEvidenceDue Class = "dispute_evidence_due"
+	// ClassRefundFailed is a refund the provider accepted that then failed: the customer has
+	// not got the money back.
+	ClassRefundFailed Class = "refund_failed"
 )
 
 // Classes lists every class with a text, in the order the console's filter shows them.
@@ -64,6 +67,7 @@ var Classes = []Class{
 	ClassSignature, ClassValidation, ClassExhaustedRecovery, ClassProcessing, ClassFollowOnUndelivered, ClassPoison,
 	ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconStatusMismatch,
 	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconStuck, ClassReconRunFailed, ClassDisputeEvidenceDue,
+	ClassRefundFailed,
 }
 
 // DeclineClass maps a decline class (a declines.Class, taken as its string so that the table
@@ -128,6 +132,11 @@ var texts = map[Class]func(Facts) (string, string){
 	ClassDisputeEvidenceDue: func(f Facts) (string, string) {
 		return "The customer disputed payment " + name(f.PaymentID, "a payment") + " and the provider needs our evidence before its deadline, or the money goes back to the customer.",
 			"Submit the order's evidence in the provider's dashboard before the deadline, or accept the dispute; then resolve this record with a note."
+	},
+	ClassRefundFailed: func(f Facts) (string, string) {
+		return fmt.Sprintf("A refund of payment %s failed at the payment provider (%s), so the customer has not got the money back. The amount is refundable again.",
+				name(f.PaymentID, "a payment"), word(codeWords(f.Remote), "no reason given")),
+			"Contact the customer for another way to return the money (a new card or a bank transfer); refund again with a new Idempotency-Key, or record the payout, then resolve this record with a note."
 	},
 	ClassFollowOnUndelivered: func(f Facts) (string, string) {
 		return "Follow-on work (queueing a payment's resolution or starting its recovery) could not be delivered" + times(f.Deliveries) +

@@ -1,9 +1,15 @@
 package payments
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // APIOperation names a call of the payments API for the attempt log (attempts.API).
 func APIOperation(r *http.Request) string {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/refunds") {
+		return "payments.refund"
+	}
 	if r.Method == http.MethodPost {
 		return "payments.create"
 	}

@@ -49,6 +49,7 @@ func (s *Service) routes(scope func(*http.Request) string) []route {
 		// committed with the answer; nothing runs after the commit.
 		{"POST /payments", func(w http.ResponseWriter, r *http.Request) { s.serveCreate(w, r, scope(r)) }},
 		{"GET /payments/{id}", func(w http.ResponseWriter, r *http.Request) { s.serveGet(w, r, scope(r)) }},
+		{"POST /payments/{id}/refunds", func(w http.ResponseWriter, r *http.Request) { s.serveRefund(w, r, scope(r)) }},
 	}
 }
 
@@ -64,6 +65,11 @@ func (s *Service) serveGet(w http.ResponseWriter, r *http.Request, scope string)
 		return
 	}
 	v := p.View()
+	if err := s.addRefunds(r.Context(), &v, p); err != nil {
+		s.log().ErrorContext(r.Context(), "read payment refunds", "payment_id", p.ID, "error", err)
+		problem.Error(w, http.StatusInternalServerError, "The payment could not be read; retry.")
+		return
+	}
 	if err := s.addRecovery(r.Context(), &v, p); err != nil {
 		s.log().ErrorContext(r.Context(), "read payment recovery", "payment_id", p.ID, "error", err)
 		problem.Error(w, http.StatusInternalServerError, "The payment could not be read; retry.")

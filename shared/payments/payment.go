@@ -65,6 +65,8 @@ type View struct {
 	// the shape of a payment without either is unchanged).
 	AmountRefunded int64    `json:"amount_refunded,omitempty"`
 	Dispute        *Dispute `json:"dispute,omitempty"`
+	// Refunds lists the payment's refunds, oldest first (GET only, once one exists).
+	Refunds []RefundView `json:"refunds,omitempty"`
 }
 
 // View returns the API shape.

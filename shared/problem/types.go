@@ -31,6 +31,9 @@ const (
 	ReconcileFailed     = "reconciliation-failed"       // 502: the run could not finish; run it again
 	NoRunningRecovery   = "no-running-recovery"         // 409: nothing to steer
 	TooManyAttempts     = "too-many-attempts"           // 429 with Retry-After: failed credentials from this source
+	// Refunds: the payment cannot be refunded now, or not by that much.
+	PaymentNotRefundable = "payment-not-refundable"   // 409: the payment has not succeeded; payment_status
+	RefundTooLarge       = "refund-exceeds-remaining" // 422: more than remains refundable; remaining, currency, amount_refunded
 )
 
 // Typed returns the problem of the given type (a constant above) with the standard title for

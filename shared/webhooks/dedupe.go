@@ -15,7 +15,9 @@ func EventKey(e Event) string {
 // send two Event objects with different ids for one change, and this key is equal for both.
 //
 // Refunds and disputes add what changed: two partial refunds (or two dispute updates) in one
-// second of Stripe's clock share a version, but not an amount refunded (a dispute status).
+// second of Stripe's clock share a version, but not an amount refunded (a dispute status); a
+// refund object's events add its status, as refund.updated reports both a success and a
+// later failure.
 func ChangeKey(e Event) string {
 	parts := []string{e.Provider, e.ObjectID, e.Type, strconv.FormatInt(e.ObjectVersion, 10)}
 	switch {
@@ -23,6 +25,8 @@ func ChangeKey(e Event) string {
 		parts = append(parts, "refunded="+strconv.FormatInt(e.Charge.AmountRefunded, 10))
 	case e.Dispute != nil:
 		parts = append(parts, e.Dispute.ID, e.Dispute.Status)
+	case e.Refund != nil:
+		parts = append(parts, e.Refund.Status)
 	}
 	return join(parts...)
 }

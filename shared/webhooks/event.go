@@ -82,6 +82,10 @@ type Event struct {
 	// Dispute is set for charge.dispute.* events (then ObjectID is the disputed PaymentIntent,
 	// so a dispute orders on its payment's history like a refund).
 	Dispute *Dispute
+	// Refund is set for events whose object is a refund (refund.created, refund.updated,
+	// refund.failed, charge.refund.updated). ObjectID is the refund: a refund orders on its own
+	// lifecycle (its status), not on its payment's.
+	Refund *Refund
 
 	// Raw is the delivery body as received.
 	Raw json.RawMessage
@@ -169,6 +173,20 @@ type Dispute struct {
 	Reason          string `json:"reason"`
 	// EvidenceDueBy is evidence_details.due_by (unix seconds), 0 when none.
 	EvidenceDueBy int64 `json:"-"`
+}
+
+// Refund holds the fields of a Stripe Refund the worker needs.
+type Refund struct {
+	ID              string            `json:"id"`
+	Amount          int64             `json:"amount"`
+	Currency        string            `json:"currency"`
+	ChargeID        string            `json:"-"`
+	PaymentIntentID string            `json:"-"`
+	Status          string            `json:"status"`
+	Reason          string            `json:"-"`
+	FailureReason   string            `json:"-"`
+	Created         int64             `json:"created"`
+	Metadata        map[string]string `json:"metadata"`
 }
 
 // Decode turns a verified delivery into an Event. The error wraps ErrBadPayload.
@@ -331,6 +349,26 @@ func DecodeStripe(body []byte) (Event, error) {
 				ev.ObjectType, ev.ObjectID = "payment_intent", ch.Charge.PaymentIntentID
 			}
 		}
+	case "refund":
+		var rf struct {
+			Refund
+			Charge        expandable `json:"charge"`
+			PaymentIntent expandable `json:"payment_intent"`
+			Reason        *string    `json:"reason"`
+			FailureReason *string    `json:"failure_reason"`
+		}
+		if err := json.Unmarshal(env.Data.Object, &rf); err != nil {
+			return Event{}, fmt.Errorf("%w: refund: %v", ErrBadPayload, err)
+		}
+		r := rf.Refund
+		r.ChargeID, r.PaymentIntentID = capRef(rf.Charge), capRef(rf.PaymentIntent)
+		if rf.Reason != nil {
+			r.Reason = capRef(expandable(*rf.Reason))
+		}
+		if rf.FailureReason != nil {
+			r.FailureReason = capRef(expandable(*rf.FailureReason))
+		}
+		ev.Refund = &r
 	case "dispute":
 		var dp struct {
 			Dispute

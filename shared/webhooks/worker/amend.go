@@ -66,7 +66,13 @@ func (w *Worker) amend(ctx context.Context, ev webhooks.Event, now time.Time) (*
 	version := payments.EventVersion(ev.ObjectVersion)
 	switch {
 	case ev.Charge != nil:
-		p.Refund(ev.Charge.AmountRefunded, version, now) // no news keeps the version: Stale
+		decide, err := w.refundsDecide(ctx, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !decide {
+			p.Refund(ev.Charge.AmountRefunded, version, now) // no news keeps the version: Stale
+		}
 	case ev.Dispute != nil:
 		d := payments.Dispute{ID: capped(ev.Dispute.ID), Status: capped(ev.Dispute.Status), Reason: capped(ev.Dispute.Reason), Amount: ev.Dispute.Amount}
 		if ev.Dispute.EvidenceDueBy > 0 && d.Status != "won" && d.Status != "lost" {

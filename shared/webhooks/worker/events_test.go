@@ -18,6 +18,9 @@ func sampleObject(typ string) (obj map[string]any, previous map[string]any) {
 	case typ == "charge.refunded":
 		return map[string]any{"id": "ch_t", "object": "charge", "payment_intent": "pi_t", "amount": 100, "amount_refunded": 100,
 			"refunded": true, "metadata": map[string]string{}}, nil
+	case strings.HasPrefix(typ, "refund.") || typ == "charge.refund.updated":
+		return map[string]any{"id": "re_t", "object": "refund", "payment_intent": "pi_t", "charge": "ch_t", "amount": 100,
+			"currency": "usd", "status": "succeeded", "metadata": map[string]string{}}, nil
 	case strings.HasPrefix(typ, "charge.dispute."):
 		return map[string]any{"id": "dp_t", "object": "dispute", "charge": "ch_t", "payment_intent": "pi_t", "amount": 100,
 			"currency": "usd", "status": "needs_response", "reason": "fraudulent"}, nil
@@ -59,8 +62,8 @@ func TestStripeEventTypesAreApplied(t *testing.T) {
 }
 
 // applies reports whether the worker acts on ev beyond recording it: the three branches of
-// paymentFor and Apply's steering.
+// paymentFor, Apply's steering and its refunds.
 func applies(ev webhooks.Event) bool {
 	_, status := statusOf(ev)
-	return status || amends(ev) || ev.Steer != nil
+	return status || amends(ev) || ev.Steer != nil || ev.Refund != nil
 }

@@ -100,6 +100,9 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 		return "", fmt.Errorf("worker: %s event without an id: %w", ev.Provider, webhooks.ErrBadPayload)
 	}
 
+	if ev.Refund != nil {
+		return w.applyRefund(ctx, ev, dedupe, now)
+	}
 	pay, err := w.paymentFor(ctx, ev, now)
 	if err != nil {
 		return "", err
