@@ -334,8 +334,13 @@ func TestRefundOfAThreeDayOldPayment(t *testing.T) {
 
 	refundLost(b)
 	bf, _ := later.scheduledPass(t.Context())
-	if len(bf.Applied) != 2 { // refund.created and charge.refunded
+	// b's charge.refunded and refund.created, and a's refund.created: reconciliation settled
+	// a's status, and the refund itself reaches a's ledger from the event log.
+	if len(bf.Applied) != 3 {
 		t.Fatalf("the scheduled backfill applied %v", bf.Applied)
+	}
+	if p := getPayment(t, later, a.ID); len(p.Refunds) != 1 || p.AmountRefunded != 2500 {
+		t.Fatalf("the payment reconciliation healed, after the scheduled pass: %+v", p)
 	}
 	if p := getPayment(t, later, b.ID); p.Status != payments.StatusRefunded || p.AmountRefunded != 2500 {
 		t.Fatalf("the 3-day-old payment after the scheduled pass: %+v", p)
