@@ -92,6 +92,8 @@ type Lambda struct {
 type Mix struct {
 	DeclineRate float64 // share of payments declined first and recovered by one round
 	ReplayRate  float64 // client retries per payment that replay
+	// RefundRate is the share of payments refunded in full, once.
+	RefundRate float64
 	// ReconPasses is how many reconciliation passes see each payment: the window's hours
 	// over the schedule's period (25 h every hour).
 	ReconPasses float64
@@ -101,7 +103,7 @@ type Mix struct {
 }
 
 // DefaultMix is the mix BENCHMARKS.md prices.
-var DefaultMix = Mix{DeclineRate: 0.05, ReplayRate: 0.1, ReconPasses: 25, BackfillListings: 4.0 / 3}
+var DefaultMix = Mix{DeclineRate: 0.05, ReplayRate: 0.1, RefundRate: 0.05, ReconPasses: 25, BackfillListings: 4.0 / 3}
 
 // Cost is USD per million of something, by service.
 type Cost struct {
@@ -150,6 +152,8 @@ const (
 	FlowWebhooksPaid    = "webhooks of a succeeded payment"
 	FlowDecline         = "decline and one recovery round"
 	FlowWebhooksDecline = "webhooks of a declined then recovered payment"
+	FlowRefund          = "refund"
+	FlowWebhooksRefund  = "webhooks of a refund"
 	FlowReconEmpty      = "reconciliation pass, empty window"
 	FlowRecon           = "reconciliation pass, payments in the window"
 	FlowBackfillEmpty   = "backfill pass, nothing new"
@@ -187,6 +191,7 @@ func PerPayment(flows []Flow, mix Mix, p Prices, l Lambda) ([]Line, error) {
 	}
 	newPay, replay, hooks := must(FlowNew), must(FlowReplay), must(FlowWebhooksPaid)
 	decline, declineHooks := must(FlowDecline), must(FlowWebhooksDecline)
+	refund, refundHooks := must(FlowRefund), must(FlowWebhooksRefund)
 	reconEmpty, recon := must(FlowReconEmpty), must(FlowRecon)
 	bfEmpty, bf := must(FlowBackfillEmpty), must(FlowBackfill)
 	if err := errors.Join(errs...); err != nil {
@@ -218,13 +223,16 @@ func PerPayment(flows []Flow, mix Mix, p Prices, l Lambda) ([]Line, error) {
 	}
 	hooksPerPaid := float64(max(hooks.Units, 1))
 	hooksPerDeclined := float64(max(declineHooks.Units, 1))
-	eventsPerPayment := (1-mix.DeclineRate)*hooksPerPaid + mix.DeclineRate*hooksPerDeclined
+	eventsPerPayment := (1-mix.DeclineRate)*hooksPerPaid + mix.DeclineRate*hooksPerDeclined +
+		mix.RefundRate*float64(max(refundHooks.Units, 1))
 	return []Line{
 		line(newPay, 1-mix.DeclineRate, "payments that succeed at once"),
 		line(hooks, 1-mix.DeclineRate, "their webhooks"),
 		line(decline, mix.DeclineRate, "payments declined, then recovered"),
 		line(declineHooks, mix.DeclineRate, "their webhooks"),
 		line(replay, mix.ReplayRate, "client retries"),
+		line(refund, mix.RefundRate, "payments refunded"),
+		line(refundHooks, mix.RefundRate, "their webhooks"),
 		marginal(recon, reconEmpty, mix.ReconPasses, "each payment's part of every pass whose window holds it"),
 		marginal(bf, bfEmpty, eventsPerPayment*mix.BackfillListings, "each event's part of the backfill passes that list it"),
 	}, nil
@@ -257,7 +265,8 @@ func Render(w io.Writer, flows []Flow, mix Mix, p Prices, l Lambda) error {
 	pf("Step Functions transitions, $%g per million HTTP API requests, $%g per million EventBridge events. Lambda\n", p.HTTPAPI, p.Events)
 	pf("runs at %.0f MB (%s), billed %.0f ms per invocation plus %.0f ms per Stripe request the flow waits on.\n",
 		l.MemoryMB, l.TemplateNote, l.OwnMS, l.ProviderMS)
-	pf("\nA million payments, %.0f%% declined first and recovered by one round, %.1f replays per payment,\n", mix.DeclineRate*100, mix.ReplayRate)
+	pf("\nA million payments, %.0f%% declined first and recovered by one round, %.0f%% refunded in full, %.1f replays\n", mix.DeclineRate*100, mix.RefundRate*100, mix.ReplayRate)
+	pf("per payment, ")
 	pf("each seen by %.0f reconciliation passes, each event listed by %.2f backfill passes:\n\n", mix.ReconPasses, mix.BackfillListings)
 	pf("| part | per payment | why | DynamoDB | Lambda | SQS | Step Functions | HTTP API | EventBridge | USD per million payments |\n")
 	pf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -36,12 +36,12 @@ func flows() []Flow {
 	return []Flow{
 		one(FlowBackfillEmpty, 5, 0), one(FlowNew+" (succeeded)", 20, 0), one(FlowReplay, 2, 0),
 		one(FlowWebhooksPaid+" (2 events)", 10, 2), one(FlowDecline, 60, 0), one(FlowWebhooksDecline+" (3 events)", 30, 3),
-		one(FlowReconEmpty, 4, 0), one(FlowRecon+" (2 payments)", 10, 2), one(FlowBackfill+" (4 events)", 13, 4),
+		one(FlowRefund, 8, 0), one(FlowWebhooksRefund+" (2 events)", 12, 2), one(FlowReconEmpty, 4, 0), one(FlowRecon+" (2 payments)", 10, 2), one(FlowBackfill+" (4 events)", 13, 4),
 	}
 }
 
 func TestPerPayment(t *testing.T) {
-	mix := Mix{DeclineRate: 0.1, ReplayRate: 0.5, ReconPasses: 10, BackfillListings: 2}
+	mix := Mix{DeclineRate: 0.1, ReplayRate: 0.5, RefundRate: 0.2, ReconPasses: 10, BackfillListings: 2}
 	lines, err := PerPayment(flows(), mix, Prices{DynamoWRU: 1}, Lambda{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +50,10 @@ func TestPerPayment(t *testing.T) {
 	for _, ln := range lines {
 		got[strings.SplitN(ln.Flow, " (", 2)[0]] = ln.Cost.DynamoDB
 	}
-	events := 0.9*2 + 0.1*3
+	events := 0.9*2 + 0.1*3 + 0.2*2
 	want := map[string]float64{
 		FlowNew: 0.9 * 20, FlowWebhooksPaid: 0.9 * 10, FlowDecline: 0.1 * 60, FlowWebhooksDecline: 0.1 * 30, FlowReplay: 0.5 * 2,
+		FlowRefund: 0.2 * 8, FlowWebhooksRefund: 0.2 * 12,
 		// A payment's part of a pass: (10 - 4) / 2 per pass, 10 passes.
 		FlowRecon: 10 * (10 - 4) / 2.0,
 		// An event's part: (13 - 5) / 4 per listing, 2 listings per event.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -324,6 +325,17 @@ func simEvents(t *testing.T, simURL, intent string) [][]byte {
 	return out
 }
 
+// newEvents returns the events of all that are not in seen.
+func newEvents(all, seen [][]byte) [][]byte {
+	var out [][]byte
+	for _, ev := range all {
+		if !slices.ContainsFunc(seen, func(s []byte) bool { return string(s) == string(ev) }) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // signed is a webhook-ingest event delivering body as Stripe signs it now.
 func (e *env) signed(t *testing.T, body []byte) []byte {
 	t.Helper()
@@ -397,6 +409,25 @@ func TestCostPerFlow(t *testing.T) {
 	}
 	evs := simEvents(t, e.sim.URL, intentOf(first.Body))
 	flows = append(flows, m.measure(t, fmt.Sprintf("%s (%s)", costmodel.FlowWebhooksPaid, plural(len(evs), "event")), len(evs), deliver(evs)))
+
+	// A full refund of that payment, and the provider's events about it.
+	paid := evs
+	var refunded events.APIGatewayV2HTTPResponse
+	flows = append(flows, m.measure(t, costmodel.FlowRefund+" (full)", 0, func() {
+		refunded = m.invokeHTTP(t, "payments-api", edit(t, created, func(ev *events.APIGatewayV2HTTPRequest) {
+			var v struct{ ID string }
+			_ = json.Unmarshal([]byte(first.Body), &v)
+			path := "/payments/" + v.ID + "/refunds"
+			ev.RouteKey, ev.RequestContext.RouteKey = "POST /payments/{id}/refunds", "POST /payments/{id}/refunds"
+			ev.RawPath, ev.RequestContext.HTTP.Path, ev.PathParameters = path, path, map[string]string{"id": v.ID}
+			ev.Headers["idempotency-key"], ev.Body = "refund-cost-1", "{}"
+		}))
+		if refunded.StatusCode != http.StatusCreated {
+			t.Fatalf("refund: %d %s", refunded.StatusCode, refunded.Body)
+		}
+	}))
+	evs = newEvents(simEvents(t, e.sim.URL, intentOf(first.Body)), paid)
+	flows = append(flows, m.measure(t, fmt.Sprintf("%s (%s)", costmodel.FlowWebhooksRefund, plural(len(evs), "event")), len(evs), deliver(evs)))
 
 	// A soft decline: the card declines once for insufficient funds, and the recovery's
 	// charge at the planned moment succeeds.
