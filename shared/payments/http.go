@@ -135,7 +135,11 @@ func Response(a Answer) (idempotency.Response, error) {
 	switch a.Kind {
 	case Created, Declined, Accepted:
 		status := map[AnswerKind]int{Created: http.StatusCreated, Declined: http.StatusPaymentRequired, Accepted: http.StatusAccepted}[a.Kind]
-		body, err := json.Marshal(a.Payment.View())
+		v := a.Payment.View()
+		if a.ClientSecret != "" {
+			v.ClientSecret = nonEmpty(a.ClientSecret.Reveal())
+		}
+		body, err := json.Marshal(v)
 		if err != nil {
 			return idempotency.Response{}, err
 		}

@@ -223,7 +223,32 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 			NetworkAdviceCode: e.NetworkAdviceCode, NetworkDeclineCode: e.NetworkDeclineCode, Network: e.Brand()}
 	}
 	p.Transition(status, d, w.Classify, payments.EventVersion(ev.ObjectVersion), now)
+	switch status {
+	case payments.StatusRequiresAction:
+		if na := pi.NextAction; na != nil && na.Type != "" {
+			p.NextAction = &payments.NextAction{Type: capRef(na.Type)}
+			if na.RedirectToURL != nil && len(na.RedirectToURL.URL) <= 2048 {
+				p.NextAction.RedirectURL = na.RedirectToURL.URL
+			}
+		}
+	case payments.StatusRequiresCapture:
+		// The event says what may be captured; when the hold lapses only the provider's
+		// charge says (the create's answer and a reconciliation read it).
+		p.AmountCapturable = pi.AmountCapturable
+	case payments.StatusCanceled:
+		if pi.CancellationReason != "" {
+			p.CancellationReason = capRef(pi.CancellationReason)
+		}
+	}
 	return &p, nil
+}
+
+// capRef caps a provider's word before it is stored.
+func capRef(s string) string {
+	if len(s) > 64 {
+		return s[:64]
+	}
+	return s
 }
 
 // statusOf maps an event to the payment status it reports (payments.StatusOfEvent); a
