@@ -405,8 +405,9 @@ func (s *Stack) Handler() http.Handler {
 	local := func(*http.Request) string { return "local" }
 	pay := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Scope: local, Now: s.clock.Now,
 		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(s.payments.Handler(local))
-	mux.Handle("POST /payments", pay)
-	mux.Handle("GET /payments/{id}", pay)
+	for _, route := range payments.Routes() {
+		mux.Handle(route, pay)
+	}
 
 	verifiers := webhooks.Static{}
 	if v, err := signature.NewStripeVerifier(signature.StripeVerifier{Secrets: secrets.Split(s.cfg.StripeWebhookSecret), Now: s.clock.Now}); err == nil {

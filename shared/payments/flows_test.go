@@ -1,10 +1,16 @@
 package payments
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"iter"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // TestRequiresActionAnswersWithTheClientSecretOnce: a payment waiting for the customer is 201
@@ -85,5 +91,108 @@ func TestDefaultsAreTheSameRequest(t *testing.T) {
 	changed := `{"amount":1500,"currency":"usd","customer":"cus_1","payment_method":"pm_card_visa","off_session":true}`
 	if a := f.do(t, "POST", "/payments", "k-def", changed); a.Code != http.StatusUnprocessableEntity || !strings.Contains(a.Body.String(), "off_session") {
 		t.Fatalf("%d %s", a.Code, a.Body)
+	}
+}
+
+// Capture and Cancel make scriptedProvider a provider.Operations over the payments it made.
+func (p *scriptedProvider) Capture(_ context.Context, req provider.CaptureRequest) (provider.Payment, error) {
+	return p.operate(req.ID, req.IdempotencyKey, "capture", provider.StatusRequiresCapture, func(pay *provider.Payment) {
+		pay.Status, pay.AmountReceived, pay.AmountCapturable = provider.StatusSucceeded, pay.AmountCapturable, 0
+		if req.AmountToCapture > 0 {
+			pay.AmountReceived = req.AmountToCapture
+		}
+	})
+}
+
+func (p *scriptedProvider) Cancel(_ context.Context, req provider.CancelRequest) (provider.Payment, error) {
+	return p.operate(req.ID, req.IdempotencyKey, "cancel", "", func(pay *provider.Payment) {
+		pay.Status, pay.AmountCapturable, pay.CancellationReason = provider.StatusCanceled, 0, string(req.Reason)
+	})
+}
+
+func (p *scriptedProvider) Refund(context.Context, provider.RefundRequest) (provider.Refund, error) {
+	return provider.Refund{}, errors.New("not scripted")
+}
+
+func (p *scriptedProvider) Refunds(context.Context, provider.RefundListParams) iter.Seq2[provider.Refund, error] {
+	return func(func(provider.Refund, error) bool) {}
+}
+
+// operate applies change to the payment id once per key (a repeat returns the first answer),
+// if its status allows it (from: that status only; "": anything not final).
+func (p *scriptedProvider) operate(id, key, op string, from provider.Status, change func(*provider.Payment)) (provider.Payment, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[key]++
+	for i := range p.made {
+		pay := &p.made[i]
+		if pay.ID != id {
+			continue
+		}
+		if p.calls[key] > 1 && pay.Status != from {
+			return *pay, nil // the key's first answer
+		}
+		if (from != "" && pay.Status != from) || (from == "" && pay.Status.Final()) {
+			return provider.Payment{}, &provider.PermanentError{Op: op, StatusCode: 400, Code: "payment_intent_unexpected_state"}
+		}
+		change(pay)
+		return *pay, nil
+	}
+	return provider.Payment{}, &provider.PermanentError{Op: op, StatusCode: 404, Code: "resource_missing"}
+}
+
+// TestCaptureAndCancel: each needs a key, replays its answer, refuses the key on another
+// payment, answers a state that does not allow it with a stored 409, and moves the payment.
+func TestCaptureAndCancel(t *testing.T) {
+	f := newFixture(t)
+	hold := func(key string) View {
+		b := `{"amount":1500,"currency":"usd","customer":"cus_1","payment_method":"pm_hold","capture_method":"manual"}`
+		a := f.do(t, "POST", "/payments", key, b)
+		var v View
+		if err := json.Unmarshal(a.Body.Bytes(), &v); err != nil || a.Code != http.StatusCreated {
+			t.Fatalf("%d %s", a.Code, a.Body)
+		}
+		return v
+	}
+	one, two := hold("h-1"), hold("h-2")
+
+	checkProblem(t, f.do(t, "POST", "/payments/"+one.ID+"/capture", "", ""), 400, problem.KeyMissing, nil)
+	checkProblem(t, f.do(t, "POST", "/payments/pay_nope/capture", "c-1", ""), 404, problem.NotFound, nil)
+	checkProblem(t, f.do(t, "POST", "/payments/"+one.ID+"/capture", "c-1", `{"amount_to_capture":"x"}`), 400, problem.MalformedRequest, nil)
+	checkProblem(t, f.do(t, "POST", "/payments/"+one.ID+"/capture", "c-1", `{"amount_to_capture":1501}`), 400, problem.InvalidRequest, []string{"amount_to_capture"})
+	checkProblem(t, f.do(t, "POST", "/payments/"+one.ID+"/cancel", "x-1", `{"reason":"bored"}`), 400, problem.InvalidRequest, []string{"reason"})
+
+	// The same key string as the create is another request: its own key space.
+	cap1 := f.do(t, "POST", "/payments/"+one.ID+"/capture", "h-1", `{"amount_to_capture":1000}`)
+	var v View
+	if err := json.Unmarshal(cap1.Body.Bytes(), &v); err != nil || cap1.Code != http.StatusOK {
+		t.Fatalf("capture %d %s", cap1.Code, cap1.Body)
+	}
+	if v.Status != StatusSucceeded || v.AmountReceived != 1000 || v.AmountCapturable != 0 || v.CaptureBefore != nil {
+		t.Fatalf("captured %s", cap1.Body)
+	}
+	again := f.do(t, "POST", "/payments/"+one.ID+"/capture", "h-1", `{"amount_to_capture":1000}`)
+	if again.Code != http.StatusOK || again.Body.String() != cap1.Body.String() || again.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay %d %s", again.Code, again.Body)
+	}
+	checkProblem(t, f.do(t, "POST", "/payments/"+two.ID+"/capture", "h-1", `{"amount_to_capture":1000}`), 422, problem.KeyReused, []string{"payment"})
+	if n := f.prov.calls[provider.CaptureKey("local", "h-1")]; n != 1 {
+		t.Fatalf("%d provider captures under the key, want 1", n)
+	}
+
+	// A cancel of the captured payment: the payment's state refuses it, and that is the answer.
+	late := f.do(t, "POST", "/payments/"+one.ID+"/cancel", "x-1", "")
+	checkProblem(t, late, 409, problem.PaymentState, nil)
+	if l2 := f.do(t, "POST", "/payments/"+one.ID+"/cancel", "x-1", ""); l2.Body.String() != late.Body.String() || l2.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("409 replay %d %s", l2.Code, l2.Body)
+	}
+
+	c := f.do(t, "POST", "/payments/"+two.ID+"/cancel", "x-2", `{"reason":"requested_by_customer"}`)
+	if c.Code != http.StatusOK || !strings.Contains(c.Body.String(), `"status":"canceled"`) ||
+		!strings.Contains(c.Body.String(), `"cancellation_reason":"requested_by_customer"`) {
+		t.Fatalf("cancel %d %s", c.Code, c.Body)
+	}
+	if g := f.do(t, "GET", "/payments/"+two.ID, "", ""); !strings.Contains(g.Body.String(), `"status":"canceled"`) {
+		t.Fatalf("GET after cancel %s", g.Body)
 	}
 }

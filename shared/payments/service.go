@@ -72,6 +72,11 @@ const (
 	Rejected
 	// Internal: a fault of ours (the provider saw our key with another body); the key is free.
 	Internal
+	// Operated: a capture or cancel was done; Payment is the payment after it.
+	Operated
+	// Conflict: the payment's state does not allow the operation (a capture of what is not
+	// held, a cancel of a succeeded payment); Payment is the payment as we hold it.
+	Conflict
 )
 
 // Service creates and reads payments.
