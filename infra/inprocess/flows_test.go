@@ -194,3 +194,40 @@ func TestManualCaptureThenCaptureAndCancel(t *testing.T) {
 		return g1.Status == payments.StatusSucceeded && g2.Status == payments.StatusCanceled
 	})
 }
+
+// TestPaymentLeftWaitingIsCanceledPastTheCustomerWindow: reconciliation finds a payment still
+// in requires_action past the customer window and cancels it at the provider, through the
+// outbox and the resolve queue; the payment reads canceled, abandoned, and a second run of
+// the same window changes nothing.
+func TestPaymentLeftWaitingIsCanceledPastTheCustomerWindow(t *testing.T) {
+	s := newStack(t, Config{CustomerWindow: 2 * time.Second, ResolveDelay: 10 * time.Millisecond, ReconcileEvery: -1})
+	start := s.clock.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	v := create3DS(t, s, "3ds-walked-away")
+	waited := create3DS(t, s, "3ds-came-back")
+	authenticate(t, s, deref(waited.ProviderPaymentID), "succeeded")
+	created := s.clock.Now()
+	eventually(t, 20*time.Second, "the customer window passes", func() bool {
+		return s.clock.Now().Sub(created) > 3*time.Second
+	})
+	window := fmt.Sprintf(`{"from":%q,"to":%q}`, start.Format(time.RFC3339), s.clock.Now().UTC().Truncate(time.Second).Format(time.RFC3339))
+	if a := ops(t, s, "POST", "/ops/reconcile", window); a.status != http.StatusOK || !strings.Contains(a.body, `"healed":{"stuck":1}`) {
+		t.Fatalf("reconcile: %d %s", a.status, a.body)
+	}
+	eventually(t, 20*time.Second, "the payment is canceled", func() bool {
+		got, _ := getFlow(t, s, v.ID)
+		return got.Status == payments.StatusCanceled
+	})
+	got, _ := getFlow(t, s, v.ID)
+	if got.CancellationReason != "abandoned" || got.NextAction != nil {
+		t.Fatalf("canceled payment %+v", got)
+	}
+	if ev := simEvents(t, s, deref(v.ProviderPaymentID)); !strings.Contains(fmt.Sprint(ev), "canceled") {
+		t.Fatalf("the provider did not cancel: %v", ev)
+	}
+	if other, _ := getFlow(t, s, waited.ID); other.Status != payments.StatusSucceeded {
+		t.Fatalf("the payment the customer completed: %s", other.Status)
+	}
+	if recs := opsList(t, s, "source=reconciliation"); len(recs) != 0 {
+		t.Fatalf("an auto-cancel needs nobody, yet records opened: %v", recs)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/queue"
 )
 
 // TestRequiresActionAnswersWithTheClientSecretOnce: a payment waiting for the customer is 201
@@ -194,5 +195,46 @@ func TestCaptureAndCancel(t *testing.T) {
 	}
 	if g := f.do(t, "GET", "/payments/"+two.ID, "", ""); !strings.Contains(g.Body.String(), `"status":"canceled"`) {
 		t.Fatalf("GET after cancel %s", g.Body)
+	}
+}
+
+// TestAutoCancelOfAPaymentLeftWaiting: the outbox message queues the auto-cancel job; the job
+// cancels at the provider under the auto-cancel key once, records the cancel, and a repeat of
+// it (or a job for a payment that moved on) does nothing.
+func TestAutoCancelOfAPaymentLeftWaiting(t *testing.T) {
+	f := newFixture(t)
+	a := f.do(t, "POST", "/payments", "k-wait", body("pm_3ds"))
+	var v View
+	if err := json.Unmarshal(a.Body.Bytes(), &v); err != nil || v.Status != StatusRequiresAction {
+		t.Fatalf("%d %s", a.Code, a.Body)
+	}
+	p, err := Get(context.Background(), f.svc.Store, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := AutoCancelMessage(p, ReasonCustomerWindow, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.Store.Transact(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	f.drain(t)
+	if len(f.jobs.list) != 1 || f.jobs.list[0].Cancel != ReasonCustomerWindow || f.jobs.list[0].PaymentID != v.ID {
+		t.Fatalf("jobs %+v", f.jobs.list)
+	}
+	for range 2 {
+		b, _ := json.Marshal(f.jobs.list[0])
+		if err := f.svc.ResolveMessage(context.Background(), queue.Message{ID: "m-cancel", Body: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.prov.calls[provider.AutoCancelKey(v.ID, ReasonCustomerWindow)]; n != 1 {
+		t.Fatalf("%d provider cancels, want 1", n)
+	}
+	got := f.do(t, "GET", "/payments/"+v.ID, "", "")
+	if !strings.Contains(got.Body.String(), `"status":"canceled"`) || !strings.Contains(got.Body.String(), `"cancellation_reason":"abandoned"`) ||
+		strings.Contains(got.Body.String(), "next_action") {
+		t.Fatalf("GET %s", got.Body)
 	}
 }

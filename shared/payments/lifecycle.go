@@ -197,8 +197,8 @@ func RecoveryMessage(paymentID string, now time.Time) (store.Write, error) {
 	return outbox.New(KindStartRecovery, "recovery#"+paymentID+"#r1", RecoveryStart{PaymentID: paymentID, Round: 1}, now)
 }
 
-// FollowOns returns the outbox handlers of the payment lifecycle: queue a resolve job, start a
-// recovery (reading the payment as stored).
+// FollowOns returns the outbox handlers of the payment lifecycle: queue a resolve job, queue
+// an auto-cancel, start a recovery (reading the payment as stored).
 func (s *Service) FollowOns() map[string]outbox.Handler {
 	return map[string]outbox.Handler{
 		KindResolve: func(ctx context.Context, m outbox.Message) error {
@@ -208,6 +208,17 @@ func (s *Service) FollowOns() map[string]outbox.Handler {
 			}
 			if s.Resolver == nil {
 				return fmt.Errorf("payments: no resolver for %s", m.ID)
+			}
+			return s.Resolver.EnqueueResolve(ctx, job)
+		},
+		// An auto-cancel goes to the resolve queue: the payment resolver holds the provider.
+		KindAutoCancel: func(ctx context.Context, m outbox.Message) error {
+			var job ResolveJob
+			if err := json.Unmarshal(m.Payload, &job); err != nil || job.Cancel == "" {
+				return fmt.Errorf("payments: auto-cancel message %s: not an auto-cancel (%v)", m.ID, err)
+			}
+			if s.Resolver == nil {
+				return fmt.Errorf("payments: no resolve queue for %s", m.ID)
 			}
 			return s.Resolver.EnqueueResolve(ctx, job)
 		},

@@ -23,6 +23,9 @@ type ResolveJob struct {
 	// Attempt counts resolutions (1 for the first): the queue delay grows with it.
 	Attempt int    `json:"attempt,omitempty"`
 	Body    []byte `json:"body,omitempty"`
+	// Cancel, when set, makes the job an auto-cancel of a payment that waited too long for
+	// its customer, for this reason (AutoCancel), not a resolution.
+	Cancel string `json:"cancel,omitempty"`
 }
 
 // Resolver queues resolve jobs (SQS in AWS, the local queue locally). The outbox relay calls it.
