@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
@@ -59,5 +60,40 @@ func TestWaitingStatusesMoveByEvents(t *testing.T) {
 	late := flowEvent("evt_late", "payment_intent.requires_action", t0.Add(time.Second), map[string]any{"status": "requires_action"})
 	if o, err := w.Apply(context.Background(), late); err != nil || o != Stale {
 		t.Fatalf("late requires_action: %v %v", o, err)
+	}
+}
+
+// TestReclassifyingEventSteersTheRunningRecovery: a later decline event of another class
+// commits a replan signal for the running recovery; one of the same class does not.
+func TestReclassifyingEventSteersTheRunningRecovery(t *testing.T) {
+	w, s := newWorker(t)
+	ctx := context.Background()
+	seed(t, s, "pay_f")
+	failed := func(id string, at time.Time, code string) webhooks.Delivery {
+		return flowEvent(id, "payment_intent.payment_failed", at, map[string]any{"status": "requires_payment_method",
+			"last_payment_error": map[string]any{"type": "card_error", "code": "card_declined", "decline_code": code}})
+	}
+	if o, err := w.Apply(ctx, failed("evt_1", t0, "generic_decline")); err != nil || o != Applied {
+		t.Fatalf("first decline: %v %v", o, err)
+	}
+	rw, err := payments.Recovery{PaymentID: "pay_f", State: payments.RecoveryScheduled, Round: 1, Seq: 1, NextAttemptAt: t0.Add(72 * time.Hour)}.Write()
+	if err != nil || s.Transact(ctx, rw) != nil {
+		t.Fatalf("recovery: %v", err)
+	}
+	if o, err := w.Apply(ctx, failed("evt_2", t0.Add(time.Second), "generic_decline")); err != nil || o != Applied {
+		t.Fatalf("same class: %v %v", o, err)
+	}
+	if sg, err := recovery.GetSteer(ctx, s, "pay_f"); err != nil || sg != nil {
+		t.Fatalf("a decline of the same class steered: %+v %v", sg, err)
+	}
+	if o, err := w.Apply(ctx, failed("evt_3", t0.Add(2*time.Second), "authentication_required")); err != nil || o != Applied {
+		t.Fatalf("reclassified: %v %v", o, err)
+	}
+	sg, err := recovery.GetSteer(ctx, s, "pay_f")
+	if err != nil || sg == nil || sg.Action != recovery.ActionReplan || sg.Reason != recovery.ReasonReclassified {
+		t.Fatalf("signal %+v %v", sg, err)
+	}
+	if p := status(t, s, "pay_f"); p.DeclineClass != "class-authentication_required" {
+		t.Fatalf("payment %+v", p)
 	}
 }

@@ -100,7 +100,7 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 		return "", fmt.Errorf("worker: %s event without an id: %w", ev.Provider, webhooks.ErrBadPayload)
 	}
 
-	pay, err := w.paymentFor(ctx, ev, now)
+	pay, reclassified, err := w.paymentFor(ctx, ev, now)
 	if err != nil {
 		return "", err
 	}
@@ -129,6 +129,15 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 			return "", err
 		}
 		ws = append(ws, fo...)
+		if reclassified {
+			// The running recovery plans for the old class: it plans again (or stops, for a
+			// class that never retries), steered like a customer's event.
+			rws, err := recovery.ReplanMessages(ctx, w.Store, pay.ID, now)
+			if err != nil {
+				return "", err
+			}
+			ws = append(ws, rws...)
+		}
 	}
 	if ev.Steer != nil {
 		// A customer-side event steers running recoveries: each signal and the message that
@@ -171,25 +180,28 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 	}
 }
 
-// paymentFor builds the payment's state after ev, or nil when ev changes no payment of ours.
-func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Time) (*payments.Payment, error) {
+// paymentFor builds the payment's state after ev, or nil when ev changes no payment of ours;
+// reclassified says a declined payment's decline changed class.
+func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Time) (*payments.Payment, bool, error) {
 	if amends(ev) {
-		return w.amend(ctx, ev, now)
+		p, err := w.amend(ctx, ev, now)
+		return p, false, err
 	}
 	status, ok := statusOf(ev)
 	if !ok || ev.PaymentIntent == nil {
-		return nil, nil
+		return nil, false, nil
 	}
+
 	pi := ev.PaymentIntent
 	id := pi.Metadata[payments.MetaPaymentID]
 	if id == "" {
 		var err error
 		id, err = payments.ByProviderID(ctx, w.Store, pi.ID)
 		if errors.Is(err, payments.ErrNotFound) {
-			return nil, nil // not created through twice: reconciliation reports it
+			return nil, false, nil // not created through twice: reconciliation reports it
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	p, err := payments.Get(ctx, w.Store, id)
@@ -200,16 +212,16 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		p = payments.Payment{ID: id, Scope: pi.Metadata[payments.MetaScope], Amount: pi.Amount, Currency: pi.Currency,
 			Customer: pi.Customer, Invoice: pi.Metadata[payments.MetaInvoice], CreatedAt: ev.Created.UTC()}
 	case errors.Is(err, payments.ErrNotFound):
-		return nil, fmt.Errorf("%w: %s", ErrPaymentNotYet, id)
+		return nil, false, fmt.Errorf("%w: %s", ErrPaymentNotYet, id)
 	case err != nil:
-		return nil, err
+		return nil, false, err
 	}
 	if p.ProviderPaymentID != "" && p.ProviderPaymentID != pi.ID {
 		// Another provider payment names ours (a second charge for one payment): it must not
 		// take our record over. Reconciliation reports the duplicate for a person.
 		w.log().WarnContext(ctx, "event about another provider payment than ours; recorded only", "event_id", ev.ID,
 			"payment_id", p.ID, "provider_payment_id", p.ProviderPaymentID, "event_provider_payment_id", pi.ID)
-		return nil, nil
+		return nil, false, nil
 	}
 	p.ProviderPaymentID = pi.ID
 	var d *provider.Decline
@@ -222,7 +234,10 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		d = &provider.Decline{Code: code, ErrorCode: e.Code, AdviceCode: e.AdviceCode,
 			NetworkAdviceCode: e.NetworkAdviceCode, NetworkDeclineCode: e.NetworkDeclineCode, Network: e.Brand()}
 	}
+	before := p.DeclineClass
+	wasDeclined := p.Status == payments.StatusDeclined
 	p.Transition(status, d, w.Classify, payments.EventVersion(ev.ObjectVersion), now)
+	reclassified := wasDeclined && status == payments.StatusDeclined && before != "" && p.DeclineClass != before
 	switch status {
 	case payments.StatusRequiresAction:
 		if na := pi.NextAction; na != nil && na.Type != "" {
@@ -240,7 +255,7 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 			p.CancellationReason = capRef(pi.CancellationReason)
 		}
 	}
-	return &p, nil
+	return &p, reclassified, nil
 }
 
 // capRef caps a provider's word before it is stored.
