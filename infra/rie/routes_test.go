@@ -197,7 +197,13 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 		// The payments API and the webhook.
 		"POST /payments": {{method: "POST", path: "/payments", json: `{"amount":1500,"currency":"usd","customer":"cus_sweep","payment_method":"pm_card_visa"}`,
 			header: map[string]string{"Idempotency-Key": paymentKey}, want: 201}},
-		"GET /payments/{id}":        {{method: "GET", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey), want: 200}},
+		"GET /payments/{id}": {{method: "GET", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey), want: 200}},
+		// The payment above succeeded: the provider refuses to capture or cancel it, which
+		// only the function (and the provider behind it) can say.
+		"POST /payments/{id}/capture": {{method: "POST", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey) + "/capture",
+			header: map[string]string{"Idempotency-Key": "sweep-capture-1"}, want: 409}},
+		"POST /payments/{id}/cancel": {{method: "POST", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey) + "/cancel",
+			json: `{"reason":"duplicate"}`, header: map[string]string{"Idempotency-Key": "sweep-cancel-1"}, want: 409}},
 		"POST /webhooks/{provider}": {{method: "POST", path: "/webhooks/stripe", json: stripeBody, want: 200}},
 	}
 
