@@ -6,6 +6,7 @@ import (
 	"errors"
 	"iter"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -237,4 +238,31 @@ func TestAutoCancelOfAPaymentLeftWaiting(t *testing.T) {
 		strings.Contains(got.Body.String(), "next_action") {
 		t.Fatalf("GET %s", got.Body)
 	}
+}
+
+// FuzzParseOperationRequests: capture and cancel bodies are refused with a classified error
+// or accepted within their bounds, never a panic.
+func FuzzParseOperationRequests(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"amount_to_capture":1500}`, `{"amount_to_capture":-1}`, `{"amount_to_capture":1e400}`,
+		`{"reason":"abandoned"}`, `{"reason":"x"}`, `{"reason":1}`, `{"a":1,"a":2}`, `[]`, `{} {}`, ` null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		classified := func(err error) {
+			var invalid *InvalidError
+			if !errors.As(err, &invalid) && !errors.Is(err, ErrMalformed) {
+				t.Fatalf("unclassified error %v", err)
+			}
+		}
+		if c, err := ParseCaptureRequest(b); err != nil {
+			classified(err)
+		} else if c.AmountToCapture < 0 || c.AmountToCapture > maxAmount {
+			t.Fatalf("accepted amount_to_capture %d", c.AmountToCapture)
+		}
+		if c, err := ParseCancelRequest(b); err != nil {
+			classified(err)
+		} else if c.Reason != "" && !slices.Contains(cancelReasons, provider.CancelReason(c.Reason)) {
+			t.Fatalf("accepted reason %q", c.Reason)
+		}
+	})
 }
