@@ -26,6 +26,10 @@ import (
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
+// envCustomerWindow is how long a payment may wait for its customer (default
+// payments.DefaultCustomerWindow).
+const envCustomerWindow = "TWICE_CUSTOMER_WINDOW"
+
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
 	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
@@ -40,6 +44,10 @@ func main() {
 	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
 	if err := env.Err(); err != nil {
 		lambdaenv.Fatal(log, "config", err)
+	}
+	window, err := time.ParseDuration(env.Optional(envCustomerWindow, payments.DefaultCustomerWindow.String()))
+	if err != nil || window <= 0 {
+		lambdaenv.Fatal(log, "config", errors.New(envCustomerWindow+" is not a positive duration"))
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
@@ -67,6 +75,8 @@ func main() {
 		Log:     log,
 		Events:  events, // a change in the window (a refund of an older payment) is compared too
 		Healer:  wk,
+		// A payment waiting for its customer past the window is canceled at the provider.
+		Bounds: payments.Bounds{CustomerWindow: window},
 	}
 	// Each invocation also carries out the operators' retries of failed runs (recon.PendingRetries).
 	run := recon.PendingRetries{Table: deadletters, Run: r.Handle, Log: log}

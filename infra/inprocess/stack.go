@@ -114,6 +114,10 @@ type Config struct {
 	// ReconcileGrace is how old a difference must be to count (default 10 min): younger
 	// pending payments and unmatched provider payments may still be settling.
 	ReconcileGrace time.Duration
+	// CustomerWindow is how long a payment may wait in requires_action for its customer
+	// before reconciliation cancels it at the provider (default
+	// payments.DefaultCustomerWindow, as the reconciler function's TWICE_CUSTOMER_WINDOW).
+	CustomerWindow time.Duration
 	// BackfillMaxEvents bounds one backfill pass (default backfill.MaxEvents); a longer
 	// backlog continues from the cursor next pass.
 	BackfillMaxEvents int
@@ -325,7 +329,7 @@ func (s *Stack) build() error {
 	readPolicy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)), Log: s.log})
 	s.recon = &recon.Reconciler{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
 		Sink: recon.DeadLetterRecords{Table: records}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
-		Events: client, Healer: s.worker}
+		Events: client, Healer: s.worker, Bounds: payments.Bounds{CustomerWindow: s.cfg.CustomerWindow}}
 	// An operator's retry goes back to the queue a message died on, starts a new recovery
 	// round, or runs reconciliation again and closes the record's loop with the result. As in
 	// AWS, the retry is an outbox message committed with the record (Relay), which the relay
@@ -412,9 +416,9 @@ func (s *Stack) Handler() http.Handler {
 	local := func(*http.Request) string { return "local" }
 	pay := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Scope: local, Now: s.clock.Now,
 		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(s.payments.Handler(local))
-	mux.Handle("POST /payments", pay)
-	mux.Handle("GET /payments/{id}", pay)
-	mux.Handle("POST /payments/{id}/refunds", pay)
+	for _, route := range payments.Routes() {
+		mux.Handle(route, pay)
+	}
 
 	verifiers := webhooks.Static{}
 	if v, err := signature.NewStripeVerifier(signature.StripeVerifier{Secrets: secrets.Split(s.cfg.StripeWebhookSecret), Now: s.clock.Now}); err == nil {

@@ -200,6 +200,12 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 		"GET /payments/{id}": {{method: "GET", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey), want: 200}},
 		"POST /payments/{id}/refunds": {{method: "POST", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey) + "/refunds",
 			json: `{"amount":500}`, header: map[string]string{"Idempotency-Key": "sweep-refund"}, want: 201}},
+		// The payment above succeeded: the provider refuses to capture or cancel it, which
+		// only the function (and the provider behind it) can say.
+		"POST /payments/{id}/capture": {{method: "POST", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey) + "/capture",
+			header: map[string]string{"Idempotency-Key": "sweep-capture-1"}, want: 409}},
+		"POST /payments/{id}/cancel": {{method: "POST", path: "/payments/" + payments.PaymentID("jwt:"+merchant, paymentKey) + "/cancel",
+			json: `{"reason":"duplicate"}`, header: map[string]string{"Idempotency-Key": "sweep-cancel-1"}, want: 409}},
 		"POST /webhooks/{provider}": {{method: "POST", path: "/webhooks/stripe", json: stripeBody, want: 200}},
 	}
 

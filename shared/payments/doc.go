@@ -1,6 +1,14 @@
 // Package payments is POST /payments and GET /payments/{id}: idempotent payment creation on
 // package idempotency, and the payment lifecycle (lifecycle.go: statuses, the event-to-status
-// table, the version rule, the metadata keys, Transition, the outbox kinds).
+// table, the version rule, the metadata keys, Transition and Observe, the bounds of the
+// waiting statuses, the outbox kinds). POST /payments/{id}/capture and /cancel
+// (operations.go) run under an Idempotency-Key of their own, with the same semantics.
+//
+// A payment that needs its customer (requires_action) is answered 201 with client_secret and
+// next_action; the secret lives in that stored answer only, so its replay is the same bytes
+// and GET, the event feed and the logs never carry it. The stored answer is the answer to the
+// request, not the payment's state: the payment moves on by the provider's events and by
+// reconciliation, and GET shows where it is.
 //
 // A request runs under its Idempotency-Key: a success (201) or a decline (402) is stored with the
 // payment in one transaction and replayed byte for byte. An unknown outcome (a provider timeout

@@ -16,7 +16,8 @@ import (
 // MaxBody is the largest POST /payments body accepted.
 const MaxBody = 64 << 10
 
-// Handler serves POST /payments and GET /payments/{id}. scope names the caller of a request
+// Handler serves POST /payments, GET /payments/{id} and POST /payments/{id}/capture and
+// /cancel. scope names the caller of a request
 // (the API Gateway authorizer's principal; "local" locally): keys and payments never cross
 // scopes.
 func (s *Service) Handler(scope func(*http.Request) string) http.Handler {
@@ -50,6 +51,8 @@ func (s *Service) routes(scope func(*http.Request) string) []route {
 		{"POST /payments", func(w http.ResponseWriter, r *http.Request) { s.serveCreate(w, r, scope(r)) }},
 		{"GET /payments/{id}", func(w http.ResponseWriter, r *http.Request) { s.serveGet(w, r, scope(r)) }},
 		{"POST /payments/{id}/refunds", func(w http.ResponseWriter, r *http.Request) { s.serveRefund(w, r, scope(r)) }},
+		{"POST /payments/{id}/capture", func(w http.ResponseWriter, r *http.Request) { s.serveCapture(w, r, scope(r)) }},
+		{"POST /payments/{id}/cancel", func(w http.ResponseWriter, r *http.Request) { s.serveCancel(w, r, scope(r)) }},
 	}
 }
 
@@ -137,11 +140,18 @@ func RequestProblem(err error) problem.Problem {
 //	Created 201, Declined 402, Accepted 202 (the payment as it stands, Location)
 //	Busy 503 with Retry-After, Unreachable 502, Internal 500 (safe to retry with the key)
 //	Rejected 422 with the provider's code
+//	Operated 200 (a capture or cancel: the payment after it)
+//	Conflict 409 payment-state, naming the payment's status (no Retry-After: the key is done)
 func Response(a Answer) (idempotency.Response, error) {
 	switch a.Kind {
-	case Created, Declined, Accepted:
-		status := map[AnswerKind]int{Created: http.StatusCreated, Declined: http.StatusPaymentRequired, Accepted: http.StatusAccepted}[a.Kind]
-		body, err := json.Marshal(a.Payment.View())
+	case Created, Declined, Accepted, Operated:
+		status := map[AnswerKind]int{Created: http.StatusCreated, Declined: http.StatusPaymentRequired, Accepted: http.StatusAccepted,
+			Operated: http.StatusOK}[a.Kind]
+		v := a.Payment.View()
+		if a.ClientSecret != "" {
+			v.ClientSecret = nonEmpty(a.ClientSecret.Reveal())
+		}
+		body, err := json.Marshal(v)
 		if err != nil {
 			return idempotency.Response{}, err
 		}
@@ -155,6 +165,13 @@ func Response(a Answer) (idempotency.Response, error) {
 	case Unreachable:
 		return problemResponse(problem.Typed(http.StatusBadGateway, problem.ProviderUnreachable,
 			"The payment provider could not be reached; it is safe to retry with the same Idempotency-Key.")), nil
+	case Conflict:
+		p := problem.Typed(http.StatusConflict, problem.PaymentState, "The payment's state does not allow this.")
+		p.Extra = map[string]any{"payment_status": a.Payment.Status}
+		if a.Payment.ProviderPaymentID == "" {
+			p.Detail = "The payment's outcome is still being resolved; retry with the same Idempotency-Key later."
+		}
+		return problemResponse(p), nil
 	case Rejected:
 		p := problem.Typed(http.StatusUnprocessableEntity, problem.ProviderRejected, "The payment provider rejected this payment request.")
 		p.Extra = map[string]any{"provider_code": a.ProviderCode}

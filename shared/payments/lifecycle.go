@@ -17,13 +17,22 @@ import (
 // metadata keys our creates carry, and the follow-on work a state requires (outbox kinds). The
 // API, the resolver, the webhook worker and the recovery steps all go through it.
 
-// Status values of a payment, as the API shows them.
+// Status values of a payment, as the API shows them. Every provider status maps to exactly one
+// (statusOf); pending is ours alone: our call's outcome is unknown and being resolved.
 const (
-	StatusPending    = "pending"
-	StatusProcessing = "processing"
-	StatusSucceeded  = "succeeded"
-	StatusDeclined   = "declined"
-	StatusRefunded   = "refunded"
+	StatusPending = "pending"
+	// StatusRequiresAction: the customer must act (authenticate with 3-D Secure) before the
+	// payment can go on. The create's answer carries client_secret and next_action; the
+	// payment then moves by the provider's events, or is canceled once it has waited longer
+	// than the customer window (Bounds.CustomerWindow).
+	StatusRequiresAction = "requires_action"
+	// StatusRequiresCapture: authorized and held (capture_method manual) until a capture or a
+	// cancel; the hold lapses at capture_before.
+	StatusRequiresCapture = "requires_capture"
+	StatusProcessing      = "processing"
+	StatusSucceeded       = "succeeded"
+	StatusDeclined        = "declined"
+	StatusRefunded        = "refunded"
 	// StatusCanceled: the provider canceled the intent, or a pending payment turned out never
 	// to have reached the provider (nothing was charged).
 	StatusCanceled = "canceled"
@@ -31,20 +40,67 @@ const (
 
 // OpenStatuses are the statuses a payment is not meant to stay in: each has a bound
 // (StuckAfter).
-var OpenStatuses = []string{StatusPending, StatusProcessing}
+var OpenStatuses = []string{StatusPending, StatusRequiresAction, StatusRequiresCapture, StatusProcessing}
+
+// Final reports whether a payment in status changes no more without a new request: pending,
+// requires_action, requires_capture and processing are still moving.
+func Final(status string) bool {
+	switch status {
+	case StatusSucceeded, StatusDeclined, StatusRefunded, StatusCanceled:
+		return true
+	}
+	return false
+}
+
+// Defaults of Bounds.
+const (
+	// DefaultCustomerWindow is how long a payment may wait for the customer's action: under
+	// a day, so that a customer who walked away is released the same day of their week.
+	DefaultCustomerWindow = 23 * time.Hour
+	// DefaultCaptureWindow is how long an authorization may wait for its capture before an
+	// operator is asked to act: a day before the 7 days most card authorizations last.
+	DefaultCaptureWindow = 6 * 24 * time.Hour
+)
+
+// Bounds are how long a payment may stay in each non-final status; the zero value takes the
+// defaults. Reconciliation reads them (recon.Reconciler.Bounds) and the reconciler function
+// sets CustomerWindow from its configuration.
+type Bounds struct {
+	// CustomerWindow bounds requires_action (default DefaultCustomerWindow): past it the
+	// payment is canceled at the provider (AutoCancelMessage).
+	CustomerWindow time.Duration
+	// CaptureWindow bounds requires_capture (default DefaultCaptureWindow): past it the
+	// payment is reported for an operator to capture or cancel before the hold lapses.
+	CaptureWindow time.Duration
+}
 
 // StuckAfter is how long a payment may stay in a non-final status before it is stuck: a
 // pending payment past the provider's idempotency key horizon (its outcome can no longer be
-// settled by repeating the call), a processing one past a day. 0: the status has no bound (a
-// final one). Reconciliation reports a payment still there past its bound.
-func StuckAfter(status string) time.Duration {
+// settled by repeating the call), a processing one past a day, one waiting for the customer
+// past the customer window, an authorization past the capture window. 0: the status has no
+// bound (a final one). Reconciliation reports a payment still there past its bound.
+func (b Bounds) StuckAfter(status string) time.Duration {
 	switch status {
 	case StatusPending:
 		return provider.StripeKeyHorizon
 	case StatusProcessing:
 		return 24 * time.Hour
+	case StatusRequiresAction:
+		return orDefault(b.CustomerWindow, DefaultCustomerWindow)
+	case StatusRequiresCapture:
+		return orDefault(b.CaptureWindow, DefaultCaptureWindow)
 	}
 	return 0
+}
+
+// StuckAfter is Bounds{}.StuckAfter: the default bounds.
+func StuckAfter(status string) time.Duration { return Bounds{}.StuckAfter(status) }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // Metadata keys every create of ours puts on the provider's payment. MetaPaymentID is how a
@@ -64,15 +120,16 @@ const (
 	KindStartRecovery = "start_recovery"
 )
 
-// statusOf maps the provider's status to the API's. The API has no requires_action or
-// requires_capture status yet: until it does, an authorization reads as processing and a
-// payment waiting for the customer as pending, as they did before the provider named them.
+// statusOf maps the provider's status to the API's, one to one. No provider status maps to
+// pending; one this code does not know reads as processing (not final: look again).
 func statusOf(s provider.Status) string {
 	switch s {
+	case provider.StatusRequiresAction:
+		return StatusRequiresAction
+	case provider.StatusRequiresCapture:
+		return StatusRequiresCapture
 	case provider.StatusSucceeded:
 		return StatusSucceeded
-	case provider.StatusProcessing, provider.StatusRequiresCapture:
-		return StatusProcessing
 	case provider.StatusDeclined:
 		return StatusDeclined
 	case provider.StatusRefunded:
@@ -80,18 +137,21 @@ func statusOf(s provider.Status) string {
 	case provider.StatusCanceled:
 		return StatusCanceled
 	}
-	return StatusPending
+	return StatusProcessing
 }
 
 // statusEvent names the provider event that reports each status, so the API's own writes and
-// the provider's events share one ordering (webhooks.StripeVersion).
+// the provider's events share one ordering (webhooks.StripeVersion). Stripe reports an
+// authorization held for capture with payment_intent.amount_capturable_updated.
 var statusEvent = map[string]string{
-	StatusPending:    "payment_intent.created",
-	StatusProcessing: "payment_intent.processing",
-	StatusDeclined:   "payment_intent.payment_failed",
-	StatusSucceeded:  "payment_intent.succeeded",
-	StatusCanceled:   "payment_intent.canceled",
-	StatusRefunded:   "charge.refunded",
+	StatusPending:         "payment_intent.created",
+	StatusRequiresAction:  "payment_intent.requires_action",
+	StatusRequiresCapture: "payment_intent.amount_capturable_updated",
+	StatusProcessing:      "payment_intent.processing",
+	StatusDeclined:        "payment_intent.payment_failed",
+	StatusSucceeded:       "payment_intent.succeeded",
+	StatusCanceled:        "payment_intent.canceled",
+	StatusRefunded:        "charge.refunded",
 }
 
 // eventStatus is statusEvent read the other way: the status a provider event reports.
@@ -137,8 +197,8 @@ func RecoveryMessage(paymentID string, now time.Time) (store.Write, error) {
 	return outbox.New(KindStartRecovery, "recovery#"+paymentID+"#r1", RecoveryStart{PaymentID: paymentID, Round: 1}, now)
 }
 
-// FollowOns returns the outbox handlers of the payment lifecycle: queue a resolve job, start a
-// recovery (reading the payment as stored).
+// FollowOns returns the outbox handlers of the payment lifecycle: queue a resolve job, queue
+// an auto-cancel, start a recovery (reading the payment as stored).
 func (s *Service) FollowOns() map[string]outbox.Handler {
 	return map[string]outbox.Handler{
 		KindResolve: func(ctx context.Context, m outbox.Message) error {
@@ -148,6 +208,17 @@ func (s *Service) FollowOns() map[string]outbox.Handler {
 			}
 			if s.Resolver == nil {
 				return fmt.Errorf("payments: no resolver for %s", m.ID)
+			}
+			return s.Resolver.EnqueueResolve(ctx, job)
+		},
+		// An auto-cancel goes to the resolve queue: the payment resolver holds the provider.
+		KindAutoCancel: func(ctx context.Context, m outbox.Message) error {
+			var job ResolveJob
+			if err := json.Unmarshal(m.Payload, &job); err != nil || job.Cancel == "" {
+				return fmt.Errorf("payments: auto-cancel message %s: not an auto-cancel (%v)", m.ID, err)
+			}
+			if s.Resolver == nil {
+				return fmt.Errorf("payments: no resolve queue for %s", m.ID)
 			}
 			return s.Resolver.EnqueueResolve(ctx, job)
 		},
@@ -180,11 +251,20 @@ func (s *Service) FollowOns() map[string]outbox.Handler {
 // two writers said (a decline recorded by a writer whose clock ran ahead of the provider's): its
 // version is then raised just above p's, as a refund's is (Refund). A payment the provider
 // charged is never left declined by a clock.
+//
+// What belongs to a waiting status goes when the payment leaves it: the next action with
+// requires_action, the hold (amount capturable, capture before) with requires_capture.
 func (p *Payment) Transition(status string, d *provider.Decline, classify func(provider.Decline) string, version int64, at time.Time) {
 	if status == StatusSucceeded && version <= p.Version && beforeSuccess(p.Status) {
 		version = p.Version + 1
 	}
 	p.Status, p.Version, p.UpdatedAt = status, version, at.UTC()
+	if status != StatusRequiresAction {
+		p.NextAction = nil
+	}
+	if status != StatusRequiresCapture {
+		p.AmountCapturable, p.CaptureBefore = 0, time.Time{}
+	}
 	switch {
 	case status == StatusDeclined && d != nil:
 		nd := *d
@@ -201,11 +281,44 @@ func (p *Payment) Transition(status string, d *provider.Decline, classify func(p
 }
 
 // beforeSuccess reports whether a payment in status may still succeed at the provider:
-// pending, processing or declined (a declined PaymentIntent can be confirmed again).
+// pending, processing, declined (a declined PaymentIntent can be confirmed again), waiting for
+// the customer or for a capture.
 func beforeSuccess(status string) bool {
 	switch status {
-	case StatusPending, StatusProcessing, StatusDeclined:
+	case StatusPending, StatusProcessing, StatusDeclined, StatusRequiresAction, StatusRequiresCapture:
 		return true
 	}
 	return false
+}
+
+// Observe moves p to the state of the provider's payment pp as our own call saw it at at:
+// Transition with the status statusOf maps, at VersionAt, and what that state carries (the
+// customer's next action, the hold of an authorization, what a capture took, why it was
+// canceled). The create, capture and cancel answers and the auto-cancel all go through it.
+func (p *Payment) Observe(pp provider.Payment, classify func(provider.Decline) string, at time.Time) {
+	if pp.ID != "" {
+		p.ProviderPaymentID = pp.ID
+	}
+	p.SetCard(pp.Card)
+	st := statusOf(pp.Status)
+	p.Transition(st, pp.Decline, classify, VersionAt(at, st), at)
+	switch st {
+	case StatusRequiresAction:
+		if pp.NextAction != nil {
+			p.NextAction = &NextAction{Type: pp.NextAction.Type, RedirectURL: pp.NextAction.RedirectURL}
+		}
+	case StatusRequiresCapture:
+		p.AmountCapturable, p.CaptureBefore = pp.AmountCapturable, pp.CaptureBefore.UTC()
+		if pp.CaptureBefore.IsZero() {
+			p.CaptureBefore = time.Time{}
+		}
+	case StatusSucceeded:
+		if p.CaptureMethod == CaptureManual && pp.AmountReceived > 0 && pp.AmountReceived < p.Amount {
+			p.AmountReceived = pp.AmountReceived
+		}
+	case StatusCanceled:
+		if pp.CancellationReason != "" {
+			p.CancellationReason = pp.CancellationReason
+		}
+	}
 }

@@ -43,7 +43,33 @@ type Payment struct {
 	AmountRefunded int64 `json:"amount_refunded,omitempty"`
 	// Dispute is the latest state of a dispute of the payment's charge, if any.
 	Dispute *Dispute `json:"dispute,omitempty"`
+	// OffSession marks a merchant-initiated payment (the customer is absent); CaptureMethod
+	// is CaptureManual for an authorization captured later. Both are the request's.
+	OffSession    bool   `json:"off_session,omitempty"`
+	CaptureMethod string `json:"capture_method,omitempty"`
+	// NextAction is what the customer must do, while requires_action. The client secret that
+	// goes with it is never stored here: only the create's stored answer carries it.
+	NextAction *NextAction `json:"next_action,omitempty"`
+	// AmountCapturable and CaptureBefore describe the hold, while requires_capture.
+	AmountCapturable int64     `json:"amount_capturable,omitempty"`
+	CaptureBefore    time.Time `json:"capture_before,omitzero"`
+	// AmountReceived is what a capture took, when less than Amount was captured.
+	AmountReceived int64 `json:"amount_received,omitempty"`
+	// CancellationReason is why a canceled payment was canceled (the provider's words:
+	// requested_by_customer, abandoned, ...).
+	CancellationReason string `json:"cancellation_reason,omitempty"`
 }
+
+// NextAction is what the customer must do for a payment in requires_action: Type is the
+// provider's (use_stripe_sdk: the browser's Stripe.js completes it with the client secret;
+// redirect_to_url: send the customer to RedirectURL).
+type NextAction struct {
+	Type        string `json:"type"`
+	RedirectURL string `json:"redirect_url,omitempty"`
+}
+
+// CaptureManual is the capture method of an authorization captured later.
+const CaptureManual = "manual"
 
 // View is the API's shape of a payment.
 type View struct {
@@ -56,6 +82,17 @@ type View struct {
 	DeclineCode       *string `json:"decline_code"`
 	DeclineClass      *string `json:"decline_class"`
 	CreatedAt         string  `json:"created_at"`
+	// ClientSecret is in the answer to the POST that created a payment in requires_action,
+	// and in its replays, never elsewhere: it is a credential for the customer's browser.
+	ClientSecret *string     `json:"client_secret,omitempty"`
+	NextAction   *NextAction `json:"next_action,omitempty"`
+	// CaptureMethod is "manual" for an authorization captured later (omitted: automatic);
+	// AmountCapturable and CaptureBefore describe its hold while it is requires_capture.
+	CaptureMethod      string  `json:"capture_method,omitempty"`
+	AmountCapturable   int64   `json:"amount_capturable,omitempty"`
+	CaptureBefore      *string `json:"capture_before,omitempty"`
+	AmountReceived     int64   `json:"amount_received,omitempty"`
+	CancellationReason string  `json:"cancellation_reason,omitempty"`
 	// Recovery and Card are read-only additions of GET /payments/{id} (never in a POST answer,
 	// so a replay stays byte for byte the first answer): the payment's recovery while it has
 	// one, and what the network caps still allow on its card.
@@ -76,6 +113,11 @@ func (p Payment) View() View {
 		CreatedAt: p.CreatedAt.UTC().Format(time.RFC3339), AmountRefunded: p.AmountRefunded, Dispute: p.Dispute}
 	if p.Decline != nil {
 		v.DeclineCode = nonEmpty(p.Decline.Code)
+	}
+	v.NextAction, v.CaptureMethod, v.AmountCapturable = p.NextAction, p.CaptureMethod, p.AmountCapturable
+	v.AmountReceived, v.CancellationReason = p.AmountReceived, p.CancellationReason
+	if !p.CaptureBefore.IsZero() {
+		v.CaptureBefore = nonEmpty(p.CaptureBefore.UTC().Format(time.RFC3339))
 	}
 	return v
 }

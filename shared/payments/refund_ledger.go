@@ -211,9 +211,14 @@ func (l RefundLedger) write() (store.Write, error) {
 	return store.Write{Table: Table, Put: &store.Item{PK: refundLedgerPrefix + l.PaymentID, Doc: doc, Version: l.version + 1}, Cond: c}, nil
 }
 
-// Captured is what can be refunded of p at most: its amount (a partial capture's amount once
-// the payment records what was captured).
-func Captured(p Payment) int64 { return p.Amount }
+// Captured is what can be refunded of p at most: what a partial capture took (AmountReceived),
+// or else its amount.
+func Captured(p Payment) int64 {
+	if p.AmountReceived > 0 && p.AmountReceived < p.Amount {
+		return p.AmountReceived
+	}
+	return p.Amount
+}
 
 // setRefunded records amount as p's amount refunded and the status it implies: refunded once
 // all of it is, succeeded while part of it is (a refunded charge was a successful one) or when
@@ -221,7 +226,7 @@ func Captured(p Payment) int64 { return p.Amount }
 func (p *Payment) setRefunded(amount int64, at time.Time) bool {
 	st := p.Status
 	switch {
-	case amount > 0 && amount >= p.Amount:
+	case amount > 0 && amount >= Captured(*p):
 		st = StatusRefunded
 	case amount > 0 || p.Status == StatusRefunded:
 		st = StatusSucceeded

@@ -25,7 +25,17 @@ type CreateRequest struct {
 	Invoice       string            `json:"invoice,omitempty"`
 	Description   string            `json:"description,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
+	// OffSession marks a merchant-initiated charge (a renewal): the customer is absent, so a
+	// payment that needs authentication is declined (authentication_required) instead of
+	// waiting in requires_action.
+	OffSession bool `json:"off_session,omitempty"`
+	// CaptureMethod "manual" authorizes only: the payment waits in requires_capture for POST
+	// /payments/{id}/capture or /cancel. "automatic" (or none) captures at once.
+	CaptureMethod string `json:"capture_method,omitempty"`
 }
+
+// The capture methods a request may name.
+const captureAutomatic = "automatic"
 
 // Limits that mirror Stripe's, so a request we accept is one the provider accepts.
 const (
@@ -111,6 +121,13 @@ func ParseCreateRequest(body []byte) (CreateRequest, error) {
 	}
 	if reason := checkMetadata(req.Metadata, req.Invoice != ""); reason != "" {
 		bad["metadata"] = reason
+	}
+	switch req.CaptureMethod {
+	case "", captureAutomatic:
+		req.CaptureMethod = "" // one spelling of the default
+	case CaptureManual:
+	default:
+		bad["capture_method"] = `must be "automatic" or "manual"`
 	}
 	if len(bad) > 0 {
 		return CreateRequest{}, &InvalidError{Fields: bad}
@@ -216,17 +233,26 @@ func duplicateName(body []byte) (string, bool) {
 }
 
 // FingerprintBody is the fingerprint of a POST /payments body under its key: its canonical
-// JSON (idempotency.FingerprintJSON) with an empty or null metadata left out, so that
+// JSON (idempotency.FingerprintJSON) with fields that only spell out the default left out
+// (an empty or null metadata, "off_session": false, "capture_method": "automatic"), so that
 // "metadata":{} and no metadata, the same request, are one fingerprint.
 func FingerprintBody(body []byte) idempotency.Fingerprint {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(body, &obj) == nil {
-		if m, ok := obj["metadata"]; ok {
-			if t := bytes.TrimSpace(m); string(t) == "null" || string(bytes.Join(bytes.Fields(t), nil)) == "{}" {
-				delete(obj, "metadata")
-				if b, err := json.Marshal(obj); err == nil {
-					body = b
-				}
+		dropped := false
+		for name, m := range obj {
+			var v any
+			if json.Unmarshal(m, &v) != nil {
+				continue
+			}
+			if isDefault(name, v) {
+				delete(obj, name)
+				dropped = true
+			}
+		}
+		if dropped {
+			if b, err := json.Marshal(obj); err == nil {
+				body = b
 			}
 		}
 	}
@@ -235,6 +261,20 @@ func FingerprintBody(body []byte) idempotency.Fingerprint {
 		fp = idempotency.FingerprintBytes(body)
 	}
 	return fp
+}
+
+// isDefault reports whether a body's field only spells out what its absence means.
+func isDefault(name string, v any) bool {
+	switch name {
+	case "metadata":
+		m, ok := v.(map[string]any)
+		return v == nil || ok && len(m) == 0
+	case "off_session":
+		return v == nil || v == false
+	case "capture_method":
+		return v == nil || v == "" || v == captureAutomatic
+	}
+	return false
 }
 
 // capReason bounds a reason that quotes the caller's input (a field path inside metadata).

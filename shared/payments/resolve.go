@@ -27,6 +27,9 @@ func (s *Service) ResolveMessage(ctx context.Context, m queue.Message) error {
 	if job.Scope == "" || job.Key == "" || job.PaymentID == "" {
 		return errors.New("payments: resolve job without scope, key or payment id")
 	}
+	if job.Cancel != "" {
+		return s.AutoCancel(ctx, job.PaymentID, job.Cancel)
+	}
 	return s.Resolve(ctx, job)
 }
 

@@ -23,6 +23,9 @@ type ResolveJob struct {
 	// Attempt counts resolutions (1 for the first): the queue delay grows with it.
 	Attempt int    `json:"attempt,omitempty"`
 	Body    []byte `json:"body,omitempty"`
+	// Cancel, when set, makes the job an auto-cancel of a payment that waited too long for
+	// its customer, for this reason (AutoCancel), not a resolution.
+	Cancel string `json:"cancel,omitempty"`
 }
 
 // Resolver queues resolve jobs (SQS in AWS, the local queue locally). The outbox relay calls it.
@@ -47,13 +50,17 @@ type Answer struct {
 	RetryAfter time.Duration
 	// ProviderCode is the provider's reason, for Rejected.
 	ProviderCode string
+	// ClientSecret, for a Created payment that requires the customer's action, is what the
+	// customer's browser completes it with: the one answer that reveals it.
+	ClientSecret provider.ClientSecret
 }
 
 // AnswerKind is how a payment request ended.
 type AnswerKind int
 
 const (
-	// Created: the provider created the payment (succeeded, or waiting on the customer).
+	// Created: the provider created the payment (succeeded, processing, or waiting on the
+	// customer or on a capture).
 	Created AnswerKind = iota + 1
 	// Declined: nothing was charged: the provider declined, or a payment whose outcome was
 	// unknown never reached it and settled as canceled.
@@ -68,6 +75,11 @@ const (
 	Rejected
 	// Internal: a fault of ours (the provider saw our key with another body); the key is free.
 	Internal
+	// Operated: a capture or cancel was done; Payment is the payment after it.
+	Operated
+	// Conflict: the payment's state does not allow the operation (a capture of what is not
+	// held, a cancel of a succeeded payment); Payment is the payment as we hold it.
+	Conflict
 )
 
 // Service creates and reads payments.
@@ -121,7 +133,8 @@ func (s *Service) create(ctx context.Context, scope, key string, req CreateReque
 	}
 	p := Payment{ID: id, Scope: scope, IdempotencyKey: key, ProviderKey: provider.IdempotencyKey(scope, key),
 		Amount: req.Amount, Currency: req.Currency, Customer: req.Customer, PaymentMethod: req.PaymentMethod,
-		Invoice: req.Invoice, Description: req.Description, Metadata: req.Metadata, CreatedAt: now, UpdatedAt: now}
+		Invoice: req.Invoice, Description: req.Description, Metadata: req.Metadata, CreatedAt: now, UpdatedAt: now,
+		OffSession: req.OffSession, CaptureMethod: req.CaptureMethod}
 	tries := 0
 	if l != nil && (l.Request != nil || l.FirstTried.Before(l.AcquiredAt)) {
 		tries = l.Tries
@@ -153,7 +166,8 @@ func (s *Service) send(ctx context.Context, p Payment, meta map[string]string, t
 	id := p.ID
 	pp, err := s.Provider.Create(ctx, provider.CreateRequest{Amount: p.Amount, Currency: p.Currency,
 		Customer: p.Customer, PaymentMethod: p.PaymentMethod, Description: p.Description,
-		Metadata: meta, IdempotencyKey: p.ProviderKey})
+		Metadata: meta, OffSession: p.OffSession, CaptureMethod: provider.CaptureMethod(p.CaptureMethod),
+		IdempotencyKey: p.ProviderKey})
 	var decline *provider.DeclineError
 	var unknown *provider.UnknownOutcomeError
 	var throttled *provider.ThrottledError
@@ -162,10 +176,10 @@ func (s *Service) send(ctx context.Context, p Payment, meta map[string]string, t
 	switch {
 	case err == nil:
 		s.apply(&p, pp)
-		return s.final(p, Created)
+		return s.final(p, Created, pp.ClientSecret)
 	case errors.As(err, &decline):
 		s.apply(&p, decline.Payment)
-		return s.final(p, Declined)
+		return s.final(p, Declined, "")
 	case errors.As(err, &unknown):
 		s.log().WarnContext(ctx, "payment outcome unknown; the key stays pending", "payment_id", id, "error", err)
 		return s.pending(p, tries)
@@ -238,39 +252,44 @@ func (s *Service) findOrSettle(ctx context.Context, p Payment, meta map[string]s
 		s.log().InfoContext(ctx, "pending payment found at the provider; adopted", "payment_id", p.ID, "provider_payment_id", pp.ID)
 		s.apply(&p, pp)
 		if p.Status == StatusDeclined {
-			return s.final(p, Declined)
+			return s.final(p, Declined, "")
 		}
-		return s.final(p, Created)
+		// A search result carries no client secret (stripe-go's search does not return
+		// it): a payment adopted in requires_action is answered without one, and the
+		// customer's page reads it from the provider.
+		return s.final(p, Created, "")
 	case age < searcher.KeyHorizon()-settleMargin:
 		return s.send(ctx, p, meta, tries)
 	default:
 		s.log().WarnContext(ctx, "pending payment never reached the provider; settled as canceled", "payment_id", p.ID, "age", age)
 		p.Status = StatusCanceled
 		p.Version = VersionAt(s.now(), StatusCanceled)
-		return s.final(p, Declined)
+		return s.final(p, Declined, "")
 	}
 }
 
 func (s *Service) apply(p *Payment, pp provider.Payment) {
-	p.ProviderPaymentID = pp.ID
 	// The provider's creation time is the same on every retry, so a resolved payment keeps the
 	// time its first try created it.
 	if !pp.Created.IsZero() {
 		p.CreatedAt = pp.Created.UTC()
 	}
-	p.SetCard(pp.Card)
-	st := statusOf(pp.Status)
-	p.Transition(st, pp.Decline, s.Classify, VersionAt(s.now(), st), s.now())
+	p.Observe(pp, s.Classify, s.now())
 }
 
 // final returns the stored answer and the payment write. The payment is written only if newer
-// than what is stored: a webhook may have moved it on while the provider call returned.
-func (s *Service) final(p Payment, kind AnswerKind) (idempotency.Result, error) {
+// than what is stored: a webhook may have moved it on while the provider call returned. A
+// payment that waits for its customer is answered with the client secret, which goes into the
+// stored answer (so a replay is the same bytes) and nowhere else.
+func (s *Service) final(p Payment, kind AnswerKind, secret provider.ClientSecret) (idempotency.Result, error) {
 	w, err := p.Put()
 	if err != nil {
 		return idempotency.Result{}, err
 	}
-	resp, err := Response(Answer{Kind: kind, Payment: p})
+	if p.Status != StatusRequiresAction {
+		secret = ""
+	}
+	resp, err := Response(Answer{Kind: kind, Payment: p, ClientSecret: secret})
 	if err != nil {
 		return idempotency.Result{}, err
 	}
@@ -302,7 +321,7 @@ func (s *Service) final(p Payment, kind AnswerKind) (idempotency.Result, error) 
 func (s *Service) pending(p Payment, tries int) (idempotency.Result, error) {
 	p.Status = StatusPending
 	p.Version = VersionAt(s.now(), StatusPending)
-	res, err := s.final(p, Accepted)
+	res, err := s.final(p, Accepted, "")
 	if err != nil {
 		return res, err
 	}

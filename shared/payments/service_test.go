@@ -93,6 +93,23 @@ func outcomes(req provider.CreateRequest, call int) (provider.Payment, error) {
 		}
 		pay.Status = provider.StatusSucceeded
 		return pay, nil
+	case "pm_3ds":
+		if req.OffSession {
+			pay.Status = provider.StatusDeclined
+			pay.Decline = &provider.Decline{Code: "authentication_required", ErrorCode: "authentication_required"}
+			return pay, &provider.DeclineError{Payment: pay}
+		}
+		pay.Status = provider.StatusRequiresAction
+		pay.ClientSecret = provider.ClientSecret(pay.ID + "_secret_s3cr3t")
+		pay.NextAction = &provider.NextAction{Type: "use_stripe_sdk"}
+		return pay, nil
+	case "pm_hold":
+		if req.CaptureMethod != provider.CaptureManual {
+			return provider.Payment{}, errors.New("pm_hold needs manual capture")
+		}
+		pay.Status, pay.CaptureMethod, pay.AmountCapturable = provider.StatusRequiresCapture, provider.CaptureManual, req.Amount
+		pay.CaptureBefore = created.Add(7 * 24 * time.Hour)
+		return pay, nil
 	case "pm_throttled":
 		return provider.Payment{}, &provider.ThrottledError{Op: "create", RetryAfter: 3 * time.Second}
 	case "pm_missing":
@@ -345,6 +362,8 @@ func TestProblems(t *testing.T) {
 		"bracket meta key": {"k17", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","metadata":{"a[b]":"1"}}`, 400, problem.InvalidRequest, []string{"metadata"}},
 		"49 meta keys":     {"k18", metadataBody(49, ""), 400, problem.InvalidRequest, []string{"metadata"}},
 		"48 with invoice":  {"k19", metadataBody(48, "inv_1"), 400, problem.InvalidRequest, []string{"metadata"}},
+		"capture method":   {"k20", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","capture_method":"later"}`, 400, problem.InvalidRequest, []string{"capture_method"}},
+		"off_session type": {"k21", `{"amount":1,"currency":"usd","customer":"c","payment_method":"p","off_session":"yes"}`, 400, problem.MalformedRequest, nil},
 		"too large":        {"k11", `{"description":"` + strings.Repeat("x", MaxBody) + `"}`, 413, problem.BodyTooLarge, nil},
 		"key reused":       {"used", `{"amount":2500,"currency":"usd","customer":"cus_1","payment_method":"pm_card_visa"}`, 422, problem.KeyReused, []string{"amount"}},
 		"provider busy":    {"k12", body("pm_throttled"), 503, problem.ProviderBusy, nil},
@@ -463,7 +482,9 @@ func TestProblemTypesDocumented(t *testing.T) {
 }
 
 func FuzzParseCreateRequest(f *testing.F) {
-	for _, s := range []string{body("pm_card_visa"), `{}`, `[]`, `{"amount":1e400}`, `{"metadata":{"a":null}}`, `{"amount":-1}`, `{"amount":1,"amount":2}`, `{"metadata":{"a[b]":"1"}}`} {
+	for _, s := range []string{body("pm_card_visa"), `{}`, `[]`, `{"amount":1e400}`, `{"metadata":{"a":null}}`, `{"amount":-1}`, `{"amount":1,"amount":2}`, `{"metadata":{"a[b]":"1"}}`,
+		`{"amount":1,"currency":"usd","customer":"c","payment_method":"p","off_session":true,"capture_method":"manual"}`,
+		`{"capture_method":"automatic","off_session":null}`, `{"capture_method":1}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -475,7 +496,8 @@ func FuzzParseCreateRequest(f *testing.F) {
 			}
 			return
 		}
-		if req.Amount <= 0 || req.Customer == "" || req.PaymentMethod == "" || !validCurrency(req.Currency) {
+		if req.Amount <= 0 || req.Customer == "" || req.PaymentMethod == "" || !validCurrency(req.Currency) ||
+			(req.CaptureMethod != "" && req.CaptureMethod != CaptureManual) {
 			t.Fatalf("accepted an invalid request: %+v", req)
 		}
 	})

@@ -21,6 +21,7 @@ const (
 	ProviderUnreachable = "provider-unreachable"        // 502
 	ProviderRejected    = "provider-rejected"           // 422: the provider refused the request; provider_code
 	Internal            = "internal"                    // 500: safe to retry with the same key
+	PaymentState        = "payment-state"               // 409: the payment's state does not allow the capture or cancel; payment_status
 	WebhookUnverified   = "webhook-unverified"          // 400: signature, timestamp or body refused
 	Unavailable         = "unavailable"                 // 503 with Retry-After: try again later
 	Unauthorized        = "unauthorized"                // 401

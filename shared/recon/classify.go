@@ -27,9 +27,11 @@ type Snapshot struct {
 	// reconciler reads the provider's events): a change, not only a creation, places a
 	// difference in the window.
 	Changed map[string]time.Time
-	// Open holds our payments whose bound for a non-final status (payments.StuckAfter) ends in
+	// Open holds our payments whose bound for a non-final status (Bounds.StuckAfter) ends in
 	// the window: created that long before it. Those still in that status are stuck.
 	Open []payments.Payment
+	// Bounds are the bounds Open was gathered with (zero: the defaults).
+	Bounds payments.Bounds
 }
 
 // Classify compares a snapshot and returns its differences in a stable order. It is pure: the
@@ -96,7 +98,7 @@ func (c *classifier) run() {
 // stuck reports a payment still in a non-final status past its bound. Its evidence time is the
 // moment the bound ran out, so the one window that holds that moment reports it.
 func (c *classifier) stuck(p *payments.Payment) {
-	bound := payments.StuckAfter(p.Status)
+	bound := c.s.Bounds.StuckAfter(p.Status)
 	if bound == 0 {
 		return
 	}
@@ -107,6 +109,18 @@ func (c *classifier) stuck(p *payments.Payment) {
 	since := p.CreatedAt.UTC().Format("2 Jan 2006 15:04 MST")
 	var expl, action string
 	switch p.Status {
+	case payments.StatusRequiresAction:
+		expl = fmt.Sprintf("Payment %s (%s) has waited for its customer to authenticate since %s, more than %s: the customer did not complete it.",
+			p.ID, money(p.Amount, p.Currency), since, duration(bound))
+		action = "Nothing: twice cancels it at the provider (cancellation reason abandoned). If it is still waiting, cancel it with POST /payments/" + p.ID + "/cancel and ask the customer to pay again."
+	case payments.StatusRequiresCapture:
+		lapse := "about 7 days after the authorization"
+		if !p.CaptureBefore.IsZero() {
+			lapse = p.CaptureBefore.UTC().Format("2 Jan 2006 15:04 MST")
+		}
+		expl = fmt.Sprintf("Payment %s (%s) was authorized on %s and is still held, uncaptured, after %s: the hold lapses at %s and then nothing can be captured.",
+			p.ID, money(p.Amount, p.Currency), since, duration(bound), lapse)
+		action = "Capture it before the hold lapses (POST /payments/" + p.ID + "/capture) if the order is fulfilled, or cancel it (POST /payments/" + p.ID + "/cancel) to release the customer's funds."
 	case payments.StatusPending:
 		expl = fmt.Sprintf("Payment %s (%s) has been pending since %s: its outcome is still unknown more than %s after it was made, past the time the provider remembers its idempotency key, so repeating the call no longer proves it safe.",
 			p.ID, money(p.Amount, p.Currency), since, duration(bound))

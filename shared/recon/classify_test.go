@@ -3,6 +3,7 @@ package recon
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -256,6 +257,10 @@ func TestStuckStates(t *testing.T) {
 		"pending within its bound":             {loc("pay_1", "", "pending", 100, t0.Add(-23*time.Hour)), nil},
 		"due before the window: reported then": {loc("pay_1", "", "pending", 100, t0.Add(-50*time.Hour)), nil},
 		"final is never stuck":                 {loc("pay_1", "pi_1", "succeeded", 100, t0.Add(-26*time.Hour)), nil},
+		"waiting for the customer past 23 h":   {loc("pay_1", "pi_1", "requires_action", 100, t0.Add(-23*time.Hour-10*time.Minute)), []Class{Stuck}},
+		"waiting for the customer 22 h":        {loc("pay_1", "pi_1", "requires_action", 100, t0.Add(-22*time.Hour)), nil},
+		"authorized past 6 days":               {loc("pay_1", "pi_1", "requires_capture", 100, t0.Add(-6*24*time.Hour-10*time.Minute)), []Class{Stuck}},
+		"authorized 5 days":                    {loc("pay_1", "pi_1", "requires_capture", 100, t0.Add(-5*24*time.Hour)), nil},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -271,6 +276,19 @@ func TestStuckStates(t *testing.T) {
 				t.Fatalf("classes %v, want %v", classes, c.want)
 			}
 		})
+	}
+
+	// A configured customer window moves the bound; the authorization's words name its lapse.
+	short := payments.Bounds{CustomerWindow: time.Hour}
+	if got := Classify(Snapshot{Window: window, Now: t0, Bounds: short,
+		Open: []payments.Payment{loc("pay_1", "pi_1", "requires_action", 100, t0.Add(-time.Hour-10*time.Minute))}}, 5*time.Minute); len(got) != 1 {
+		t.Fatalf("a one-hour customer window: %v", got)
+	}
+	held := loc("pay_1", "pi_1", "requires_capture", 100, t0.Add(-6*24*time.Hour-10*time.Minute))
+	held.CaptureBefore = t0.Add(23 * time.Hour)
+	if got := Classify(Snapshot{Window: window, Now: t0, Open: []payments.Payment{held}}, 5*time.Minute); len(got) != 1 ||
+		!strings.Contains(got[0].Explanation, held.CaptureBefore.Format("2 Jan 2006 15:04 MST")) || !strings.Contains(got[0].SuggestedAction, "/capture") {
+		t.Fatalf("authorization near its lapse: %+v", got)
 	}
 
 	// Hourly runs over 25 h windows ending 5 minutes ago, for three days of payments made every

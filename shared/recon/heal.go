@@ -71,10 +71,36 @@ func healable(d Difference, remotes map[string]provider.Payment) (provider.Payme
 	return provider.Payment{}, false
 }
 
+// expire settles a payment left waiting for its customer past the customer window: the
+// difference's record (healed by this run) and the auto-cancel of the payment commit in one
+// transaction, so the cancel is never lost behind a record that says it was decided. A rerun
+// writes the same record and the same message (ids derive from the payment).
+func (r *Reconciler) expire(ctx context.Context, d Difference) error {
+	now := r.now()
+	doc, err := json.Marshal(record{State: stateHealed, Difference: d, HealedBy: d.RunID})
+	if err != nil {
+		return err
+	}
+	m, err := payments.AutoCancelMessage(*d.Local, payments.ReasonCustomerWindow, now)
+	if err != nil {
+		return err
+	}
+	rec := store.Write{Table: DifferencesTable, Put: &store.Item{PK: d.Key, Doc: doc, ExpiresAt: now.Add(r.retention()).Unix()}}
+	if err := r.Store.Transact(ctx, rec, m); err != nil {
+		return fmt.Errorf("record auto-cancel of %s: %w", d.PaymentID, err)
+	}
+	r.log().InfoContext(ctx, "payment past its customer window; auto-cancel committed", "key", d.Key, "run_id", d.RunID,
+		"payment_id", d.PaymentID, "provider_payment_id", d.ProviderPaymentID)
+	return nil
+}
+
 // heal settles d through the Healer when it can, and records that run R healed it. A
 // settlement the worker does not apply (ours turned out newer, the payment is not ours) falls
 // back to opening the difference.
 func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]provider.Payment) (bool, error) {
+	if d.Class == Stuck && d.Local != nil && d.Local.Status == payments.StatusRequiresAction {
+		return true, r.expire(ctx, d)
+	}
 	if r.Healer == nil {
 		return false, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks/worker"
@@ -76,6 +77,10 @@ type Reconciler struct {
 	// ahead of us) by applying the provider's payment through the webhook worker; only the
 	// others open dead-letter records.
 	Healer Healer
+	// Bounds are how long a payment may stay in each waiting status (zero: the defaults,
+	// payments.DefaultCustomerWindow and DefaultCaptureWindow). A payment still waiting for
+	// its customer past the customer window is canceled (expire), not reported.
+	Bounds payments.Bounds
 }
 
 func (r *Reconciler) now() time.Time {
@@ -159,6 +164,7 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("recon: %s: %w", id, err)
 	}
+	snap.Bounds = r.Bounds
 	diffs := Classify(snap, r.grace())
 	rep := Report{RunID: id, Window: w, StartedAt: started, ComparedLocal: len(snap.Local),
 		ComparedProvider: len(snap.Remote), Found: map[Class]int{}, Healed: map[Class]int{}, Opened: map[Class]int{},

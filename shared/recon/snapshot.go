@@ -43,7 +43,7 @@ func (r *Reconciler) snapshot(ctx context.Context, w Window) (Snapshot, error) {
 	// it, one range a distinct bound.
 	bounds := map[time.Duration]bool{}
 	for _, st := range payments.OpenStatuses {
-		bounds[payments.StuckAfter(st)] = true
+		bounds[r.Bounds.StuckAfter(st)] = true
 	}
 	for bound := range bounds {
 		open, err := localPayments(ctx, r.Store, Window{From: w.From.Add(-bound), To: w.To.Add(-bound)})
@@ -51,7 +51,7 @@ func (r *Reconciler) snapshot(ctx context.Context, w Window) (Snapshot, error) {
 			return Snapshot{}, err
 		}
 		for _, p := range open {
-			if payments.StuckAfter(p.Status) == bound {
+			if r.Bounds.StuckAfter(p.Status) == bound {
 				snap.Open = append(snap.Open, p)
 			}
 		}

@@ -36,7 +36,9 @@
 //   - park (StepPark): the planned wait is a callback task; park stores $$.Task.Token with the
 //     recovery's state (payments.Recovery) so that a Steerer can end the wait early;
 //   - steer (StepSteer): applies a stored steering signal (steer.go): charge soon with the
-//     customer's new payment method within the card caps, or stop.
+//     customer's new payment method within the card caps, stop, or plan again (replan) when a
+//     later provider event reclassified the decline (generic to authentication_required: a
+//     class that never retries ends in the dead letter that asks for the customer).
 //
 // Every charge checks and records the card's network caps in the per-card ledger (package
 // cardledger) in one transaction with its other writes.

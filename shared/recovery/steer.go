@@ -30,6 +30,11 @@ import (
 const (
 	ActionChargeNow = "charge_now" // charge soon (with the new payment method, if one is given), within the card caps
 	ActionStop      = "stop"       // stop: the invoice was paid another way, or an operator stopped it
+	// ActionReplan plans again from the payment's decline as it stands now: a later provider
+	// event reclassified it (generic to authentication_required), so the running plan is
+	// for a decline that is no longer the payment's. A class that may not retry stops the
+	// recovery with its dead letter.
+	ActionReplan = "replan"
 )
 
 // Steering reasons, for the explanations.
@@ -37,6 +42,7 @@ const (
 	ReasonPaymentMethodUpdated = "payment_method_updated"
 	ReasonInvoicePaid          = "invoice_paid"
 	ReasonOperator             = "operator"
+	ReasonReclassified         = "reclassified"
 )
 
 // ErrNameSteered is the park step's error when a signal is already waiting.
@@ -271,6 +277,9 @@ func (s *Steps) steer(ctx context.Context, st State, now time.Time) (State, erro
 	if pending.Action == ActionStop {
 		return s.stop(ctx, st, p, *pending, now)
 	}
+	if pending.Action == ActionReplan {
+		return s.replan(ctx, st, p, *pending, now)
+	}
 	if pending.PaymentMethod != "" {
 		st.PaymentMethod = pending.PaymentMethod
 	}
@@ -339,6 +348,49 @@ func (s *Steps) stop(ctx context.Context, st State, p payments.Payment, sg Steer
 	st.Plan = &plan
 	s.log().InfoContext(ctx, "recovery steered: stopped", "payment_id", st.PaymentID, "reason", sg.Reason, "actor", sg.Actor)
 	return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phaseEnded), sg.consumed())
+}
+
+// replan plans the recovery again from the payment's decline as now classified, consuming
+// the signal: the next attempt's time, or, for a class that never retries (auth: the
+// customer must authenticate), no retry, which the state machine turns into the dead letter
+// that asks for the customer.
+func (s *Steps) replan(ctx context.Context, st State, p payments.Payment, sg Steer, now time.Time) (State, error) {
+	c := classifyDecline(p.Decline)
+	card, err := s.card(ctx, p)
+	if err != nil {
+		return st, err
+	}
+	st, err = s.planNext(ctx, st, c, now, card)
+	if err != nil {
+		return st, err
+	}
+	st.Plan.Explanation = "The provider reclassified the decline as " + string(c.Class) + ". " + st.Plan.Explanation
+	s.log().InfoContext(ctx, "recovery re-planned: the decline was reclassified", "payment_id", st.PaymentID,
+		"class", c.Class, "retry", st.Plan.Retry)
+	return st, s.commit(ctx, p, nil, s.recoveryRecord(st, p, now, phasePlanned), sg.consumed())
+}
+
+// ReplanMessages are the writes that make a running recovery of paymentID plan again (a
+// signal and its wake, as SteerMessages commits them), for the webhook worker's transaction
+// of an event that reclassified the payment's decline; none when no recovery is running.
+func ReplanMessages(ctx context.Context, st store.Store, paymentID string, now time.Time) ([]store.Write, error) {
+	rec, err := payments.GetRecovery(ctx, st, paymentID)
+	if errors.Is(err, payments.ErrNotFound) || (err == nil && !rec.Running()) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sg := Steer{PaymentID: paymentID, Action: ActionReplan, Reason: ReasonReclassified, At: now.UTC()}
+	signal, err := sg.Write()
+	if err != nil {
+		return nil, err
+	}
+	wake, err := outbox.New(KindWake, WakeID(sg), Wake{PaymentID: sg.PaymentID, At: sg.At}, now)
+	if err != nil {
+		return nil, err
+	}
+	return []store.Write{signal, wake}, nil
 }
 
 // Reasons of steered plans.

@@ -423,6 +423,10 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		if pending.Action == ActionStop {
 			return s.stop(ctx, st, p, *pending, now)
 		}
+		if pending.Action == ActionReplan {
+			// The plan was for a decline the payment no longer has: plan again, no charge.
+			return s.replan(ctx, st, p, *pending, now)
+		}
 		if pending.PaymentMethod != "" {
 			st.PaymentMethod = pending.PaymentMethod
 		}

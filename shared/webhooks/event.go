@@ -125,6 +125,21 @@ type PaymentIntent struct {
 	Customer         string            `json:"customer"`
 	Metadata         map[string]string `json:"metadata"`
 	LastPaymentError *PaymentError     `json:"last_payment_error"`
+	// AmountCapturable is what a capture may take (payment_intent.amount_capturable_updated).
+	AmountCapturable int64 `json:"amount_capturable"`
+	// NextAction is what the customer must do (payment_intent.requires_action).
+	NextAction *NextAction `json:"next_action"`
+	// CancellationReason says why a canceled PaymentIntent was canceled.
+	CancellationReason string `json:"cancellation_reason"`
+}
+
+// NextAction is a PaymentIntent's next_action: its type, and the URL of a redirect_to_url.
+// Nothing else of it is read (use_stripe_sdk's contents are for Stripe.js).
+type NextAction struct {
+	Type          string `json:"type"`
+	RedirectToURL *struct {
+		URL string `json:"url"`
+	} `json:"redirect_to_url"`
 }
 
 // PaymentError is the decline detail of a failed PaymentIntent, in the order the decline tables

@@ -9,6 +9,8 @@ import "github.com/runtwice/twice/shared/webhooks"
 // and a test there fails when the two differ. TestStripeEventTypesAreApplied holds this list to
 // the code.
 var StripeEventTypes = []string{
+	"payment_intent.requires_action",
+	"payment_intent.amount_capturable_updated",
 	"payment_intent.processing",
 	"payment_intent.succeeded",
 	"payment_intent.payment_failed",

@@ -103,7 +103,7 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 	if ev.Refund != nil {
 		return w.applyRefund(ctx, ev, dedupe, now)
 	}
-	pay, err := w.paymentFor(ctx, ev, now)
+	pay, reclassified, err := w.paymentFor(ctx, ev, now)
 	if err != nil {
 		return "", err
 	}
@@ -132,6 +132,15 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 			return "", err
 		}
 		ws = append(ws, fo...)
+		if reclassified {
+			// The running recovery plans for the old class: it plans again (or stops, for a
+			// class that never retries), steered like a customer's event.
+			rws, err := recovery.ReplanMessages(ctx, w.Store, pay.ID, now)
+			if err != nil {
+				return "", err
+			}
+			ws = append(ws, rws...)
+		}
 	}
 	if ev.Steer != nil {
 		// A customer-side event steers running recoveries: each signal and the message that
@@ -174,25 +183,28 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 	}
 }
 
-// paymentFor builds the payment's state after ev, or nil when ev changes no payment of ours.
-func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Time) (*payments.Payment, error) {
+// paymentFor builds the payment's state after ev, or nil when ev changes no payment of ours;
+// reclassified says a declined payment's decline changed class.
+func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Time) (*payments.Payment, bool, error) {
 	if amends(ev) {
-		return w.amend(ctx, ev, now)
+		p, err := w.amend(ctx, ev, now)
+		return p, false, err
 	}
 	status, ok := statusOf(ev)
 	if !ok || ev.PaymentIntent == nil {
-		return nil, nil
+		return nil, false, nil
 	}
+
 	pi := ev.PaymentIntent
 	id := pi.Metadata[payments.MetaPaymentID]
 	if id == "" {
 		var err error
 		id, err = payments.ByProviderID(ctx, w.Store, pi.ID)
 		if errors.Is(err, payments.ErrNotFound) {
-			return nil, nil // not created through twice: reconciliation reports it
+			return nil, false, nil // not created through twice: reconciliation reports it
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	p, err := payments.Get(ctx, w.Store, id)
@@ -203,16 +215,16 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		p = payments.Payment{ID: id, Scope: pi.Metadata[payments.MetaScope], Amount: pi.Amount, Currency: pi.Currency,
 			Customer: pi.Customer, Invoice: pi.Metadata[payments.MetaInvoice], CreatedAt: ev.Created.UTC()}
 	case errors.Is(err, payments.ErrNotFound):
-		return nil, fmt.Errorf("%w: %s", ErrPaymentNotYet, id)
+		return nil, false, fmt.Errorf("%w: %s", ErrPaymentNotYet, id)
 	case err != nil:
-		return nil, err
+		return nil, false, err
 	}
 	if p.ProviderPaymentID != "" && p.ProviderPaymentID != pi.ID {
 		// Another provider payment names ours (a second charge for one payment): it must not
 		// take our record over. Reconciliation reports the duplicate for a person.
 		w.log().WarnContext(ctx, "event about another provider payment than ours; recorded only", "event_id", ev.ID,
 			"payment_id", p.ID, "provider_payment_id", p.ProviderPaymentID, "event_provider_payment_id", pi.ID)
-		return nil, nil
+		return nil, false, nil
 	}
 	p.ProviderPaymentID = pi.ID
 	var d *provider.Decline
@@ -225,8 +237,36 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		d = &provider.Decline{Code: code, ErrorCode: e.Code, AdviceCode: e.AdviceCode,
 			NetworkAdviceCode: e.NetworkAdviceCode, NetworkDeclineCode: e.NetworkDeclineCode, Network: e.Brand()}
 	}
+	before := p.DeclineClass
+	wasDeclined := p.Status == payments.StatusDeclined
 	p.Transition(status, d, w.Classify, payments.EventVersion(ev.ObjectVersion), now)
-	return &p, nil
+	reclassified := wasDeclined && status == payments.StatusDeclined && before != "" && p.DeclineClass != before
+	switch status {
+	case payments.StatusRequiresAction:
+		if na := pi.NextAction; na != nil && na.Type != "" {
+			p.NextAction = &payments.NextAction{Type: capRef(na.Type)}
+			if na.RedirectToURL != nil && len(na.RedirectToURL.URL) <= 2048 {
+				p.NextAction.RedirectURL = na.RedirectToURL.URL
+			}
+		}
+	case payments.StatusRequiresCapture:
+		// The event says what may be captured; when the hold lapses only the provider's
+		// charge says (the create's answer and a reconciliation read it).
+		p.AmountCapturable = pi.AmountCapturable
+	case payments.StatusCanceled:
+		if pi.CancellationReason != "" {
+			p.CancellationReason = capRef(pi.CancellationReason)
+		}
+	}
+	return &p, reclassified, nil
+}
+
+// capRef caps a provider's word before it is stored.
+func capRef(s string) string {
+	if len(s) > 64 {
+		return s[:64]
+	}
+	return s
 }
 
 // statusOf maps an event to the payment status it reports (payments.StatusOfEvent); a
