@@ -41,7 +41,7 @@ func getPayment(t *testing.T, s *Stack, id string) payments.View {
 // TestRefundsDisputesAndCancelAreApplied: two partial refunds keep the payment succeeded with
 // the amount refunded adding up, the last one makes it refunded; a dispute needing a response
 // puts its state on the payment and opens one dead-letter record, its updates move the state
-// and open nothing more; a cancel at the provider cancels ours. The timeline shows each event.
+// and open nothing more; a dispute naming only its charge finds its payment; a cancel at the provider cancels ours. The timeline shows each event.
 func TestRefundsDisputesAndCancelAreApplied(t *testing.T) {
 	s := newStack(t, Config{ReconcileEvery: -1})
 	v := succeeded(t, s, "cover-refunds")
@@ -87,6 +87,18 @@ func TestRefundsDisputesAndCancelAreApplied(t *testing.T) {
 	if n := len(opsList(t, s, "class=dispute_evidence_due")); n != 1 {
 		t.Fatalf("%d dispute dead letters, want 1", n)
 	}
+
+	// A dispute that names only its charge (payment_intent null, as in Stripe's own fixture)
+	// finds the payment through the charge's alias, written when the create learned the charge.
+	co := succeeded(t, s, "cover-dispute-charge-only")
+	if a := call(t, "POST", s.SimURL()+"/_sim/payment_intents/"+deref(co.ProviderPaymentID)+"/dispute", "",
+		`{"status":"needs_response","reason":"fraudulent","charge_only":true}`); a.status != 200 {
+		t.Fatalf("charge-only dispute: %d %s", a.status, a.body)
+	}
+	eventually(t, 20*time.Second, "the charge-only dispute is on the payment", func() bool {
+		p := getPayment(t, s, co.ID)
+		return p.Dispute != nil && p.Dispute.Status == "needs_response"
+	})
 
 	if a := call(t, "POST", s.SimURL()+"/_sim/cards", "", `{"payment_method":"pm_cover_slow","processing":true}`); a.status != 200 {
 		t.Fatalf("card: %d %s", a.status, a.body)

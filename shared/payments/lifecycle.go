@@ -299,6 +299,9 @@ func (p *Payment) Observe(pp provider.Payment, classify func(provider.Decline) s
 	if pp.ID != "" {
 		p.ProviderPaymentID = pp.ID
 	}
+	if pp.LatestCharge != "" {
+		p.LatestCharge = pp.LatestCharge
+	}
 	p.SetCard(pp.Card)
 	st := statusOf(pp.Status)
 	p.Transition(st, pp.Decline, classify, VersionAt(at, st), at)

@@ -31,8 +31,11 @@ type Payment struct {
 	Description       string            `json:"description,omitempty"`
 	Metadata          map[string]string `json:"metadata,omitempty"`
 	ProviderPaymentID string            `json:"provider_payment_id,omitempty"`
-	Decline           *provider.Decline `json:"decline,omitempty"`
-	DeclineClass      string            `json:"decline_class,omitempty"`
+	// LatestCharge is the provider's id of the payment's latest charge (Stripe: ch_...): a
+	// dispute names the charge, and sometimes only the charge.
+	LatestCharge string            `json:"latest_charge,omitempty"`
+	Decline      *provider.Decline `json:"decline,omitempty"`
+	DeclineClass string            `json:"decline_class,omitempty"`
 	// Card is the card of the latest attempt the provider named one for (a decline does).
 	Card      *CardRef  `json:"card,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -168,7 +171,20 @@ func AliasWrite(providerID, paymentID string) store.Write {
 	return store.Write{Table: Table, Put: &store.Item{PK: aliasPrefix + providerID, Doc: doc}}
 }
 
-// ByProviderID finds our payment id for a provider payment id.
+// AliasWrites are the writes that let a provider's names find p: its provider payment id and
+// the id of its latest charge, when known.
+func AliasWrites(p Payment) []store.Write {
+	var ws []store.Write
+	if p.ProviderPaymentID != "" {
+		ws = append(ws, AliasWrite(p.ProviderPaymentID, p.ID))
+	}
+	if p.LatestCharge != "" {
+		ws = append(ws, AliasWrite(p.LatestCharge, p.ID))
+	}
+	return ws
+}
+
+// ByProviderID finds our payment id for a provider payment id (or a charge id: AliasWrites).
 func ByProviderID(ctx context.Context, s store.Store, providerID string) (string, error) {
 	it, err := s.Get(ctx, Table, aliasPrefix+providerID, "")
 	if errors.Is(err, store.ErrNotFound) {

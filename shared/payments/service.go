@@ -302,9 +302,7 @@ func (s *Service) final(p Payment, kind AnswerKind, secret provider.ClientSecret
 		return idempotency.Result{}, err
 	}
 	res.Effects = append(res.Effects, cw)
-	if p.ProviderPaymentID != "" {
-		res.Effects = append(res.Effects, AliasWrite(p.ProviderPaymentID, p.ID))
-	}
+	res.Effects = append(res.Effects, AliasWrites(p)...)
 	if p.Status == StatusDeclined {
 		rw, err := RecoveryMessage(p.ID, s.now())
 		if err != nil {

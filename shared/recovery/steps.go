@@ -514,6 +514,9 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 	shared := s.now()
 	entry := &cardledger.Entry{Key: key, At: now, Reattempt: true, PaymentID: p.ID, Recovery: st.KeySubject()}
 	p.SetCard(pp.Card)
+	if pp.LatestCharge != "" {
+		p.LatestCharge = pp.LatestCharge // the charge a dispute of this attempt will name
+	}
 	switch pp.Status {
 	case provider.StatusSucceeded:
 		p.Transition(payments.StatusSucceeded, nil, nil, payments.VersionAt(shared, payments.StatusSucceeded), now)
@@ -617,7 +620,8 @@ func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time, e
 	if err != nil {
 		return invalid("encode change of %s: %w", p.ID, err)
 	}
-	return s.commit(ctx, p, entry, rec, append([]store.Write{w, cw}, more...)...)
+	ws := append([]store.Write{w, cw}, payments.AliasWrites(p)...)
+	return s.commit(ctx, p, entry, rec, append(ws, more...)...)
 }
 
 // The phases of a recovery's stored state within one attempt, in the order they are written.

@@ -131,6 +131,9 @@ type PaymentIntent struct {
 	NextAction *NextAction `json:"next_action"`
 	// CancellationReason says why a canceled PaymentIntent was canceled.
 	CancellationReason string `json:"cancellation_reason"`
+	// LatestCharge is the id of the PaymentIntent's latest charge (its latest_charge, an id or
+	// an expanded object), or the charge a charge event is about.
+	LatestCharge string `json:"-"`
 }
 
 // NextAction is a PaymentIntent's next_action: its type, and the URL of a redirect_to_url.
@@ -272,7 +275,8 @@ type stripeObject struct {
 // stripePI mirrors a PaymentIntent where customer may be an id or an expanded object.
 type stripePI struct {
 	PaymentIntent
-	Customer expandable `json:"customer"`
+	Customer     expandable `json:"customer"`
+	LatestCharge expandable `json:"latest_charge"`
 }
 
 type stripeCharge struct {
@@ -347,6 +351,7 @@ func DecodeStripe(body []byte) (Event, error) {
 			return Event{}, fmt.Errorf("%w: payment_intent: %v", ErrBadPayload, err)
 		}
 		pi.PaymentIntent.Customer = string(pi.Customer)
+		pi.PaymentIntent.LatestCharge = capRef(pi.LatestCharge)
 		ev.PaymentIntent = &pi.PaymentIntent
 	case "charge":
 		var ch stripeCharge
@@ -358,7 +363,7 @@ func DecodeStripe(body []byte) (Event, error) {
 		if ch.Charge.PaymentIntentID != "" {
 			ev.PaymentIntent = &PaymentIntent{
 				ID: ch.Charge.PaymentIntentID, Amount: ch.Amount, Currency: ch.Currency,
-				Customer: string(ch.Customer), Metadata: ch.Metadata,
+				Customer: string(ch.Customer), Metadata: ch.Metadata, LatestCharge: capRef(expandable(ch.Charge.ID)),
 			}
 			if env.Type == "charge.refunded" {
 				ev.ObjectType, ev.ObjectID = "payment_intent", ch.Charge.PaymentIntentID

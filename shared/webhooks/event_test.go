@@ -45,7 +45,7 @@ func TestDecodeStripe(t *testing.T) {
 			Created: time.Unix(1767225660, 0).UTC(),
 			Charge:  &Charge{ID: "ch_777", PaymentIntentID: "pi_123", Amount: 2000, AmountRefunded: 2000, Refunded: true},
 			PaymentIntent: &PaymentIntent{ID: "pi_123", Amount: 2000, Currency: "usd", Customer: "cus_9",
-				Metadata: map[string]string{"order": "o-1"}},
+				Metadata: map[string]string{"order": "o-1"}, LatestCharge: "ch_777"},
 		}},
 		"other type, generic": {file: "customer_created.json", want: Event{
 			Provider: ProviderStripe, ID: "evt_Cus", Type: "customer.created",

@@ -94,9 +94,9 @@
 //	                              failed leaves requires_payment_method with last_payment_error
 //	                              payment_intent_authentication_failure and sends
 //	                              payment_intent.payment_failed)
-//	POST   /_sim/payment_intents/{id}/dispute {"status","reason","amount","evidence_due_in_s"}
-//	                              (charge.dispute.created, then .updated; won, lost or
-//	                              warning_closed: .closed)
+//	POST   /_sim/payment_intents/{id}/dispute {"status","reason","amount","evidence_due_in_s",
+//	                              "charge_only"} (charge.dispute.created, then .updated; won, lost
+//	                              or warning_closed: .closed; charge_only: payment_intent null)
 //
 // Besides the PaymentIntent routes, the simulator answers Stripe's POST
 // /v1/payment_intents/{id}/cancel (payment_intent.canceled), POST /v1/refunds (whole or

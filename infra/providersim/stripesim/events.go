@@ -43,9 +43,11 @@ type dispute struct {
 	EvidenceDetails evidenceDetails   `json:"evidence_details"`
 	Livemode        bool              `json:"livemode"`
 	Metadata        map[string]string `json:"metadata"`
-	PaymentIntent   string            `json:"payment_intent"`
-	Reason          string            `json:"reason"`
-	Status          string            `json:"status"`
+	// PaymentIntent is null on a dispute that names only its charge, as Stripe's own dispute
+	// fixture does (DisputeRequest.ChargeOnly).
+	PaymentIntent *string `json:"payment_intent"`
+	Reason        string  `json:"reason"`
+	Status        string  `json:"status"`
 }
 
 type evidenceDetails struct {
@@ -232,6 +234,9 @@ type DisputeRequest struct {
 	Reason         string `json:"reason"`
 	Amount         int64  `json:"amount"`
 	EvidenceDueInS int64  `json:"evidence_due_in_s"`
+	// ChargeOnly opens the dispute with payment_intent null: only its charge names the
+	// payment, as in Stripe's own fixture. It applies when the dispute is created.
+	ChargeOnly bool `json:"charge_only"`
 }
 
 func (s *Simulator) handleDispute(w http.ResponseWriter, r *http.Request) {
@@ -274,7 +279,10 @@ func (s *Simulator) handleDispute(w http.ResponseWriter, r *http.Request) {
 		if !found {
 			typ = EventDisputeCreated
 			d = dispute{ID: "dp_" + ch.ID[len("ch_"):], Object: "dispute", Amount: ch.Amount, Charge: ch.ID, Created: now.Unix(),
-				Currency: ch.Currency, Metadata: map[string]string{}, PaymentIntent: pi.ID, Reason: "general"}
+				Currency: ch.Currency, Metadata: map[string]string{}, Reason: "general"}
+			if !q.ChargeOnly {
+				d.PaymentIntent = &pi.ID
+			}
 		} else if disputeClosed(d.Status) {
 			bad = badControl("the dispute %s is closed (%s)", d.ID, d.Status)
 			return nil

@@ -36,6 +36,11 @@ func amends(ev webhooks.Event) bool {
 // no payment of ours. A refund or dispute of a payment not created through twice is recorded
 // only: reconciliation reports the payment itself.
 func (w *Worker) amend(ctx context.Context, ev webhooks.Event, now time.Time) (*payments.Payment, error) {
+	if (ev.PaymentIntent == nil || ev.PaymentIntent.ID == "") && ev.Dispute != nil && ev.Dispute.ChargeID != "" {
+		// A dispute may name only the charge (its payment_intent null, as in Stripe's own
+		// fixture): the charge's alias, written when we learned the charge, finds our payment.
+		return w.amendByCharge(ctx, ev, now)
+	}
 	if ev.PaymentIntent == nil || ev.PaymentIntent.ID == "" {
 		return nil, nil
 	}
@@ -63,6 +68,9 @@ func (w *Worker) amend(ctx context.Context, ev webhooks.Event, now time.Time) (*
 		return nil, nil // a refund or dispute of another provider payment than ours (see paymentFor)
 	}
 	p.ProviderPaymentID = pi.ID
+	if pi.LatestCharge != "" {
+		p.LatestCharge = pi.LatestCharge
+	}
 	version := payments.EventVersion(ev.ObjectVersion)
 	switch {
 	case ev.Charge != nil:
@@ -82,6 +90,27 @@ func (w *Worker) amend(ctx context.Context, ev webhooks.Event, now time.Time) (*
 		p.SetDispute(d, version, now)
 	}
 	return &p, nil
+}
+
+// amendByCharge is amend for a dispute that names only its charge.
+func (w *Worker) amendByCharge(ctx context.Context, ev webhooks.Event, now time.Time) (*payments.Payment, error) {
+	id, err := payments.ByProviderID(ctx, w.Store, ev.Dispute.ChargeID)
+	if errors.Is(err, payments.ErrNotFound) {
+		return nil, nil // a charge we never made or never heard of: reconciliation reports its payment
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, err := payments.Get(ctx, w.Store, id)
+	if err != nil {
+		return nil, err
+	}
+	if p.ProviderPaymentID == "" {
+		return nil, nil // an alias names a payment that never reached the provider: nothing to dispute
+	}
+	ev.PaymentIntent = &webhooks.PaymentIntent{ID: p.ProviderPaymentID, Amount: ev.Dispute.Amount, Currency: ev.Dispute.Currency,
+		Metadata: map[string]string{payments.MetaPaymentID: p.ID}}
+	return w.amend(ctx, ev, now)
 }
 
 // amendFollowOns is the follow-on work an amendment requires, for the same transaction: a

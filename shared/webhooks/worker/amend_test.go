@@ -119,3 +119,39 @@ func inEveryOrder(t *testing.T, history []webhooks.Delivery, salt uint64, each f
 
 // disputeRank mirrors the lifecycle order the test checks against.
 var disputeRank = map[string]int{"needs_response": 1, "under_review": 2, "won": 3}
+
+// TestDisputeFoundThroughItsCharge: a dispute whose payment_intent is null (Stripe's own dispute
+// fixture has it so) names only its charge. The charge's alias, written when an event told the
+// worker the payment's latest_charge, finds the payment; a dispute of a charge nobody aliased
+// is recorded only.
+func TestDisputeFoundThroughItsCharge(t *testing.T) {
+	w, s := newWorker(t)
+	seed(t, s, "pay_3")
+	ctx := context.Background()
+	succeeded := stripeEvent("evt_s", "payment_intent.succeeded", t0, "pi_3", "pay_3", nil)
+	var env map[string]any
+	if err := json.Unmarshal(succeeded.Body, &env); err != nil {
+		t.Fatal(err)
+	}
+	env["data"].(map[string]any)["object"].(map[string]any)["latest_charge"] = "ch_9"
+	succeeded.Body, _ = json.Marshal(env)
+	if _, err := w.Apply(ctx, succeeded); err != nil {
+		t.Fatal(err)
+	}
+	chargeOnly := func(id, charge string) webhooks.Delivery {
+		obj := map[string]any{"id": "dp_" + charge, "object": "dispute", "charge": charge, "payment_intent": nil, "amount": 2000,
+			"currency": "usd", "status": "needs_response", "reason": "fraudulent", "evidence_details": map[string]any{"due_by": t0.Add(7 * 24 * time.Hour).Unix()}}
+		body, _ := json.Marshal(map[string]any{"id": id, "object": "event", "type": "charge.dispute.created", "created": t0.Add(time.Hour).Unix(),
+			"data": map[string]any{"object": obj}})
+		return webhooks.Delivery{Provider: webhooks.ProviderStripe, EventID: id, Body: body, ReceivedAt: t0.Add(time.Hour)}
+	}
+	if out, err := w.Apply(ctx, chargeOnly("evt_d", "ch_9")); err != nil || out != Applied {
+		t.Fatalf("a dispute of our charge: %s %v", out, err)
+	}
+	if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "needs_response" || p.LatestCharge != "ch_9" {
+		t.Fatalf("payment after the dispute: %+v", p)
+	}
+	if out, err := w.Apply(ctx, chargeOnly("evt_x", "ch_unknown")); err != nil || out == Applied {
+		t.Fatalf("a dispute of a charge nobody aliased: %s %v", out, err)
+	}
+}

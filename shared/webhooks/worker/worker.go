@@ -117,7 +117,8 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 		if err != nil {
 			return "", err
 		}
-		ws = append(ws, pw, payments.AliasWrite(pay.ProviderPaymentID, pay.ID), cw)
+		ws = append(ws, pw, cw)
+		ws = append(ws, payments.AliasWrites(*pay)...)
 		if pay.Status == payments.StatusDeclined {
 			// Recovery starts from the outbox, committed with the dedupe records and the state:
 			// a failed start is retried by the relay, never lost behind a deduped redelivery.
@@ -227,6 +228,9 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		return nil, false, nil
 	}
 	p.ProviderPaymentID = pi.ID
+	if pi.LatestCharge != "" {
+		p.LatestCharge = pi.LatestCharge
+	}
 	var d *provider.Decline
 	if status == payments.StatusDeclined && pi.LastPaymentError != nil {
 		e := pi.LastPaymentError
