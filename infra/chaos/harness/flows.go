@@ -496,6 +496,9 @@ func CheckFlows(obs []FlowObservation, intents []Intent, refunds []ProviderRefun
 				ff.RefundsPending++
 			}
 			at := atProvider[rf.ID]
+			if len(at) == 0 && rf.Status == payments.RefundFailed {
+				continue // pending past the key horizon and never at the provider: settled as failed
+			}
 			if len(at) == 0 {
 				ff.RefundMismatches++
 				f.example("refund mismatch: refund %s of payment %s is %s locally and unknown at the provider", rf.ID, o.ID, rf.Status)
