@@ -3,7 +3,9 @@
 // records that no payment was charged twice or lost, that every replay answered the same, and
 // that after the backfill walked the provider's event log local state equals the provider's,
 // the unheard payments (settled at the provider with every webhook about them dropped)
-// included. It builds infra/local and runs it on free loopback ports over a fresh data
+// included, and that manual captures, cancels and refunds (some failing later at the
+// provider) never refund more than was captured, make one provider refund per key and end as
+// the provider has them, every authorization captured, canceled or surfaced. It builds infra/local and runs it on free loopback ports over a fresh data
 // directory; the run is bounded by -duration.
 //
 //	go run ./infra/chaos [-payments 1000] [-kills 3] [-seed 1] [-short] [-json chaos.json]

@@ -231,3 +231,36 @@ func TestAFailedRefundRestoresTheAmountAndOpensADeadLetter(t *testing.T) {
 		return err == nil && len(page.Records) == 2
 	})
 }
+
+// TestAnUnknownRefundResolvesWithoutAClientRetry: the provider makes the refund but its answer
+// never comes back, and every event about it is lost, so the API answers 202 with the amount
+// reserved. The caller never retries: the resolve job committed with the pending key repeats
+// the refund under the same provider key, records it, and completes the key, so a later
+// replay returns the outcome. The provider holds one refund.
+func TestAnUnknownRefundResolvesWithoutAClientRetry(t *testing.T) {
+	s := newStack(t, Config{ProviderTimeout: 300 * time.Millisecond, ResolveDelay: 50 * time.Millisecond})
+	id, pi := paidPayment(t, s, "pay-refund-unknown", "pm_card_visa", 2000)
+	if a := call(t, "POST", s.SimURL()+"/_sim/webhooks/drop", "", `{"count":2}`); a.status >= 300 {
+		t.Fatalf("drop: %d %s", a.status, a.body)
+	}
+	if a := call(t, "POST", s.SimURL()+"/_sim/faults", "", `{"path_prefix":"/v1/refunds","fault":"timeout_after_effect","count":1}`); a.status != http.StatusCreated {
+		t.Fatalf("arm: %d %s", a.status, a.body)
+	}
+	first := refund(t, s, id, "refund-unknown", `{"amount":700}`)
+	var rv payments.RefundView
+	if err := json.Unmarshal([]byte(first.body), &rv); err != nil || first.status != http.StatusAccepted || rv.Status != "pending" || rv.Amount != 700 {
+		t.Fatalf("first answer: %d %s", first.status, first.body)
+	}
+	eventually(t, 20*time.Second, "the pending refund resolves in the background", func() bool {
+		v := getPayment(t, s, id)
+		return v.AmountRefunded == 700 && len(v.Refunds) == 1 && v.Refunds[0].Status == "succeeded"
+	})
+	later := refund(t, s, id, "refund-unknown", `{"amount":700}`)
+	if err := json.Unmarshal([]byte(later.body), &rv); err != nil || later.status != http.StatusCreated || later.header.Get("Idempotent-Replayed") != "true" ||
+		rv.ID != payments.RefundID("local", "refund-unknown") || rv.Status != "succeeded" || rv.ProviderRefundID == nil {
+		t.Fatalf("replay after the resolution: %d %q %s", later.status, later.header.Get("Idempotent-Replayed"), later.body)
+	}
+	if rs := simRefunds(t, s, pi); len(rs) != 1 || rs[0]["amount"] != float64(700) {
+		t.Fatalf("the provider holds %d refunds: %v", len(rs), rs)
+	}
+}

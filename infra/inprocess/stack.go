@@ -118,6 +118,10 @@ type Config struct {
 	// before reconciliation cancels it at the provider (default
 	// payments.DefaultCustomerWindow, as the reconciler function's TWICE_CUSTOMER_WINDOW).
 	CustomerWindow time.Duration
+	// CaptureWindow is how long an authorization may stay uncaptured before reconciliation
+	// reports it for an operator to capture or cancel (default payments.DefaultCaptureWindow);
+	// the chaos run shortens it so an authorization it leaves alone is surfaced within the run.
+	CaptureWindow time.Duration
 	// BackfillMaxEvents bounds one backfill pass (default backfill.MaxEvents); a longer
 	// backlog continues from the cursor next pass.
 	BackfillMaxEvents int
@@ -329,7 +333,7 @@ func (s *Stack) build() error {
 	readPolicy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)), Log: s.log})
 	s.recon = &recon.Reconciler{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
 		Sink: recon.DeadLetterRecords{Table: records}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
-		Events: client, Healer: s.worker, Bounds: payments.Bounds{CustomerWindow: s.cfg.CustomerWindow}}
+		Events: client, Healer: s.worker, Bounds: payments.Bounds{CustomerWindow: s.cfg.CustomerWindow, CaptureWindow: s.cfg.CaptureWindow}}
 	// An operator's retry goes back to the queue a message died on, starts a new recovery
 	// round, or runs reconciliation again and closes the record's loop with the result. As in
 	// AWS, the retry is an outbox message committed with the record (Relay), which the relay

@@ -55,6 +55,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", 3*time.Second, "timeout of one provider call")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", 29*time.Second, "deadline of one API request (API Gateway's is 29 s)")
 	fs.DurationVar(&cfg.ResolveDelay, "resolve-delay", 2*time.Second, "wait before resolving an unknown outcome in the background")
+	fs.DurationVar(&cfg.CaptureWindow, "capture-window", 0, "report an authorization still uncaptured after this long (default 6 days; testing)")
 	fs.IntVar(&cfg.BackfillMaxEvents, "backfill-max-events", 0, "events one backfill pass handles at most (default 50000); a longer backlog continues next pass")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", 10*time.Second, "deadline for reading a whole request, headers and body")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 0, "deadline from a request's headers to the end of its answer (default request-timeout + 10s)")

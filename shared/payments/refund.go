@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/runtwice/twice/shared/idempotency"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
@@ -204,21 +205,19 @@ func (s *Service) refund(ctx context.Context, scope, key, paymentID string, req 
 		// The provider already answered an earlier run (its refund events may have too).
 		return s.refundAnswer(entry, paymentID, http.StatusCreated)
 	}
-	meta := map[string]string{MetaPaymentID: paymentID, MetaRefundID: id}
-	reason, known := providerReasons[entry.Reason]
-	if !known && entry.Reason != "" {
-		meta[MetaRefundReason] = entry.Reason
-	}
-	pr, err := ops.Refund(ctx, provider.RefundRequest{Payment: p.ProviderPaymentID, Amount: entry.Amount, Reason: reason,
-		Metadata: meta, IdempotencyKey: entry.ProviderKey})
-	var unknown *provider.UnknownOutcomeError
-	var throttled *provider.ThrottledError
-	var permanent *provider.PermanentError
 	// An earlier run under this key may have reached the provider (a resumed pending key, or a
 	// lock taken over from a holder that died): its reservation stays until the provider says.
 	mayHaveRefunded := l.Request != nil || l.FirstTried.Before(l.AcquiredAt)
-	switch {
-	case err == nil:
+	tries := 0
+	if mayHaveRefunded {
+		tries = l.Tries
+	}
+	pending := func(err error) (idempotency.Result, error) {
+		s.log().WarnContext(ctx, "refund outcome unknown; the amount stays reserved and the key pending", "payment_id", paymentID,
+			"refund_id", id, "error", err)
+		return s.refundPending(entry, scope, key, paymentID, req, tries)
+	}
+	created := func(pr provider.Refund) (idempotency.Result, error) {
 		_, led, err := UpdateRefunds(ctx, s.Store, checkpoint("api"), func(_ *Payment, led *RefundLedger) error {
 			// The answer is this request's refund, whatever metadata the provider echoes.
 			pr.Metadata = map[string]string{MetaRefundID: id}
@@ -236,14 +235,36 @@ func (s *Service) refund(ctx context.Context, scope, key, paymentID string, req 
 		s.log().InfoContext(ctx, "refund created", "payment_id", paymentID, "refund_id", id, "provider_refund_id", pr.ID,
 			"amount", entry.Amount, "status", entry.Status)
 		return s.refundAnswer(entry, paymentID, http.StatusCreated)
+	}
+	if age := s.now().Sub(l.FirstTried); mayHaveRefunded && age >= s.resendWithin() {
+		// Past half the provider's key horizon the repeat may no longer be recognised: look
+		// for the refund by our id in its metadata first.
+		found, err := findRefund(ctx, ops, p.ProviderPaymentID, id)
+		switch {
+		case err != nil:
+			return pending(err)
+		case found != nil:
+			s.log().InfoContext(ctx, "pending refund found at the provider; adopted", "payment_id", paymentID, "refund_id", id)
+			return created(*found)
+		case age >= s.keyHorizon()-settleMargin:
+			return s.refundNeverMade(ctx, checkpoint("resolver"), entry, paymentID, age)
+		}
+	}
+	meta := map[string]string{MetaPaymentID: paymentID, MetaRefundID: id}
+	reason, known := providerReasons[entry.Reason]
+	if !known && entry.Reason != "" {
+		meta[MetaRefundReason] = entry.Reason
+	}
+	pr, err := ops.Refund(ctx, provider.RefundRequest{Payment: p.ProviderPaymentID, Amount: entry.Amount, Reason: reason,
+		Metadata: meta, IdempotencyKey: entry.ProviderKey})
+	var unknown *provider.UnknownOutcomeError
+	var throttled *provider.ThrottledError
+	var permanent *provider.PermanentError
+	switch {
+	case err == nil:
+		return created(pr)
 	case errors.As(err, &unknown) || mayHaveRefunded && !errors.As(err, &permanent):
-		s.log().WarnContext(ctx, "refund outcome unknown; the amount stays reserved and the key pending", "payment_id", paymentID,
-			"refund_id", id, "error", err)
-		res, rerr := s.refundAnswer(entry, paymentID, http.StatusAccepted)
-		res.Final, res.Pending = false, true
-		b, _ := json.Marshal(req)
-		res.Request = b
-		return res, rerr
+		return pending(err)
 	}
 	// The provider did not refund: give the reservation back.
 	if _, _, uerr := UpdateRefunds(ctx, s.Store, checkpoint("api"), func(_ *Payment, led *RefundLedger) error {
@@ -271,6 +292,78 @@ func (s *Service) refund(ctx context.Context, scope, key, paymentID string, req 
 	}
 	s.log().ErrorContext(ctx, "refund provider call failed", "payment_id", paymentID, "refund_id", id, "error", err)
 	return noPayment(Answer{Kind: Unreachable}), nil
+}
+
+// refundPending is the interim answer of a refund whose outcome is unknown: 202 with the
+// refund as it stands (its amount reserved), kept under the key with the caller's request and,
+// in the same transaction, the outbox message that queues its resolution: the resolver repeats
+// the refund under the same provider key (Service.ResolveRefund), so a caller that never
+// retries still gets its reservation settled and its key completed.
+func (s *Service) refundPending(e RefundEntry, scope, key, paymentID string, req RefundRequest, tries int) (idempotency.Result, error) {
+	res, err := s.refundAnswer(e, paymentID, http.StatusAccepted)
+	if err != nil {
+		return res, err
+	}
+	res.Final, res.Pending = false, true
+	if res.Request, err = json.Marshal(req); err != nil {
+		return res, err
+	}
+	job := ResolveJob{Scope: scope, Key: key, PaymentID: paymentID, Refund: e.ID, Attempt: tries + 1}
+	w, err := outbox.New(KindResolve, fmt.Sprintf("resolve#%s#%d", e.ID, job.Attempt), job, s.now())
+	if err != nil {
+		return res, err
+	}
+	res.Effects = append(res.Effects, w)
+	return res, nil
+}
+
+// findRefund looks for our refund id among the provider's refunds of a payment (nil: none).
+func findRefund(ctx context.Context, ops provider.Operations, providerPaymentID, id string) (*provider.Refund, error) {
+	for r, err := range ops.Refunds(ctx, provider.RefundListParams{Payment: providerPaymentID}) {
+		if err != nil {
+			return nil, err
+		}
+		if r.Metadata[MetaRefundID] == id {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
+
+// RefundNeverMade is the failure reason of a refund whose outcome was unknown and that the
+// provider does not hold near the end of its key horizon: it never took effect, and its key is
+// never sent again.
+const RefundNeverMade = "never_reached_provider"
+
+// refundNeverMade settles a pending refund the provider does not hold near its key horizon as
+// failed: its amount is refundable again, a dead-letter record says so (as for any failed
+// refund), and the key answers the failed refund from now on; a new key refunds again.
+func (s *Service) refundNeverMade(ctx context.Context, u RefundUpdate, e RefundEntry, paymentID string, age time.Duration) (idempotency.Result, error) {
+	s.log().WarnContext(ctx, "pending refund never reached the provider; settled as failed", "payment_id", paymentID,
+		"refund_id", e.ID, "age", age)
+	_, led, err := UpdateRefunds(ctx, s.Store, u, func(_ *Payment, led *RefundLedger) error {
+		le, ok := led.Entry(e.ID)
+		if !ok || le.Status != RefundReserved {
+			return ErrNoChange
+		}
+		le.Status, le.FailureReason, le.UpdatedAt = RefundFailed, RefundNeverMade, s.now().UTC()
+		return nil
+	})
+	if err != nil {
+		return idempotency.Result{}, err
+	}
+	if le, ok := led.Entry(e.ID); ok {
+		e = *le
+	}
+	return s.refundAnswer(e, paymentID, http.StatusCreated)
+}
+
+// keyHorizon is how long the provider remembers an idempotency key.
+func (s *Service) keyHorizon() time.Duration {
+	if h, ok := s.Provider.(provider.Searcher); ok {
+		return h.KeyHorizon()
+	}
+	return provider.StripeKeyHorizon
 }
 
 // refundAnswer is the stored answer of a refund the provider took (or may have taken): the

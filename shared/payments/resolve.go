@@ -30,6 +30,9 @@ func (s *Service) ResolveMessage(ctx context.Context, m queue.Message) error {
 	if job.Cancel != "" {
 		return s.AutoCancel(ctx, job.PaymentID, job.Cancel)
 	}
+	if job.Refund != "" {
+		return s.ResolveRefund(ctx, job)
+	}
 	return s.Resolve(ctx, job)
 }
 

@@ -26,6 +26,9 @@ type ResolveJob struct {
 	// Cancel, when set, makes the job an auto-cancel of a payment that waited too long for
 	// its customer, for this reason (AutoCancel), not a resolution.
 	Cancel string `json:"cancel,omitempty"`
+	// Refund, when set, makes the job the resolution of this refund of the payment (our
+	// refund id), whose key is pending (ResolveRefund).
+	Refund string `json:"refund,omitempty"`
 }
 
 // Resolver queues resolve jobs (SQS in AWS, the local queue locally). The outbox relay calls it.
@@ -342,6 +345,36 @@ func (s *Service) unavailable(retryAfter time.Duration) (idempotency.Result, err
 func noPayment(a Answer) idempotency.Result {
 	resp, _ := Response(a) // a problem document always encodes
 	return idempotency.Result{Response: resp}
+}
+
+// ResolveRefund resumes a pending refund's key and runs the refund again from the request bytes
+// the caller sent: the same provider key within half the provider's key horizon, a look-up by
+// our refund id in the provider's refunds after that, and near the horizon a refund the
+// provider does not hold settles as failed (it never took effect). Still unknown: the key stays
+// pending with the next resolution queued in the same commit. A client retry may have resolved
+// it first: then the key replays and there is nothing to do.
+func (s *Service) ResolveRefund(ctx context.Context, job ResolveJob) error {
+	out, err := s.Keeper.Resolve(ctx, job.Scope, job.Key, func(ctx context.Context, l *idempotency.Lease) (idempotency.Result, error) {
+		req, err := ParseRefundRequest(l.Request)
+		if err != nil {
+			return idempotency.Result{}, fmt.Errorf("payments: stored request of refund %s: %w", job.Refund, err)
+		}
+		return s.refund(ctx, job.Scope, job.Key, job.PaymentID, req, l)
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case out.Kind == idempotency.InProgress, out.Kind == idempotency.Pending && !out.Resumed:
+		return ErrBusy
+	case out.Kind == idempotency.Pending:
+		s.log().InfoContext(ctx, "refund still unknown; next resolution queued", "payment_id", job.PaymentID, "refund_id", job.Refund)
+	case out.Kind == idempotency.Replay && out.Resumed:
+		s.log().InfoContext(ctx, "refund resolved", "payment_id", job.PaymentID, "refund_id", job.Refund, "status", out.Response.Status)
+	case out.Kind == idempotency.New:
+		s.log().WarnContext(ctx, "resolve job for a refund key with no pending record", "payment_id", job.PaymentID, "refund_id", job.Refund)
+	}
+	return nil
 }
 
 // ErrBusy means another caller holds the key; the queue retries the job.

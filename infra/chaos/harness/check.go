@@ -154,14 +154,17 @@ func Check(obs []Observation, intents []Intent, settled bool) Findings {
 }
 
 // providerStatus is the local status the provider's intents of one payment imply: succeeded if
-// any succeeded, else that of the newest ("" when the provider holds none). Intents come
-// newest first from the list.
+// any succeeded (refunded once its refunds add up to what it captured), else that of the
+// newest ("" when the provider holds none). Intents come newest first from the list.
 func providerStatus(pis []Intent) string {
 	if len(pis) == 0 {
 		return ""
 	}
 	for _, in := range pis {
 		if in.Status == "succeeded" {
+			if in.AmountReceived > 0 && in.Refunded >= in.AmountReceived {
+				return "refunded"
+			}
 			return "succeeded"
 		}
 	}

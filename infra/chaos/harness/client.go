@@ -106,11 +106,16 @@ func (c *client) send(ctx context.Context, p Payment, rng *rand.Rand, l *ledger)
 }
 
 func (c *client) post(ctx context.Context, p Payment) (Answer, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base()+"/payments", strings.NewReader(p.Body))
+	return c.postTo(ctx, "/payments", p.Key, p.Body)
+}
+
+// postTo posts body to path under key and reads the answer, with its Retry-After (capped).
+func (c *client) postTo(ctx context.Context, path, key, body string) (Answer, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base()+path, strings.NewReader(body))
 	if err != nil {
 		return Answer{}, 0, err
 	}
-	req.Header.Set("Idempotency-Key", p.Key)
+	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Content-Type", "application/json")
 	c.requests.Add(1)
 	resp, err := c.http.Do(req)
@@ -125,7 +130,7 @@ func (c *client) post(ctx context.Context, p Payment) (Answer, time.Duration, er
 		return Answer{}, 0, err
 	}
 	c.answers.add(strconv.Itoa(resp.StatusCode))
-	var wait time.Duration
+	wait := time.Duration(-1) // no Retry-After
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
 		wait = min(time.Duration(s)*time.Second, 10*time.Second)
 	}

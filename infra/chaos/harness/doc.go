@@ -22,6 +22,22 @@
 //     must have applied something (Report.BackfillApplied > 0). Each pass is bounded
 //     (Config.BackfillMaxEvents), so the backlog takes several passes.
 //
+// The plan also draws captures and refunds: a share of the payments on the card that always
+// succeeds authorizes only (manual capture) and is then captured in full, in part, canceled,
+// or left for the stack to surface; another share is refunded once it succeeded (in full, in
+// part, several times one after the other, several keys at once), each refund key sent
+// several times through the kills and faults armed on /v1/refunds, and a quarter of those on
+// pm_card_refundFail, whose refunds fail later at the provider. The check adds, per payment:
+//
+//   - never more refunded than captured, locally and at the provider;
+//   - one provider refund per refund key (the provider's refunds grouped by our
+//     twice_refund_id metadata);
+//   - local refund state equals the provider's after the late retry, the settle and the
+//     backfill: every refund on both sides with one status and amount, and amount_refunded;
+//   - every authorization ends captured, canceled, or named by a dead-letter record (a
+//     reconciliation past the run's short -capture-window reports it);
+//   - every later answer of a capture, cancel or refund key equals its first.
+//
 // A seed decides the plan (keys, bodies, cards, how many duplicates, the delays, the kill
 // points and the sequence of faults); the interleaving of goroutines is the machine's, so two
 // runs of one seed send the same requests but not at the same instants. Every wait is bounded:

@@ -36,6 +36,11 @@ type Intent struct {
 	ID        string `json:"id"`
 	PaymentID string `json:"payment_id"` // metadata twice_payment_id
 	Status    string `json:"status"`     // Stripe's status
+	// AmountReceived is what the provider captured.
+	AmountReceived int64 `json:"amount_received"`
+	// Refunded is what the provider's pending and succeeded refunds of it add up to (Run
+	// sets it from the refund list; 0 when unread).
+	Refunded int64 `json:"refunded,omitempty"`
 }
 
 // parseIntentPage reads one page of GET /v1/payment_intents.
@@ -44,9 +49,10 @@ func parseIntentPage(b []byte) (intents []Intent, hasMore bool, err error) {
 		Object  string `json:"object"`
 		HasMore bool   `json:"has_more"`
 		Data    []struct {
-			ID       string            `json:"id"`
-			Status   string            `json:"status"`
-			Metadata map[string]string `json:"metadata"`
+			ID             string            `json:"id"`
+			Status         string            `json:"status"`
+			AmountReceived int64             `json:"amount_received"`
+			Metadata       map[string]string `json:"metadata"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(b, &page); err != nil {
@@ -59,7 +65,7 @@ func parseIntentPage(b []byte) (intents []Intent, hasMore bool, err error) {
 		if d.ID == "" {
 			return nil, false, fmt.Errorf("%w: an intent without id", ErrBadPage)
 		}
-		intents = append(intents, Intent{ID: d.ID, PaymentID: d.Metadata["twice_payment_id"], Status: d.Status})
+		intents = append(intents, Intent{ID: d.ID, PaymentID: d.Metadata["twice_payment_id"], Status: d.Status, AmountReceived: d.AmountReceived})
 	}
 	if page.HasMore && len(intents) == 0 {
 		return nil, false, fmt.Errorf("%w: has_more on an empty page", ErrBadPage)
@@ -78,6 +84,8 @@ func LocalStatus(stripeStatus string) string {
 		return "processing"
 	case "canceled":
 		return "canceled"
+	case "requires_capture", "requires_action":
+		return stripeStatus
 	default:
 		return "pending"
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -83,7 +84,48 @@ type Payment struct {
 	// SettleAs is set for an unheard payment (Card is then its own pm_ id): how the run
 	// settles its charge at the provider, SettleSucceeded or SettleFailed.
 	SettleAs string
+	// Amount is the body's amount.
+	Amount int64
+	// Capture is set for a manual-capture payment (the body asks "capture_method":"manual"):
+	// what the run does with its authorization (CaptureFull, CapturePartial, CaptureCancel,
+	// CaptureLeave).
+	Capture string
+	// CaptureAmount is the amount_to_capture of a partial capture.
+	CaptureAmount int64
+	// Refunds are the refunds the run asks for once the payment succeeded, in waves:
+	// refunds of one Wave go at once, each wave after the one before.
+	Refunds []RefundOp
 }
+
+// RefundOp is one refund request of a plan: one Idempotency-Key and its amount (0: what
+// remains), sent Sends times (concurrent duplicates, then a later retry).
+type RefundOp struct {
+	Key    string
+	Amount int64
+	Sends  int
+	Wave   int
+}
+
+// What a plan does with a manual-capture payment's authorization.
+const (
+	CaptureFull    = "full"
+	CapturePartial = "partial"
+	CaptureCancel  = "cancel"
+	// CaptureLeave leaves the authorization alone: the stack must surface it (a
+	// reconciliation record naming the payment) before the hold lapses.
+	CaptureLeave = "leave"
+)
+
+// RefundFailCard is Stripe's test card whose refunds are accepted and fail later.
+const RefundFailCard = "pm_card_refundFail"
+
+// Refund shapes a plan draws from.
+const (
+	refundFull       = "full"       // one refund of what remains
+	refundPartial    = "partial"    // one refund of a third
+	refundSeveral    = "several"    // two or three partial refunds, one after the other
+	refundConcurrent = "concurrent" // three or four refunds of two fifths each, at once
+)
 
 // Plan is everything a seed decides: the payments, where the kills fall and the chaos
 // schedule. Timing between goroutines is not decided by the seed, so two runs of one seed send
@@ -154,7 +196,64 @@ func NewPlan(seed uint64, payments, kills int, maxDelay time.Duration) Plan {
 	slices.Sort(p.KillAt)
 	span := int64(clockStarts[1].Sub(clockStarts[0]) / time.Minute)
 	p.ClockStart = clockStarts[0].Add(time.Duration(rng.Int64N(span)) * time.Minute)
+	drawFlows(seed, p.Payments)
 	return p
+}
+
+// drawFlows gives some of the payments on the card that always succeeds a manual capture
+// (about 15 %: captured in full, in part, canceled, or left alone) and refunds (about 25 %,
+// a quarter of them on the card whose refunds fail later). Its own generator leaves every
+// other draw of a seed as it was.
+func drawFlows(seed uint64, pays []Payment) {
+	rng := rand.New(rand.NewPCG(seed, 0x666c6f7773)) // "flows"
+	for i := range pays {
+		p := &pays[i]
+		var amount int64
+		if _, err := fmt.Sscanf(p.Body, `{"amount":%d,`, &amount); err != nil {
+			panic(err) // the body is NewPlan's own
+		}
+		p.Amount = amount
+		if p.Card != Cards[0].PaymentMethod {
+			continue
+		}
+		captured := amount
+		switch n := rng.IntN(100); {
+		case n < 15:
+			p.Capture = []string{CaptureFull, CaptureFull, CapturePartial, CaptureCancel, CaptureLeave}[rng.IntN(5)]
+			if p.Capture == CapturePartial {
+				p.CaptureAmount = amount/2 + rng.Int64N(amount/4)
+				captured = p.CaptureAmount
+			}
+			p.Body = strings.Replace(p.Body, `"description"`, `"capture_method":"manual","description"`, 1)
+		case n < 40:
+			if rng.IntN(4) == 0 {
+				p.Card = RefundFailCard
+				p.Body = strings.Replace(p.Body, Cards[0].PaymentMethod, RefundFailCard, 1)
+			}
+		default:
+			continue
+		}
+		if p.Capture == CaptureCancel || p.Capture == CaptureLeave || (p.Capture != "" && rng.IntN(2) == 0) {
+			continue
+		}
+		op := func(j int, amount int64, wave int) RefundOp {
+			return RefundOp{Key: fmt.Sprintf("%s-refund-%d", p.Key, j), Amount: amount, Sends: 1 + rng.IntN(3), Wave: wave}
+		}
+		switch []string{refundFull, refundPartial, refundSeveral, refundConcurrent}[rng.IntN(4)] {
+		case refundFull:
+			p.Refunds = []RefundOp{op(0, 0, 0)}
+		case refundPartial:
+			p.Refunds = []RefundOp{op(0, captured/3, 0)}
+		case refundSeveral:
+			for j := range 2 + rng.IntN(2) {
+				p.Refunds = append(p.Refunds, op(j, captured/4, j))
+			}
+		case refundConcurrent:
+			for j := range 3 + rng.IntN(2) {
+				p.Refunds = append(p.Refunds, op(j, captured*2/5, 0))
+			}
+		}
+	}
 }
 
 // Recoverable counts the plan's recoverable payments.
@@ -164,6 +263,26 @@ func (p Plan) Recoverable() int {
 		if pay.Recover != nil {
 			n++
 		}
+	}
+	return n
+}
+
+// Manual counts the plan's manual-capture payments.
+func (p Plan) Manual() int {
+	n := 0
+	for _, pay := range p.Payments {
+		if pay.Capture != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// RefundKeys counts the refund requests (keys) of the plan.
+func (p Plan) RefundKeys() int {
+	n := 0
+	for _, pay := range p.Payments {
+		n += len(pay.Refunds)
 	}
 	return n
 }

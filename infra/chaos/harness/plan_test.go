@@ -88,6 +88,40 @@ func TestPlanShape(t *testing.T) {
 			if unheard != p.Unheard() {
 				t.Fatalf("Unheard() = %d, counted %d", p.Unheard(), unheard)
 			}
+			// The flows: refunds on the card whose refunds fail later count as the card that
+			// always succeeds (they are drawn from it), manual captures ask for it, and every
+			// refund key is the plan's once.
+			cards[Cards[0].PaymentMethod] += cards[RefundFailCard]
+			delete(cards, RefundFailCard)
+			manual, refundKeys := 0, 0
+			for _, pay := range p.Payments {
+				if (pay.Capture != "") != strings.Contains(pay.Body, `"capture_method":"manual"`) || pay.Amount < 500 ||
+					(pay.Capture == CapturePartial) != (pay.CaptureAmount > 0) || pay.CaptureAmount >= pay.Amount {
+					t.Fatalf("manual-capture payment out of shape: %+v", pay)
+				}
+				if pay.Capture != "" {
+					manual++
+				}
+				if (pay.Card == RefundFailCard) && (len(pay.Refunds) == 0 || pay.Capture != "") {
+					t.Fatalf("a payment on %s without refunds: %+v", RefundFailCard, pay)
+				}
+				if len(pay.Refunds) > 0 && (pay.Capture == CaptureCancel || pay.Capture == CaptureLeave || (pay.Card != Cards[0].PaymentMethod && pay.Card != RefundFailCard)) {
+					t.Fatalf("refunds of a payment that never succeeds: %+v", pay)
+				}
+				for _, op := range pay.Refunds {
+					if keys[op.Key] || op.Sends < 1 || op.Amount < 0 || op.Amount > pay.Amount {
+						t.Fatalf("refund %+v of %+v", op, pay)
+					}
+					keys[op.Key] = true
+					refundKeys++
+				}
+			}
+			if manual != p.Manual() || refundKeys != p.RefundKeys() {
+				t.Fatalf("Manual() = %d, RefundKeys() = %d; counted %d, %d", p.Manual(), p.RefundKeys(), manual, refundKeys)
+			}
+			if tc.payments >= 1000 && (manual < tc.payments/20 || refundKeys < tc.payments/10) {
+				t.Fatalf("%d manual captures, %d refund keys in %d payments", manual, refundKeys, tc.payments)
+			}
 			for k, n := range cards {
 				if n == 0 {
 					delete(cards, k)

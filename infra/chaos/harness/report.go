@@ -41,6 +41,16 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 		row("local state equals provider after backfill", holds)
 	}
+	f := r.Flows
+	row("manual-capture payments", fmt.Sprintf("%d (captures %d requested / %d captured, cancels %d requested / %d canceled, %d left)",
+		r.Manual, f.CapturesRequested, f.Captured, f.CancelsRequested, f.Canceled, f.Left))
+	row("refunds requested / succeeded / failed", fmt.Sprintf("%d / %d / %d (%d still pending, %d payments' flows skipped)",
+		f.RefundsRequested, f.RefundsSucceeded, f.RefundsFailed, f.RefundsPending, r.FlowsSkipped))
+	row("more refunded than captured", f.OverRefunded)
+	row("provider refunds beyond one per key", f.DuplicateRefunds)
+	row("refund state unlike the provider's", f.RefundMismatches)
+	row("authorizations not captured, canceled or surfaced", f.Unsurfaced)
+	row("capture/cancel/refund replay mismatches", f.FlowReplayMismatches)
 	row("follow-on effects lost", r.FollowOnsLost)
 	row("recoverable payments recovered", fmt.Sprintf("%d of %d", r.Recovered, r.Recoverable))
 	row("recoveries ended without a named reason", r.UnnamedStops)

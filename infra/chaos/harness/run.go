@@ -47,6 +47,9 @@ type Config struct {
 	// BackfillMaxEvents bounds each backfill pass of the stack (0: its default, 50,000), so
 	// the backlog of dropped deliveries is larger than one pass and a walk takes several.
 	BackfillMaxEvents int
+	// CaptureWindow is the stack's -capture-window: an authorization the plan leaves alone
+	// must be surfaced (a reconciliation record naming it) by the end of the run.
+	CaptureWindow time.Duration
 
 	FaultEvery  time.Duration // mean interval between armed simulator faults
 	ReplayEvery time.Duration // mean interval between webhook replays
@@ -62,7 +65,7 @@ func NewConfig(seed uint64) Config {
 	return Config{Payments: 1000, Seed: seed, Kills: 3, Concurrency: 32, Duration: 10 * time.Minute,
 		Settle: 90 * time.Second, MaxDelay: 3 * time.Second,
 		ProviderTimeout: time.Second, RequestTimeout: 3 * time.Second, ResolveDelay: 200 * time.Millisecond,
-		TimeFactor: 200_000, Jump: 25 * time.Hour, DropRate: 0.2, BackfillMaxEvents: 50,
+		TimeFactor: 200_000, Jump: 25 * time.Hour, DropRate: 0.2, BackfillMaxEvents: 50, CaptureWindow: 2 * time.Second,
 		FaultEvery: 300 * time.Millisecond, ReplayEvery: 200 * time.Millisecond}
 }
 
@@ -106,7 +109,16 @@ type Report struct {
 	// the run settled at the provider, which only the event log told the stack about.
 	Unheard        int `json:"unheard_payments"`
 	UnheardSettled int `json:"unheard_settled_at_provider"`
+	// Manual counts the plan's manual-capture payments; FlowsSkipped, the payments whose
+	// capture or refunds never ran (the payment did not reach the status they need in time).
+	Manual       int `json:"manual_capture_payments"`
+	FlowsSkipped int `json:"flows_skipped"`
+	// NeverAtProvider counts payments canceled with no PaymentIntent (pending past the key
+	// horizon and never at the provider).
+	NeverAtProvider int `json:"canceled_never_at_provider"`
 	Findings
+	// Flows are the captures, cancels and refunds and their invariants.
+	Flows FlowFindings `json:"flows"`
 	// DeadLetters counts dead-letter records by source/class; nil when the stack has no
 	// operator route for them.
 	DeadLetters map[string]int `json:"dead_letters_by_reason"`
@@ -133,6 +145,9 @@ type Report struct {
 	Incomplete string `json:"incomplete,omitempty"`
 }
 
+// Broken lists every invariant that failed: the payments' and the flows'.
+func (r Report) Broken() []string { return append(r.Findings.Broken(), r.Flows.Broken()...) }
+
 // Recoveries are the recovery executions: started, and how they stand.
 type Recoveries struct {
 	Started   int `json:"started"`
@@ -154,14 +169,17 @@ type run struct {
 	client *client
 	log    *slog.Logger
 
-	ledgers  []*ledger
-	requests atomic.Int64
-	started  atomic.Int64
-	kills    atomic.Int64
-	faults   atomic.Int64
-	replays  atomic.Int64
-	settled  atomic.Int64
-	jumped   atomic.Bool
+	ledgers []*ledger
+	flows   []*flowLedgers
+	// flowsSkipped counts payments whose capture or refunds never ran.
+	flowsSkipped atomic.Int64
+	requests     atomic.Int64
+	started      atomic.Int64
+	kills        atomic.Int64
+	faults       atomic.Int64
+	replays      atomic.Int64
+	settled      atomic.Int64
+	jumped       atomic.Bool
 	// backfilled counts the events the settle phase's backfill passes applied; backfillPasses
 	// the passes, backfillWalk the most passes of one walk.
 	backfilled     atomic.Int64
@@ -204,7 +222,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	proc, err := newProcess(cfg.Bin, data, []string{"-provider-timeout", cfg.ProviderTimeout.String(),
 		"-request-timeout", cfg.RequestTimeout.String(), "-resolve-delay", cfg.ResolveDelay.String(),
 		"-time-factor", fmt.Sprint(cfg.TimeFactor), "-clock-start", plan.ClockStart.Format(time.RFC3339),
-		"-backfill-max-events", fmt.Sprint(cfg.BackfillMaxEvents)})
+		"-backfill-max-events", fmt.Sprint(cfg.BackfillMaxEvents), "-capture-window", cfg.CaptureWindow.String()})
 	if err != nil {
 		return Report{}, err
 	}
@@ -227,10 +245,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	r.client = &client{http: &http.Client{Transport: transport, Timeout: cfg.RequestTimeout + 2*time.Second},
 		base: func() string { return "http://" + proc.api }, requests: &r.requests, answers: &counts{}, attempts: 8, budget: 60 * time.Second}
 	rep := Report{Seed: cfg.Seed, Payments: cfg.Payments, ClockStart: plan.ClockStart, Recoverable: plan.Recoverable(),
-		Unheard: plan.Unheard(), BackfillMaxEvents: cfg.BackfillMaxEvents}
+		Unheard: plan.Unheard(), BackfillMaxEvents: cfg.BackfillMaxEvents, Manual: plan.Manual()}
 	r.ledgers = make([]*ledger, cfg.Payments)
+	r.flows = make([]*flowLedgers, cfg.Payments)
 	for i := range r.ledgers {
 		r.ledgers[i] = &ledger{}
+		r.flows[i] = &flowLedgers{capture: &opLedger{}}
+		for range plan.Payments[i].Refunds {
+			r.flows[i].refunds = append(r.flows[i].refunds, &opLedger{})
+		}
 	}
 	if err := r.programCards(ctx); err != nil {
 		return rep, err
@@ -267,6 +290,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	drainCtx, cancelDrain := context.WithTimeout(ctx, 30*time.Second)
 	(opsClient{&simClient{http: r.sim.http, base: "http://" + proc.api, apiKey: inprocess.DefaultOperatorToken}}).drainOutbox(drainCtx)
 	cancelDrain()
+	// Every capture, cancel and refund key once more, then wait until no refund of ours is
+	// pending and every refund that fails later has failed at the provider.
+	r.lateFlowRetry(ctx)
+	r.settleFlows(ctx)
 	if r.backfills() {
 		// One more walk after everything settled, then read again: the status check below is
 		// "local state equals the provider's after backfill".
@@ -290,7 +317,21 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if rep.Incomplete == "" && ctx.Err() != nil {
 		rep.Incomplete = "the duration bound ended the run before every payment settled"
 	}
+	refunds, err := r.sim.refunds(checkCtx)
+	if err != nil {
+		return rep, fmt.Errorf("chaos: read the provider's refunds: %w", err)
+	}
+	refundedOf := map[string]int64{}
+	for _, rf := range refunds {
+		if rf.Status == "pending" || rf.Status == "succeeded" {
+			refundedOf[rf.PaymentIntent] += rf.Amount
+		}
+	}
+	for i := range intents {
+		intents[i].Refunded = refundedOf[intents[i].ID]
+	}
 	rep.Findings = Check(obs, intents, rep.Incomplete == "")
+	flowObs := r.flowObservations(checkCtx)
 	rep.UnheardSettled = int(r.unheardSettled.Load())
 	rep.BackfillApplied = int(r.backfilled.Load())
 	rep.BackfillPasses, rep.BackfillLongestWalk = int(r.backfillPasses.Load()), int(r.backfillWalk.Load())
@@ -320,6 +361,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			rep.Recoverable-- // never reached the provider (pending past the key horizon): nothing to recover
 		}
 	}
+	for _, o := range obs {
+		if o.Status == "canceled" && !charged[o.ID] {
+			rep.NeverAtProvider++
+		}
+	}
 	rep.ProviderIntents = len(intents)
 	if n, err := r.sim.dropped(checkCtx); err == nil {
 		rep.DroppedDeliveries = n
@@ -338,7 +384,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	} else {
 		log.Warn("stack clock unreadable; no reconciliation", "error", err)
 	}
+	// The reconciliation's records go through the outbox.
+	drainCtx, cancelDrain = context.WithTimeout(checkCtx, 10*time.Second)
+	ops.drainOutbox(drainCtx)
+	cancelDrain()
 	rep.DeadLetters = ops.deadLetters(checkCtx)
+	rep.Flows = CheckFlows(flowObs, intents, refunds, ops.surfacedPayments(checkCtx), &rep.Findings)
+	rep.FlowsSkipped = int(r.flowsSkipped.Load())
 	if r.jumped.Load() {
 		rep.ClockJump = cfg.Jump
 	}
@@ -424,6 +476,7 @@ func (r *run) pay(ctx context.Context, p Payment) {
 	case <-time.After(p.Delay):
 	}
 	wave(p.Later, 2)
+	r.flow(ctx, p)
 }
 
 func (r *run) markSettled(l *ledger) {
@@ -466,6 +519,8 @@ var faultKinds = []string{"timeout_after_effect", "http_500", "http_429", "laten
 func (r *run) chaos(ctx context.Context) {
 	rng := rand.New(rand.NewPCG(r.plan.Seed, 0x6661756c74)) // "fault"
 	opsRng := rand.New(rand.NewPCG(r.plan.Seed, 0x6f7073))  // "ops"
+	// Refund faults draw from their own generator, so a seed's other faults stay what they were.
+	refundRng := rand.New(rand.NewPCG(r.plan.Seed, 0x726566756e64)) // "refund"
 	nextFault := time.Now()
 	nextReplay := time.Now()
 	for {
@@ -487,6 +542,18 @@ func (r *run) chaos(ctx context.Context) {
 			}
 			if r.sim.arm(ctx, f) == nil {
 				r.faults.Add(1)
+			}
+			if r.plan.RefundKeys() > 0 && refundRng.IntN(3) == 0 {
+				rf := fault{PathPrefix: "/v1/refunds", Method: http.MethodPost, Fault: faultKinds[refundRng.IntN(len(faultKinds))], Count: 1}
+				switch rf.Fault {
+				case "http_429":
+					rf.RetryAfterS = 1
+				case "latency":
+					rf.LatencyMS = 100 + refundRng.IntN(1400)
+				}
+				if r.sim.arm(ctx, rf) == nil {
+					r.faults.Add(1)
+				}
 			}
 			nextFault = now.Add(time.Duration(rng.Int64N(2*int64(r.cfg.FaultEvery)) + 1))
 		}

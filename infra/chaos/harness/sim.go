@@ -81,6 +81,7 @@ type fault struct {
 	Count       int    `json:"count"`
 	RetryAfterS int    `json:"retry_after_s,omitempty"`
 	LatencyMS   int    `json:"latency_ms,omitempty"`
+	Method      string `json:"method,omitempty"`
 }
 
 func (s *simClient) arm(ctx context.Context, f fault) error {
