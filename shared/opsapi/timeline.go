@@ -455,6 +455,46 @@ func nextAllowed(tl Timeline) string {
 	return whenRFC3339(*c.NextAllowedAt)
 }
 
+// holdOf is what an authorization holds: its capturable amount, else its amount.
+func holdOf(p Payment) int64 {
+	if p.AmountCapturable > 0 {
+		return p.AmountCapturable
+	}
+	return p.Amount
+}
+
+// customerAction says, for a payment in requires_action, that the customer must act. The
+// client secret that lets the customer's browser do it is never in the console.
+func customerAction(p Payment) string {
+	s := "The customer must authenticate this payment (3-D Secure) before it can be charged"
+	if p.NextActionType != "" {
+		s += " (next action: " + p.NextActionType + ")"
+	}
+	return s + ". Nothing is charged until then; if the customer does not, twice cancels it after the customer window."
+}
+
+// captureAction says, for an authorization, what must happen before its hold lapses.
+func captureAction(p Payment) string {
+	s := "The money is held on the customer's card, not taken: capture it (POST /payments/" + p.ID + "/capture) or cancel it"
+	if p.CaptureBefore != nil {
+		return s + " before " + when(*p.CaptureBefore) + ", when the hold lapses."
+	}
+	return s + " before the hold lapses."
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// createdAt reads a refund's RFC 3339 creation time for the console.
+func createdAt(v payments.RefundView) time.Time {
+	t, _ := time.Parse(time.RFC3339, v.CreatedAt)
+	return t
+}
+
 // timelineLink is the console path of a payment's timeline.
 func timelineLink(id string) string { return "/ops/payments/" + url.PathEscape(id) }
 
