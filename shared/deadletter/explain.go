@@ -48,6 +48,10 @@ const (
 	ClassReconAmountMismatch    Class = "recon_amount_mismatch"
 	ClassReconDuplicateCharge   Class = "recon_duplicate_charge"
 	ClassReconStuck             Class = "recon_stuck"
+	// Refund differences: a refund missing on either side, or in another status.
+	ClassReconRefundMissingLocally    Class = "recon_refund_missing_locally"
+	ClassReconRefundMissingAtProvider Class = "recon_refund_missing_at_provider"
+	ClassReconRefundStatusMismatch    Class = "recon_refund_status_mismatch"
 	// ClassReconRunFailed is a scheduled reconciliation run that failed after its retries (the
 	// reconciler's on-failure destination or the schedule's dead-letter queue).
 	ClassReconRunFailed Class = "recon_run_failed"
@@ -67,7 +71,7 @@ var Classes = []Class{
 	ClassSignature, ClassValidation, ClassExhaustedRecovery, ClassProcessing, ClassFollowOnUndelivered, ClassPoison,
 	ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconStatusMismatch,
 	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconStuck, ClassReconRunFailed, ClassDisputeEvidenceDue,
-	ClassRefundFailed,
+	ClassRefundFailed, ClassReconRefundMissingLocally, ClassReconRefundMissingAtProvider, ClassReconRefundStatusMismatch,
 }
 
 // DeclineClass maps a decline class (a declines.Class, taken as its string so that the table
@@ -161,6 +165,21 @@ var texts = map[Class]func(Facts) (string, string){
 	ClassReconStuck: func(f Facts) (string, string) {
 		return fmt.Sprintf("Payment %s has been %s for longer than it should be, and nobody has told us how it ended.", name(f.PaymentID, "a payment"), word(f.Local, "unfinished")),
 			"Look the payment up at the provider: record the outcome it shows (replay its webhook or override), or, if there is no charge, mark it failed and tell the customer."
+	},
+	ClassReconRefundMissingLocally: func(f Facts) (string, string) {
+		return fmt.Sprintf("The payment provider has a refund of payment %s (%s) that our records lack: its webhook was probably lost, or it was made in the provider's dashboard.",
+				name(f.PaymentID, "a payment"), word(f.Remote, "status unknown")),
+			"Replay the refund's latest event so our records adopt it, then check what the refund reverses."
+	},
+	ClassReconRefundMissingAtProvider: func(f Facts) (string, string) {
+		return fmt.Sprintf("We hold a refund of payment %s (%s) that the payment provider does not have: the customer has not got that money back.",
+				name(f.PaymentID, "a payment"), word(f.Local, "status unknown")),
+			"Repeat the refund request with its own Idempotency-Key (it refunds at most once), or refund again with a new key; then resolve with a note."
+	},
+	ClassReconRefundStatusMismatch: func(f Facts) (string, string) {
+		return fmt.Sprintf("A refund of payment %s is %s here but %s at the payment provider.", name(f.PaymentID, "a payment"),
+				word(f.Local, "in one state"), word(f.Remote, "in another")),
+			"Trust the provider's status: replay the refund's latest event, or override with a note."
 	},
 	ClassReconDuplicateCharge: func(f Facts) (string, string) {
 		return fmt.Sprintf("The customer appears to have been charged more than once for %s.", name(first(f.Invoice, f.PaymentID), "one payment")),

@@ -292,7 +292,8 @@ func (r Record) OverrideEffect() string {
 	switch r.Class {
 	case ClassReconAmountMismatch:
 		return only + " The amounts stay different: to correct the charge, refund or charge the difference at the provider; the next reconciliation then finds nothing."
-	case ClassReconStatusMismatch, ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconDuplicateCharge, ClassReconStuck:
+	case ClassReconStatusMismatch, ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconDuplicateCharge, ClassReconStuck,
+		ClassReconRefundMissingLocally, ClassReconRefundMissingAtProvider, ClassReconRefundStatusMismatch:
 		return only + " The difference stays where it is (at the provider or in twice); reconciliation does not open it again while it remembers it (35 days by default)."
 	}
 	return only

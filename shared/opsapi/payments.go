@@ -32,5 +32,20 @@ func (s StorePayments) Payment(ctx context.Context, id string) (Payment, error) 
 	if p.Dispute != nil {
 		out.Dispute = p.Dispute.Status
 	}
+	if p.NextAction != nil {
+		out.NextActionType = p.NextAction.Type
+	}
+	out.CaptureMethod, out.AmountCapturable = p.CaptureMethod, p.AmountCapturable
+	if !p.CaptureBefore.IsZero() && p.Status == payments.StatusRequiresCapture {
+		cb := p.CaptureBefore.UTC()
+		out.CaptureBefore = &cb
+	}
+	led, err := payments.GetRefunds(ctx, s.Store, id)
+	if err != nil {
+		return Payment{}, err
+	}
+	if len(led.Refunds) > 0 {
+		out.Refunds, out.refunds = led.RefundViews(), led.Refunds
+	}
 	return out, nil
 }

@@ -35,6 +35,17 @@ type Payment struct {
 	// CardBrand and CardLast4 are the card the provider last charged, where it said which.
 	CardBrand string `json:"card_brand,omitempty"`
 	CardLast4 string `json:"card_last4,omitempty"`
+	// NextActionType is what the customer must do while requires_action (use_stripe_sdk,
+	// redirect_to_url). The client secret never comes here.
+	NextActionType string `json:"next_action_type,omitempty"`
+	// CaptureMethod, AmountCapturable and CaptureBefore describe an authorization's hold.
+	CaptureMethod    string     `json:"capture_method,omitempty"`
+	AmountCapturable int64      `json:"amount_capturable,omitempty"`
+	CaptureBefore    *time.Time `json:"capture_before,omitempty"`
+	// Refunds are the payment's refunds, oldest first, as GET /payments/{id} shows them.
+	Refunds []payments.RefundView `json:"refunds,omitempty"`
+	// refunds are the ledger's entries behind Refunds, for the timeline's rows.
+	refunds []payments.RefundEntry
 }
 
 // ErrNoPayment is what a PaymentReader returns for an unknown payment id.
@@ -58,6 +69,10 @@ const (
 	RowWebhook    = "webhook"
 	RowRefused    = "refused"
 	RowDeadLetter = "deadletter"
+	// RowRefund is a refund's outcome, from the payment's refund ledger.
+	RowRefund = "refund"
+	// RowCustomer is a wait for the customer (authentication).
+	RowCustomer = "customer"
 )
 
 // Row is one line of a payment's timeline.
@@ -210,6 +225,7 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		}
 	}
 	getter, _ := h.Attempts.(AttemptGetter)
+	waited := false
 	for _, a := range found {
 		row := attemptRow(a)
 		if getter != nil {
@@ -227,7 +243,14 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 			row.Attempt = &a
 		}
 		tl.Rows = append(tl.Rows, row)
+		if !waited && a.Operation == "payments.create" && !row.Replayed {
+			if w, ok := authenticationWait(*row.Attempt, p); ok {
+				waited = true
+				tl.Rows = append(tl.Rows, w)
+			}
+		}
 	}
+	tl.Rows = append(tl.Rows, refundRows(p)...)
 	recs, err := h.Records.List(ctx, deadletter.Filter{Text: p.ID, Limit: 50})
 	if err != nil {
 		return Timeline{}, err
@@ -261,6 +284,62 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 	return tl, nil
 }
 
+// authenticationWait is the row of the customer's authentication that a create's answer asked
+// for (status requires_action): when it began, what the customer must do, and whether it is
+// still awaited. It reads the answer's status and next action only, never its client secret.
+func authenticationWait(a attempts.Attempt, p Payment) (Row, bool) {
+	var ans struct {
+		Status     string `json:"status"`
+		NextAction *struct {
+			Type string `json:"type"`
+		} `json:"next_action"`
+	}
+	if json.Unmarshal([]byte(a.ResponseBody), &ans) != nil || ans.Status != payments.StatusRequiresAction {
+		return Row{}, false
+	}
+	r := Row{At: a.StartedAt.Add(a.Duration), Kind: RowCustomer, Title: "waiting for the customer to authenticate (3-D Secure)"}
+	if ans.NextAction != nil && len(ans.NextAction.Type) <= 64 {
+		r.Detail = "next action: " + ans.NextAction.Type + ". "
+	}
+	if p.Status == payments.StatusRequiresAction {
+		r.Outcome, r.Detail = "waiting", r.Detail+"The customer has not completed it yet."
+	} else {
+		r.Outcome, r.Detail = "ended", r.Detail+"The wait is over: the payment is now "+p.Status+"."
+	}
+	return r, true
+}
+
+// refundRows are the rows of the payment's refunds the ledger knows more of than the API
+// calls do: each outcome (succeeded, failed), at the time it was recorded, and a refund made
+// at the provider (its dashboard), which no call of ours asked for. A refund asked for through
+// the API has that call as its "refund requested" row.
+func refundRows(p Payment) []Row {
+	var out []Row
+	for _, e := range p.refunds {
+		what := "refund " + e.ID + " of " + Money(e.Amount, e.Currency)
+		if e.Key == "" {
+			out = append(out, Row{At: e.CreatedAt, Kind: RowRefund, Title: "refund made at the provider", Detail: what})
+		}
+		switch e.Status {
+		case payments.RefundSucceeded:
+			out = append(out, Row{At: e.UpdatedAt, Kind: RowRefund, Title: "refund succeeded", Outcome: e.Status, Detail: what})
+		case payments.RefundFailed, payments.RefundCanceled:
+			reason := e.FailureReason
+			if reason == "" {
+				reason = e.Status
+			}
+			out = append(out, Row{At: e.UpdatedAt, Kind: RowRefund, Title: "refund failed: " + reason, Outcome: e.Status,
+				Detail: what + "; the amount is refundable again"})
+		}
+	}
+	return out
+}
+
+// operationTitles are the titles of the API calls that ask for something on an existing
+// payment, in the words an operator uses.
+var operationTitles = map[string]string{"payments.refund": "refund requested", "payments.capture": "capture requested",
+	"payments.cancel": "cancel requested"}
+
 func attemptRow(a attempts.Attempt) Row {
 	r := Row{At: a.StartedAt, Status: a.Status, Outcome: a.Outcome, Detail: a.Err, Replayed: a.IsReplay(),
 		Duration: HumanDuration(a.Duration), DurationMS: float64(a.Duration) / float64(time.Millisecond)}
@@ -269,6 +348,9 @@ func attemptRow(a attempts.Attempt) Row {
 		r.Kind, r.Title = RowAPI, "API "+a.Method+" "+a.Path
 		if a.Operation != "" {
 			r.Title = "API " + a.Operation
+		}
+		if t, ok := operationTitles[a.Operation]; ok {
+			r.Title = t + " (API " + a.Method + " " + a.Path + ")"
 		}
 	case a.Direction == attempts.Inbound:
 		r.Kind, r.Title = RowWebhook, "webhook "+a.Provider+" "+eventType(a)
@@ -371,6 +453,46 @@ func nextAllowed(tl Timeline) string {
 		return ""
 	}
 	return whenRFC3339(*c.NextAllowedAt)
+}
+
+// holdOf is what an authorization holds: its capturable amount, else its amount.
+func holdOf(p Payment) int64 {
+	if p.AmountCapturable > 0 {
+		return p.AmountCapturable
+	}
+	return p.Amount
+}
+
+// customerAction says, for a payment in requires_action, that the customer must act. The
+// client secret that lets the customer's browser do it is never in the console.
+func customerAction(p Payment) string {
+	s := "The customer must authenticate this payment (3-D Secure) before it can be charged"
+	if p.NextActionType != "" {
+		s += " (next action: " + p.NextActionType + ")"
+	}
+	return s + ". Nothing is charged until then; if the customer does not, twice cancels it after the customer window."
+}
+
+// captureAction says, for an authorization, what must happen before its hold lapses.
+func captureAction(p Payment) string {
+	s := "The money is held on the customer's card, not taken: capture it (POST /payments/" + p.ID + "/capture) or cancel it"
+	if p.CaptureBefore != nil {
+		return s + " before " + when(*p.CaptureBefore) + ", when the hold lapses."
+	}
+	return s + " before the hold lapses."
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// createdAt reads a refund's RFC 3339 creation time for the console.
+func createdAt(v payments.RefundView) time.Time {
+	t, _ := time.Parse(time.RFC3339, v.CreatedAt)
+	return t
 }
 
 // timelineLink is the console path of a payment's timeline.

@@ -1,6 +1,7 @@
 package payments
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -162,6 +163,8 @@ func TestCaptureAndCancel(t *testing.T) {
 	checkProblem(t, f.do(t, "POST", "/payments/pay_nope/capture", "c-1", ""), 404, problem.NotFound, nil)
 	checkProblem(t, f.do(t, "POST", "/payments/"+one.ID+"/capture", "c-1", `{"amount_to_capture":"x"}`), 400, problem.MalformedRequest, nil)
 	checkProblem(t, f.do(t, "POST", "/payments/"+one.ID+"/capture", "c-1", `{"amount_to_capture":1501}`), 400, problem.InvalidRequest, []string{"amount_to_capture"})
+	// 0 is not "all": the document's minimum is 1, and leaving the field out is how to say all.
+	checkProblem(t, f.do(t, "POST", "/payments/"+one.ID+"/capture", "c-1", `{"amount_to_capture":0}`), 400, problem.InvalidRequest, []string{"amount_to_capture"})
 	checkProblem(t, f.do(t, "POST", "/payments/"+one.ID+"/cancel", "x-1", `{"reason":"bored"}`), 400, problem.InvalidRequest, []string{"reason"})
 
 	// The same key string as the create is another request: its own key space.
@@ -244,6 +247,7 @@ func TestAutoCancelOfAPaymentLeftWaiting(t *testing.T) {
 // or accepted within their bounds, never a panic.
 func FuzzParseOperationRequests(f *testing.F) {
 	for _, s := range []string{``, `{}`, `{"amount_to_capture":1500}`, `{"amount_to_capture":-1}`, `{"amount_to_capture":1e400}`,
+		`{"amount_to_capture":0}`, `{"AMOUNT_TO_CAPTURE":-0}`, `{"amount_to_capture":null}`,
 		`{"reason":"abandoned"}`, `{"reason":"x"}`, `{"reason":1}`, `{"a":1,"a":2}`, `[]`, `{} {}`, ` null`} {
 		f.Add([]byte(s))
 	}
@@ -258,6 +262,8 @@ func FuzzParseOperationRequests(f *testing.F) {
 			classified(err)
 		} else if c.AmountToCapture < 0 || c.AmountToCapture > maxAmount {
 			t.Fatalf("accepted amount_to_capture %d", c.AmountToCapture)
+		} else if c.AmountToCapture == 0 && givesCaptureAmount(b) {
+			t.Fatalf("accepted an explicit amount_to_capture as all: %q", b)
 		}
 		if c, err := ParseCancelRequest(b); err != nil {
 			classified(err)
@@ -265,4 +271,51 @@ func FuzzParseOperationRequests(f *testing.F) {
 			t.Fatalf("accepted reason %q", c.Reason)
 		}
 	})
+}
+
+// givesCaptureAmount reports whether a body names amount_to_capture with a value other than
+// null (encoding/json matches field names case-insensitively, so this does too).
+func givesCaptureAmount(b []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	for k, v := range m {
+		if strings.EqualFold(k, "amount_to_capture") && string(bytes.TrimSpace(v)) != "null" {
+			return true
+		}
+	}
+	return false
+}
+
+func TestParseCaptureRequest(t *testing.T) {
+	cases := map[string]struct {
+		body string
+		want int64
+		bad  bool
+	}{
+		"empty body: all":        {body: ``},
+		"no field: all":          {body: `{}`},
+		"null: all":              {body: `{"amount_to_capture":null}`},
+		"a part":                 {body: `{"amount_to_capture":1}`, want: 1},
+		"zero is refused":        {body: `{"amount_to_capture":0}`, bad: true},
+		"minus zero is refused":  {body: `{"amount_to_capture":-0}`, bad: true},
+		"negative is refused":    {body: `{"amount_to_capture":-5}`, bad: true},
+		"over the cap":           {body: `{"amount_to_capture":100000000}`, bad: true},
+		"any case of the name 0": {body: `{"Amount_To_Capture":0}`, bad: true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseCaptureRequest([]byte(c.body))
+			var invalid *InvalidError
+			switch {
+			case c.bad && (!errors.As(err, &invalid) || invalid.Fields["amount_to_capture"] == ""):
+				t.Fatalf("err %v, want an invalid amount_to_capture", err)
+			case c.bad && !strings.Contains(invalid.Fields["amount_to_capture"], "leave it out to capture all"):
+				t.Fatalf("reason %q does not say how to capture all", invalid.Fields["amount_to_capture"])
+			case !c.bad && (err != nil || got.AmountToCapture != c.want):
+				t.Fatalf("got %+v, %v; want %d", got, err, c.want)
+			}
+		})
+	}
 }

@@ -42,14 +42,24 @@ type CancelRequest struct {
 var cancelReasons = []provider.CancelReason{provider.CancelDuplicate, provider.CancelFraudulent,
 	provider.CancelRequestedByCustomer, provider.CancelAbandoned}
 
-// ParseCaptureRequest decodes and checks a capture body; an empty body captures all.
+// ParseCaptureRequest decodes and checks a capture body; an empty body, or one without
+// amount_to_capture, captures all. An explicit 0 is refused rather than read as "all": the
+// document says minimum 1, and a caller who computed 0 to capture has a bug we should not
+// turn into taking the whole hold.
 func ParseCaptureRequest(body []byte) (CaptureRequest, error) {
-	var req CaptureRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return req, err
+	var raw struct {
+		AmountToCapture *int64 `json:"amount_to_capture"`
 	}
-	if req.AmountToCapture < 0 || req.AmountToCapture > maxAmount {
-		return req, &InvalidError{Fields: map[string]string{"amount_to_capture": fmt.Sprintf("must be a whole number of minor units from 1 to %d", maxAmount)}}
+	if err := decodeStrict(body, &raw); err != nil {
+		return CaptureRequest{}, err
+	}
+	if raw.AmountToCapture == nil {
+		return CaptureRequest{}, nil
+	}
+	req := CaptureRequest{AmountToCapture: *raw.AmountToCapture}
+	if req.AmountToCapture < 1 || req.AmountToCapture > maxAmount {
+		return CaptureRequest{}, &InvalidError{Fields: map[string]string{"amount_to_capture": fmt.Sprintf(
+			"must be a whole number of minor units from 1 to %d; leave it out to capture all that is held", maxAmount)}}
 	}
 	return req, nil
 }

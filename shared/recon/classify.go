@@ -32,6 +32,11 @@ type Snapshot struct {
 	Open []payments.Payment
 	// Bounds are the bounds Open was gathered with (zero: the defaults).
 	Bounds payments.Bounds
+	// Ledgers holds the refund ledgers of our payments that have one, by payment id.
+	Ledgers map[string]payments.RefundLedger
+	// Refunds holds, per provider payment id, every refund the provider lists of it, for the
+	// payments with refunds on either side (refunds.go); a payment absent here had none.
+	Refunds map[string][]provider.Refund
 }
 
 // Classify compares a snapshot and returns its differences in a stable order. It is pure: the
@@ -190,6 +195,9 @@ func (c *classifier) comparePayment(p *payments.Payment, rs []provider.Payment) 
 	} else {
 		c.compareStatus(p, *primary)
 		c.compareAmount(p, *primary)
+		if c.refundsCompared(*primary) {
+			c.compareRefunds(p, *primary)
+		}
 	}
 	var charged []provider.Payment
 	for _, r := range rs {
@@ -254,7 +262,11 @@ func (c *classifier) missingAtProvider(p *payments.Payment) {
 
 func (c *classifier) compareStatus(p *payments.Payment, r provider.Payment) {
 	ls, rs := provider.Status(p.Status), r.Status
-	if ls == rs {
+	refundedOnly := func(s provider.Status) bool { return s == provider.StatusSucceeded || s == provider.StatusRefunded }
+	switch {
+	case c.refundsCompared(r) && refundedOnly(ls) && refundedOnly(rs):
+		return // a difference of refunds only: compared refund by refund
+	case ls == rs:
 		c.compareRefunded(p, r)
 		return
 	}

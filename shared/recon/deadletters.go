@@ -29,6 +29,16 @@ func (r DeadLetterRecords) Open(ctx context.Context, d Difference) error {
 	if len(d.Provider) > 0 {
 		facts.Remote = d.Provider[0].Status
 	}
+	if rf := d.Refund; rf != nil {
+		// A refund difference is about the refund's two sides, not the payment's.
+		facts.Local, facts.Remote = "", ""
+		if rf.Local != nil {
+			facts.Local = money(rf.Local.Amount, rf.Local.Currency) + " " + rf.Local.Status
+		}
+		if rf.Provider != nil {
+			facts.Remote = money(rf.Provider.Amount, rf.Provider.Currency) + " " + rf.Provider.Status
+		}
+	}
 	_, _, err = r.Table.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: d.Key,
 		Class: deadletter.Class("recon_" + string(d.Class)), Facts: facts, Payload: payload, PaymentID: d.PaymentID,
 		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction,

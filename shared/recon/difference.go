@@ -27,7 +27,8 @@ const (
 )
 
 // Classes lists every class.
-var Classes = []Class{MissingLocally, MissingAtProvider, StatusMismatch, AmountMismatch, DuplicateCharge, Stuck}
+var Classes = []Class{MissingLocally, MissingAtProvider, StatusMismatch, AmountMismatch, DuplicateCharge, Stuck,
+	RefundMissingLocally, RefundMissingAtProvider, RefundStatusMismatch}
 
 // Difference is one disagreement, with both sides as evidence and what an operator should do.
 type Difference struct {
@@ -45,6 +46,8 @@ type Difference struct {
 	Local *payments.Payment `json:"local,omitempty"`
 	// Provider holds the provider's payments involved (two or more for a duplicate charge).
 	Provider []Remote `json:"provider,omitempty"`
+	// Refund is the refund a refund difference is about (refunds.go).
+	Refund *RefundEvidence `json:"refund,omitempty"`
 }
 
 // Remote is the evidence of one provider payment.

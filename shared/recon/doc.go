@@ -36,6 +36,14 @@
 // refund a week later, is outside every later run: an on-demand run over an older window finds
 // it.
 //
+// # Refunds
+//
+// For the payments with refunds on either side (the provider's amount_refunded, or a refund
+// ledger of ours), each refund on our ledger is compared with the provider's list of the
+// payment's refunds (provider.Operations.Refunds, walked page by page): a refund missing
+// locally, or behind the provider, heals through the webhook worker's refund path
+// (Healer.SettleRefund); one missing at the provider, or ahead of it, is reported (refunds.go).
+//
 // # Each difference once
 //
 // A difference's Key is derived from its class, the ids involved and what differs (the two

@@ -18,7 +18,9 @@ import (
 //     webhook was;
 //   - a status mismatch where the provider is ahead of us on the lifecycle (pending or
 //     processing to a final state, a decline later paid, a success later refunded in part or
-//     in whole).
+//     in whole);
+//   - a refund our ledger lacks or holds behind the provider (refunds.go), applied as a refund
+//     event (worker.Worker.SettleRefund).
 //
 // Everything else is a decision for a person and opens a dead-letter record: an amount or
 // currency mismatch, a duplicate charge, a payment missing at the provider, a status going
@@ -71,6 +73,16 @@ func healable(d Difference, remotes map[string]provider.Payment) (provider.Payme
 	return provider.Payment{}, false
 }
 
+// healableRefund returns the provider refund that settles d, if d is a refund difference the
+// provider's view settles by moving ours forward (a refund our ledger lacks, or has behind).
+func healableRefund(d Difference) (provider.Refund, bool) {
+	if (d.Class != RefundMissingLocally && d.Class != RefundStatusMismatch) || d.Refund == nil || d.Refund.Provider == nil ||
+		!d.Refund.ProviderAhead {
+		return provider.Refund{}, false
+	}
+	return d.Refund.Provider.refund(), true
+}
+
 // expire settles a payment left waiting for its customer past the customer window: the
 // difference's record (healed by this run) and the auto-cancel of the payment commit in one
 // transaction, so the cancel is never lost behind a record that says it was decided. A rerun
@@ -104,11 +116,18 @@ func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]
 	if r.Healer == nil {
 		return false, nil
 	}
-	rp, ok := healable(d, remotes)
-	if !ok {
+	var out worker.Outcome
+	var err error
+	var status provider.Status
+	if rf, ok := healableRefund(d); ok {
+		status = provider.Status(rf.Status)
+		out, err = r.Healer.SettleRefund(ctx, rf, "recon_heal/"+d.Key)
+	} else if rp, ok := healable(d, remotes); ok {
+		status = rp.Status
+		out, err = r.Healer.Settle(ctx, rp, "recon_heal/"+d.Key)
+	} else {
 		return false, nil
 	}
-	out, err := r.Healer.Settle(ctx, rp, "recon_heal/"+d.Key)
 	if err != nil {
 		r.log().WarnContext(ctx, "difference could not be healed; opening it", "key", d.Key, "run_id", d.RunID, "error", err)
 		return false, nil
@@ -126,6 +145,6 @@ func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]
 		return false, fmt.Errorf("record healed %s: %w", d.Key, err)
 	}
 	r.log().InfoContext(ctx, "difference healed by reconciliation run "+d.RunID, "key", d.Key, "class", d.Class,
-		"payment_id", d.PaymentID, "provider_payment_id", d.ProviderPaymentID, "provider_status", rp.Status)
+		"payment_id", d.PaymentID, "provider_payment_id", d.ProviderPaymentID, "provider_status", status)
 	return true, nil
 }

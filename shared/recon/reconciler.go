@@ -37,9 +37,11 @@ type Sink interface {
 	Open(ctx context.Context, d Difference) error
 }
 
-// Healer applies a provider payment through the webhook worker (worker.Worker.Settle).
+// Healer applies a provider payment, or one provider refund, through the webhook worker
+// (worker.Worker.Settle and SettleRefund), as the events that report them would.
 type Healer interface {
 	Settle(ctx context.Context, p provider.Payment, eventID string) (worker.Outcome, error)
+	SettleRefund(ctx context.Context, r provider.Refund, eventID string) (worker.Outcome, error)
 }
 
 // ErrConfig: a Reconciler lacks a required field.

@@ -56,21 +56,27 @@ func (s *recordingSink) all() []recon.Difference {
 	return append([]recon.Difference(nil), s.opened...)
 }
 
-// listCalls counts the provider's list pages.
+// listCalls counts the provider's list pages: of PaymentIntents and of refunds.
 type listCalls struct {
-	mu sync.Mutex
-	n  int
+	mu      sync.Mutex
+	n       int
+	refunds int
 }
 
 func (l *listCalls) Observe(_ context.Context, c stripeprovider.Call) {
-	if c.Method == http.MethodGet && c.Path == "/v1/payment_intents" {
-		l.mu.Lock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case c.Method == http.MethodGet && c.Path == "/v1/payment_intents":
 		l.n++
-		l.mu.Unlock()
+	case c.Method == http.MethodGet && c.Path == "/v1/refunds":
+		l.refunds++
 	}
 }
 
 func (l *listCalls) count() int { l.mu.Lock(); defer l.mu.Unlock(); return l.n }
+
+func (l *listCalls) refundPages() int { l.mu.Lock(); defer l.mu.Unlock(); return l.refunds }
 
 // countingStore counts index queries of the payments table (pages read on our side).
 type countingStore struct {

@@ -100,6 +100,9 @@ func (r *Reconciler) snapshot(ctx context.Context, w Window) (Snapshot, error) {
 		listed[rp.ID] = true
 		snap.Remote = append(snap.Remote, rp)
 	}
+	if err := r.gatherRefunds(ctx, &snap); err != nil {
+		return Snapshot{}, err
+	}
 	return snap, nil
 }
 

@@ -23,7 +23,9 @@ var errDuplicate = errors.New("worker: duplicate refund event")
 
 // applyRefund applies an event about one refund: the dedupe records, the ledger, the payment's
 // amount refunded and status, and a failed refund's dead-letter message, in one transaction.
-func (w *Worker) applyRefund(ctx context.Context, ev webhooks.Event, dedupe []store.Write, now time.Time) (Outcome, error) {
+// source ("webhook", "reconciliation") names where the report came from in the dead-letter
+// record a failed refund opens.
+func (w *Worker) applyRefund(ctx context.Context, ev webhooks.Event, dedupe []store.Write, now time.Time, source string) (Outcome, error) {
 	r := ev.Refund
 	id := r.Metadata[payments.MetaPaymentID]
 	if id == "" && r.PaymentIntentID != "" {
@@ -54,7 +56,7 @@ func (w *Worker) applyRefund(ctx context.Context, ev webhooks.Event, dedupe []st
 		report.Created = time.Unix(r.Created, 0).UTC()
 	}
 	changed := false
-	pay, led, err := payments.UpdateRefunds(ctx, w.Store, payments.RefundUpdate{PaymentID: id, Now: now, Source: "webhook", EventID: ev.ID,
+	pay, led, err := payments.UpdateRefunds(ctx, w.Store, payments.RefundUpdate{PaymentID: id, Now: now, Source: source, EventID: ev.ID,
 		Commit: func(ctx context.Context, ws []store.Write) error {
 			err := w.Store.Transact(ctx, append(ws, dedupe...)...)
 			var ce *store.ConditionError
@@ -89,6 +91,28 @@ func (w *Worker) applyRefund(ctx context.Context, ev webhooks.Event, dedupe []st
 	w.log().InfoContext(ctx, "webhook event applied", "event_id", ev.ID, "type", ev.Type, "payment_id", pay.ID,
 		"refund", r.ID, "refund_status", r.Status, "amount_refunded", led.Refunded(), "status", pay.Status)
 	return Applied, nil
+}
+
+// SettleRefund applies the provider's current view of one refund through the same path as a
+// refund event (refund.updated, created now, under eventID: a deterministic id of the
+// caller's, so settling twice is a duplicate): found on the payment's ledger by the provider's
+// id or our twice_refund_id metadata, or adopted when made elsewhere, moved only forward. A
+// refund it records as failed opens its dead-letter record with source "reconciliation". An
+// outcome other than Applied means it changed nothing.
+func (w *Worker) SettleRefund(ctx context.Context, r provider.Refund, eventID string) (Outcome, error) {
+	if r.ID == "" || r.Payment == "" || eventID == "" {
+		return "", fmt.Errorf("worker: nothing to settle for refund %q of %q: %w", r.ID, r.Payment, webhooks.ErrBadPayload)
+	}
+	now := w.now().UTC()
+	const typ = "refund.updated"
+	ref := &webhooks.Refund{ID: r.ID, Amount: r.Amount, Currency: r.Currency, PaymentIntentID: r.Payment, Status: string(r.Status),
+		Reason: string(r.Reason), FailureReason: r.FailureReason, Metadata: r.Metadata}
+	if !r.Created.IsZero() {
+		ref.Created = r.Created.Unix()
+	}
+	ev := webhooks.Event{Provider: webhooks.ProviderStripe, ID: eventID, Type: typ, ObjectType: "refund", ObjectID: r.ID,
+		ObjectVersion: webhooks.StripeVersion(now.Unix(), typ), Created: now, Refund: ref}
+	return w.applyRefund(ctx, ev, w.dedupeWrites(ev, now), now, "reconciliation")
 }
 
 // recordOnly keeps an event's dedupe records and changes nothing.

@@ -84,24 +84,30 @@ func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (Outcome, error
 
 // apply applies one decoded event (a delivery's, or the provider's object a reconciliation
 // settles: Settle).
-func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) {
-	now := w.now()
+// dedupeWrites are the two dedupe records of ev (its event id, its change), committed with
+// what it changes.
+func (w *Worker) dedupeWrites(ev webhooks.Event, now time.Time) []store.Write {
 	retention := w.Retention
 	if retention == 0 {
 		retention = DefaultRetention
 	}
 	expires := now.Add(retention).Unix()
 	doc, _ := json.Marshal(map[string]any{"type": ev.Type, "object_id": ev.ObjectID, "version": ev.ObjectVersion, "applied_at": now.UTC()})
-	dedupe := []store.Write{
+	return []store.Write{
 		{Table: Table, Put: &store.Item{PK: "event#" + webhooks.EventKey(ev), Doc: doc, ExpiresAt: expires}, Cond: store.Cond{Kind: store.NotExists}},
 		{Table: Table, Put: &store.Item{PK: "change#" + webhooks.ChangeKey(ev), Doc: doc, ExpiresAt: expires}, Cond: store.Cond{Kind: store.NotExists}},
 	}
+}
+
+func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) {
+	now := w.now()
+	dedupe := w.dedupeWrites(ev, now)
 	if ev.ID == "" {
 		return "", fmt.Errorf("worker: %s event without an id: %w", ev.Provider, webhooks.ErrBadPayload)
 	}
 
 	if ev.Refund != nil {
-		return w.applyRefund(ctx, ev, dedupe, now)
+		return w.applyRefund(ctx, ev, dedupe, now, "webhook")
 	}
 	pay, reclassified, err := w.paymentFor(ctx, ev, now)
 	if err != nil {
