@@ -332,7 +332,8 @@ func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret 
 // version is from the moment it arrived, so the version check alone would let it take the
 // charge back (undoesCharge); such a view is read against the stored payment first, and the
 // write commits only if the payment is still as read, so a charge recorded after the read is
-// kept too. A charge needs no read: nothing it overwrites is lost.
+// kept too. A charge is written unread, as before: it never takes a charge back, though it
+// still replaces the stored record whole (what a refund recorded meanwhile included).
 func (s *Service) paymentWrite(ctx context.Context, p Payment) (store.Write, bool, error) {
 	w, err := p.Put()
 	if err != nil || charged(p.Status) {
