@@ -250,11 +250,16 @@ func (s *Service) FollowOns() map[string]outbox.Handler {
 // payment p still holds as pending, processing or declined is news whatever the clocks of the
 // two writers said (a decline recorded by a writer whose clock ran ahead of the provider's): its
 // version is then raised just above p's, as a refund's is (Refund). A payment the provider
-// charged is never left declined by a clock.
+// charged is never left declined by a clock. For the same reason nothing but a refund moves a
+// charged payment on (undoesCharge): a report of any other status is older than the charge,
+// whatever its version, and leaves p as it is.
 //
 // What belongs to a waiting status goes when the payment leaves it: the next action with
 // requires_action, the hold (amount capturable, capture before) with requires_capture.
 func (p *Payment) Transition(status string, d *provider.Decline, classify func(provider.Decline) string, version int64, at time.Time) {
+	if undoesCharge(p.Status, status) {
+		return // older than the charge: p keeps its state and version, so a write of it loses
+	}
 	if status == StatusSucceeded && version <= p.Version && beforeSuccess(p.Status) {
 		version = p.Version + 1
 	}
@@ -279,6 +284,17 @@ func (p *Payment) Transition(status string, d *provider.Decline, classify func(p
 		p.Decline, p.DeclineClass = nil, ""
 	}
 }
+
+// charged reports whether a payment in status holds the provider's charge: succeeded, or
+// refunded after it (a refund that fails later makes it succeeded again).
+func charged(status string) bool { return status == StatusSucceeded || status == StatusRefunded }
+
+// undoesCharge reports whether status, over a payment in status from, would take back a charge
+// the provider made. A PaymentIntent that succeeded never processes, declines, waits or cancels
+// again, so such a report describes the payment before its charge: the answer to a create sent
+// before a recovery charged the payment, or the provider's replay of that answer, arriving
+// after the charge was recorded, with a version from the later moment it arrived.
+func undoesCharge(from, to string) bool { return charged(from) && !charged(to) }
 
 // beforeSuccess reports whether a payment in status may still succeed at the provider:
 // pending, processing, declined (a declined PaymentIntent can be confirmed again), waiting for

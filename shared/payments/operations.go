@@ -222,7 +222,7 @@ func (s *Service) operate(ctx context.Context, p Payment, op string, call func(p
 	case err == nil:
 		s.log().InfoContext(ctx, "payment "+op+" done", "payment_id", p.ID, "status", pp.Status)
 		p.Observe(pp, s.Classify, s.now())
-		return s.final(p, Operated, "")
+		return s.final(ctx, p, Operated, "")
 	case errors.Is(err, provider.ErrUnexpectedState):
 		res := noPayment(Answer{Kind: Conflict, Payment: p, ProviderCode: op})
 		res.Final = true

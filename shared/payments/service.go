@@ -145,9 +145,11 @@ func (s *Service) create(ctx context.Context, scope, key string, req CreateReque
 		// have charged under our key, and may have forgotten the key since. Past half its
 		// horizon, look for the payment by our own id first.
 		if age := now.Sub(l.FirstTried); age >= s.resendWithin() {
-			return s.stillPending(s.findOrSettle(ctx, p, meta, age, tries))(p, tries)
+			res, err := s.findOrSettle(ctx, p, meta, age, tries)
+			return s.stillPending(ctx, p, tries, res, err)
 		}
-		return s.stillPending(s.send(ctx, p, meta, tries))(p, tries)
+		res, err := s.send(ctx, p, meta, tries)
+		return s.stillPending(ctx, p, tries, res, err)
 	}
 	return s.send(ctx, p, meta, tries)
 }
@@ -155,13 +157,11 @@ func (s *Service) create(ctx context.Context, scope, key string, req CreateReque
 // stillPending keeps a resumed key pending, with its next resolution queued, whatever kept
 // this try from a final answer (a busy or unreachable provider): resolution keeps going until
 // the outcome is known.
-func (s *Service) stillPending(res idempotency.Result, err error) func(Payment, int) (idempotency.Result, error) {
-	return func(p Payment, tries int) (idempotency.Result, error) {
-		if err != nil || res.Final || res.Pending {
-			return res, err
-		}
-		return s.pending(p, tries)
+func (s *Service) stillPending(ctx context.Context, p Payment, tries int, res idempotency.Result, err error) (idempotency.Result, error) {
+	if err != nil || res.Final || res.Pending {
+		return res, err
 	}
+	return s.pending(ctx, p, tries)
 }
 
 // send creates and confirms the payment at the provider with its provider key.
@@ -179,13 +179,13 @@ func (s *Service) send(ctx context.Context, p Payment, meta map[string]string, t
 	switch {
 	case err == nil:
 		s.apply(&p, pp)
-		return s.final(p, Created, pp.ClientSecret)
+		return s.final(ctx, p, Created, pp.ClientSecret)
 	case errors.As(err, &decline):
 		s.apply(&p, decline.Payment)
-		return s.final(p, Declined, "")
+		return s.final(ctx, p, Declined, "")
 	case errors.As(err, &unknown):
 		s.log().WarnContext(ctx, "payment outcome unknown; the key stays pending", "payment_id", id, "error", err)
-		return s.pending(p, tries)
+		return s.pending(ctx, p, tries)
 	case errors.As(err, &throttled):
 		return s.unavailable(max(throttled.RetryAfter, time.Second))
 	case errors.As(err, &transient):
@@ -235,13 +235,13 @@ func (s *Service) findOrSettle(ctx context.Context, p Payment, meta map[string]s
 	searcher, ok := s.Provider.(provider.Searcher)
 	if !ok {
 		s.log().ErrorContext(ctx, "provider cannot search; pending payment left pending", "payment_id", p.ID)
-		return s.pending(p, tries)
+		return s.pending(ctx, p, tries)
 	}
 	found, err := searcher.SearchMetadata(ctx, MetaPaymentID, p.ID)
 	switch {
 	case err != nil:
 		s.log().WarnContext(ctx, "payment search failed; the key stays pending", "payment_id", p.ID, "error", err)
-		return s.pending(p, tries)
+		return s.pending(ctx, p, tries)
 	case len(found) > 0:
 		if len(found) > 1 {
 			s.log().ErrorContext(ctx, "provider holds more than one payment for one of ours", "payment_id", p.ID, "count", len(found))
@@ -255,19 +255,19 @@ func (s *Service) findOrSettle(ctx context.Context, p Payment, meta map[string]s
 		s.log().InfoContext(ctx, "pending payment found at the provider; adopted", "payment_id", p.ID, "provider_payment_id", pp.ID)
 		s.apply(&p, pp)
 		if p.Status == StatusDeclined {
-			return s.final(p, Declined, "")
+			return s.final(ctx, p, Declined, "")
 		}
 		// A search result carries no client secret (stripe-go's search does not return
 		// it): a payment adopted in requires_action is answered without one, and the
 		// customer's page reads it from the provider.
-		return s.final(p, Created, "")
+		return s.final(ctx, p, Created, "")
 	case age < searcher.KeyHorizon()-settleMargin:
 		return s.send(ctx, p, meta, tries)
 	default:
 		s.log().WarnContext(ctx, "pending payment never reached the provider; settled as canceled", "payment_id", p.ID, "age", age)
 		p.Status = StatusCanceled
 		p.Version = VersionAt(s.now(), StatusCanceled)
-		return s.final(p, Declined, "")
+		return s.final(ctx, p, Declined, "")
 	}
 }
 
@@ -283,9 +283,11 @@ func (s *Service) apply(p *Payment, pp provider.Payment) {
 // final returns the stored answer and the payment write. The payment is written only if newer
 // than what is stored: a webhook may have moved it on while the provider call returned. A
 // payment that waits for its customer is answered with the client secret, which goes into the
-// stored answer (so a replay is the same bytes) and nowhere else.
-func (s *Service) final(p Payment, kind AnswerKind, secret provider.ClientSecret) (idempotency.Result, error) {
-	w, err := p.Put()
+// stored answer (so a replay is the same bytes) and nowhere else. An answer older than a charge
+// another writer recorded meanwhile (paymentWrite) is still the key's answer, but changes and
+// publishes nothing: the payment stays charged.
+func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret provider.ClientSecret) (idempotency.Result, error) {
+	w, stale, err := s.paymentWrite(ctx, p)
 	if err != nil {
 		return idempotency.Result{}, err
 	}
@@ -295,6 +297,11 @@ func (s *Service) final(p Payment, kind AnswerKind, secret provider.ClientSecret
 	resp, err := Response(Answer{Kind: kind, Payment: p, ClientSecret: secret})
 	if err != nil {
 		return idempotency.Result{}, err
+	}
+	if stale {
+		s.log().InfoContext(ctx, "answer older than the payment's charge; the payment stays charged",
+			"payment_id", p.ID, "answer_status", p.Status)
+		return idempotency.Result{Response: resp, Final: true}, nil
 	}
 	res := idempotency.Result{Response: resp, IfNewer: []store.Write{w}, Final: true}
 	// The change goes out on the event feed with the response. When a newer version was stored
@@ -316,13 +323,54 @@ func (s *Service) final(p Payment, kind AnswerKind, secret provider.ClientSecret
 	return res, nil
 }
 
+// paymentWrite returns the write that stores p, what our own call saw of the payment, and
+// whether that view is stale. A view that holds no charge (pending, declined, waiting) may come
+// back after another writer recorded a charge: a recovery charged the declined payment while
+// the create's answer was on its way, or the provider replays a first create's decline. Its
+// version is from the moment it arrived, so the version check alone would let it take the
+// charge back (undoesCharge); such a view is read against the stored payment first, and the
+// write commits only if the payment is still as read, so a charge recorded after the read is
+// kept too. A charge is written unread, as before: it never takes a charge back, though it
+// still replaces the stored record whole (what a refund recorded meanwhile included).
+func (s *Service) paymentWrite(ctx context.Context, p Payment) (store.Write, bool, error) {
+	w, err := p.Put()
+	if err != nil || charged(p.Status) {
+		return w, false, err
+	}
+	// Part of the commit of what the provider did: bounded on its own, like the commit.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+	defer cancel()
+	it, err := s.Store.Get(ctx, Table, p.ID, "")
+	if errors.Is(err, store.ErrNotFound) {
+		w.Cond = store.Cond{Kind: store.NotExists}
+		return w, false, nil
+	}
+	if err != nil {
+		return w, false, fmt.Errorf("payments: read %s before storing the answer: %w", p.ID, err)
+	}
+	stored, err := Decode(it)
+	if err != nil {
+		return w, false, err
+	}
+	if undoesCharge(stored.Status, p.Status) {
+		return w, true, nil
+	}
+	if p.Version > it.Version {
+		w.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
+	}
+	return w, false, nil
+}
+
+// readTimeout bounds paymentWrite's read.
+const readTimeout = 10 * time.Second
+
 // pending is the interim answer of an unknown outcome: 202 with the payment as pending, kept
 // under the key with the caller's request (idempotency.Result.Pending), and, in the same
 // transaction, the outbox message that queues the next resolution.
-func (s *Service) pending(p Payment, tries int) (idempotency.Result, error) {
+func (s *Service) pending(ctx context.Context, p Payment, tries int) (idempotency.Result, error) {
 	p.Status = StatusPending
 	p.Version = VersionAt(s.now(), StatusPending)
-	res, err := s.final(p, Accepted, "")
+	res, err := s.final(ctx, p, Accepted, "")
 	if err != nil {
 		return res, err
 	}

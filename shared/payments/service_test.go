@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/problem"
@@ -149,6 +150,8 @@ type fixture struct {
 	jobs     *jobs
 	declines *declines
 	h        http.Handler
+	// clock is every part's clock; it stands still unless a test moves it.
+	clock *clock.Fake
 	// changes are the change messages the relay delivered, by id.
 	changes map[string]Change
 }
@@ -161,12 +164,13 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { s.Close() })
 	quiet := slog.New(slog.DiscardHandler)
-	now := func() time.Time { return created.Add(time.Second) }
+	c := clock.NewFake(created.Add(time.Second))
+	now := c.Now
 	k, err := idempotency.NewKeeper(idempotency.Keeper{Store: s, Now: now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{prov: &scriptedProvider{calls: map[string]int{}, outcome: outcomes}, jobs: &jobs{}, declines: &declines{}}
+	f := &fixture{prov: &scriptedProvider{calls: map[string]int{}, outcome: outcomes}, jobs: &jobs{}, declines: &declines{}, clock: c}
 	f.svc = &Service{Store: s, Keeper: k, Provider: f.prov, Resolver: f.jobs, OnDecline: f.declines, Now: now, Log: quiet,
 		Classify: func(d provider.Decline) string { return "class-of-" + d.Code }}
 	f.h = f.svc.Handler(func(*http.Request) string { return "local" })

@@ -1,0 +1,112 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/shared/provider"
+)
+
+// A create whose answer is late: while the call is out, the provider declines the payment, its
+// decline event reaches the webhook worker, recovery charges it again and records the success.
+// Then the create's own answers come in: a timeout (the outcome unknown, so the key goes
+// pending), and, on the resolution, the provider's replay of what the first create did (the
+// decline, as Stripe replays a key's saved answer). Neither is news about the payment: the
+// charge came after both, so the payment stays succeeded, the event feed publishes no step
+// back, and no recovery starts for it.
+func TestLateCreateAnswerNeverUndoesACharge(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	id := PaymentID("local", "k-late")
+	pi := provider.Payment{ID: "pi_late", Amount: 1500, Currency: "usd", Customer: "cus_1", Created: created,
+		Status: provider.StatusDeclined, Card: &provider.Card{Fingerprint: "fp_late", Brand: "visa", Last4: "4242"},
+		Decline:  &provider.Decline{Code: "processing_error", ErrorCode: "processing_error"},
+		Metadata: map[string]string{MetaPaymentID: id, MetaScope: "local"}}
+	var charged Payment
+	f.prov.outcome = func(req provider.CreateRequest, call int) (provider.Payment, error) {
+		if call > 1 {
+			return pi, &provider.DeclineError{Payment: pi} // the first create's answer, replayed
+		}
+		// Recovery's record of its charge, on the clock every writer shares, made while the
+		// create's answer is still on its way.
+		at := f.clock.Now().Add(300 * time.Millisecond)
+		charged = Payment{ID: id, Scope: "local", Amount: 1500, Currency: "usd", Customer: "cus_1",
+			ProviderPaymentID: pi.ID, CreatedAt: created, Version: EventVersion(created.Unix())}
+		charged.Transition(StatusSucceeded, nil, nil, VersionAt(at, StatusSucceeded), at)
+		w, err := charged.Put()
+		if err == nil {
+			err = f.svc.Store.Transact(ctx, w)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Second) // the create times out a second later
+		return provider.Payment{}, &provider.UnknownOutcomeError{Op: "create", IdempotencyKey: req.IdempotencyKey}
+	}
+	status := func() string {
+		t.Helper()
+		get := f.do(t, "GET", "/payments/"+id, "", "")
+		var v View
+		if get.Code != 200 || json.Unmarshal(get.Body.Bytes(), &v) != nil {
+			t.Fatalf("GET %d %s", get.Code, get.Body)
+		}
+		return v.Status
+	}
+
+	if first := f.do(t, "POST", "/payments", "k-late", body("pm_late")); first.Code != 202 {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	if got := status(); got != StatusSucceeded {
+		t.Fatalf("after the create timed out the charged payment is %q", got)
+	}
+	f.drain(t)
+	if len(f.jobs.list) != 1 {
+		t.Fatalf("%d resolve jobs, want 1", len(f.jobs.list))
+	}
+	f.clock.Advance(time.Second)
+	if err := f.svc.Resolve(ctx, f.jobs.list[0]); err != nil {
+		t.Fatal(err)
+	}
+	f.drain(t)
+	if got := status(); got != StatusSucceeded {
+		t.Fatalf("after the create's replayed decline the charged payment is %q", got)
+	}
+	// The key answers what the create did: the decline, replayed from now on.
+	if again := f.do(t, "POST", "/payments", "k-late", body("pm_late")); again.Code != 402 || !strings.Contains(again.Body.String(), `"processing_error"`) {
+		t.Fatalf("replay: %d %s", again.Code, again.Body)
+	}
+	for _, c := range f.changes {
+		if c.Version > charged.Version {
+			t.Errorf("the feed published %q at version %d, after the charge (%d)", c.Payment.Status, c.Version, charged.Version)
+		}
+	}
+	if len(f.declines.ids) != 0 {
+		t.Errorf("recovery started again for a charged payment: %v", f.declines.ids)
+	}
+}
+
+// Nothing but a refund follows a charge: a report of any other status over a charged payment
+// leaves it as it is, whatever its version, so its write loses the version check.
+func TestTransitionNeverTakesBackACharge(t *testing.T) {
+	at := created.Add(time.Hour)
+	for _, from := range []string{StatusSucceeded, StatusRefunded} {
+		for _, to := range []string{StatusPending, StatusProcessing, StatusDeclined, StatusRequiresAction, StatusRequiresCapture, StatusCanceled} {
+			t.Run(from+" to "+to, func(t *testing.T) {
+				p := Payment{ID: "pay_1", Status: from, Version: VersionAt(created, from), UpdatedAt: created}
+				was := p
+				p.Transition(to, &provider.Decline{Code: "processing_error"}, nil, VersionAt(at, to), at)
+				if p.Status != was.Status || p.Version != was.Version || !p.UpdatedAt.Equal(was.UpdatedAt) || p.Decline != nil {
+					t.Fatalf("%+v became %+v", was, p)
+				}
+			})
+		}
+	}
+	p := Payment{ID: "pay_1", Status: StatusRefunded, Version: VersionAt(created, StatusRefunded)}
+	p.Transition(StatusSucceeded, nil, nil, VersionAt(at, StatusSucceeded), at)
+	if p.Status != StatusSucceeded {
+		t.Fatalf("a refund that failed later left %q", p.Status)
+	}
+}
