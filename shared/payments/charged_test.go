@@ -110,3 +110,46 @@ func TestTransitionNeverTakesBackACharge(t *testing.T) {
 		t.Fatalf("a refund that failed later left %q", p.Status)
 	}
 }
+
+// A create whose success answer comes in after the provider's events already recorded the
+// payment and a refund of part of it (the answer was held up; the events were not): the answer
+// is news about the charge, not about the refund, so the stored payment keeps its amount
+// refunded and its dispute, and takes the request's details.
+func TestLateCreateAnswerKeepsWhatEventsRecorded(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	id := PaymentID("local", "k-late-refund")
+	pi := provider.Payment{ID: "pi_late_refund", Amount: 1500, Currency: "usd", Customer: "cus_1", Created: created,
+		Status: provider.StatusSucceeded, LatestCharge: "ch_late_refund",
+		Metadata: map[string]string{MetaPaymentID: id, MetaScope: "local"}}
+	f.prov.outcome = func(req provider.CreateRequest, call int) (provider.Payment, error) {
+		// The worker's record from the provider's events: succeeded, then 500 refunded and a
+		// dispute opened, while our call's answer is still on its way.
+		at := f.clock.Now()
+		ev := Payment{ID: id, Scope: "local", Amount: 1500, Currency: "usd", Customer: "cus_1", ProviderPaymentID: pi.ID,
+			CreatedAt: created}
+		ev.Transition(StatusSucceeded, nil, nil, EventVersion(at.Unix()*16), at)
+		ev.AmountRefunded, ev.Version = 500, ev.Version+1
+		ev.Dispute = &Dispute{ID: "dp_1", Status: "needs_response", Amount: 1500}
+		w, err := ev.Put()
+		if err == nil {
+			err = f.svc.Store.Transact(ctx, w)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Second)
+		return pi, nil
+	}
+	if first := f.do(t, "POST", "/payments", "k-late-refund", body("pm_late")); first.Code != 201 {
+		t.Fatalf("create: %d %s", first.Code, first.Body)
+	}
+	p, err := Get(ctx, f.svc.Store, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status != StatusSucceeded || p.AmountRefunded != 500 || p.Dispute == nil || p.PaymentMethod != "pm_late" ||
+		p.IdempotencyKey != "k-late-refund" || p.LatestCharge != "ch_late_refund" {
+		t.Fatalf("after the late answer: %+v", p)
+	}
+}

@@ -330,11 +330,13 @@ func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret 
 // version is from the moment it arrived, so the version check alone would let it take the
 // charge back (undoesCharge); such a view is read against the stored payment first, and the
 // write commits only if the payment is still as read, so a charge recorded after the read is
-// kept too. A charge is written unread, as before: it never takes a charge back, though it
-// still replaces the stored record whole (what a refund recorded meanwhile included).
+// kept too. A charge is read against the stored payment as well: it is news over anything
+// stored, but what the provider reported after it and another writer recorded meanwhile (a
+// refund, a dispute, from events that came before our answer) is not in our call's view, and
+// the stored record must not lose it (keepLaterFacts).
 func (s *Service) paymentWrite(ctx context.Context, p Payment) (store.Write, bool, error) {
 	w, err := p.Put()
-	if err != nil || charged(p.Status) {
+	if err != nil {
 		return w, false, err
 	}
 	// Part of the commit of what the provider did: bounded on its own, like the commit.
@@ -355,10 +357,38 @@ func (s *Service) paymentWrite(ctx context.Context, p Payment) (store.Write, boo
 	if undoesCharge(stored.Status, p.Status) {
 		return w, true, nil
 	}
+	if charged(p.Status) && p.keepLaterFacts(stored) {
+		// What is stored then carries news our answer lacks: the write takes both, one step
+		// above what it read, if nothing moved the payment since.
+		p.Version = max(p.Version, it.Version+1)
+		if w, err = p.Put(); err != nil {
+			return w, false, err
+		}
+	}
 	if p.Version > it.Version {
 		w.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
 	}
 	return w, false, nil
+}
+
+// keepLaterFacts copies into p, a charge our own call saw, what stored knows that only the
+// provider's later reports say: the amount refunded (and so refunded in full), a dispute, the
+// latest charge. It reports whether it copied anything.
+func (p *Payment) keepLaterFacts(stored Payment) bool {
+	changed := false
+	if stored.AmountRefunded > p.AmountRefunded {
+		p.AmountRefunded, changed = stored.AmountRefunded, true
+	}
+	if stored.Status == StatusRefunded && p.Status != StatusRefunded {
+		p.Status, changed = StatusRefunded, true
+	}
+	if p.Dispute == nil && stored.Dispute != nil {
+		p.Dispute, changed = stored.Dispute, true
+	}
+	if p.LatestCharge == "" && stored.LatestCharge != "" {
+		p.LatestCharge, changed = stored.LatestCharge, true
+	}
+	return changed
 }
 
 // readTimeout bounds paymentWrite's read.
