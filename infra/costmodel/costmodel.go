@@ -7,6 +7,7 @@ package costmodel
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -280,7 +281,7 @@ func Render(w io.Writer, flows []Flow, mix Mix, p Prices, l Lambda) error {
 	pf("| **total** | | | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | **%.2f** |\n", total.DynamoDB, total.Lambda, total.SQS,
 		total.StepFunctions, total.HTTPAPI, total.EventBridge, total.Total())
 
-	largest := slices.MaxFunc(lines, func(a, b Line) int { return cmpFloat(a.Cost.Total(), b.Cost.Total()) })
+	largest := slices.MaxFunc(lines, func(a, b Line) int { return cmp.Compare(a.Cost.Total(), b.Cost.Total()) })
 	pf("\nThe largest part is \"%s\": %.0f%% of the total. ", largest.Flow, 100*largest.Cost.Total()/total.Total())
 	byTable := map[string]float64{}
 	sum := 0.0
@@ -294,7 +295,7 @@ func Render(w io.Writer, flows []Flow, mix Mix, p Prices, l Lambda) error {
 	for t := range byTable {
 		tables = append(tables, t)
 	}
-	slices.SortFunc(tables, func(a, b string) int { return cmpFloat(byTable[b], byTable[a]) })
+	slices.SortFunc(tables, func(a, b string) int { return cmp.Compare(byTable[b], byTable[a]) })
 	pf("DynamoDB write units per payment, %.1f in all, by table:", sum)
 	for i, t := range tables {
 		sep := ","
@@ -305,16 +306,6 @@ func Render(w io.Writer, flows []Flow, mix Mix, p Prices, l Lambda) error {
 	}
 	pf(".\n")
 	return nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func invocations(f Flow) string {
