@@ -138,7 +138,8 @@ func TestCheck(t *testing.T) {
 func TestLocalStatus(t *testing.T) {
 	tests := map[string]string{
 		"succeeded": "succeeded", "requires_payment_method": "declined", "processing": "processing",
-		"canceled": "canceled", "requires_confirmation": "pending", "requires_action": "pending",
+		"canceled": "canceled", "requires_confirmation": "requires_action", "requires_action": "requires_action",
+		"requires_capture": "requires_capture", "a status Stripe adds later": "pending",
 	}
 	for stripe, want := range tests {
 		t.Run(stripe, func(t *testing.T) {

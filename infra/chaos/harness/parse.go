@@ -86,6 +86,8 @@ func LocalStatus(stripeStatus string) string {
 		return "canceled"
 	case "requires_capture", "requires_action":
 		return stripeStatus
+	case "requires_confirmation":
+		return "requires_action" // as the stack maps it: it waits on the customer's side
 	default:
 		return "pending"
 	}
