@@ -153,3 +153,39 @@ func TestLateCreateAnswerKeepsWhatEventsRecorded(t *testing.T) {
 		t.Fatalf("after the late answer: %+v", p)
 	}
 }
+
+// The same late decline over a charge that the provider's events and recovery recorded without
+// the card (a success names none): the payment stays succeeded, and takes the card and the
+// request's details from the answer, so the card's caps and last4 still show.
+func TestLateDeclineLeavesItsCardOnTheCharge(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	id := PaymentID("local", "k-late-card")
+	card := &provider.Card{Fingerprint: "fp_late_card", Brand: "visa", Last4: "9995"}
+	pi := provider.Payment{ID: "pi_late_card", Amount: 1500, Currency: "usd", Customer: "cus_1", Created: created,
+		Status: provider.StatusDeclined, Card: card, Decline: &provider.Decline{Code: "insufficient_funds", ErrorCode: "card_declined"},
+		Metadata: map[string]string{MetaPaymentID: id, MetaScope: "local"}}
+	f.prov.outcome = func(req provider.CreateRequest, call int) (provider.Payment, error) {
+		at := f.clock.Now()
+		ev := Payment{ID: id, Scope: "local", Amount: 1500, Currency: "usd", ProviderPaymentID: pi.ID, CreatedAt: created}
+		ev.Transition(StatusSucceeded, nil, nil, VersionAt(at.Add(time.Second), StatusSucceeded), at)
+		w, err := ev.Put()
+		if err == nil {
+			err = f.svc.Store.Transact(ctx, w)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pi, &provider.DeclineError{Payment: pi}
+	}
+	if first := f.do(t, "POST", "/payments", "k-late-card", body("pm_late")); first.Code != 402 {
+		t.Fatalf("create: %d %s", first.Code, first.Body)
+	}
+	p, err := Get(ctx, f.svc.Store, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status != StatusSucceeded || p.Card == nil || p.Card.Last4 != "9995" || p.PaymentMethod != "pm_late" || p.IdempotencyKey != "k-late-card" {
+		t.Fatalf("after the late decline: %+v", p)
+	}
+}

@@ -284,8 +284,8 @@ func (s *Service) apply(p *Payment, pp provider.Payment) {
 // than what is stored: a webhook may have moved it on while the provider call returned. A
 // payment that waits for its customer is answered with the client secret, which goes into the
 // stored answer (so a replay is the same bytes) and nowhere else. An answer older than a charge
-// another writer recorded meanwhile (paymentWrite) is still the key's answer, but changes and
-// publishes nothing: the payment stays charged.
+// another writer recorded meanwhile (paymentWrite) is still the key's answer, but publishes
+// nothing and changes only what the charged record lacks (fillFrom): the payment stays charged.
 func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret provider.ClientSecret) (idempotency.Result, error) {
 	w, stale, err := s.paymentWrite(ctx, p)
 	if err != nil {
@@ -301,7 +301,13 @@ func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret 
 	if stale {
 		s.log().InfoContext(ctx, "answer older than the payment's charge; the payment stays charged",
 			"payment_id", p.ID, "answer_status", p.Status)
-		return idempotency.Result{Response: resp, Final: true}, nil
+		// The status stays, but what only our request and answer know (the card, the
+		// request's details) still goes onto the record, if nothing moved it since it was read.
+		res := idempotency.Result{Response: resp, Final: true}
+		if w.Put != nil {
+			res.IfNewer = []store.Write{w}
+		}
+		return res, nil
 	}
 	res := idempotency.Result{Response: resp, IfNewer: []store.Write{w}, Final: true}
 	// The change goes out on the event feed with the response. When a newer version was stored
@@ -355,6 +361,14 @@ func (s *Service) paymentWrite(ctx context.Context, p Payment) (store.Write, boo
 		return w, false, err
 	}
 	if undoesCharge(stored.Status, p.Status) {
+		if !stored.fillFrom(p) {
+			return store.Write{}, true, nil
+		}
+		stored.Version = it.Version + 1
+		if w, err = stored.Put(); err != nil {
+			return w, true, err
+		}
+		w.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
 		return w, true, nil
 	}
 	if charged(p.Status) && p.keepLaterFacts(stored) {
@@ -369,6 +383,32 @@ func (s *Service) paymentWrite(ctx context.Context, p Payment) (store.Write, boo
 		w.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
 	}
 	return w, false, nil
+}
+
+// fillFrom copies into p, a charged payment another writer recorded (from the provider's
+// events, or recovery's charge, which name no card), what only our own request and its answer
+// know and p lacks: the card the attempt used and the request's details. It reports whether it
+// copied anything; the status and everything the provider reported stay.
+func (p *Payment) fillFrom(answer Payment) bool {
+	changed := false
+	fill := func(dst *string, v string) {
+		if *dst == "" && v != "" {
+			*dst, changed = v, true
+		}
+	}
+	fill(&p.IdempotencyKey, answer.IdempotencyKey)
+	fill(&p.ProviderKey, answer.ProviderKey)
+	fill(&p.PaymentMethod, answer.PaymentMethod)
+	fill(&p.Invoice, answer.Invoice)
+	fill(&p.Description, answer.Description)
+	fill(&p.Customer, answer.Customer)
+	if p.Card == nil && answer.Card != nil {
+		p.Card, changed = answer.Card, true
+	}
+	if len(p.Metadata) == 0 && len(answer.Metadata) > 0 {
+		p.Metadata, changed = answer.Metadata, true
+	}
+	return changed
 }
 
 // keepLaterFacts copies into p, a charge our own call saw, what stored knows that only the
