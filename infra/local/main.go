@@ -93,7 +93,7 @@ func banner(w io.Writer, s *inprocess.Stack) {
 	api := s.APIURL()
 	fmt.Fprintf(w, `twice is running locally.
 
-  API                 %[1]s   (POST /payments, GET /payments/{id}, POST /webhooks/{provider})
+  API                 %[1]s   (POST /payments, GET /payments/{id}, POST /payments/{id}/capture, /cancel, /refunds, POST /webhooks/{provider})
   operator console    %[1]s/ops/   (bearer token: TWICE_OPERATOR_TOKEN)
   provider simulator  %[2]s   (Stripe API subset; /_sim/faults, /_sim/webhooks/replay)
   data                %[3]s
