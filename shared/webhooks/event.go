@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // Delivery is what the ingest handler hands to the queue once a request is verified: the raw
@@ -158,9 +160,21 @@ type PaymentError struct {
 	// network's retry caps apply.
 	PaymentMethod *struct {
 		Card *struct {
-			Brand string `json:"brand"`
+			Brand       string `json:"brand"`
+			Fingerprint string `json:"fingerprint"`
+			Last4       string `json:"last4"`
 		} `json:"card"`
 	} `json:"payment_method"`
+}
+
+// Card is the declined card as the event names it (fingerprint, brand, last4, each capped),
+// or nil when it names no fingerprint: the network caps are counted per card.
+func (e *PaymentError) Card() *provider.Card {
+	if e == nil || e.PaymentMethod == nil || e.PaymentMethod.Card == nil || e.PaymentMethod.Card.Fingerprint == "" {
+		return nil
+	}
+	c := e.PaymentMethod.Card
+	return &provider.Card{Fingerprint: capRef(expandable(c.Fingerprint)), Brand: capRef(expandable(c.Brand)), Last4: capRef(expandable(c.Last4))}
 }
 
 // Brand is the declined card's brand ("visa", "mastercard"), or "".

@@ -155,3 +155,26 @@ func TestDisputeFoundThroughItsCharge(t *testing.T) {
 		t.Fatalf("a dispute of a charge nobody aliased: %s %v", out, err)
 	}
 }
+
+// TestDeclineEventRecordsItsCard: a payment_failed event names the declined card in
+// last_payment_error.payment_method.card; the worker records it, so a recovery planned from a
+// record the event made first still counts the card's network caps.
+func TestDeclineEventRecordsItsCard(t *testing.T) {
+	w, s := newWorker(t)
+	seed(t, s, "pay_3")
+	d := stripeEvent("evt_f", "payment_intent.payment_failed", t0, "pi_3", "pay_3", nil)
+	var env map[string]any
+	if err := json.Unmarshal(d.Body, &env); err != nil {
+		t.Fatal(err)
+	}
+	lpe := env["data"].(map[string]any)["object"].(map[string]any)["last_payment_error"].(map[string]any)
+	lpe["payment_method"] = map[string]any{"id": "pm_1", "object": "payment_method",
+		"card": map[string]any{"brand": "mastercard", "fingerprint": "fp_mc_1", "last4": "4444"}}
+	d.Body, _ = json.Marshal(env)
+	if out, err := w.Apply(context.Background(), d); err != nil || out != Applied {
+		t.Fatalf("apply: %s %v", out, err)
+	}
+	if p := status(t, s, "pay_3"); p.Card == nil || p.Card.Fingerprint != "fp_mc_1" || p.Card.Last4 != "4444" || p.Card.Brand != "mastercard" {
+		t.Fatalf("card after the decline event: %+v", p.Card)
+	}
+}

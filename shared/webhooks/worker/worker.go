@@ -246,6 +246,9 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		}
 		d = &provider.Decline{Code: code, ErrorCode: e.Code, AdviceCode: e.AdviceCode,
 			NetworkAdviceCode: e.NetworkAdviceCode, NetworkDeclineCode: e.NetworkDeclineCode, Network: e.Brand()}
+		// The declined card, so a recovery planned from this record counts the card's network
+		// caps even when the event comes before the API's own record of the decline.
+		p.SetCard(e.Card())
 	}
 	before := p.DeclineClass
 	wasDeclined := p.Status == payments.StatusDeclined
