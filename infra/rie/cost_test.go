@@ -529,7 +529,7 @@ func checkCostTable(t *testing.T, root string, flows []costmodel.Flow) {
 		t.Logf("rewrote BENCHMARKS.md's cost table and docs/cost-flows.json:\n%s", table.String())
 		return
 	}
-	if string(bench) != wantBench || string(oldJSON) != string(js) {
+	if string(bench) != wantBench || !sameFlows(oldJSON, flows) {
 		t.Errorf("the measured flows differ from BENCHMARKS.md's cost table or docs/cost-flows.json; if the change is meant, "+
 			"rerun with TWICE_UPDATE_COST=1 and commit both. Measured:\n%s\n%s", js, table.String())
 	}
@@ -540,4 +540,24 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// sameFlows reports whether the stored docs/cost-flows.json holds these flows, their requests
+// by action aside: how many index Queries a reconciliation pass makes depends on how many UTC
+// days its windows span, so on the hour; what they cost and every priced figure does not.
+func sameFlows(stored []byte, flows []costmodel.Flow) bool {
+	var old []costmodel.Flow
+	if json.Unmarshal(stored, &old) != nil || len(old) != len(flows) {
+		return false
+	}
+	for i := range flows {
+		a, b := old[i], flows[i]
+		a.Requests, b.Requests = nil, nil
+		x, _ := json.Marshal(a)
+		y, _ := json.Marshal(b)
+		if string(x) != string(y) {
+			return false
+		}
+	}
+	return true
 }

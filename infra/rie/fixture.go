@@ -3,6 +3,7 @@ package rie
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -130,8 +132,10 @@ func NewResources(ctx context.Context, root, prefix, dynamoEndpoint, motoEndpoin
 	}
 
 	// The payments bus the relay publishes changes to (template.yaml's PaymentsBus).
+	// A fixture made again under the same prefix finds it there, as it finds its tables.
+	var exists *ebtypes.ResourceAlreadyExistsException
 	if _, err := eventbridge.NewFromConfig(f.MotoConfig).CreateEventBus(ctx, &eventbridge.CreateEventBusInput{
-		Name: aws.String(f.EventBus())}); err != nil {
+		Name: aws.String(f.EventBus())}); err != nil && !errors.As(err, &exists) {
 		return nil, fmt.Errorf("rie: create event bus: %w", err)
 	}
 
