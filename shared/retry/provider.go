@@ -131,59 +131,45 @@ func (p *Provider) operations() (provider.Operations, error) {
 	return ops, nil
 }
 
-// Capture, like Create, needs its idempotency key: with it an unknown outcome is repeated
-// under the same key, so the provider captures once.
+// keyed runs one write of the wrapped Operations under the policy, as Create runs: refused
+// before any call without its idempotency key, and an unknown outcome repeated under that key,
+// so the provider does it once.
+func keyed[T any](ctx context.Context, p *Provider, op, key string, call func(context.Context, provider.Operations) (T, error)) (T, error) {
+	var out T
+	if key == "" {
+		return out, provider.ErrMissingIdempotencyKey
+	}
+	ops, err := p.operations()
+	if err != nil {
+		return out, err
+	}
+	err = p.Policy.Do(ctx, op, true, func(ctx context.Context) error {
+		var err error
+		out, err = call(ctx, ops)
+		return err
+	})
+	return out, err
+}
+
+// Capture captures once per idempotency key (keyed).
 func (p *Provider) Capture(ctx context.Context, req provider.CaptureRequest) (provider.Payment, error) {
-	if req.IdempotencyKey == "" {
-		return provider.Payment{}, provider.ErrMissingIdempotencyKey
-	}
-	ops, err := p.operations()
-	if err != nil {
-		return provider.Payment{}, err
-	}
-	var out provider.Payment
-	err = p.Policy.Do(ctx, "capture", true, func(ctx context.Context) error {
-		var err error
-		out, err = ops.Capture(ctx, req)
-		return err
+	return keyed(ctx, p, "capture", req.IdempotencyKey, func(ctx context.Context, ops provider.Operations) (provider.Payment, error) {
+		return ops.Capture(ctx, req)
 	})
-	return out, err
 }
 
-// Cancel, like Create, needs its idempotency key.
+// Cancel cancels once per idempotency key (keyed).
 func (p *Provider) Cancel(ctx context.Context, req provider.CancelRequest) (provider.Payment, error) {
-	if req.IdempotencyKey == "" {
-		return provider.Payment{}, provider.ErrMissingIdempotencyKey
-	}
-	ops, err := p.operations()
-	if err != nil {
-		return provider.Payment{}, err
-	}
-	var out provider.Payment
-	err = p.Policy.Do(ctx, "cancel", true, func(ctx context.Context) error {
-		var err error
-		out, err = ops.Cancel(ctx, req)
-		return err
+	return keyed(ctx, p, "cancel", req.IdempotencyKey, func(ctx context.Context, ops provider.Operations) (provider.Payment, error) {
+		return ops.Cancel(ctx, req)
 	})
-	return out, err
 }
 
-// Refund, like Create, needs its idempotency key: a repeat under it is one refund.
+// Refund refunds once per idempotency key (keyed): a repeat under it is one refund.
 func (p *Provider) Refund(ctx context.Context, req provider.RefundRequest) (provider.Refund, error) {
-	if req.IdempotencyKey == "" {
-		return provider.Refund{}, provider.ErrMissingIdempotencyKey
-	}
-	ops, err := p.operations()
-	if err != nil {
-		return provider.Refund{}, err
-	}
-	var out provider.Refund
-	err = p.Policy.Do(ctx, "refund", true, func(ctx context.Context) error {
-		var err error
-		out, err = ops.Refund(ctx, req)
-		return err
+	return keyed(ctx, p, "refund", req.IdempotencyKey, func(ctx context.Context, ops provider.Operations) (provider.Refund, error) {
+		return ops.Refund(ctx, req)
 	})
-	return out, err
 }
 
 // Refunds, like List, resumes after the last refund it yielded when a page fails in a
