@@ -194,7 +194,7 @@ func writeOutputs(dir string, rep report) error {
 	return nil
 }
 
-// writeTables prints Markdown tables, ready to paste into BENCHMARKS.md.
+// writeTables prints Markdown tables, ready to paste into docs/performance.md.
 func writeTables(w io.Writer, rep report) {
 	if mc := rep.Machine; mc.CPUs > 0 {
 		fmt.Fprintf(w, "Machine: %s, %d CPUs, %s; %s; load average %s before, %s after\n",

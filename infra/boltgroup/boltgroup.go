@@ -46,7 +46,7 @@ import (
 // Defaults of Options.
 const (
 	// DefaultLinger is the longest a group waits for the rest of its writers. Measured with
-	// TestLingerSmoke (32 writers, fsync'd file, 2 cores): see the package README section.
+	// TestLingerSmoke (32 writers, fsync'd file, 2 cores): see docs/performance.md, "Group commit".
 	DefaultLinger = 300 * time.Microsecond
 	// DefaultMaxGroup caps the changes of one transaction.
 	DefaultMaxGroup = 256

@@ -1,7 +1,7 @@
 // Package costmodel prices twice's flows from their measured calls. infra/rie's
 // TestCostPerFlow runs each flow on the AWS form (the functions under aws-lambda-rie, DynamoDB
 // Local, moto, Step Functions definitions run by infra/asl) and counts what it cost; this
-// package turns those counts into the cost table in BENCHMARKS.md, with dated list prices and
+// package turns those counts into the cost table in docs/performance.md, with dated list prices and
 // a stated mix of flows per payment.
 package costmodel
 
@@ -103,7 +103,7 @@ type Mix struct {
 	BackfillListings float64
 }
 
-// DefaultMix is the mix BENCHMARKS.md prices.
+// DefaultMix is the mix docs/performance.md prices.
 var DefaultMix = Mix{DeclineRate: 0.05, ReplayRate: 0.1, RefundRate: 0.05, ReconPasses: 25, BackfillListings: 4.0 / 3}
 
 // Cost is USD per million of something, by service.
@@ -241,7 +241,7 @@ func PerPayment(flows []Flow, mix Mix, p Prices, l Lambda) ([]Line, error) {
 
 func (c Cost) scaled(k float64) Cost { return Cost{}.plus(c, k) }
 
-// Render is the cost section of BENCHMARKS.md: the flows as measured, then a million
+// Render is the cost section of docs/performance.md: the flows as measured, then a million
 // payments of mix.
 func Render(w io.Writer, flows []Flow, mix Mix, p Prices, l Lambda) error {
 	lines, err := PerPayment(flows, mix, p, l)

@@ -221,7 +221,7 @@ func TestColdStart(t *testing.T) {
 	}
 	t.Logf("INIT under aws-lambda-rie, %d rounds, each start paired with an echo start (median INIT; median of paired ratios), %s/%s:\n%s",
 		coldStarts, runtime.GOOS, runtime.GOARCH, strings.Join(rows, "\n"))
-	// The target is 1.5x (README, Performance, where the figures are). The guard is looser, as
+	// The target is 1.5x (docs/performance.md, where the figures are). The guard is looser, as
 	// the machine running make bench-lambda may be busy: past 3x and 50 ms, real work (a
 	// network call, a secret fetch) has crept into INIT.
 	if worst > 3 && worstAbs > 50*time.Millisecond {
