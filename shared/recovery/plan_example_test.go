@@ -32,7 +32,7 @@ func ExampleNextAttempt() {
 
 // ExampleSchedule prints the schedule each decline class gets from the default policy for a
 // card that declines every time, starting on Sunday 29 Nov 2026 at 08:00 UTC. This table is
-// the one in the README.
+// the one in docs/recovery.md.
 func ExampleSchedule() {
 	first := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	thirtyDays := recovery.DefaultPolicy()
