@@ -284,7 +284,7 @@ func TestLambdaBinariesLinkOnlyTheModulesTheirJobNeeds(t *testing.T) {
 // v1.49.0, aws-sdk-go-v2's service packages serialize through schemas their `schemas` package
 // builds in package initialisation (dynamodb's: 3,151 objects, about 1 ms of every cold start;
 // a DynamoDB-only function went from 1.13x to 1.40x a bare function's INIT). go.mod pins the
-// last versions before that (README, Performance). An upgrade that brings a schemas package
+// last versions before that (docs/performance.md). An upgrade that brings a schemas package
 // back fails here: measure it with make bench-lambda first, and move the pin only if the SDK
 // builds its schemas lazily by then or the figures say the cost is worth it.
 func TestLambdaBinariesLinkNoEagerSchemas(t *testing.T) {
@@ -368,14 +368,14 @@ func TestDeadLetterTableLinksNoProducer(t *testing.T) {
 	}
 }
 
-// constructionExceptions are the named exceptions to the construction idiom (README,
-// Contributing, "Construction"), each with its reason. Everything else in shared/ is a struct
+// constructionExceptions are the named exceptions to the construction idiom
+// (CONTRIBUTING.md, "Construction"), each with its reason. Everything else in shared/ is a struct
 // built with a composite literal (or NewX(X) where building does work once).
 var constructionExceptions = map[string]string{
 	// Per-call options of idempotency.Do[T]: they vary by call, not by component.
 	"idempotency.CallOption": "per-call options of Do",
 	// Arguments of functions that build handlers (Wrap, SQS, Middleware), not components; the
-	// README's Powertools table maps Powertools' options onto their fields.
+	// Powertools table in docs/library.md maps Powertools' options onto their fields.
 	"idemlambda.Config":            "the settings of Wrap and SQS",
 	"idempotency.MiddlewareConfig": "the settings of Keeper.Middleware",
 }
@@ -494,7 +494,7 @@ func TestOneConstructionIdiom(t *testing.T) {
 	}
 	for name := range constructionExceptions {
 		if !excepted[name] {
-			t.Errorf("exception %s no longer exists: remove it here and in the README", name)
+			t.Errorf("exception %s no longer exists: remove it here and in CONTRIBUTING.md", name)
 		}
 	}
 	t.Logf("%d packages, %d struct fields checked; %d named exceptions", len(pkgs), fields, len(excepted))
