@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda/messages"
 
 	"github.com/runtwice/twice/infra/asl"
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"

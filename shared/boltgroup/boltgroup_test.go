@@ -15,7 +15,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/runtwice/twice/infra/boltgroup"
+	"github.com/runtwice/twice/shared/boltgroup"
 )
 
 var (
