@@ -88,7 +88,7 @@ type BoltOption func(*BoltStore)
 func WithBatch() BoltOption { return func(s *BoltStore) { s.batch = true } }
 
 // WithCommitter makes Create and Save commit through c, the file's group committer
-// (infra/boltgroup), which the local stack shares with its store and queue: checkpoints of
+// (shared/boltgroup), which the local stack shares with its store and queue: checkpoints of
 // concurrent executions, store writes and queue sends share one fsync. It takes precedence
 // over WithBatch.
 func WithCommitter(c *boltgroup.Committer) BoltOption { return func(s *BoltStore) { s.commits = c } }

@@ -263,7 +263,7 @@ func (s *Stack) build() error {
 		return err
 	}
 	// One group committer for the one file: store writes, queue changes and the runner's
-	// checkpoints share fsyncs (infra/boltgroup).
+	// checkpoints share fsyncs (shared/boltgroup).
 	s.broker = localqueue.New(s.store.DB(), localqueue.Options{Committer: s.store.Committer()})
 	for name, dlq := range map[string]string{webhookQueue: webhookDLQ, resolveQueue: resolveDLQ} {
 		q, err := s.broker.Queue(name, localqueue.Config{DeadLetter: dlq, MaxReceiveCount: maxReceiveCount})

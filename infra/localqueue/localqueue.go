@@ -30,7 +30,7 @@ type Options struct {
 	NewID func() string
 	// Logger records dead-lettering; defaults to slog.Default().
 	Log *slog.Logger
-	// Committer is the file's group committer (infra/boltgroup), shared with the file's other
+	// Committer is the file's group committer (shared/boltgroup), shared with the file's other
 	// writers (boltstore.Store.Committer); nil starts one of the broker's own.
 	Committer *boltgroup.Committer
 }
