@@ -135,5 +135,6 @@
 // The simulator is the stateful Stripe that shared code is tested against, and those tests
 // live here, so that tests under shared/ reach no stand-in: the stripe-go adapter passes the
 // provider contract suite (providertest.Run) and calls only the endpoints it lists
-// (stripeprovider_*_test.go).
+// (stripeprovider_*_test.go); the attempt log keeps no byte of the client secret a 3-D
+// Secure answer carries (attempts_*_test.go).
 package stripesim
