@@ -136,5 +136,6 @@
 // live here, so that tests under shared/ reach no stand-in: the stripe-go adapter passes the
 // provider contract suite (providertest.Run) and calls only the endpoints it lists
 // (stripeprovider_*_test.go); the attempt log keeps no byte of the client secret a 3-D
-// Secure answer carries (attempts_*_test.go).
+// Secure answer carries (attempts_*_test.go); the reconciler finds every class of difference,
+// pages both sides and heals what it may (recon_*_test.go).
 package stripesim
