@@ -15,9 +15,9 @@ import (
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/inprocess"
 	"github.com/runtwice/twice/shared/apigw"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"

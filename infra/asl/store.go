@@ -11,7 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/runtwice/twice/infra/boltgroup"
+	"github.com/runtwice/twice/shared/boltgroup"
 )
 
 // Record is what the runner persists for one execution: its public view and the cursor
@@ -88,7 +88,7 @@ type BoltOption func(*BoltStore)
 func WithBatch() BoltOption { return func(s *BoltStore) { s.batch = true } }
 
 // WithCommitter makes Create and Save commit through c, the file's group committer
-// (infra/boltgroup), which the local stack shares with its store and queue: checkpoints of
+// (shared/boltgroup), which the local stack shares with its store and queue: checkpoints of
 // concurrent executions, store writes and queue sends share one fsync. It takes precedence
 // over WithBatch.
 func WithCommitter(c *boltgroup.Committer) BoltOption { return func(s *BoltStore) { s.commits = c } }

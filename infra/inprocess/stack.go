@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/infra/asl"
-	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/localqueue"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/backfill"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/declines"
@@ -263,7 +263,7 @@ func (s *Stack) build() error {
 		return err
 	}
 	// One group committer for the one file: store writes, queue changes and the runner's
-	// checkpoints share fsyncs (infra/boltgroup).
+	// checkpoints share fsyncs (shared/boltgroup).
 	s.broker = localqueue.New(s.store.DB(), localqueue.Options{Committer: s.store.Committer()})
 	for name, dlq := range map[string]string{webhookQueue: webhookDLQ, resolveQueue: resolveDLQ} {
 		q, err := s.broker.Queue(name, localqueue.Config{DeadLetter: dlq, MaxReceiveCount: maxReceiveCount})

@@ -12,7 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/runtwice/twice/infra/boltgroup"
+	"github.com/runtwice/twice/shared/boltgroup"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/queue"
 )
@@ -30,7 +30,7 @@ type Options struct {
 	NewID func() string
 	// Logger records dead-lettering; defaults to slog.Default().
 	Log *slog.Logger
-	// Committer is the file's group committer (infra/boltgroup), shared with the file's other
+	// Committer is the file's group committer (shared/boltgroup), shared with the file's other
 	// writers (boltstore.Store.Committer); nil starts one of the broker's own.
 	Committer *boltgroup.Committer
 }

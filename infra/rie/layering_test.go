@@ -42,8 +42,9 @@ func deps(t *testing.T, root string, pattern ...string) map[string][]string {
 }
 
 // TestLambdaBinariesLinkNothingFromInfra: infra/ is what stands in for AWS locally (the
-// state-machine interpreter, bbolt, the simulator). None of it belongs in a Lambda binary,
-// where it would only add size and INIT time.
+// state-machine interpreter, the local queue, the simulator). None of it belongs in a Lambda
+// binary, where it would only add size and INIT time. (That shared/ imports nothing from
+// infra/, tests included, is shared/layering_test.go's.)
 func TestLambdaBinariesLinkNothingFromInfra(t *testing.T) {
 	root, err := rie.ModuleRoot(".")
 	if err != nil {
@@ -64,33 +65,6 @@ func TestLambdaBinariesLinkNothingFromInfra(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestSharedImportsNothingFromInfra keeps the layering functions -> shared <- infra: a local
-// stand-in implements a shared contract from below, never the other way round. Tests of
-// shared/ may use the stand-ins (they run the contract suites on them); the packages may not.
-func TestSharedImportsNothingFromInfra(t *testing.T) {
-	root, err := rie.ModuleRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := deps(t, root, "./shared/...")
-	n := 0
-	for pkg, imports := range g {
-		if !strings.HasPrefix(pkg, module+"shared/") {
-			continue
-		}
-		n++
-		for _, imp := range imports {
-			if strings.HasPrefix(imp, module+"infra/") || strings.HasPrefix(imp, module+"functions/") {
-				t.Errorf("%s imports %s", pkg, imp)
-			}
-		}
-	}
-	if n < 20 {
-		t.Fatalf("only %d shared packages listed", n)
-	}
-	t.Logf("%d shared packages import nothing from infra/ or functions/", n)
 }
 
 // serviceOf maps an IAM action's service prefix to the aws-sdk-go-v2 client package that calls

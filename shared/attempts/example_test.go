@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/boltstore"
 )
 
 // Record an outbound call and an inbound webhook for one payment, then answer "was this

@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/boltstore"
-	"github.com/runtwice/twice/infra/localqueue"
 	"github.com/runtwice/twice/shared/backfill"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/worker"
@@ -80,6 +80,23 @@ func newPass(t *testing.T) (*boltstore.Store, *clock.Fake, *worker.Worker) {
 	return st, c, wk
 }
 
+// sentQueue is the webhook queue as this test reads it: it refuses what SQS refuses
+// (queue.CheckSend), keeps every message sent, and a receive returns them in order.
+type sentQueue struct{ sent []queue.Message }
+
+func (q *sentQueue) Send(_ context.Context, body []byte, opts queue.SendOptions) (string, error) {
+	if err := queue.CheckSend(body, opts); err != nil {
+		return "", err
+	}
+	id := fmt.Sprint("msg_", len(q.sent)+1)
+	q.sent = append(q.sent, queue.Message{ID: id, Body: slices.Clone(body), Attributes: opts.Attributes, ReceiveCount: 1})
+	return id, nil
+}
+
+func (q *sentQueue) Receive(context.Context, int, time.Duration, time.Duration) ([]queue.Message, error) {
+	return q.sent, nil
+}
+
 // An event the backfill cannot apply now becomes one outbox message (the same one however many
 // passes list it), the checkpoint moves past it, and the relay's handler sends it to the
 // webhook queue as a delivery the worker takes: delivered twice (a relay that died between the
@@ -119,12 +136,7 @@ func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
 	if err := st.Transact(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	broker := localqueue.New(st.DB(), localqueue.Options{Committer: st.Committer(), Clock: c})
-	t.Cleanup(func() { broker.Close() })
-	q, err := broker.Queue("webhooks", localqueue.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := &sentQueue{}
 	relay := &outbox.Relay{Store: st, Handlers: backfill.FollowOns(q), Now: c.Now, Log: wk.Log}
 	for range 2 {
 		if err := relay.Deliver(ctx, m, it.Version); err != nil {

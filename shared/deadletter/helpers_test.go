@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/metrics"
 )

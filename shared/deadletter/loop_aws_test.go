@@ -1,6 +1,7 @@
 package deadletter_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/infra/testenv"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/declines"
@@ -85,7 +85,8 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := asl.Substitute(raw, map[string]string{"RecoveryStepsFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:recovery-steps"})
+	// Its one placeholder, filled as DefinitionSubstitutions fills it.
+	def := bytes.ReplaceAll(raw, []byte("${RecoveryStepsFunctionArn}"), []byte("arn:aws:lambda:us-east-1:123456789012:function:recovery-steps"))
 	m, err := e.sfn.CreateStateMachine(ctx, &sfn.CreateStateMachineInput{Name: aws.String(prefix), Definition: aws.String(string(def)),
 		RoleArn: aws.String("arn:aws:iam::123456789012:role/payment-recovery")})
 	if err != nil {

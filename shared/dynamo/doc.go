@@ -1,5 +1,5 @@
 // Package dynamo is the DynamoDB store.Store: the one the deployed functions use. It passes
-// the same contract suite (shared/store/storetest) as the embedded infra/boltstore, run
+// the same contract suite (shared/store/storetest) as the embedded shared/boltstore, run
 // against DynamoDB Local.
 //
 // # Layout

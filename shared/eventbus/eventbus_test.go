@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/payments"
 )

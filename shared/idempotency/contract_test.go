@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/testenv"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/idempotency/idempotencytest"

@@ -64,6 +64,6 @@
 // The records live in any store.Store (package store documents the contract: conditional
 // puts that return the old item with a failed condition, all-or-nothing transactions, expiry
 // as data): DynamoDB in AWS (package dynamo, whose Attributes also lay records into an
-// existing Powertools idempotency table), the embedded bbolt store locally (infra/boltstore).
+// existing Powertools idempotency table), the embedded bbolt store locally (shared/boltstore).
 // The author of another store proves it with the contract suite in package idempotencytest.
 package idempotency

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/store"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"

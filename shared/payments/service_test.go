@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"

@@ -14,7 +14,8 @@
 // does: successes are deleted, reported failures are left for redelivery, and a handler error,
 // panic or unknown item identifier fails the whole batch. The local stack therefore runs the
 // very handlers that AWS runs: package sqsbatch builds every consumer's handler from a
-// per-message func over Message.
+// per-message func over Message. infra/localqueue's ExampleQueue_consumer runs a handler that
+// fails one message over the local queue.
 //
 // Every implementation passes the shared suite in package queue/queuetest.
 package queue

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
@@ -111,7 +110,7 @@ func FuzzHandle(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := steps.Handle(context.Background(), in)
 		if err != nil {
-			switch asl.ErrorName(err) {
+			switch errorName(err) {
 			case recovery.ErrNameInvalid, recovery.ErrNameTransient, recovery.ErrNameRejected:
 			default:
 				t.Fatalf("unnamed error %T %v", err, err)

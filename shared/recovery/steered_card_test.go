@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/cardledger"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/declines"

@@ -15,8 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda/messages"
 
-	"github.com/runtwice/twice/infra/asl"
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
@@ -128,7 +127,7 @@ func TestHandleErrorNames(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if got := asl.ErrorName(err); got != tc.wantName {
+			if got := errorName(err); got != tc.wantName {
 				t.Errorf("error name %q, want %q (%v)", got, tc.wantName, err)
 			}
 			if tc.providerErr != nil && !errors.Is(err, tc.providerErr) {
@@ -182,64 +181,6 @@ func TestChargeKeepsANewerStoredPayment(t *testing.T) {
 	}
 	if p.Version != newer || p.Decline.Code != "do_not_honor" {
 		t.Errorf("stored payment version %d decline %+v: the older outcome overwrote the newer one", p.Version, p.Decline)
-	}
-}
-
-func TestStepFailures(t *testing.T) {
-	tests := map[string]struct {
-		errs        []error
-		wantStatus  asl.Status
-		wantCharges int
-		wantDLs     int
-		wantTrans   int
-	}{
-		"transient errors are retried with the same key": {
-			errs:       []error{&provider.UnknownOutcomeError{Op: "confirm", Err: errors.New("reset")}, &provider.ThrottledError{Op: "confirm", Err: errors.New("429")}},
-			wantStatus: asl.StatusSucceeded, wantCharges: 1, wantTrans: transitions(1, false) + 2,
-		},
-		"a rejected charge dead-letters and fails the execution": {
-			errs:       []error{&provider.CredentialsError{Op: "confirm", StatusCode: 401, Err: errors.New("401")}},
-			wantStatus: asl.StatusFailed, wantDLs: 1, wantTrans: 2 + 2 + 2, // Plan, Decide, Wait, Charge, DeadLetterOnError, Failed
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			clock := clock.NewFake(t0)
-			prov := newScriptedProvider(clock.Now)
-			prov.scripts["pm"] = script{declines: 0}
-			fp := &failingProvider{scriptedProvider: prov, errs: tc.errs}
-			dl := &sink{records: map[string]recovery.DeadLetter{}}
-			h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, fp, dl, recovery.Policy{})
-			p := h.declined("pay_f", "inv_f", "pm", "processing_error")
-			if err := h.rec.Declined(context.Background(), p); err != nil {
-				t.Fatal(err)
-			}
-			stop := h.autoAdvance()
-			ex := h.await(h.arn("inv_f"))
-			stop()
-			if ex.Status != tc.wantStatus {
-				t.Fatalf("status %s (%s %s), want %s", ex.Status, ex.Error, ex.Cause, tc.wantStatus)
-			}
-			_, _, effects := prov.snapshot()
-			if effects["pm"] != tc.wantCharges {
-				t.Errorf("%d charges, want %d", effects["pm"], tc.wantCharges)
-			}
-			dls := h.sink.all()
-			if len(dls) != tc.wantDLs {
-				t.Fatalf("dead letters %v", dls)
-			}
-			for _, d := range dls {
-				if d.Reason != "step_failed" || !strings.Contains(d.Explanation, recovery.ErrNameRejected) {
-					t.Errorf("dead letter %+v", d)
-				}
-			}
-			if tc.wantStatus == asl.StatusFailed && ex.Error != "Recovery.Failed" {
-				t.Errorf("execution error %q", ex.Error)
-			}
-			if ex.StateTransitions != tc.wantTrans {
-				t.Errorf("transitions %d, want %d", ex.StateTransitions, tc.wantTrans)
-			}
-		})
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package store is the contract between twice's domain packages and the durable stores they
 // run on: DynamoDB in AWS (package dynamo) and an embedded bbolt file locally
-// (package infra/boltstore).
+// (package shared/boltstore).
 //
 // The contract is deliberately small. An Item is a partition key, an optional sort key, an
 // opaque JSON document and the handful of attributes that conditions, expiry and the one

@@ -20,8 +20,9 @@ type Endpoint struct {
 	Permissions []string
 }
 
-// Endpoints are every call the adapter makes; TestEndpointsAreEveryCall holds the adapter to
-// this list, and docs/deploy.md's restricted-key table is checked against it.
+// Endpoints are every call the adapter makes; TestEndpointsAreEveryCall (in
+// infra/providersim/stripesim, against the simulator) holds the adapter to this list, and
+// docs/deploy.md's restricted-key table is checked against it.
 var Endpoints = []Endpoint{
 	// A manual-capture create expands latest_charge (the authorization's capture_before).
 	{Method: "POST", Path: "/v1/payment_intents", Permissions: []string{"PaymentIntents write", "Charges read"}},

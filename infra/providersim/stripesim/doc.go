@@ -129,4 +129,13 @@
 // Everything except armed faults lives in providersim.db (bbolt, fsync'd) under DataDir,
 // so a restart, even after kill -9, keeps PaymentIntents, idempotency keys, events,
 // programmed cards, pause and drop state, and sends what was not yet delivered.
+//
+// # What is tested against it
+//
+// The simulator is the stateful Stripe that shared code is tested against, and those tests
+// live here, so that tests under shared/ reach no stand-in: the stripe-go adapter passes the
+// provider contract suite (providertest.Run) and calls only the endpoints it lists
+// (stripeprovider_*_test.go); the attempt log keeps no byte of the client secret a 3-D
+// Secure answer carries (attempts_*_test.go); the reconciler finds every class of difference,
+// pages both sides and heals what it may (recon_*_test.go).
 package stripesim

@@ -2,7 +2,7 @@
 // store.Store must do for a Keeper to keep its promises (one winner per key, the key and its
 // effect in one transaction, fencing after a takeover, the first try handed on, pending keys
 // resumed once at a time, expiry). Twice runs it against DynamoDB (shared/dynamo, in both
-// attribute layouts) and the embedded bbolt store (infra/boltstore); the author of another
+// attribute layouts) and the embedded bbolt store (shared/boltstore); the author of another
 // store runs it against theirs:
 //
 //	func TestIdempotencyContract(t *testing.T) {

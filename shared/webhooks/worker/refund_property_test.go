@@ -16,7 +16,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/payments"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"

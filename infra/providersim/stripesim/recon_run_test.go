@@ -1,4 +1,4 @@
-package recon_test
+package stripesim_test
 
 import (
 	"context"
@@ -104,14 +104,5 @@ func TestHandle(t *testing.T) {
 	reports, _, err := recon.ListReports(ctx, e.store, 10, "")
 	if err != nil || len(reports) != 3 || !reports[0].Window.To.After(reports[1].Window.To) {
 		t.Fatalf("ListReports: %d reports, %v", len(reports), err)
-	}
-}
-
-// TestRunWithoutRequiredFields: a Reconciler literal missing Store, Provider or Sink fails its
-// run with ErrConfig instead of panicking.
-func TestRunWithoutRequiredFields(t *testing.T) {
-	var r recon.Reconciler
-	if _, err := r.Run(context.Background(), r.DefaultWindow()); !errors.Is(err, recon.ErrConfig) {
-		t.Fatalf("Run on an empty Reconciler: %v, want ErrConfig", err)
 	}
 }

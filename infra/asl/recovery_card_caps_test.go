@@ -1,4 +1,4 @@
-package recovery_test
+package asl_test
 
 import (
 	"context"

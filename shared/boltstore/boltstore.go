@@ -12,7 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/runtwice/twice/infra/boltgroup"
+	"github.com/runtwice/twice/shared/boltgroup"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -28,7 +28,7 @@ const defaultPage = 100
 // Store is a store.Store on a bbolt file.
 type Store struct {
 	db *bolt.DB
-	// commits is the file's group committer (infra/boltgroup), which the local stack shares
+	// commits is the file's group committer (shared/boltgroup), which the local stack shares
 	// with the queue and the runner's checkpoints.
 	commits *boltgroup.Committer
 	// stopTrim ends the background trimming; nil when none runs.

@@ -15,7 +15,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/runtwice/twice/infra/boltgroup"
+	"github.com/runtwice/twice/shared/boltgroup"
 )
 
 var (
@@ -186,7 +186,7 @@ func TestCloseCommitsWhatIsQueuedThenRefuses(t *testing.T) {
 
 // TestLingerSmoke measures fsync'd commits per second with 32 writers for a few lingers; it
 // is how DefaultLinger was picked. It runs only with TWICE_LINGER_SMOKE=1 (it measures, so it
-// needs a quiet machine): go test -run TestLingerSmoke -v ./infra/boltgroup/
+// needs a quiet machine): go test -run TestLingerSmoke -v ./shared/boltgroup/
 func TestLingerSmoke(t *testing.T) {
 	if os.Getenv("TWICE_LINGER_SMOKE") == "" {
 		t.Skip("set TWICE_LINGER_SMOKE=1 to measure")

@@ -1,11 +1,10 @@
-package recovery_test
+package asl_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"iter"
 	"log/slog"
 	"math/rand/v2"
@@ -18,7 +17,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/infra/asl"
-	"github.com/runtwice/twice/infra/boltstore"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
@@ -364,8 +363,6 @@ func (h *harness) autoAdvance() (stop func()) {
 	}
 }
 
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 func output(t *testing.T, ex asl.Execution) recovery.State {
 	t.Helper()
 	var st recovery.State
@@ -666,5 +663,85 @@ func TestAlreadyPaidEndsWithoutACharge(t *testing.T) {
 	}
 	if ex.StateTransitions != 3 {
 		t.Errorf("transitions %d, want 3 (Plan, Decide, Recovered)", ex.StateTransitions)
+	}
+}
+
+// failingProvider fails the first len(errs) confirms with errs in order, then confirms
+// through the scripted provider.
+type failingProvider struct {
+	*scriptedProvider
+	mu   sync.Mutex
+	errs []error
+	seen int
+}
+
+func (f *failingProvider) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
+	f.mu.Lock()
+	f.seen++
+	if len(f.errs) > 0 {
+		err := f.errs[0]
+		f.errs = f.errs[1:]
+		f.mu.Unlock()
+		return provider.Payment{}, err
+	}
+	f.mu.Unlock()
+	return f.scriptedProvider.Confirm(ctx, req)
+}
+
+func TestStepFailures(t *testing.T) {
+	tests := map[string]struct {
+		errs        []error
+		wantStatus  asl.Status
+		wantCharges int
+		wantDLs     int
+		wantTrans   int
+	}{
+		"transient errors are retried with the same key": {
+			errs:       []error{&provider.UnknownOutcomeError{Op: "confirm", Err: errors.New("reset")}, &provider.ThrottledError{Op: "confirm", Err: errors.New("429")}},
+			wantStatus: asl.StatusSucceeded, wantCharges: 1, wantTrans: transitions(1, false) + 2,
+		},
+		"a rejected charge dead-letters and fails the execution": {
+			errs:       []error{&provider.CredentialsError{Op: "confirm", StatusCode: 401, Err: errors.New("401")}},
+			wantStatus: asl.StatusFailed, wantDLs: 1, wantTrans: 2 + 2 + 2, // Plan, Decide, Wait, Charge, DeadLetterOnError, Failed
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			clock := clock.NewFake(t0)
+			prov := newScriptedProvider(clock.Now)
+			prov.scripts["pm"] = script{declines: 0}
+			fp := &failingProvider{scriptedProvider: prov, errs: tc.errs}
+			dl := &sink{records: map[string]recovery.DeadLetter{}}
+			h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, fp, dl, recovery.Policy{})
+			p := h.declined("pay_f", "inv_f", "pm", "processing_error")
+			if err := h.rec.Declined(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			stop := h.autoAdvance()
+			ex := h.await(h.arn("inv_f"))
+			stop()
+			if ex.Status != tc.wantStatus {
+				t.Fatalf("status %s (%s %s), want %s", ex.Status, ex.Error, ex.Cause, tc.wantStatus)
+			}
+			_, _, effects := prov.snapshot()
+			if effects["pm"] != tc.wantCharges {
+				t.Errorf("%d charges, want %d", effects["pm"], tc.wantCharges)
+			}
+			dls := h.sink.all()
+			if len(dls) != tc.wantDLs {
+				t.Fatalf("dead letters %v", dls)
+			}
+			for _, d := range dls {
+				if d.Reason != "step_failed" || !strings.Contains(d.Explanation, recovery.ErrNameRejected) {
+					t.Errorf("dead letter %+v", d)
+				}
+			}
+			if tc.wantStatus == asl.StatusFailed && ex.Error != "Recovery.Failed" {
+				t.Errorf("execution error %q", ex.Error)
+			}
+			if ex.StateTransitions != tc.wantTrans {
+				t.Errorf("transitions %d, want %d", ex.StateTransitions, tc.wantTrans)
+			}
+		})
 	}
 }

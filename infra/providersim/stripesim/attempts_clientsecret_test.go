@@ -1,14 +1,19 @@
-package attempts
+package stripesim_test
 
 import (
 	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runtwice/twice/infra/providersim/stripesim"
+	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/boltstore"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/stripeprovider"
 	bolt "go.etcd.io/bbolt"
@@ -27,14 +32,18 @@ func TestClientSecretNeverReachesTheAttemptLog(t *testing.T) {
 	t.Cleanup(func() { srv.Close(); sim.Close() })
 
 	var logs bytes.Buffer
-	logger := slog.New(RedactingHandler(slog.NewJSONHandler(&logs, nil)))
-	s := openStore(t)
-	l, err := NewLog(Log{Store: s, Now: (&clock{t: t0}).Now})
+	logger := slog.New(attempts.RedactingHandler(slog.NewJSONHandler(&logs, nil)))
+	s, err := boltstore.Open(filepath.Join(t.TempDir(), "twice.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	l, err := attempts.NewLog(attempts.Log{Store: s, Now: clock.NewFake(time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)).Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, err := stripeprovider.New(stripeprovider.Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL,
-		Observer: StripeObserver{Record: BestEffort(l, logger)}})
+		Observer: attempts.StripeObserver{Record: attempts.BestEffort(l, logger)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +62,7 @@ func TestClientSecretNeverReachesTheAttemptLog(t *testing.T) {
 	}
 	logger.Info("payment created", "payment", p, "client_secret", secret, "body", `{"client_secret":"`+secret+`"}`)
 
-	page, err := l.Lookup(ctx, ByProviderPaymentID, p.ID, "")
+	page, err := l.Lookup(ctx, attempts.ByProviderPaymentID, p.ID, "")
 	if err != nil || len(page.Attempts) != 2 {
 		t.Fatalf("lookup: %d attempts, %v; want the create and the read", len(page.Attempts), err)
 	}
@@ -62,7 +71,7 @@ func TestClientSecretNeverReachesTheAttemptLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(a.ResponseBody, `"status":"requires_action"`) || !strings.Contains(a.ResponseBody, `"client_secret":"`+Redacted+`"`) {
+		if !strings.Contains(a.ResponseBody, `"status":"requires_action"`) || !strings.Contains(a.ResponseBody, `"client_secret":"`+attempts.Redacted+`"`) {
 			t.Errorf("%s response: %s; want the intent with its secret redacted", a.Operation, a.ResponseBody)
 		}
 	}

@@ -1,4 +1,4 @@
-package recon_test
+package stripesim_test
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/infra/boltstore"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
+	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/metrics"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"

@@ -4,7 +4,7 @@
 // committing each change alone caps a file at a few hundred to a few thousand commits a
 // second; sharing the fsync lifts that roughly by the number of writers.
 //
-// infra/boltstore (the embedded store), infra/localqueue (the durable queue) and the local
+// shared/boltstore (the embedded store), infra/localqueue (the durable queue) and the local
 // ASL runner's checkpoints (infra/asl with WithCommitter) all commit through it; the local
 // stack gives them one Committer for its one file, so a store write, a queue send and a
 // checkpoint that arrive together share a single fsync.

@@ -1,4 +1,4 @@
-package queue_test
+package localqueue_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 // A Lambda SQS handler that fails one message runs unchanged over the local queue: the
 // success is deleted, the failure comes back after the visibility timeout.
-func ExampleConsumer() {
+func ExampleQueue_consumer() {
 	dir, _ := os.MkdirTemp("", "queue-example")
 	defer os.RemoveAll(dir)
 	db, _ := bolt.Open(filepath.Join(dir, "twice.db"), 0o600, nil)

@@ -1,4 +1,4 @@
-package stripeprovider
+package stripesim_test
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/stripeprovider"
 )
 
 // objectID is a Stripe object id in a path segment.
@@ -30,7 +32,7 @@ func TestEndpointsAreEveryCall(t *testing.T) {
 	srv := httptest.NewServer(sim)
 	t.Cleanup(func() { srv.Close(); sim.Close() })
 	rec := &recorder{}
-	c, err := New(Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Observer: rec})
+	c, err := stripeprovider.New(stripeprovider.Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func TestEndpointsAreEveryCall(t *testing.T) {
 	}
 	// Methods that call nothing, or only set the adapter up.
 	quiet := map[string]bool{"KeyHorizon": true}
-	ty := reflect.TypeFor[*Client]()
+	ty := reflect.TypeFor[*stripeprovider.Client]()
 	for i := range ty.NumMethod() {
 		if m := ty.Method(i).Name; calls[m] == nil && !quiet[m] {
 			t.Errorf("(*Client).%s is not exercised here: call it above (and list what it sends in Endpoints)", m)
@@ -132,8 +134,8 @@ func TestEndpointsAreEveryCall(t *testing.T) {
 		}
 	}
 
-	listed := map[string]Endpoint{}
-	for _, e := range Endpoints {
+	listed := map[string]stripeprovider.Endpoint{}
+	for _, e := range stripeprovider.Endpoints {
 		listed[e.Method+" "+e.Path] = e
 	}
 	seen := map[string]bool{}
@@ -171,4 +173,22 @@ func TestEndpointsAreEveryCall(t *testing.T) {
 			t.Errorf("Endpoints lists %s, which no call sent", key)
 		}
 	}
+}
+
+// recorder keeps every call the adapter reports to its Observer.
+type recorder struct {
+	mu    sync.Mutex
+	calls []stripeprovider.Call
+}
+
+func (r *recorder) Observe(_ context.Context, c stripeprovider.Call) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, c)
+}
+
+func (r *recorder) all() []stripeprovider.Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]stripeprovider.Call(nil), r.calls...)
 }

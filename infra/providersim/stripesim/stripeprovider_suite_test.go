@@ -1,4 +1,4 @@
-package stripeprovider
+package stripesim_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/provider/providertest"
+	"github.com/runtwice/twice/shared/stripeprovider"
 )
 
 // The adapter's behaviour against a stateful Stripe: the provider simulator, served on a real
@@ -35,7 +36,7 @@ func TestAdapterPassesTheProviderSuite(t *testing.T) {
 		sim.Close()
 	})
 	providertest.Run(t, "suite", func(t *testing.T) provider.Provider {
-		c, err := New(Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL})
+		c, err := stripeprovider.New(stripeprovider.Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestAdapterPassesTheProviderSuite(t *testing.T) {
 
 // simClient is the adapter under test plus the simulator's stand-in for the customer.
 type simClient struct {
-	*Client
+	*stripeprovider.Client
 	sim string
 }
 

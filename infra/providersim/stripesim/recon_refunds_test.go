@@ -1,4 +1,4 @@
-package recon_test
+package stripesim_test
 
 import (
 	"context"
