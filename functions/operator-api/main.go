@@ -23,13 +23,14 @@ import (
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/ssmparam"
 )
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)

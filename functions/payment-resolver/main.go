@@ -9,17 +9,17 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
-	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/payments/resolvequeue"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)

@@ -12,11 +12,12 @@ import (
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/redact"
 )
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)

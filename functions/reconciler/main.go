@@ -22,6 +22,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
@@ -32,7 +33,7 @@ const envCustomerWindow = "TWICE_CUSTOMER_WINDOW"
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/ssmparam"
@@ -26,7 +27,7 @@ const maxBody = 180 << 10
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(lambdaenv.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
 		lambdaenv.Fatal(log, "aws config", err)

@@ -35,6 +35,7 @@ import (
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/sqsbatch"
@@ -225,7 +226,7 @@ type Stack struct {
 func New(cfg Config) (*Stack, error) {
 	cfg.defaults()
 	// Every log line goes out redacted and capped, whichever package writes it.
-	cfg.Log = slog.New(attempts.RedactingHandler(cfg.Log.Handler()))
+	cfg.Log = slog.New(redact.LogHandler(cfg.Log.Handler()))
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/runtwice/twice/shared/redact"
 )
 
 // API records every request to an API handler and its answer as an inbound attempt, so a
@@ -51,7 +53,7 @@ func (a API) Wrap(next http.Handler) http.Handler {
 		if len(body) > DefaultCaptureLimit {
 			at.RequestBody, at.RequestTruncated = string(body[:DefaultCaptureLimit]), true
 		}
-		at.ResponseHeader = RedactHeader(rw.Header())
+		at.ResponseHeader = redact.Header(rw.Header())
 		at.ResponseBody, at.ResponseBytes, at.ResponseTruncated = rw.body.snapshot()
 		if a.Operation != nil {
 			at.Operation = a.Operation(r)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/stripeprovider"
 	bolt "go.etcd.io/bbolt"
 )
@@ -27,7 +28,7 @@ func TestClientSecretNeverReachesTheAttemptLog(t *testing.T) {
 	t.Cleanup(func() { srv.Close(); sim.Close() })
 
 	var logs bytes.Buffer
-	logger := slog.New(RedactingHandler(slog.NewJSONHandler(&logs, nil)))
+	logger := slog.New(redact.LogHandler(slog.NewJSONHandler(&logs, nil)))
 	s := openStore(t)
 	l, err := NewLog(Log{Store: s, Now: (&clock{t: t0}).Now})
 	if err != nil {
@@ -62,7 +63,7 @@ func TestClientSecretNeverReachesTheAttemptLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(a.ResponseBody, `"status":"requires_action"`) || !strings.Contains(a.ResponseBody, `"client_secret":"`+Redacted+`"`) {
+		if !strings.Contains(a.ResponseBody, `"status":"requires_action"`) || !strings.Contains(a.ResponseBody, `"client_secret":"`+redact.Redacted+`"`) {
 			t.Errorf("%s response: %s; want the intent with its secret redacted", a.Operation, a.ResponseBody)
 		}
 	}
