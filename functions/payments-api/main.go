@@ -11,28 +11,29 @@ import (
 	"github.com/runtwice/twice/shared/apigw"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/redact"
 )
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(redact.LogHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(logs.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(log, "aws config", err)
+		logs.Fatal(log, "aws config", err)
 	}
 	svc, err := paymentsfn.Build(cfg, &lambdaenv.Env{}, log)
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: svc.Store})
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	// Keys are scoped by the authorizer's principal; a request without one is refused. Every
 	// request and answer goes to the attempt log, under the payment it concerns.
 	h := attempts.API{Record: attempts.BestEffort(attemptLog, log), Scope: apigw.Scope,
 		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(apigw.RequireScope(svc.Handler(apigw.Scope)))
-	lambda.Start(lambdaenv.Handler((&apigw.Adapter{Handler: h}).Invoke))
+	lambda.Start(logs.Handler((&apigw.Adapter{Handler: h}).Invoke))
 }
