@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
@@ -31,9 +32,15 @@ func main() {
 	if err != nil {
 		logs.Fatal(log, "config", err)
 	}
-	// Keys are scoped by the authorizer's principal; a request without one is refused. Every
-	// request and answer goes to the attempt log, under the payment it concerns.
-	h := attempts.API{Record: attempts.BestEffort(attemptLog, log), Scope: apigw.Scope,
-		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(apigw.RequireScope(svc.Handler(apigw.Scope)))
+	// Keys are scoped by the authorizer's principal; a request without one is refused.
+	served := apigw.RequireScope(svc.Handler(apigw.Scope))
+	// Every request and answer goes to the attempt log, under the payment it concerns: named
+	// here, before the handler runs, so the log calls nothing back once it has answered.
+	api := attempts.API{Record: attempts.BestEffort(attemptLog, log)}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scope := apigw.Scope(r)
+		api.Serve(w, r, attempts.Filing{Operation: payments.APIOperation(r), Scope: scope,
+			PaymentID: payments.PaymentOfRequest(r, scope, r.Header.Get("Idempotency-Key"))}, served)
+	})
 	lambda.Start(logs.Handler((&apigw.Adapter{Handler: h}).Invoke))
 }

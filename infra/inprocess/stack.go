@@ -419,8 +419,12 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters
 func (s *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
 	local := func(*http.Request) string { return "local" }
-	pay := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Scope: local, Now: s.clock.Now,
-		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(s.payments.Handler(local))
+	served := s.payments.Handler(local)
+	api := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Now: s.clock.Now}
+	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.Serve(w, r, attempts.Filing{Operation: payments.APIOperation(r), Scope: "local",
+			PaymentID: payments.PaymentOfRequest(r, "local", r.Header.Get("Idempotency-Key"))}, served)
+	})
 	for _, route := range payments.Routes() {
 		mux.Handle(route, pay)
 	}

@@ -1,5 +1,5 @@
 // Package attempts is the attempt log: every outbound provider call and every inbound webhook
-// delivery (and, through API, every API request), stored so that "was this delivered?" is one
+// delivery (and, through API.Serve, every API request), stored so that "was this delivered?" is one
 // lookup by idempotency key, payment id, event id, provider payment id or invoice. Every attempt
 // is filed under the payment it concerns, the timed-out and reset ones included (a create that
 // got no answer is filed by the payment id in its own request).
@@ -35,5 +35,18 @@
 // record (without bodies) and carries on. Transport records outbound calls made through any
 // http.Client (stripe-go's included) without holding back the response body; FromRequest
 // builds the attempt for an inbound delivery. WithPaymentID, WithCorrelationID, WithEventID and
-// WithOperation put the ids on the context the capture helpers read.
+// WithOperation put the ids on the context the capture helpers read. StripeObserver and
+// IngestObserver turn the Stripe adapter's calls and the webhook ingest's deliveries into
+// attempts.
+//
+// API.Serve records an API request and its answer. What it is filed under (Filing) is named by
+// the wiring before the handler runs and handed over as values, so the log never calls back into
+// the handler's packages once the handler has answered:
+//
+//	api := attempts.API{Record: attempts.BestEffort(attemptLog, log)}
+//	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+//		scope := apigw.Scope(r)
+//		api.Serve(w, r, attempts.Filing{Operation: payments.APIOperation(r), Scope: scope,
+//			PaymentID: payments.PaymentOfRequest(r, scope, r.Header.Get("Idempotency-Key"))}, served)
+//	})
 package attempts
