@@ -10,19 +10,20 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 func main() {
-	log := lambdaenv.Logger()
+	log := logs.Logger()
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(log, "aws config", err)
+		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
 	tables := env.Tables(deadletter.TableName)
 	if err := env.Err(); err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	// The open count goes to stdout as EMF; the dead-letter growth alarm watches it.
 	emf := &deadletter.EMF{Out: env.Metrics()}
@@ -31,5 +32,5 @@ func main() {
 		Log: log, Metrics: emf}
 	sink := &deadletter.Sink{Table: table, Metrics: emf, Count: table.OpenCount}
 	// One record per message (ReportBatchItemFailures), then the open count for the batch.
-	lambda.Start(lambdaenv.Handler((&sqsbatch.Batch{Each: sink.Handle, Log: log, AfterBatch: sink.ReportOpen}).Handle))
+	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: sink.Handle, Log: log, AfterBatch: sink.ReportOpen}).Handle))
 }

@@ -19,26 +19,28 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/ssmparam"
 )
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(logs.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(log, "aws config", err)
+		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
 	tables := env.Tables(deadletter.TableName, attempts.Table, payments.Table, outbox.Table)
 	login, sessionKey := consoleLogin(cfg, env, log)
 	if err := env.Err(); err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	emf := &deadletter.EMF{Out: env.Metrics()}
@@ -48,7 +50,7 @@ func main() {
 	table := &deadletter.Table{Store: st, Relay: true, Log: log, Metrics: emf}
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	ops, err := opsapi.New(opsapi.Handler{
 		Records:  table,
@@ -67,9 +69,9 @@ func main() {
 		Log:              log,
 	})
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
-	lambda.Start(lambdaenv.Handler((&apigw.Adapter{Handler: ops}).Invoke))
+	lambda.Start(logs.Handler((&apigw.Adapter{Handler: ops}).Invoke))
 }
 
 // consoleLogin is the console's OIDC sign-in from the environment (TWICE_OIDC_*), and the

@@ -21,6 +21,7 @@ import (
 	"github.com/runtwice/twice/shared/eventbus"
 	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/outbox/outboxlambda"
 	"github.com/runtwice/twice/shared/payments"
@@ -39,14 +40,14 @@ const (
 )
 
 func main() {
-	log := lambdaenv.Logger()
+	log := logs.Logger()
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(log, "aws config", err)
+		logs.Fatal(log, "aws config", err)
 	}
 	st, handlers, err := followOns(cfg, &lambdaenv.Env{}, log)
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	// The schedule's sweep leaves what the stream delivers within minutes to the stream.
 	relay := &outbox.Relay{Store: st, Handlers: handlers, Log: log, MinAge: 10 * time.Minute}

@@ -9,29 +9,30 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/runtwice/twice/functions/internal/paymentsfn"
-	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/payments/resolvequeue"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/sqsbatch"
 )
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(logs.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(log, "aws config", err)
+		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
 	// A job an operator retried closes its dead-letter record (deadletter.Retries).
 	dl := env.Tables(deadletter.TableName)
 	svc, err := paymentsfn.Build(cfg, env, log)
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	h := &deadletter.Retries{Loop: &deadletter.Table{Store: dynamo.New(lambdaenv.DynamoDB(cfg), dl), Log: log},
 		Next: resolvequeue.Consumer{Service: svc}.Handle, Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
-	lambda.Start(lambdaenv.Handler((&sqsbatch.Batch{Each: h.Handle, Log: log}).Handle)) // ReportBatchItemFailures
+	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: h.Handle, Log: log}).Handle)) // ReportBatchItemFailures
 }

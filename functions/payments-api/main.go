@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
@@ -11,27 +12,35 @@ import (
 	"github.com/runtwice/twice/shared/apigw"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/redact"
 )
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(logs.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(log, "aws config", err)
+		logs.Fatal(log, "aws config", err)
 	}
 	svc, err := paymentsfn.Build(cfg, &lambdaenv.Env{}, log)
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: svc.Store})
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
-	// Keys are scoped by the authorizer's principal; a request without one is refused. Every
-	// request and answer goes to the attempt log, under the payment it concerns.
-	h := attempts.API{Record: attempts.BestEffort(attemptLog, log), Scope: apigw.Scope,
-		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(apigw.RequireScope(svc.Handler(apigw.Scope)))
-	lambda.Start(lambdaenv.Handler((&apigw.Adapter{Handler: h}).Invoke))
+	// Keys are scoped by the authorizer's principal; a request without one is refused.
+	served := apigw.RequireScope(svc.Handler(apigw.Scope))
+	// Every request and answer goes to the attempt log, under the payment it concerns: named
+	// here, before the handler runs, so the log calls nothing back once it has answered.
+	api := attempts.API{Record: attempts.BestEffort(attemptLog, log)}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scope := apigw.Scope(r)
+		api.Serve(w, r, attempts.Filing{Operation: payments.APIOperation(r), Scope: scope,
+			PaymentID: payments.PaymentOfRequest(r, scope, r.Header.Get("Idempotency-Key"))}, served)
+	})
+	lambda.Start(logs.Handler((&apigw.Adapter{Handler: h}).Invoke))
 }

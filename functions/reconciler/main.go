@@ -18,10 +18,12 @@ import (
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
@@ -32,10 +34,10 @@ const envCustomerWindow = "TWICE_CUSTOMER_WINDOW"
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(logs.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(log, "aws config", err)
+		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
 	// The backfill pass feeds the provider's events through the webhook worker: its tables too.
@@ -43,16 +45,16 @@ func main() {
 		worker.Table, outbox.Table)
 	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
 	if err := env.Err(); err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	window, err := time.ParseDuration(env.Optional(envCustomerWindow, payments.DefaultCustomerWindow.String()))
 	if err != nil || window <= 0 {
-		lambdaenv.Fatal(log, "config", errors.New(envCustomerWindow+" is not a positive duration"))
+		logs.Fatal(log, "config", errors.New(envCustomerWindow+" is not a positive duration"))
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	stripe := paymentsfn.Stripe(cfg, keyParam, env.Optional(paymentsfn.EnvStripeAPIBase, ""), 10*time.Second, attemptLog, log)
 	// Listing is a read: every failure may be retried, with the policy's budget.
@@ -61,7 +63,7 @@ func main() {
 	deadletters := &deadletter.Table{Store: st, Log: log, Metrics: &deadletter.EMF{Out: emf}}
 	events, ok := stripe.(provider.EventLister)
 	if !ok {
-		lambdaenv.Fatal(log, "config", errors.New("the Stripe adapter lists no events"))
+		logs.Fatal(log, "config", errors.New("the Stripe adapter lists no events"))
 	}
 	// The webhook worker: the backfill feeds it the provider's events, reconciliation heals
 	// through it.
@@ -87,5 +89,5 @@ func main() {
 	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a
 	// backfill pass. Either is followed by the retried failed runs (run.After), so an operator's
 	// retry waits at most the backfill's period.
-	lambda.Start(lambdaenv.Handler(run.After(bf.Handler(reconcile))))
+	lambda.Start(logs.Handler(run.After(bf.Handler(reconcile))))
 }

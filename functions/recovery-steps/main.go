@@ -14,30 +14,32 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/retry"
 )
 
 func main() {
 	// Every string in every log line is redacted and capped: outside input reaches the logs.
-	log := slog.New(attempts.RedactingHandler(lambdaenv.Logger().Handler()))
+	log := slog.New(redact.LogHandler(logs.Logger().Handler()))
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(log, "aws config", err)
+		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
 	// A charge's outcome commits with its change on the outbound event feed (outbox).
 	tables := env.Tables(payments.Table, deadletter.TableName, attempts.Table, outbox.Table)
 	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
 	if err := env.Err(); err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	stripe := paymentsfn.Stripe(cfg, keyParam, env.Optional(paymentsfn.EnvStripeAPIBase, ""), 10*time.Second, attemptLog, log)
 	// A recovery charge carries its attempt key, so an unknown outcome may be repeated inline.
@@ -54,8 +56,8 @@ func main() {
 		Log:    log,
 	})
 	if err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	// Errors reach Step Functions under their names (Recovery.Transient, ...) for Retry/Catch.
-	lambda.Start(lambdaenv.Handler(recovery.LambdaHandler(steps.Handle)))
+	lambda.Start(logs.Handler(recovery.LambdaHandler(steps.Handle)))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/sqsbatch"
@@ -17,21 +18,21 @@ import (
 )
 
 func main() {
-	log := lambdaenv.Logger()
+	log := logs.Logger()
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(log, "aws config", err)
+		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
 	// payment_intent.payment_failed starts recovery through the outbox (functions/outbox-relay).
 	// A delivery an operator retried closes its dead-letter record (deadletter.Retries).
 	tables := env.Tables(worker.Table, payments.Table, outbox.Table, deadletter.TableName)
 	if err := env.Err(); err != nil {
-		lambdaenv.Fatal(log, "config", err)
+		logs.Fatal(log, "config", err)
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	w := &worker.Worker{Store: st, Classify: declines.ClassOf, Log: log}
 	h := &deadletter.Retries{Loop: &deadletter.Table{Store: st, Log: log}, Next: w.Handle, Log: log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-	lambda.Start(lambdaenv.Handler((&sqsbatch.Batch{Each: h.Handle, Log: log}).Handle)) // ReportBatchItemFailures
+	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: h.Handle, Log: log}).Handle)) // ReportBatchItemFailures
 }

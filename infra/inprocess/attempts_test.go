@@ -14,6 +14,7 @@ import (
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/redact"
 )
 
 // opsJSON GETs from the operator API with the bearer token and decodes its JSON answer into v.
@@ -209,7 +210,7 @@ func TestForgedDeliveriesQuarantined(t *testing.T) {
 			t.Errorf("refused entry lacks its hash or source: %+v", r)
 		}
 		for _, c := range r.Claimed {
-			if len(c) > attempts.MaxLogField+32 {
+			if len(c) > redact.MaxLogField+32 {
 				t.Errorf("claimed id stored at %d bytes", len(c))
 			}
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/secrets"
 	"github.com/runtwice/twice/shared/sqsbatch"
@@ -225,7 +226,7 @@ type Stack struct {
 func New(cfg Config) (*Stack, error) {
 	cfg.defaults()
 	// Every log line goes out redacted and capped, whichever package writes it.
-	cfg.Log = slog.New(attempts.RedactingHandler(cfg.Log.Handler()))
+	cfg.Log = slog.New(redact.LogHandler(cfg.Log.Handler()))
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -418,8 +419,12 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters
 func (s *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
 	local := func(*http.Request) string { return "local" }
-	pay := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Scope: local, Now: s.clock.Now,
-		Operation: payments.APIOperation, PaymentID: payments.PaymentOfRequest}.Wrap(s.payments.Handler(local))
+	served := s.payments.Handler(local)
+	api := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Now: s.clock.Now}
+	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.Serve(w, r, attempts.Filing{Operation: payments.APIOperation(r), Scope: "local",
+			PaymentID: payments.PaymentOfRequest(r, "local", r.Header.Get("Idempotency-Key"))}, served)
+	})
 	for _, route := range payments.Routes() {
 		mux.Handle(route, pay)
 	}

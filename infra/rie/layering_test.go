@@ -154,7 +154,7 @@ const (
 	callsStripe  = "calls the provider (shared/stripeprovider)"
 	verifies     = "verifies webhook signatures (shared/webhooks/signature)"
 	currency     = "shared/payments validates currency codes (x/text/currency): linked wherever the payment service is"
-	attemptLog   = "the attempt log redacts JSON bodies (shared/attempts)"
+	attemptLog   = "the attempt log redacts JSON bodies (shared/redact, through shared/attempts)"
 	consoleLogin = "the console's OIDC login (shared/opsapi)"
 )
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/runtwice/twice/shared/redact"
 )
 
 // stripeForm is a typical PaymentIntent create body as stripe-go sends it: about 2 KiB,
@@ -56,7 +58,7 @@ func BenchmarkRedactCap(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				out, _ := Cap(RedactBody(c.contentType, body), DefaultBodyCap)
+				out, _ := redact.Cap(redact.Body(c.contentType, body), DefaultBodyCap)
 				if strings.Contains(out, "4242424242424242") || strings.Contains(out, "YrKJ") {
 					b.Fatal("not redacted")
 				}

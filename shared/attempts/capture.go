@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/runtwice/twice/shared/redact"
 )
 
 type ctxKey int
@@ -114,7 +116,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Operation:      t.operation(req),
 		Method:         req.Method,
 		Path:           req.URL.RequestURI(),
-		RequestHeader:  RedactHeader(req.Header),
+		RequestHeader:  redact.Header(req.Header),
 		IdempotencyKey: req.Header.Get("Idempotency-Key"),
 		PaymentID:      PaymentIDFrom(ctx),
 		EventID:        EventIDFrom(ctx),
@@ -147,7 +149,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	a.Status = resp.StatusCode
-	a.ResponseHeader = RedactHeader(resp.Header)
+	a.ResponseHeader = redact.Header(resp.Header)
 	a.Outcome = t.outcome(resp.StatusCode, nil)
 	if resp.Body == nil || resp.Body == http.NoBody {
 		record(rctx, a)
@@ -275,7 +277,7 @@ func FromRequest(r *http.Request, body []byte, status int) Attempt {
 		Direction:      Inbound,
 		Method:         r.Method,
 		Path:           r.URL.RequestURI(),
-		RequestHeader:  RedactHeader(r.Header),
+		RequestHeader:  redact.Header(r.Header),
 		RequestBytes:   len(body),
 		Status:         status,
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/runtwice/twice/shared/redact"
 )
 
 // collector is a RecordFunc that keeps what it is given.
@@ -93,7 +95,7 @@ func TestTransportRecordsCall(t *testing.T) {
 		"payment id":      {a.PaymentID, "pay_1"},
 		"correlation id":  {a.CorrelationID, "corr_1"},
 		"authorization":   {a.RequestHeader["Authorization"], "Bearer [redacted]"},
-		"set-cookie":      {a.ResponseHeader["Set-Cookie"], Redacted},
+		"set-cookie":      {a.ResponseHeader["Set-Cookie"], redact.Redacted},
 		"request-id":      {a.ResponseHeader["Request-Id"], "req_1"},
 		"request body":    {a.RequestBody, "amount=1000&card[cvc]=123"}, // redacted by Record
 		"request bytes":   {a.RequestBytes, 25},
@@ -310,7 +312,7 @@ func TestFromRequest(t *testing.T) {
 				t.Errorf("body %q", a.RequestBody)
 			}
 			for _, h := range []string{"Stripe-Signature", "Webhook-Signature"} {
-				if v, ok := a.RequestHeader[h]; ok && v != Redacted {
+				if v, ok := a.RequestHeader[h]; ok && v != redact.Redacted {
 					t.Errorf("%s kept %q", h, v)
 				}
 			}

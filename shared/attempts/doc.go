@@ -1,5 +1,5 @@
 // Package attempts is the attempt log: every outbound provider call and every inbound webhook
-// delivery (and, through API, every API request), stored so that "was this delivered?" is one
+// delivery (and, through API.Serve, every API request), stored so that "was this delivered?" is one
 // lookup by idempotency key, payment id, event id, provider payment id or invoice. Every attempt
 // is filed under the payment it concerns, the timed-out and reset ones included (a create that
 // got no answer is filed by the payment id in its own request).
@@ -9,22 +9,9 @@
 // "declined", "timeout", "rejected_signature", ...).
 //
 // Nothing sensitive is stored. Log.Record redacts every attempt before it writes it, whoever
-// built it (Attempt.Redacted):
-//
-//   - Authorization, Proxy-Authorization, Cookie, Set-Cookie, Stripe-Signature,
-//     Webhook-Signature and X-Api-Key headers become "[redacted]" ("Bearer [redacted]").
-//   - Body fields with a sensitive name (sensitiveName: card_cvc, security_code, cvv, pin,
-//     password, client_secret, api_key, anything ending in token or signature; the list and
-//     the patterns are documented there, SensitiveFieldNames has examples), at any depth of a
-//     JSON body or as the last bracketed segment of a form key (card[number],
-//     payment_method_data[card][security_code]), lose their values; a card number field keeps
-//     its last four digits: "[card ****4242]". Expiry month and year are kept.
-//   - Everywhere, in headers (names too), bodies, the path, error text and every other field,
-//     the lookup keys included: Stripe secret and restricted keys, webhook secrets and client
-//     secrets keep only their prefix, and Luhn-valid card numbers of 13 to 19 digits (grouped
-//     by single spaces, dashes, dots or slashes, or not) keep their last four. Digits inside
-//     an id of the form Stripe and twice issue (lower-case letters and "_", then letters,
-//     digits and "_": evt_..., pi_..., pay_..., twice_pay_...) are not a card number and stay.
+// built it (Attempt.Redacted), with the redaction engine (package redact): headers, bodies,
+// the path, error text and every other field, the lookup keys included (a key that is a card
+// number is shown masked).
 //
 // A lookup key is filed under a digest of its exact value, never its masked form, so two keys
 // that mask alike ("1000000090042" and "1000000170042" both show as "[card ****0042]") never
@@ -35,13 +22,8 @@
 // source and body hash, never under the ids it claims, which only count towards "an unverified
 // delivery claimed this id" (Page.UnverifiedClaims).
 //
-// RedactingHandler wraps a slog.Handler so that every log line, from any package, is redacted
-// and every string in it capped (CapLog): the local stack logs through it.
-//
 // Redaction runs before the cap, so a cut never leaves half a secret; each body is then capped
 // (8 KiB by default) on a UTF-8 boundary and marked truncated, with its original size kept.
-// RedactText, RedactHeader, RedactBody and Cap are usable on their own, for log lines and
-// dead-letter records.
 //
 // Each attempt is written whole once (under its id) and as a summary without headers and
 // bodies once per lookup key it has, in one store transaction, with the store's TTL set to
@@ -53,5 +35,18 @@
 // record (without bodies) and carries on. Transport records outbound calls made through any
 // http.Client (stripe-go's included) without holding back the response body; FromRequest
 // builds the attempt for an inbound delivery. WithPaymentID, WithCorrelationID, WithEventID and
-// WithOperation put the ids on the context the capture helpers read.
+// WithOperation put the ids on the context the capture helpers read. StripeObserver and
+// IngestObserver turn the Stripe adapter's calls and the webhook ingest's deliveries into
+// attempts.
+//
+// API.Serve records an API request and its answer. What it is filed under (Filing) is named by
+// the wiring before the handler runs and handed over as values, so the log never calls back into
+// the handler's packages once the handler has answered:
+//
+//	api := attempts.API{Record: attempts.BestEffort(attemptLog, log)}
+//	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+//		scope := apigw.Scope(r)
+//		api.Serve(w, r, attempts.Filing{Operation: payments.APIOperation(r), Scope: scope,
+//			PaymentID: payments.PaymentOfRequest(r, scope, r.Header.Get("Idempotency-Key"))}, served)
+//	})
 package attempts

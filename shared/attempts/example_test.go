@@ -64,10 +64,3 @@ func Example() {
 	// Bearer [redacted]
 	// amount=1000&currency=usd&card[number]=[card+****4242]&card[cvc]=[redacted]
 }
-
-// RedactText is usable on its own, for log lines and error messages.
-func ExampleRedactText() {
-	fmt.Println(attempts.RedactText("charge 4242 4242 4242 4242 exp 12/34 with sk_live_51Habc and pi_3Mt_secret_YrKJ"))
-	// Output:
-	// charge [card ****4242] exp 12/34 with sk_live_[redacted] and pi_3Mt_secret_[redacted]
-}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -402,16 +403,16 @@ func BestEffort(rec Recorder, log *slog.Logger) RecordFunc {
 		if err := rec.Record(ctx, a); err != nil {
 			// Every field can come from outside (a claimed id, a caller's key): capped.
 			log.LogAttrs(ctx, slog.LevelError, "attempt not recorded",
-				slog.String("error", CapLog(err.Error())),
-				slog.String("attempt_id", CapLog(a.ID)),
-				slog.String("direction", CapLog(string(a.Direction))),
-				slog.String("provider", CapLog(a.Provider)),
-				slog.String("operation", CapLog(a.Operation)),
-				slog.String("idempotency_key", CapLog(a.IdempotencyKey)),
-				slog.String("payment_id", CapLog(a.PaymentID)),
-				slog.String("event_id", CapLog(a.EventID)),
-				slog.String("correlation_id", CapLog(a.CorrelationID)),
-				slog.String("outcome", CapLog(a.Outcome)),
+				slog.String("error", redact.CapLog(err.Error())),
+				slog.String("attempt_id", redact.CapLog(a.ID)),
+				slog.String("direction", redact.CapLog(string(a.Direction))),
+				slog.String("provider", redact.CapLog(a.Provider)),
+				slog.String("operation", redact.CapLog(a.Operation)),
+				slog.String("idempotency_key", redact.CapLog(a.IdempotencyKey)),
+				slog.String("payment_id", redact.CapLog(a.PaymentID)),
+				slog.String("event_id", redact.CapLog(a.EventID)),
+				slog.String("correlation_id", redact.CapLog(a.CorrelationID)),
+				slog.String("outcome", redact.CapLog(a.Outcome)),
 			)
 		}
 	}

@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/runtwice/twice/shared/redact/redacttest"
 )
 
 // luhnKey completes prefix (digits) with the check digit that makes it Luhn-valid.
 func luhnKey(prefix string) string {
 	for d := '0'; d <= '9'; d++ {
-		if k := prefix + string(d); luhnValid(k) {
+		if k := prefix + string(d); redacttest.Luhn(k) {
 			return k
 		}
 	}
@@ -66,7 +68,7 @@ func TestLookupKeyNeverMixesKeys(t *testing.T) {
 					rt.Fatal(err)
 				}
 				doc, _ := json.Marshal(got)
-				if c := leakedCard(string(doc)); c != "" {
+				if c := redacttest.LeakedCard(string(doc)); c != "" {
 					rt.Fatalf("card number %q survived in %s", c, doc)
 				}
 			}
@@ -100,7 +102,7 @@ func TestNumericKeysEndingAlike(t *testing.T) {
 	ctx := context.Background()
 	keys := []string{"1000000090042", "1000000170042"}
 	for _, k := range keys {
-		if !luhnValid(k) {
+		if !redacttest.Luhn(k) {
 			t.Fatalf("%s is not Luhn-valid: the test would prove nothing", k)
 		}
 		if err := l.Record(ctx, Attempt{ID: "att_" + k, Scope: "local", IdempotencyKey: k, Operation: "payments.create"}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
 )
 
@@ -210,7 +211,7 @@ func validLast4(s string) bool {
 		return false
 	}
 	for i := 0; i < 4; i++ {
-		if !isDigit(s[i]) {
+		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
 	}
@@ -260,7 +261,7 @@ var _ ingest.Observer = IngestObserver{}
 func (i IngestObserver) Observe(ctx context.Context, in ingest.Attempt) {
 	a := Attempt{
 		Direction: Inbound, Provider: in.Provider, Operation: "webhook " + in.Provider,
-		Method: http.MethodPost, Path: "/webhooks/" + in.Provider, RequestHeader: RedactHeader(in.Header),
+		Method: http.MethodPost, Path: "/webhooks/" + in.Provider, RequestHeader: redact.Header(in.Header),
 		RequestBody: string(in.Body), Status: in.Status, StartedAt: in.ReceivedAt, Duration: in.Duration,
 		EventID: in.EventID, Outcome: OutcomeOK, Source: in.Source,
 		CorrelationID: firstOf(in.Header.Get("X-Request-Id"), in.Header.Get("X-Correlation-Id")),

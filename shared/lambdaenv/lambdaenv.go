@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -12,6 +11,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runtwice/twice/shared/metrics"
 )
 
 // ErrMissing: a required environment variable is unset or empty.
@@ -125,9 +126,12 @@ func DynamoDB(cfg aws.Config) *dynamodb.Client {
 	})
 }
 
-// Fatal logs err and exits non-zero: the one place a main gives up, during INIT, where Lambda
-// reports the failure and retries the cold start.
-func Fatal(log *slog.Logger, msg string, err error) {
-	log.Error(msg, "error", err)
-	os.Exit(1)
+// EnvStage is the deployment stage (template.yaml's Stage), the Stage dimension of every
+// metric.
+const EnvStage = "TWICE_STAGE"
+
+// Metrics is the EMF writer of a function: stdout, namespace Twice, the stage from
+// TWICE_STAGE.
+func (e *Env) Metrics() *metrics.EMF {
+	return &metrics.EMF{W: os.Stdout, Stage: e.Optional(EnvStage, "")}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/stripeprovider"
 	bolt "go.etcd.io/bbolt"
 )
@@ -32,7 +33,7 @@ func TestClientSecretNeverReachesTheAttemptLog(t *testing.T) {
 	t.Cleanup(func() { srv.Close(); sim.Close() })
 
 	var logs bytes.Buffer
-	logger := slog.New(attempts.RedactingHandler(slog.NewJSONHandler(&logs, nil)))
+	logger := slog.New(redact.LogHandler(slog.NewJSONHandler(&logs, nil)))
 	s, err := boltstore.Open(filepath.Join(t.TempDir(), "twice.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestClientSecretNeverReachesTheAttemptLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(a.ResponseBody, `"status":"requires_action"`) || !strings.Contains(a.ResponseBody, `"client_secret":"`+attempts.Redacted+`"`) {
+		if !strings.Contains(a.ResponseBody, `"status":"requires_action"`) || !strings.Contains(a.ResponseBody, `"client_secret":"`+redact.Redacted+`"`) {
 			t.Errorf("%s response: %s; want the intent with its secret redacted", a.Operation, a.ResponseBody)
 		}
 	}

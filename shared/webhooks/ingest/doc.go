@@ -8,5 +8,6 @@
 // the secrets cannot be loaded, so the provider retries and nothing verified is lost.
 //
 // The Observer sees every delivery with its real reason and with signature and credential
-// headers redacted (Redact); neither logs nor Observer ever see a secret or a signature.
+// headers masked by the redaction engine (redact/header.Mask); neither logs nor Observer ever
+// see a secret or a signature.
 package ingest

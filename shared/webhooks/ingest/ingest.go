@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/redact/header"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
@@ -43,7 +44,8 @@ type Attempt struct {
 	// Err is the real reason for a non-200 answer (a webhooks sentinel, or the queue's error):
 	// for operators, never for the caller.
 	Err error
-	// Header is a copy of the request headers with signatures and credentials redacted.
+	// Header is a copy of the request headers with signatures and credentials masked
+	// (header.Mask).
 	Header http.Header
 	Body   []byte // nil when over the cap
 	// Source is where the delivery came from: the peer address as the server saw it.
@@ -101,7 +103,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		a.Duration = h.now().Sub(start)
 		if h.Observer != nil {
-			a.Header = Redact(r.Header)
+			a.Header = header.Mask(r.Header)
 			h.Observer.Observe(ctx, a)
 		}
 	}()
@@ -203,30 +205,4 @@ func capField(s string) string {
 func (h *Handler) unavailable(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "5")
 	problem.Write(w, problem.Typed(http.StatusServiceUnavailable, problem.Unavailable, detailUnavailable))
-}
-
-// RedactedHeaders are replaced by "[redacted]" before headers leave the handler.
-var RedactedHeaders = []string{
-	webhooks.StripeSignatureHeader,
-	webhooks.StandardSignatureHeader,
-	"Authorization",
-	"Proxy-Authorization",
-	"Cookie",
-	"X-Api-Key",
-}
-
-// Redact returns a copy of h with signatures and credentials replaced.
-func Redact(h http.Header) http.Header {
-	c := h.Clone()
-	if c == nil {
-		c = http.Header{}
-	}
-	for k := range c {
-		for _, r := range RedactedHeaders {
-			if strings.EqualFold(k, r) { // also catches keys set without canonicalisation
-				c[k] = []string{"[redacted]"}
-			}
-		}
-	}
-	return c
 }

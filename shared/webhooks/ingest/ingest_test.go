@@ -245,14 +245,3 @@ func TestDeliveryCarriesNoSignature(t *testing.T) {
 		t.Fatalf("observer saw Authorization %q", got)
 	}
 }
-
-func TestRedact(t *testing.T) {
-	h := http.Header{"stripe-signature": {"t=1,v1=ab"}, "Webhook-Signature": {"v1,x", "v1,y"}, "Content-Type": {"application/json"}}
-	got := Redact(h)
-	if got["stripe-signature"][0] != "[redacted]" || got.Get("Webhook-Signature") != "[redacted]" || len(got.Values("Webhook-Signature")) != 1 {
-		t.Fatalf("not redacted: %v", got)
-	}
-	if got.Get("Content-Type") != "application/json" || h.Get("Webhook-Signature") != "v1,x" {
-		t.Fatalf("redaction changed the wrong thing: %v / %v", got, h)
-	}
-}

@@ -13,12 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/shared/lambdaenv"
+	"github.com/runtwice/twice/shared/logs"
 )
 
 func main() {
 	cfg, err := lambdaenv.AWS(context.Background())
 	if err != nil {
-		lambdaenv.Fatal(lambdaenv.Logger(), "aws config", err)
+		logs.Fatal(logs.Logger(), "aws config", err)
 	}
 	db, bus, sf, q := lambdaenv.DynamoDB(cfg), eventbridge.NewFromConfig(cfg), sfn.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	lambda.Start(func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {

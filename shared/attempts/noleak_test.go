@@ -14,67 +14,13 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/runtwice/twice/shared/boltstore"
+	"github.com/runtwice/twice/shared/redact"
+	"github.com/runtwice/twice/shared/redact/redacttest"
 )
-
-func TestCardSeparators(t *testing.T) {
-	for name, in := range map[string]string{
-		"dots":    "4242.4242.4242.4242",
-		"slashes": "4242/4242/4242/4242",
-		"mixed":   "4242 4242-4242.4242",
-		"amex":    "3782.822463.10005",
-		"in text": "paid with 5555/5555/5555/4444 today",
-	} {
-		t.Run(name, func(t *testing.T) {
-			out := RedactText(in)
-			if c := leakedCard(out); c != "" || !strings.Contains(out, "[card ****") {
-				t.Errorf("%q -> %q", in, out)
-			}
-		})
-	}
-	// Dates, versions and amounts are not card numbers.
-	for _, keep := range []string{"2026/12/01", "v1.2.3", "1234.56", "10.0.0.1", "12/34"} {
-		if out := RedactText(keep); out != keep {
-			t.Errorf("%q -> %q", keep, out)
-		}
-	}
-}
-
-func TestSensitiveNames(t *testing.T) {
-	body := `{"card_cvc":"123","security_code":"999","Card-CVC":"5","cardCvv":"1","card_number":"4000056655665556",` +
-		`"pin":"0000","webhook_secret":"abc","stripe_signature":"t=1","password":"hunter2","exp_month":"12","exp_year":"2030",` +
-		`"tokenization_method":"apple_pay","customer":"cus_1"}`
-	out := RedactBody("application/json", []byte(body))
-	var v map[string]string
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"card_cvc", "security_code", "Card-CVC", "cardCvv", "pin", "webhook_secret", "stripe_signature", "password"} {
-		if v[k] != Redacted {
-			t.Errorf("%s kept %q", k, v[k])
-		}
-	}
-	if v["card_number"] != "[card ****5556]" {
-		t.Errorf("card_number: %q", v["card_number"])
-	}
-	for k, want := range map[string]string{"exp_month": "12", "exp_year": "2030", "tokenization_method": "apple_pay", "customer": "cus_1"} {
-		if v[k] != want {
-			t.Errorf("%s: %q, want it kept", k, v[k])
-		}
-	}
-	form := RedactBody("application/x-www-form-urlencoded", []byte("payment_method_data[card][security_code]=999&card[cvc]=123&amount=100"))
-	if strings.Contains(form, "999") || strings.Contains(form, "123") || !strings.Contains(form, "amount=100") {
-		t.Errorf("form: %s", form)
-	}
-	for _, n := range SensitiveFieldNames {
-		if !sensitiveName(n) {
-			t.Errorf("documented name %q is not sensitive", n)
-		}
-	}
-}
 
 func TestCardNumberKeyMaskedInLogsAndStore(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(RedactingHandler(slog.NewJSONHandler(&buf, nil)))
+	log := slog.New(redact.LogHandler(slog.NewJSONHandler(&buf, nil)))
 	log.With("scope", "local").Info("key created", "key", "k#local#4242424242424242", "err", errors.New("sk_live_abc"),
 		slog.Group("g", "n", int64(4242424242424242)), "huge", strings.Repeat("x", 200<<10))
 	line := buf.String()
@@ -100,7 +46,7 @@ func TestCardNumberKeyMaskedInLogsAndStore(t *testing.T) {
 // pattern and no value under a sensitive field name survives in any stored field or in the
 // log line written of it.
 func FuzzRecordNoLeak(f *testing.F) {
-	for i, s := range fuzzSeeds {
+	for i, s := range redacttest.Seeds {
 		f.Add(s, s, "X-Note", s, []byte(s), "application/json", s, uint8(i))
 	}
 	f.Add("4242.4242.4242.4242", "evt_1", "4242/4242/4242/4242", "v", []byte(`{"card_cvc":"x"}`), "", "err", uint8(3))
@@ -124,7 +70,7 @@ func FuzzRecordNoLeak(f *testing.F) {
 		if strings.Contains(string(body)+key+eventID+hname+hvalue+errText, "entinel") {
 			t.Skip()
 		}
-		name := SensitiveFieldNames[int(field)%len(SensitiveFieldNames)]
+		name := redact.SensitiveFieldNames[int(field)%len(redact.SensitiveFieldNames)]
 		// The sentinel goes under a sensitive name, beside the fuzzed body, in both shapes.
 		jsonBody := fmt.Sprintf(`{"%s":"%s","data":%q}`, name, sentinel, body)
 		formBody := name + "=" + sentinel + "&data=" + string(body)
@@ -140,7 +86,7 @@ func FuzzRecordNoLeak(f *testing.F) {
 		}
 		ctx := context.Background()
 		var logs bytes.Buffer
-		log := slog.New(RedactingHandler(slog.NewJSONHandler(&logs, nil)))
+		log := slog.New(redact.LogHandler(slog.NewJSONHandler(&logs, nil)))
 		BestEffort(failing{}, log)(ctx, a)
 		log.Info(errText, "key", key, "event_id", eventID, hname, hvalue, "body", string(body))
 		checkAllStrings(t, "log", logs.Bytes(), sentinel)
@@ -197,7 +143,7 @@ func checkAllStrings(t *testing.T, what string, data []byte, sentinel string) {
 			break
 		}
 		walkStrings(v, func(s string) {
-			checkClean(t, what, s)
+			redacttest.Check(t, what, s)
 			if strings.Contains(s, sentinel) {
 				t.Fatalf("%s: the value under a sensitive name survived: %q", what, s)
 			}

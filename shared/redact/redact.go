@@ -1,4 +1,4 @@
-package attempts
+package redact
 
 import (
 	"bytes"
@@ -11,57 +11,31 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/runtwice/twice/shared/redact/header"
 )
 
 // Redacted is what replaces a sensitive value.
-const Redacted = "[redacted]"
+const Redacted = header.Redacted
 
-// Caps on the parts of an attempt that are not bodies.
+// Caps on what is not a body.
 const (
 	maxHeaderValue = 1024
 	maxHeaderName  = 128
-	maxErr         = 1024
 	maxPath        = 2048
-	// maxKey caps a lookup key or a short field (an Idempotency-Key is at most 255).
-	maxKey    = 255
-	maxClaims = 4
 	// MaxLogField caps each string a log line carries from outside input (CapLog).
 	MaxLogField = 256
 )
 
-// lookupValue is a lookup key as the attempt shows it: redacted, control characters
-// replaced, then capped. (It is filed under indexPK of its exact value.)
-func lookupValue(v string) string {
-	v = strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, RedactText(v))
-	v, _ = Cap(v, maxKey)
-	return v
-}
-
 // CapLog readies a string from outside input for a log line: redacted and cut at MaxLogField
 // bytes, the cut marked with the size it had ("…[+204772 bytes]").
 func CapLog(s string) string {
-	s = RedactText(s)
+	s = Text(s)
 	c, cut := Cap(s, MaxLogField)
 	if !cut {
 		return s
 	}
 	return c + "…[+" + strconv.Itoa(len(s)-len(c)) + " bytes]"
-}
-
-// sensitiveHeaders are replaced whole, whatever their value looks like.
-var sensitiveHeaders = map[string]bool{
-	"Authorization":       true,
-	"Proxy-Authorization": true,
-	"Cookie":              true,
-	"Set-Cookie":          true,
-	"Stripe-Signature":    true,
-	"Webhook-Signature":   true,
-	"X-Api-Key":           true,
 }
 
 // Sensitive body fields. A field's name (a JSON key at any depth; the last bracketed segment
@@ -117,10 +91,10 @@ func normalName(name string) string {
 	return b.String()
 }
 
-// RedactHeader flattens h (several values joined by ", ") and redacts it: the sensitive headers
-// become "[redacted]" (Authorization keeps its scheme: "Bearer [redacted]"), and every other
-// value goes through RedactText and is capped at 1 KiB.
-func RedactHeader(h http.Header) map[string]string {
+// Header flattens h (several values joined by ", ") and redacts it: the sensitive headers
+// (header.Sensitive) become "[redacted]" (Authorization keeps its scheme: "Bearer [redacted]"),
+// and every other value goes through Text and is capped at 1 KiB, as is every name.
+func Header(h http.Header) map[string]string {
 	if len(h) == 0 {
 		return nil
 	}
@@ -131,9 +105,9 @@ func RedactHeader(h http.Header) map[string]string {
 	return out
 }
 
-// redactHeaderMap is RedactHeader for an already flattened map, so a stored attempt is
-// redacted whoever built it.
-func redactHeaderMap(h map[string]string) map[string]string {
+// HeaderMap is Header for an already flattened map, so a record is redacted whoever built it.
+// It is idempotent: HeaderMap(Header(h)) is Header(h).
+func HeaderMap(h map[string]string) map[string]string {
 	if len(h) == 0 {
 		return nil
 	}
@@ -146,7 +120,7 @@ func redactHeaderMap(h map[string]string) map[string]string {
 
 func addHeader(out map[string]string, k, v string) {
 	k = http.CanonicalHeaderKey(k)
-	k, _ = Cap(RedactText(k), maxHeaderName)
+	k, _ = Cap(Text(k), maxHeaderName)
 	v = redactHeaderValue(k, v)
 	if prev, ok := out[k]; ok {
 		// Two spellings of one header in a flattened map: keep both values, deterministically.
@@ -160,7 +134,7 @@ func addHeader(out map[string]string, k, v string) {
 }
 
 func redactHeaderValue(k, v string) string {
-	if sensitiveHeaders[k] {
+	if header.Sensitive(k) {
 		if k == "Authorization" || k == "Proxy-Authorization" {
 			if scheme, _, ok := strings.Cut(v, " "); ok && isWord(scheme) {
 				return scheme + " " + Redacted
@@ -168,7 +142,7 @@ func redactHeaderValue(k, v string) string {
 		}
 		return Redacted
 	}
-	v, _ = Cap(RedactText(v), maxHeaderValue)
+	v, _ = Cap(Text(v), maxHeaderValue)
 	return v
 }
 
@@ -184,14 +158,14 @@ func isWord(s string) bool {
 	return true
 }
 
-// RedactBody redacts a request or response body by its content type: JSON bodies field by
+// Body redacts a request or response body by its content type: JSON bodies field by
 // field at any depth, form-encoded bodies (Stripe's API) pair by pair, anything else as text.
 // An empty or generic content type is sniffed. Whatever the type, the result then goes
-// through RedactText.
+// through Text.
 //
 // Invalid or truncated JSON falls back to a pattern over "name": value pairs, so a body cut
 // before redaction still loses its sensitive fields.
-func RedactBody(contentType string, body []byte) string {
+func Body(contentType string, body []byte) string {
 	if len(body) == 0 {
 		return ""
 	}
@@ -207,7 +181,7 @@ func RedactBody(contentType string, body []byte) string {
 	default:
 		s = string(body)
 	}
-	return RedactText(s)
+	return Text(s)
 }
 
 type kind int
@@ -262,7 +236,7 @@ func redactJSON(body []byte) (string, error) {
 			// Redact the decoded text, where escapes cannot hide a card number; a number that
 			// was one becomes a string, so the document stays valid JSON.
 			s := tok.String()
-			if r := RedactText(s); r != s {
+			if r := Text(s); r != s {
 				tok = jsontext.String(r)
 			}
 		}
@@ -351,10 +325,10 @@ func redactPair(pair string) string {
 	rawKey = redactFormKey(rawKey, key)
 	pair = rawKey + "=" + rawVal
 	// A value with escapes may hide a card number ("4242%204242..."); one without is left to
-	// the RedactText pass over the whole body.
+	// the Text pass over the whole body.
 	if hasEscapes(rawVal) {
 		v := unescape(rawVal)
-		if r := RedactText(v); r != v {
+		if r := Text(v); r != v {
 			return rawKey + "=" + formEscape.Replace(r)
 		}
 	}
@@ -366,7 +340,7 @@ func redactFormKey(rawKey, key string) string {
 	if !hasEscapes(rawKey) {
 		return rawKey
 	}
-	if r := RedactText(key); r != key {
+	if r := Text(key); r != key {
 		return formEscape.Replace(r)
 	}
 	return rawKey
@@ -462,7 +436,7 @@ func isCardMask(s string) bool {
 	return true
 }
 
-// RedactText removes secrets from any text:
+// Text removes secrets from any text:
 //
 //   - Stripe secret and restricted keys (sk_live_, sk_test_, rk_live_, rk_test_) and webhook
 //     secrets (whsec_) keep their prefix: "sk_live_[redacted]".
@@ -478,7 +452,7 @@ func isCardMask(s string) bool {
 //     mask alike.
 //
 // Text with none of these comes back unchanged and unallocated.
-func RedactText(s string) string {
+func Text(s string) string {
 	var b []byte
 	changed := false
 	last := 0 // s[last:i] is not yet copied to b
@@ -531,7 +505,7 @@ func RedactText(s string) string {
 
 func isIDChar(c byte) bool { return isAlnum(c) || c == '_' }
 
-// idToken follows RedactText's scan: start is where the current run of id characters began,
+// idToken follows Text's scan: start is where the current run of id characters began,
 // and the answer for that run is kept, so a long run costs one look however many digit
 // groups it holds.
 type idToken struct {
@@ -679,7 +653,7 @@ func lastDigits(span string, n int) string {
 
 // Cap cuts s to at most n bytes, on a UTF-8 boundary, and reports whether it cut. A cut never
 // ends inside a digit group: the kept part of a long number could otherwise read as a card
-// number that RedactText, which saw the whole number, rightly left alone.
+// number that Text, which saw the whole number, rightly left alone.
 func Cap(s string, n int) (string, bool) {
 	if len(s) <= n {
 		return s, false
@@ -699,51 +673,12 @@ func Cap(s string, n int) (string, bool) {
 	return s[:cut], true
 }
 
-// redactPath redacts a request path and its query (form-encoded).
-func redactPath(p string) string {
+// Path redacts a request path and its query (form-encoded), and caps it at 2 KiB.
+func Path(p string) string {
 	path, query, ok := strings.Cut(p, "?")
 	if ok {
 		p = path + "?" + redactForm(query)
 	}
-	p, _ = Cap(RedactText(p), maxPath)
+	p, _ = Cap(Text(p), maxPath)
 	return p
-}
-
-// Redacted returns a with every stored field redacted and each body capped at bodyCap bytes
-// (marking RequestTruncated / ResponseTruncated). Redaction runs before the cap, so a cut never
-// leaves half a secret behind. It is idempotent: redacting twice changes nothing more.
-func (a Attempt) Redacted(bodyCap int) Attempt {
-	a.RequestHeader = redactHeaderMap(a.RequestHeader)
-	a.ResponseHeader = redactHeaderMap(a.ResponseHeader)
-	a.Path = redactPath(a.Path)
-	a.Err, _ = Cap(RedactText(a.Err), maxErr)
-	// Every other field can come from outside too (a claimed id, a caller's key, a header):
-	// redacted and capped like the rest.
-	for _, f := range []*string{&a.IdempotencyKey, &a.PaymentID, &a.EventID, &a.ProviderPaymentID, &a.Invoice,
-		&a.CorrelationID, &a.Scope, &a.Source, &a.Operation, &a.Provider, &a.Method, &a.Outcome, &a.BodySHA256,
-		&a.CardBrand, &a.CardLast4} {
-		*f = lookupValue(*f)
-	}
-	if len(a.Claimed) > maxClaims {
-		a.Claimed = a.Claimed[:maxClaims]
-	}
-	if a.Claimed != nil {
-		claimed := make([]string, len(a.Claimed))
-		for i, c := range a.Claimed {
-			claimed[i] = CapLog(RedactText(c))
-		}
-		a.Claimed = claimed
-	}
-	var cut bool
-	if a.RequestBytes == 0 {
-		a.RequestBytes = len(a.RequestBody)
-	}
-	a.RequestBody, cut = Cap(RedactBody(a.RequestHeader["Content-Type"], []byte(a.RequestBody)), bodyCap)
-	a.RequestTruncated = a.RequestTruncated || cut
-	if a.ResponseBytes == 0 {
-		a.ResponseBytes = len(a.ResponseBody)
-	}
-	a.ResponseBody, cut = Cap(RedactBody(a.ResponseHeader["Content-Type"], []byte(a.ResponseBody)), bodyCap)
-	a.ResponseTruncated = a.ResponseTruncated || cut
-	return a
 }

@@ -1,4 +1,4 @@
-package lambdaenv
+package logs
 
 import (
 	"context"
@@ -10,13 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
-
-	"github.com/runtwice/twice/shared/metrics"
 )
-
-// EnvStage is the deployment stage (template.yaml's Stage), the Stage dimension of every
-// metric.
-const EnvStage = "TWICE_STAGE"
 
 // The fields every log line of a function carries, named as Powertools' logger names them so
 // the same Logs Insights queries work across languages.
@@ -49,7 +43,7 @@ var process Invocations
 
 // Handler wraps a handler (anything lambda.NewHandler takes) so that the log lines of each
 // invocation carry its request id, trace id and whether it was the container's first (cold
-// start). Mains call lambda.Start(lambdaenv.Handler(h)).
+// start). Mains call lambda.Start(logs.Handler(h)).
 func Handler(h any) lambda.Handler { return process.wrap(lambda.NewHandler(h)) }
 
 type handlerFunc func(ctx context.Context, payload []byte) ([]byte, error)
@@ -135,8 +129,9 @@ func (h *contextHandler) WithGroup(name string) slog.Handler {
 	return &contextHandler{next: h.next.WithGroup(name), iv: h.iv}
 }
 
-// Metrics is the EMF writer of a function: stdout, namespace Twice, the stage from
-// TWICE_STAGE.
-func (e *Env) Metrics() *metrics.EMF {
-	return &metrics.EMF{W: os.Stdout, Stage: e.Optional(EnvStage, "")}
+// Fatal logs err and exits non-zero: the one place a main gives up, during INIT, where Lambda
+// reports the failure and retries the cold start.
+func Fatal(log *slog.Logger, msg string, err error) {
+	log.Error(msg, "error", err)
+	os.Exit(1)
 }

@@ -1,15 +1,17 @@
-package attempts
+package redact
 
 import (
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/runtwice/twice/shared/redact/header"
+	"github.com/runtwice/twice/shared/redact/redacttest"
 )
 
-func TestRedactText(t *testing.T) {
+func TestText(t *testing.T) {
 	tests := map[string]struct {
 		in, want string
 	}{
@@ -49,18 +51,18 @@ func TestRedactText(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := RedactText(tc.in)
+			got := Text(tc.in)
 			if got != tc.want {
-				t.Errorf("RedactText(%q) = %q, want %q", tc.in, got, tc.want)
+				t.Errorf("Text(%q) = %q, want %q", tc.in, got, tc.want)
 			}
-			if again := RedactText(got); again != got {
+			if again := Text(got); again != got {
 				t.Errorf("not idempotent: %q -> %q", got, again)
 			}
 		})
 	}
 }
 
-func TestRedactHeader(t *testing.T) {
+func TestHeader(t *testing.T) {
 	h := http.Header{
 		"Authorization":       {"Bearer sk_live_abc"},
 		"Proxy-Authorization": {"Basic dXNlcjpwYXNz"},
@@ -87,7 +89,7 @@ func TestRedactHeader(t *testing.T) {
 		"X-Debug":             "card [card ****4242], key sk_test_[redacted]",
 		"X-Lower":             "kept",
 	}
-	got := RedactHeader(h)
+	got := Header(h)
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
@@ -102,14 +104,14 @@ func TestRedactHeader(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := RedactHeader(http.Header{"Authorization": {tc.in}})["Authorization"]; got != tc.want {
+			if got := Header(http.Header{"Authorization": {tc.in}})["Authorization"]; got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
 }
 
-func TestRedactBody(t *testing.T) {
+func TestBody(t *testing.T) {
 	tests := map[string]struct {
 		contentType string
 		in, want    string
@@ -183,11 +185,11 @@ func TestRedactBody(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := RedactBody(tc.contentType, []byte(tc.in))
+			got := Body(tc.contentType, []byte(tc.in))
 			if got != tc.want {
-				t.Errorf("RedactBody:\n got %s\nwant %s", got, tc.want)
+				t.Errorf("Body:\n got %s\nwant %s", got, tc.want)
 			}
-			if again := RedactBody(tc.contentType, []byte(got)); again != got {
+			if again := Body(tc.contentType, []byte(got)); again != got {
 				t.Errorf("not idempotent:\n%s\n%s", got, again)
 			}
 		})
@@ -220,161 +222,92 @@ func TestCap(t *testing.T) {
 	}
 }
 
-func TestRedactedAttempt(t *testing.T) {
-	body := "amount=1000&card[number]=4242424242424242&description=" + strings.Repeat("x", 100)
-	a := Attempt{
-		Path:           "/v1/payment_intents?client_secret=pi_1_secret_abc&expand[]=x",
-		RequestHeader:  map[string]string{"authorization": "Bearer sk_test_abc", "content-type": "application/x-www-form-urlencoded"},
-		RequestBody:    body,
-		ResponseHeader: map[string]string{"Content-Type": "application/json"},
-		ResponseBody:   `{"client_secret":"pi_1_secret_abc","id":"pi_1"}`,
-		Err:            `Post "https://api.stripe.com/v1/x?key=sk_live_zzz": timeout`,
+func TestCardSeparators(t *testing.T) {
+	for name, in := range map[string]string{
+		"dots":    "4242.4242.4242.4242",
+		"slashes": "4242/4242/4242/4242",
+		"mixed":   "4242 4242-4242.4242",
+		"amex":    "3782.822463.10005",
+		"in text": "paid with 5555/5555/5555/4444 today",
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := Text(in)
+			if c := redacttest.LeakedCard(out); c != "" || !strings.Contains(out, "[card ****") {
+				t.Errorf("%q -> %q", in, out)
+			}
+		})
 	}
-	got := a.Redacted(50)
-	if got.Path != "/v1/payment_intents?client_secret=[redacted]&expand[]=x" {
-		t.Errorf("path %q", got.Path)
-	}
-	if got.RequestHeader["Authorization"] != "Bearer [redacted]" {
-		t.Errorf("headers %v", got.RequestHeader)
-	}
-	if got.RequestBody != "amount=1000&card[number]=[card+****4242]&descripti" || !got.RequestTruncated || got.RequestBytes != len(body) {
-		t.Errorf("request body %q truncated %v bytes %d", got.RequestBody, got.RequestTruncated, got.RequestBytes)
-	}
-	if got.ResponseBody != `{"client_secret":"[redacted]","id":"pi_1"}` || got.ResponseTruncated {
-		t.Errorf("response body %q truncated %v", got.ResponseBody, got.ResponseTruncated)
-	}
-	if strings.Contains(got.Err, "zzz") {
-		t.Errorf("err %q", got.Err)
-	}
-	if again := got.Redacted(50); !equalAttempts(again, got) {
-		t.Errorf("not idempotent:\n%+v\n%+v", got, again)
+	// Dates, versions and amounts are not card numbers.
+	for _, keep := range []string{"2026/12/01", "v1.2.3", "1234.56", "10.0.0.1", "12/34"} {
+		if out := Text(keep); out != keep {
+			t.Errorf("%q -> %q", keep, out)
+		}
 	}
 }
 
-func equalAttempts(a, b Attempt) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return string(x) == string(y)
+func TestSensitiveNames(t *testing.T) {
+	body := `{"card_cvc":"123","security_code":"999","Card-CVC":"5","cardCvv":"1","card_number":"4000056655665556",` +
+		`"pin":"0000","webhook_secret":"abc","stripe_signature":"t=1","password":"hunter2","exp_month":"12","exp_year":"2030",` +
+		`"tokenization_method":"apple_pay","customer":"cus_1"}`
+	out := Body("application/json", []byte(body))
+	var v map[string]string
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"card_cvc", "security_code", "Card-CVC", "cardCvv", "pin", "webhook_secret", "stripe_signature", "password"} {
+		if v[k] != Redacted {
+			t.Errorf("%s kept %q", k, v[k])
+		}
+	}
+	if v["card_number"] != "[card ****5556]" {
+		t.Errorf("card_number: %q", v["card_number"])
+	}
+	for k, want := range map[string]string{"exp_month": "12", "exp_year": "2030", "tokenization_method": "apple_pay", "customer": "cus_1"} {
+		if v[k] != want {
+			t.Errorf("%s: %q, want it kept", k, v[k])
+		}
+	}
+	form := Body("application/x-www-form-urlencoded", []byte("payment_method_data[card][security_code]=999&card[cvc]=123&amount=100"))
+	if strings.Contains(form, "999") || strings.Contains(form, "123") || !strings.Contains(form, "amount=100") {
+		t.Errorf("form: %s", form)
+	}
+	for _, n := range SensitiveFieldNames {
+		if !sensitiveName(n) {
+			t.Errorf("documented name %q is not sensitive", n)
+		}
+	}
 }
 
 // The fuzz targets check redaction against an independent statement of what must not
-// survive.
+// survive (redacttest).
 
-var (
-	secretPattern = regexp.MustCompile(`(?:sk|rk)_(?:live|test)_[0-9A-Za-z]|whsec_[A-Za-z0-9+/=]|_secret_[0-9A-Za-z]`)
-	digitGroup    = regexp.MustCompile(`[0-9]+`)
-	// idBefore matches text that ends inside an id ("evt_1N", "twice_pay_"): digits that
-	// continue it are part of the id, not a card number.
-	idBefore = regexp.MustCompile(`(?:^|[^A-Za-z0-9_])[a-z]+_[A-Za-z0-9_]*$`)
-)
-
-// leakedCard returns a card number left in s: 13-19 digits from the start of one digit group
-// (not one that continues an id) to the end of the same or a later one, the groups joined by
-// single spaces, dashes, dots or slashes, passing the Luhn check.
-func leakedCard(s string) string {
-	groups := digitGroup.FindAllStringIndex(s, -1)
-	for i := range groups {
-		if idBefore.MatchString(s[:groups[i][0]]) {
-			continue
-		}
-		digits := ""
-		for j := i; j < len(groups); j++ {
-			if j > i {
-				gap := s[groups[j-1][1]:groups[j][0]]
-				if gap != " " && gap != "-" && gap != "." && gap != "/" {
-					break
-				}
-			}
-			digits += s[groups[j][0]:groups[j][1]]
-			if len(digits) > 19 {
-				break
-			}
-			if len(digits) >= 13 && luhnValid(digits) {
-				return s[groups[i][0]:groups[j][1]]
-			}
-		}
-	}
-	return ""
-}
-
-func luhnValid(d string) bool {
-	sum := 0
-	for i := range len(d) {
-		n := int(d[len(d)-1-i] - '0')
-		if i%2 == 1 {
-			n *= 2
-			if n > 9 {
-				n -= 9
-			}
-		}
-		sum += n
-	}
-	return sum%10 == 0
-}
-
-func checkClean(t *testing.T, what, s string) {
-	t.Helper()
-	if c := leakedCard(s); c != "" {
-		t.Fatalf("%s: card number %q survived in %q", what, c, s)
-	}
-	if m := secretPattern.FindString(s); m != "" {
-		t.Fatalf("%s: secret %q survived in %q", what, m, s)
-	}
-}
-
-func TestLeakedCardChecker(t *testing.T) {
-	// The checker must find what it is meant to, or the fuzz targets prove nothing.
-	for _, s := range []string{"4242424242424242", "x 4242 4242 4242 4242 y", "1 4242-4242-4242-4242"} {
-		if leakedCard(s) == "" {
-			t.Errorf("checker missed the card in %q", s)
-		}
-	}
-	if c := leakedCard("12345678901234567890"); c != "" {
-		t.Errorf("checker flagged %q", c)
-	}
-}
-
-var fuzzSeeds = []string{
-	"",
-	"4242424242424242",
-	"4242 4242 4242 4242 12/34 123",
-	"3782-822463-10005",
-	"amount=1000&card[number]=4242424242424242&card[cvc]=123",
-	"card%5Bnumber%5D=4242+4242+4242+4242",
-	`{"card":{"number":"4242424242424242","cvc":"123"},"client_secret":"pi_1_secret_x"}`,
-	`{"a":"4242\u00204242\u00204242\u00204242"`,
-	"Bearer sk_live_abc whsec_abc= rk_test_x pi_1_secret_y",
-	"12345678901234567890 4242424242424242",
-	"\xff\xfe4242424242424242",
-}
-
-func FuzzRedactText(f *testing.F) {
-	for _, s := range fuzzSeeds {
+func FuzzText(f *testing.F) {
+	for _, s := range redacttest.Seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out := RedactText(s)
-		checkClean(t, "RedactText", out)
-		if RedactText(out) != out {
+		out := Text(s)
+		redacttest.Check(t, "Text", out)
+		if Text(out) != out {
 			t.Fatalf("not idempotent on %q", s)
 		}
 	})
 }
 
-func FuzzRedactBody(f *testing.F) {
-	for _, s := range fuzzSeeds {
+func FuzzBody(f *testing.F) {
+	for _, s := range redacttest.Seeds {
 		for _, ct := range []string{"application/json", "application/x-www-form-urlencoded", ""} {
 			f.Add(ct, []byte(s), 64)
 		}
 	}
 	f.Fuzz(func(t *testing.T, contentType string, body []byte, n int) {
-		out := RedactBody(contentType, body)
-		checkClean(t, "RedactBody", out)
+		out := Body(contentType, body)
+		redacttest.Check(t, "Body", out)
 		if n < 0 {
 			n = -n
 		}
 		capped, cut := Cap(out, n%(len(out)+2))
-		checkClean(t, "Cap", capped)
+		redacttest.Check(t, "Cap", capped)
 		if utf8.ValidString(out) && !utf8.ValidString(capped) {
 			t.Fatalf("cap broke UTF-8: %q", capped)
 		}
@@ -382,7 +315,7 @@ func FuzzRedactBody(f *testing.F) {
 			t.Fatalf("cut %v but %d of %d bytes kept", cut, len(capped), len(out))
 		}
 		// A valid JSON document stays valid, and its sensitive members are masked.
-		// (Unless an escape such as \u0001 put digits next to others: then RedactText may
+		// (Unless an escape such as \u0001 put digits next to others: then Text may
 		// mask inside the escape, and keeping no card number matters more than the syntax.)
 		if json.Valid(body) && bodyKind(contentType, body) == kindJSON && !strings.Contains(out, `\u`) {
 			var v any
@@ -416,14 +349,14 @@ func checkMasked(t *testing.T, v any) {
 	}
 }
 
-func FuzzRedactHeader(f *testing.F) {
+func FuzzHeader(f *testing.F) {
 	f.Add("Authorization", "Bearer sk_live_abc")
 	f.Add("X-Note", "4242 4242 4242 4242")
 	f.Add("stripe-signature", "t=1,v1=abc")
 	f.Fuzz(func(t *testing.T, k, v string) {
-		for name, got := range RedactHeader(http.Header{k: {v}}) {
-			checkClean(t, name, got)
-			if sensitiveHeaders[http.CanonicalHeaderKey(k)] && !strings.HasSuffix(got, Redacted) {
+		for name, got := range Header(http.Header{k: {v}}) {
+			redacttest.Check(t, name, got)
+			if header.Sensitive(http.CanonicalHeaderKey(k)) && !strings.HasSuffix(got, Redacted) {
 				t.Fatalf("%s kept %q", k, got)
 			}
 		}

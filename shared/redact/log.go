@@ -1,18 +1,18 @@
-package attempts
+package redact
 
 import (
 	"context"
 	"log/slog"
 )
 
-// RedactingHandler wraps a slog.Handler so that every log line goes out redacted and capped:
+// LogHandler wraps a slog.Handler so that every log line goes out redacted and capped:
 // the message and every string attribute (at any group depth, including those added with
 // With) pass through CapLog, and error attributes are written as their capped, redacted text.
 //
 // It is the one place that keeps outside input from reaching a log raw, whichever package
 // logs it: an Idempotency-Key that is a card number ("key=k#local#4242…"), a claimed event id
 // of 200 KiB, a secret in an error. Wrap the process's logger with it once, at wiring time.
-func RedactingHandler(h slog.Handler) slog.Handler {
+func LogHandler(h slog.Handler) slog.Handler {
 	if r, ok := h.(redactingHandler); ok {
 		return r
 	}
@@ -72,8 +72,8 @@ func redactAttr(a slog.Attr) slog.Attr {
 		}
 	case slog.KindInt64, slog.KindUint64:
 		// A 13-19 digit number may be a card number logged as one.
-		if t := v.String(); len(t) >= 13 && RedactText(t) != t {
-			a.Value = slog.StringValue(RedactText(t))
+		if t := v.String(); len(t) >= 13 && Text(t) != t {
+			a.Value = slog.StringValue(Text(t))
 		} else {
 			a.Value = v
 		}
