@@ -1,8 +1,6 @@
 package idempotency
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"io"
 	"maps"
@@ -11,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/runtwice/twice/shared/problem"
-	"github.com/runtwice/twice/shared/store"
 )
 
 // Header names of the IETF Idempotency-Key draft and of Stripe's replay marker.
@@ -19,126 +16,6 @@ const (
 	HeaderKey      = "Idempotency-Key"
 	HeaderReplayed = "Idempotent-Replayed"
 )
-
-// MiddlewareConfig configures Middleware.
-type MiddlewareConfig struct {
-	// Scope names the caller of a request (an authorizer principal); keys never collide
-	// across scopes.
-	Scope func(*http.Request) string
-	// MaxBody caps the request body (default 64 KiB); a larger body gets 413.
-	MaxBody int64
-}
-
-type stagedKey struct{}
-
-type staged struct {
-	effects  []store.Write
-	ifNewer  []store.Write
-	notFinal bool
-	pending  bool
-	lease    *Lease
-}
-
-// Stage adds writes to commit atomically with the response of the request ctx belongs to. It
-// reports false outside Middleware, where nothing would commit them.
-func Stage(ctx context.Context, ws ...store.Write) bool {
-	s, ok := ctx.Value(stagedKey{}).(*staged)
-	if ok {
-		s.effects = append(s.effects, ws...)
-	}
-	return ok
-}
-
-// StageIfNewer adds version-guarded writes (store.VersionBelow) to commit with the response
-// unless the store already holds a newer version of their item; see Result.IfNewer.
-func StageIfNewer(ctx context.Context, ws ...store.Write) bool {
-	s, ok := ctx.Value(stagedKey{}).(*staged)
-	if ok {
-		s.ifNewer = append(s.ifNewer, ws...)
-	}
-	return ok
-}
-
-// NotFinal marks the response of the request ctx belongs to as not to be replayed: the key is
-// released after the staged writes commit, so a retry runs again. Use it for an unknown
-// outcome.
-func NotFinal(ctx context.Context) {
-	if s, ok := ctx.Value(stagedKey{}).(*staged); ok {
-		s.notFinal = true
-	}
-}
-
-// MarkPending marks the response of the request ctx belongs to as the interim answer of an
-// unknown outcome: the key keeps the request and this response (Keeper.Pend), so a repeat gets
-// it replayed and resumes the operation, and a different body gets 422.
-func MarkPending(ctx context.Context) {
-	if s, ok := ctx.Value(stagedKey{}).(*staged); ok {
-		s.pending = true
-	}
-}
-
-// LeaseOf returns the lease the request ctx belongs to runs under, inside Middleware: its
-// FirstTried says when the key's operation first ran (earlier than now for a resumed pending
-// key).
-func LeaseOf(ctx context.Context) (*Lease, bool) {
-	s, ok := ctx.Value(stagedKey{}).(*staged)
-	if !ok || s.lease == nil {
-		return nil, false
-	}
-	return s.lease, true
-}
-
-// Middleware makes an HTTP handler idempotent by the Idempotency-Key header, with the semantics
-// of the IETF draft and Stripe: missing or malformed key 400, a different body under the same
-// key 422 naming the fields, a concurrent duplicate 409 with Retry-After, a completed duplicate
-// the stored status, headers and body with Idempotent-Replayed: true. Responses with a 5xx
-// status are not stored, and neither are those the handler marks NotFinal. A response the
-// handler marks MarkPending is stored as the interim answer of a pending key: a repeat gets it
-// (Idempotent-Replayed: true) after the handler ran once more from the stored request, or
-// the final answer once that resolved it.
-func (k *Keeper) Middleware(cfg MiddlewareConfig) func(http.Handler) http.Handler {
-	if cfg.MaxBody == 0 {
-		cfg.MaxBody = 64 << 10
-	}
-	if cfg.Scope == nil {
-		cfg.Scope = func(*http.Request) string { return "local" }
-	}
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			key, body, ok := ReadRequest(w, r, cfg.MaxBody)
-			if !ok {
-				return
-			}
-			fp, err := FingerprintJSON(body)
-			if err != nil {
-				fp = FingerprintBytes(body)
-			}
-			// A thin user of the typed API: the result is the recorded Response, stored as it is.
-			resp, out, err := doTyped(r.Context(), k, cfg.Scope(r), key, fp, func(ctx context.Context) (Response, error) {
-				rec := &recorder{header: http.Header{}, status: http.StatusOK}
-				req := r.WithContext(ctx)
-				// A resumed pending key runs from the bytes its first request sent.
-				run := body
-				if l, _ := LeaseOf(ctx); l != nil && l.Request != nil {
-					run = l.Request
-				}
-				req.Body = io.NopCloser(bytes.NewReader(run))
-				next.ServeHTTP(rec, req)
-				if st, _ := ctx.Value(stagedKey{}).(*staged); rec.status >= 500 && !st.pending {
-					NotFinal(ctx) // a server error may be retried: never replayed (unless pending)
-				}
-				return rec.response(), nil
-			}, identity, deref, body)
-			if err == nil {
-				out.Response = &resp
-			}
-			if errors.Is(err, ErrInProgress) || errors.Is(err, ErrMismatch) {
-				err = nil // answered by the outcome's Kind
-			}
-			k.WriteOutcome(w, r, out, err)
-		})
-	}
-}
 
 // ReadRequest reads what every idempotent HTTP request carries, the Idempotency-Key header and
 // a body of at most maxBody bytes. When either is unusable it answers the problem (400, or 413
@@ -199,10 +76,6 @@ func (k *Keeper) WriteOutcome(w http.ResponseWriter, r *http.Request, out Outcom
 	}
 }
 
-func identity(r Response) (Response, error) { return r, nil }
-
-func deref(r *Response) (Response, error) { return *r, nil }
-
 func writeResponse(w http.ResponseWriter, resp Response, replayed bool) {
 	h := w.Header()
 	for _, k := range slices.Sorted(maps.Keys(resp.Header)) {
@@ -214,37 +87,4 @@ func writeResponse(w http.ResponseWriter, resp Response, replayed bool) {
 	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
 	w.WriteHeader(resp.Status)
 	_, _ = w.Write(resp.Body)
-}
-
-// recorder captures a handler's response for storing.
-type recorder struct {
-	header http.Header
-	status int
-	wrote  bool
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(status int) {
-	if !r.wrote {
-		r.status, r.wrote = status, true
-	}
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	return r.body.Write(b)
-}
-
-// response keeps the headers that describe the body; Date and Content-Length are set anew.
-func (r *recorder) response() Response {
-	h := make(map[string]string, len(r.header))
-	for k, v := range r.header {
-		if k == "Date" || k == "Content-Length" || len(v) == 0 {
-			continue
-		}
-		h[k] = v[0]
-	}
-	return Response{Status: r.status, Header: h, Body: bytes.Clone(r.body.Bytes())}
 }
