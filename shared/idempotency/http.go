@@ -23,15 +23,15 @@ const (
 func ReadRequest(w http.ResponseWriter, r *http.Request, maxBody int64) (key string, body []byte, ok bool) {
 	if n := len(r.Header.Values(HeaderKey)); n > 1 {
 		// Which one would count is a guess: refuse rather than use the first silently.
-		problem.Write(w, problem.Typed(http.StatusBadRequest, problem.KeyInvalid, "Send one Idempotency-Key header; this request has "+strconv.Itoa(n)+"."))
+		problem.Write(w, problem.New(problem.KeyInvalid, "Send one Idempotency-Key header; this request has "+strconv.Itoa(n)+"."))
 		return "", nil, false
 	}
 	key = r.Header.Get(HeaderKey)
 	if err := ValidateKey(key); err != nil {
 		if errors.Is(err, ErrKeyMissing) {
-			problem.Write(w, problem.Typed(http.StatusBadRequest, problem.KeyMissing, "This request needs an Idempotency-Key header."))
+			problem.Write(w, problem.New(problem.KeyMissing, "This request needs an Idempotency-Key header."))
 		} else {
-			problem.Write(w, problem.Typed(http.StatusBadRequest, problem.KeyInvalid, "The Idempotency-Key header must be 1-255 visible ASCII characters."))
+			problem.Write(w, problem.New(problem.KeyInvalid, "The Idempotency-Key header must be 1-255 visible ASCII characters."))
 		}
 		return "", nil, false
 	}
@@ -39,9 +39,9 @@ func ReadRequest(w http.ResponseWriter, r *http.Request, maxBody int64) (key str
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			problem.Write(w, problem.Typed(http.StatusRequestEntityTooLarge, problem.BodyTooLarge, "The request body is larger than "+strconv.FormatInt(maxBody, 10)+" bytes."))
+			problem.Write(w, problem.New(problem.BodyTooLarge, "The request body is larger than "+strconv.FormatInt(maxBody, 10)+" bytes."))
 		} else {
-			problem.Write(w, problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body could not be read."))
+			problem.Write(w, problem.New(problem.MalformedRequest, "The request body could not be read."))
 		}
 		return "", nil, false
 	}
@@ -56,11 +56,11 @@ func (k *Keeper) WriteOutcome(w http.ResponseWriter, r *http.Request, out Outcom
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		w.Header().Set("Retry-After", "1")
-		problem.Write(w, problem.Typed(http.StatusConflict, problem.KeyInProgress, "Another request with this Idempotency-Key took over; retry to get its result."))
+		problem.Write(w, problem.New(problem.KeyInProgress, "Another request with this Idempotency-Key took over; retry to get its result."))
 		return
 	case err != nil:
 		k.log().ErrorContext(r.Context(), "idempotent request", "error", err)
-		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The request could not be recorded; it is safe to retry with the same Idempotency-Key."))
+		problem.Write(w, problem.New(problem.Internal, "The request could not be recorded; it is safe to retry with the same Idempotency-Key."))
 		return
 	}
 	switch out.Kind {
@@ -70,9 +70,9 @@ func (k *Keeper) WriteOutcome(w http.ResponseWriter, r *http.Request, out Outcom
 		writeResponse(w, *out.Response, true)
 	case InProgress:
 		w.Header().Set("Retry-After", strconv.Itoa(int(out.RetryAfter.Seconds()+0.999)))
-		problem.Write(w, problem.Typed(http.StatusConflict, problem.KeyInProgress, "A request with this Idempotency-Key is still being processed."))
+		problem.Write(w, problem.New(problem.KeyInProgress, "A request with this Idempotency-Key is still being processed."))
 	case Mismatch:
-		problem.Write(w, problem.Typed(http.StatusUnprocessableEntity, problem.KeyReused, "This Idempotency-Key was used with a different request body.").WithFields(out.Fields))
+		problem.Write(w, problem.New(problem.KeyReused, "This Idempotency-Key was used with a different request body.").WithFields(out.Fields))
 	}
 }
 

@@ -59,12 +59,12 @@ func (s *Service) routes(scope func(*http.Request) string) []route {
 func (s *Service) serveGet(w http.ResponseWriter, r *http.Request, scope string) {
 	p, err := Get(r.Context(), s.Store, r.PathValue("id"))
 	if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope) {
-		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No payment has this id."))
+		problem.Write(w, problem.New(problem.NotFound, "No payment has this id."))
 		return
 	}
 	if err != nil {
 		s.log().ErrorContext(r.Context(), "read payment", "error", err)
-		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The payment could not be read; retry."))
+		problem.Write(w, problem.New(problem.Internal, "The payment could not be read; retry."))
 		return
 	}
 	v := p.View()
@@ -124,14 +124,14 @@ func RequestProblem(err error) problem.Problem {
 	var malformed *MalformedError
 	switch {
 	case errors.As(err, &invalid):
-		p := problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "The request body is not a valid payment request.").WithFields(invalid.Names())
+		p := problem.New(problem.InvalidRequest, "The request body is not a valid payment request.").WithFields(invalid.Names())
 		p.Extra["reasons"] = invalid.Fields
 		p.Extra["invalid_fields"] = invalid.Fields
 		return p
 	case errors.As(err, &malformed):
-		return problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body is not a valid payment request: "+malformed.Reason+".")
+		return problem.New(problem.MalformedRequest, "The request body is not a valid payment request: "+malformed.Reason+".")
 	}
-	return problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body is not a valid payment request.")
+	return problem.New(problem.MalformedRequest, "The request body is not a valid payment request.")
 }
 
 // Response is the HTTP answer of a payment request, what its key stores and replays: the one
@@ -158,26 +158,26 @@ func Response(a Answer) (idempotency.Response, error) {
 		return idempotency.Response{Status: status, Body: body, Header: map[string]string{
 			"Content-Type": "application/json", "Location": "/payments/" + a.Payment.ID}}, nil
 	case Busy:
-		resp := problemResponse(problem.Typed(http.StatusServiceUnavailable, problem.ProviderBusy,
+		resp := problemResponse(problem.New(problem.ProviderBusy,
 			"The payment provider is busy; retry with the same Idempotency-Key after the Retry-After delay."))
 		resp.Header["Retry-After"] = strconv.Itoa(int(max(a.RetryAfter, time.Second).Round(time.Second).Seconds()))
 		return resp, nil
 	case Unreachable:
-		return problemResponse(problem.Typed(http.StatusBadGateway, problem.ProviderUnreachable,
+		return problemResponse(problem.New(problem.ProviderUnreachable,
 			"The payment provider could not be reached; it is safe to retry with the same Idempotency-Key.")), nil
 	case Conflict:
-		p := problem.Typed(http.StatusConflict, problem.PaymentState, "The payment's state does not allow this.")
+		p := problem.New(problem.PaymentState, "The payment's state does not allow this.")
 		p.Extra = map[string]any{"payment_status": a.Payment.Status}
 		if a.Payment.ProviderPaymentID == "" {
 			p.Detail = "The payment's outcome is still being resolved; retry with the same Idempotency-Key later."
 		}
 		return problemResponse(p), nil
 	case Rejected:
-		p := problem.Typed(http.StatusUnprocessableEntity, problem.ProviderRejected, "The payment provider rejected this payment request.")
+		p := problem.New(problem.ProviderRejected, "The payment provider rejected this payment request.")
 		p.Extra = map[string]any{"provider_code": a.ProviderCode}
 		return problemResponse(p), nil
 	}
-	return problemResponse(problem.Typed(http.StatusInternalServerError, problem.Internal,
+	return problemResponse(problem.New(problem.Internal,
 		"The payment could not be processed; it is safe to retry with the same Idempotency-Key.")), nil
 }
 
@@ -189,7 +189,7 @@ func problemResponse(p problem.Problem) idempotency.Response {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The response could not be encoded."))
+		problem.Write(w, problem.New(problem.Internal, "The response could not be encoded."))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -182,12 +182,12 @@ func (s *Service) serveCancel(w http.ResponseWriter, r *http.Request, scope stri
 func (s *Service) operand(w http.ResponseWriter, r *http.Request, scope string) (Payment, bool) {
 	p, err := Get(r.Context(), s.Store, r.PathValue("id"))
 	if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope) {
-		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No payment has this id."))
+		problem.Write(w, problem.New(problem.NotFound, "No payment has this id."))
 		return p, false
 	}
 	if err != nil {
 		s.log().ErrorContext(r.Context(), "read payment", "error", err)
-		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The payment could not be read; retry."))
+		problem.Write(w, problem.New(problem.Internal, "The payment could not be read; retry."))
 		return p, false
 	}
 	return p, true

@@ -27,12 +27,12 @@ func (s *Service) serveRefund(w http.ResponseWriter, r *http.Request, scope stri
 	id := r.PathValue("id")
 	p, err := Get(r.Context(), s.Store, id)
 	if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope) {
-		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No payment has this id."))
+		problem.Write(w, problem.New(problem.NotFound, "No payment has this id."))
 		return
 	}
 	if err != nil {
 		s.log().ErrorContext(r.Context(), "read payment", "error", err)
-		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The payment could not be read; retry."))
+		problem.Write(w, problem.New(problem.Internal, "The payment could not be read; retry."))
 		return
 	}
 	out, err := s.Keeper.Run(r.Context(), scope, key, req.fingerprint(id), func(ctx context.Context, l *idempotency.Lease) (idempotency.Result, error) {
