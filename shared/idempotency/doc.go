@@ -33,8 +33,9 @@
 //   - Any function, typed: Do[T] runs op once per key and stores its result with a Codec (JSON
 //     by default); a repeat decodes it. A held key is an *InProgressError, another request
 //     under the key a *MismatchError.
-//   - HTTP: ReadRequest reads the Idempotency-Key header and the body; the handler runs the
-//     request under the key (Keeper.Run) and answers the outcome (WriteOutcome).
+//   - HTTP: KeyOf reads the Idempotency-Key header (HeaderKey) and says why one is unusable;
+//     the service's own handler runs the request under the key (Keeper.Run) and maps the
+//     outcome to its answer, a stored one marked HeaderReplayed (shared/payments does).
 //   - Any Lambda handler and SQS batches: package idemlambda (a JSONPath key over the event,
 //     validation path, raise or pass through, key prefix, response hook; SQS records each
 //     under their own key with partial batch failures).
