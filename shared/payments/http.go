@@ -247,8 +247,7 @@ func (s *Service) serveCreate(r *http.Request, scope string) (reply, error) {
 
 // RequestProblem is the answer to a payment request that cannot be processed as sent: the
 // problem names the fields ("fields", and "reasons" with a sentence each) or says why the body
-// is malformed, in words written for the caller. "invalid_fields" repeats "reasons" for
-// clients of the first version.
+// is malformed, in words written for the caller.
 func RequestProblem(err error) problem.Problem {
 	var invalid *InvalidError
 	var malformed *MalformedError
@@ -256,7 +255,6 @@ func RequestProblem(err error) problem.Problem {
 	case errors.As(err, &invalid):
 		p := problem.New(problem.InvalidRequest, "The request body is not a valid payment request.").WithFields(invalid.Names())
 		p.Extra["reasons"] = invalid.Fields
-		p.Extra["invalid_fields"] = invalid.Fields
 		return p
 	case errors.As(err, &malformed):
 		return problem.New(problem.MalformedRequest, "The request body is not a valid payment request: "+malformed.Reason+".")
