@@ -7,6 +7,8 @@ import (
 	"go/token"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strconv"
 	"testing"
 )
@@ -68,5 +70,30 @@ func TestRetryAfterIsAHeader(t *testing.T) {
 	Write(rec, New(NotFound, "none"))
 	if _, ok := rec.Header()["Retry-After"]; ok {
 		t.Fatalf("Retry-After without a wait: %v", rec.Header())
+	}
+}
+
+// The README's problem types table states each type's status: the table here is what it says.
+func TestREADMEStatesEachStatus(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\| <a id=\"problem-([a-z-]+)\"></a>`[a-z-]+` \\| (\\d{3}) \\|").FindAllSubmatch(readme, -1)
+	if len(rows) < len(statuses) {
+		t.Fatalf("%d rows in the README's problem table, %d types", len(rows), len(statuses))
+	}
+	seen := map[string]bool{}
+	for _, row := range rows {
+		code, status := string(row[1]), string(row[2])
+		seen[code] = true
+		if want, ok := statuses[code]; !ok || strconv.Itoa(want) != status {
+			t.Errorf("README: %s is %s; the table says %d", code, status, want)
+		}
+	}
+	for code := range statuses {
+		if !seen[code] {
+			t.Errorf("README has no row for %s", code)
+		}
 	}
 }
