@@ -348,10 +348,9 @@ func TestDeadLetterTableLinksNoProducer(t *testing.T) {
 var constructionExceptions = map[string]string{
 	// Per-call options of idempotency.Do[T]: they vary by call, not by component.
 	"idempotency.CallOption": "per-call options of Do",
-	// Arguments of functions that build handlers (Wrap, SQS, Middleware), not components; the
-	// Powertools table in docs/library.md maps Powertools' options onto their fields.
-	"idemlambda.Config":            "the settings of Wrap and SQS",
-	"idempotency.MiddlewareConfig": "the settings of Keeper.Middleware",
+	// Arguments of functions that build handlers (Wrap, SQS), not components; the Powertools
+	// table in docs/library.md maps Powertools' options onto their fields.
+	"idemlambda.Config": "the settings of Wrap and SQS",
 }
 
 // TestOneConstructionIdiom keeps the construction idiom of shared/: no functional options

@@ -50,7 +50,7 @@ func Scope(r *http.Request) string {
 func RequireScope(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if Scope(r) == "" {
-			problem.Write(w, problem.Typed(http.StatusUnauthorized, problem.Unauthorized, "This route needs an authenticated caller."))
+			problem.Write(w, problem.New(problem.Unauthorized, "This route needs an authenticated caller."))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -68,7 +68,7 @@ func (a *Adapter) Invoke(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	r, err := Request(ctx, ev)
 	w := newResponseWriter()
 	if err != nil {
-		problem.Write(w, problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request could not be read."))
+		problem.Write(w, problem.New(problem.MalformedRequest, "The request could not be read."))
 	} else {
 		a.Handler.ServeHTTP(w, r)
 	}

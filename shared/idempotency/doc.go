@@ -31,18 +31,18 @@
 // # Uses
 //
 //   - Any function, typed: Do[T] runs op once per key and stores its result with a Codec (JSON
-//     by default); a repeat decodes it. Inside op, Stage commits writes with the result,
-//     NotFinal releases the key (a retryable failure), MarkPending keeps it pending (an
-//     unknown outcome), LeaseOf gives the lease. A held key is an *InProgressError, another
-//     request under the key a *MismatchError.
-//   - HTTP: Keeper.Middleware wraps any http.Handler by the Idempotency-Key header; it is a thin
-//     user of the typed API, storing the recorded Response as it is.
+//     by default); a repeat decodes it. A held key is an *InProgressError, another request
+//     under the key a *MismatchError.
+//   - HTTP: KeyOf reads the Idempotency-Key header (HeaderKey) and says why one is unusable;
+//     the service's own handler runs the request under the key (Keeper.Run) and maps the
+//     outcome to its answer, a stored one marked HeaderReplayed (shared/payments does).
 //   - Any Lambda handler and SQS batches: package idemlambda (a JSONPath key over the event,
 //     validation path, raise or pass through, key prefix, response hook; SQS records each
 //     under their own key with partial batch failures).
-//   - The lifecycle itself: Keeper.Do and Keeper.Run (a Result with Effects, IfNewer, Final,
-//     Pending), Acquire/Complete/Release/Pend/Resume, and Keeper.Resolve for a background
-//     resolver.
+//   - The lifecycle itself: Keeper.Do and Keeper.Run (the operation returns a Result: its
+//     Effects and IfNewer writes commit with the response, Final says it may be replayed,
+//     Pending keeps an unknown outcome pending), Acquire/Complete/Release/Pend/Resume, and
+//     Keeper.Resolve for a background resolver.
 //
 // # Completion modes
 //

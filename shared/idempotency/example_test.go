@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/idempotency"
@@ -56,36 +53,8 @@ func ExampleKeeper_Do() {
 	// charges: 1
 }
 
-// Middleware turns any handler into an idempotent one by the Idempotency-Key header.
-func ExampleKeeper_Middleware() {
-	s, done := openStore()
-	defer done()
-	k, _ := idempotency.NewKeeper(idempotency.Keeper{Store: s, Log: slog.New(slog.DiscardHandler)})
-
-	create := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Commit the order with the response, in one transaction.
-		idempotency.Stage(r.Context(), store.Write{Table: "orders", Put: &store.Item{PK: "ord_1", Doc: []byte(`{}`)}})
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprint(w, `{"id":"ord_1"}`)
-	})
-	h := k.Middleware(idempotency.MiddlewareConfig{})(create)
-
-	for _, body := range []string{`{"sku":"a"}`, `{"sku":"a"}`, `{"sku":"b"}`} {
-		r := httptest.NewRequest("POST", "/orders", strings.NewReader(body))
-		r.Header.Set("Idempotency-Key", "checkout-7")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		fmt.Println(strings.TrimSpace(fmt.Sprint(w.Code, " ", w.Header().Get("Idempotent-Replayed"))))
-	}
-	// Output:
-	// 201
-	// 201 true
-	// 422
-}
-
 // Do makes a function of any result type idempotent: the result is stored with a codec (JSON by
-// default) and a repeat decodes it instead of running the function again. A staged write
-// commits with the result, in one transaction.
+// default) and a repeat decodes it instead of running the function again.
 func ExampleDo() {
 	s, done := openStore()
 	defer done()
@@ -98,7 +67,6 @@ func ExampleDo() {
 	charges := 0
 	charge := func(ctx context.Context) (Receipt, error) {
 		charges++
-		idempotency.Stage(ctx, store.Write{Table: "payments", Put: &store.Item{PK: "pay_7", Doc: []byte(`{"total":1200}`)}})
 		return Receipt{OrderID: "ord_7", Total: 1200}, nil
 	}
 	fp, _ := idempotency.FingerprintJSON([]byte(`{"order":"ord_7"}`))

@@ -69,85 +69,44 @@ func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
 type CallOption func(*call)
 
 type call struct {
-	codec   Codec
-	request []byte
+	codec Codec
 }
 
 // WithCodec serializes the result with c instead of JSON.
 func WithCodec(c Codec) CallOption { return func(o *call) { o.codec = c } }
 
-// WithRequest keeps the caller's request bytes with the key if the operation marks its outcome
-// pending (MarkPending), so a resumption runs from them (LeaseOf(ctx).Request).
-func WithRequest(b []byte) CallOption { return func(o *call) { o.request = b } }
-
 // Do makes op idempotent under (scope, key) for any result type T, stored with a Codec (JSON by
 // default): the first call runs op and stores its result; a repeat decodes the stored result
-// without running op. Inside op, Stage and StageIfNewer commit writes atomically with the result,
-// NotFinal releases the key after they commit (the next call runs again), MarkPending keeps the
-// key pending (an unknown outcome: the interim result is returned to repeats, and the operation
-// is resumed by the next repeat, see Keeper.Run), and LeaseOf gives the lease (FirstTried,
-// Request of a resumed key).
+// without running op. The result is all op commits: an operation with effects of its own, or
+// an outcome that must not be replayed, returns them in a Result to Keeper.Run.
 //
 // A repeat while the key is held gets an *InProgressError, a repeat with another fingerprint a
 // *MismatchError; if op fails, the key is released and op's error returned. The Outcome says
-// which way the result came (New, Replay, Pending).
+// which way the result came (New, Replay).
 func Do[T any](ctx context.Context, k *Keeper, scope, key string, fp Fingerprint, op func(ctx context.Context) (T, error), opts ...CallOption) (T, Outcome, error) {
 	c := call{codec: JSONCodec{}}
 	for _, o := range opts {
 		o(&c)
 	}
-	enc := func(v T) (Response, error) {
+	var (
+		zero  T
+		fresh T
+		ran   bool
+	)
+	out, err := k.Run(ctx, scope, key, fp, func(ctx context.Context, _ *Lease) (Result, error) {
+		v, err := op(ctx)
+		if err != nil {
+			return Result{}, err
+		}
 		b, err := c.codec.Marshal(v)
 		if err != nil {
-			return Response{}, fmt.Errorf("idempotency: encode result: %w", err)
-		}
-		return Response{Status: 200, Header: map[string]string{"Content-Type": c.codec.ContentType()}, Body: b}, nil
-	}
-	dec := func(r *Response) (T, error) {
-		var v T
-		if err := c.codec.Unmarshal(r.Body, &v); err != nil {
-			return v, fmt.Errorf("idempotency: decode stored result of %s: %w", key, err)
-		}
-		return v, nil
-	}
-	return doTyped(ctx, k, scope, key, fp, op, enc, dec, c.request)
-}
-
-// doTyped is Do with the result's encoding given as functions; Middleware stores its Response
-// as it is.
-func doTyped[T any](ctx context.Context, k *Keeper, scope, key string, fp Fingerprint, op func(ctx context.Context) (T, error),
-	enc func(T) (Response, error), dec func(*Response) (T, error), request []byte) (T, Outcome, error) {
-	var (
-		zero   T
-		fresh  T
-		ran    bool
-		encErr error
-	)
-	out, err := k.Run(ctx, scope, key, fp, func(ctx context.Context, l *Lease) (Result, error) {
-		st := &staged{lease: l}
-		v, err := op(context.WithValue(ctx, stagedKey{}, st))
-		if err != nil {
-			return Result{}, err
-		}
-		resp, err := enc(v)
-		if err != nil {
-			encErr = err
-			return Result{}, err
+			return Result{}, fmt.Errorf("idempotency: encode result: %w", err)
 		}
 		fresh, ran = v, true
-		res := Result{Response: resp, Effects: st.effects, IfNewer: st.ifNewer, Final: !st.notFinal && !st.pending}
-		if st.pending && !st.notFinal {
-			res.Pending, res.Request = true, request
-			if l.Request != nil {
-				res.Request = l.Request // a resumed key keeps the bytes its first request sent
-			}
-		}
-		return res, nil
+		return Result{Response: Response{Status: 200, Header: map[string]string{"Content-Type": c.codec.ContentType()}, Body: b},
+			Final: true}, nil
 	})
 	if err != nil {
-		if encErr != nil {
-			return zero, out, encErr
-		}
 		return zero, out, err
 	}
 	switch out.Kind {
@@ -157,11 +116,14 @@ func doTyped[T any](ctx context.Context, k *Keeper, scope, key string, fp Finger
 		return zero, out, &MismatchError{Key: key, Fields: out.Fields}
 	}
 	if ran {
-		return fresh, out, nil // the value op returned (new or resumed), not a decode of its bytes
+		return fresh, out, nil // the value op returned, not a decode of its bytes
 	}
 	if out.Response == nil {
 		return zero, out, fmt.Errorf("idempotency: %s outcome of %s has no result", out.Kind, key)
 	}
-	v, err := dec(out.Response)
-	return v, out, err
+	var v T
+	if err := c.codec.Unmarshal(out.Response.Body, &v); err != nil {
+		return zero, out, fmt.Errorf("idempotency: decode stored result of %s: %w", key, err)
+	}
+	return v, out, nil
 }

@@ -16,9 +16,8 @@ type order struct {
 	Amount int    `json:"amount"`
 }
 
-// Do[T] stores a typed result: a repeat decodes it without running the operation, a staged
-// write commits with it, a different request is a *MismatchError, a held key an
-// *InProgressError, and a failure releases the key.
+// Do[T] stores a typed result: a repeat decodes it without running the operation, a different
+// request is a *MismatchError, a held key an *InProgressError, and a failure releases the key.
 func TestTypedDo(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
@@ -26,9 +25,6 @@ func TestTypedDo(t *testing.T) {
 		runs := 0
 		op := func(ctx context.Context) (order, error) {
 			runs++
-			if !Stage(ctx, store.Write{Table: "payments", Put: &store.Item{PK: "ord_1", Doc: []byte(`{}`)}, Cond: store.Cond{Kind: store.NotExists}}) {
-				t.Error("Stage outside Do's context")
-			}
 			return order{ID: "ord_1", Amount: 5}, nil
 		}
 		f := fp(t, `{"amount":5}`)
@@ -40,9 +36,6 @@ func TestTypedDo(t *testing.T) {
 		}
 		if runs != 1 {
 			t.Fatalf("op ran %d times", runs)
-		}
-		if _, err := s.Get(ctx, "payments", "ord_1", ""); err != nil {
-			t.Fatalf("staged write: %v", err)
 		}
 		_, _, err := Do(ctx, k, "local", "t-1", fp(t, `{"amount":6}`), op)
 		var mm *MismatchError
@@ -68,18 +61,6 @@ func TestTypedDo(t *testing.T) {
 		var ip *InProgressError
 		if !errors.As(err, &ip) || !errors.Is(err, ErrInProgress) || ip.RetryAfter <= 0 {
 			t.Fatalf("in progress: %v", err)
-		}
-
-		// NotFinal: the staged writes commit, the result is not replayed.
-		n := 0
-		for range 2 {
-			_, out, err := Do(ctx, k, "local", "t-4", f, func(ctx context.Context) (int, error) { n++; NotFinal(ctx); return n, nil })
-			if err != nil || out.Kind != New {
-				t.Fatal(out.Kind, err)
-			}
-		}
-		if n != 2 {
-			t.Fatalf("a NotFinal result was replayed (%d runs)", n)
 		}
 	})
 }
@@ -117,41 +98,6 @@ func TestTypedDoPluggableCodec(t *testing.T) {
 		v, out, err := Do(ctx, k, "local", "c", f, op, WithCodec(upper{}.wrap()))
 		if err != nil || out.Kind != Replay || v != "hello" {
 			t.Fatalf("replay %q %v %v", v, out.Kind, err)
-		}
-	})
-}
-
-// An unknown outcome through the typed API: the key keeps the request and the interim result;
-// the next call resumes it from the stored request and the result becomes final.
-func TestTypedDoPendingResumes(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s store.Store) {
-		ctx := context.Background()
-		k := newKeeper(t, s, newClock())
-		f := fp(t, `{"amount":1}`)
-		var seen []string
-		op := func(ctx context.Context) (string, error) {
-			l, _ := LeaseOf(ctx)
-			seen = append(seen, string(l.Request))
-			if len(seen) == 1 {
-				MarkPending(ctx)
-				return "pending", nil
-			}
-			return "paid", nil
-		}
-		v, out, err := Do(ctx, k, "local", "p", f, op, WithRequest([]byte(`{"amount":1}`)))
-		if err != nil || out.Kind != New || v != "pending" {
-			t.Fatal(v, out.Kind, err)
-		}
-		v, out, err = Do(ctx, k, "local", "p", f, op, WithRequest([]byte(`{"amount":1}`)))
-		if err != nil || out.Kind != Replay || !out.Resumed || v != "paid" {
-			t.Fatal(v, out.Kind, err)
-		}
-		if fmt.Sprint(seen) != `[ {"amount":1}]` {
-			t.Fatalf("runs saw requests %q", seen)
-		}
-		v, out, err = Do(ctx, k, "local", "p", f, op)
-		if err != nil || out.Kind != Replay || out.Resumed || v != "paid" || len(seen) != 2 {
-			t.Fatal(v, out.Kind, err, len(seen))
 		}
 	})
 }

@@ -257,7 +257,7 @@ func (h *Handler) bearer(fn func(http.ResponseWriter, *http.Request, string)) ht
 				h.Failures.Failed(r)
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="twice-ops"`)
-			problem.Write(w, problem.Typed(http.StatusUnauthorized, problem.Unauthorized, "A valid operator token is required."))
+			problem.Write(w, problem.New(problem.Unauthorized, "A valid operator token is required."))
 			return
 		}
 		fn(w, r, who)
@@ -267,7 +267,7 @@ func (h *Handler) bearer(fn func(http.ResponseWriter, *http.Request, string)) ht
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The response could not be encoded."))
+		problem.Write(w, problem.New(problem.Internal, "The response could not be encoded."))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -289,25 +289,25 @@ func problemOf(err error) problem.Problem {
 	var fe *FieldError
 	switch {
 	case errors.As(err, &fe):
-		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, fe.Error()).WithFields([]string{fe.Field})
+		return problem.New(problem.InvalidRequest, fe.Error()).WithFields([]string{fe.Field})
 	case errors.Is(err, deadletter.ErrNotFound), errors.Is(err, attempts.ErrNotFound):
-		return problem.Typed(http.StatusNotFound, problem.NotFound, "No such record.")
+		return problem.New(problem.NotFound, "No such record.")
 	case errors.Is(err, deadletter.ErrRetryNoteRequired):
-		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "This record's own advice is not to retry; a retry needs a note saying why.").WithFields([]string{"note"})
+		return problem.New(problem.InvalidRequest, "This record's own advice is not to retry; a retry needs a note saying why.").WithFields([]string{"note"})
 	case errors.Is(err, deadletter.ErrNoteRequired):
-		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "An override needs an outcome and a note.").WithFields([]string{"outcome", "note"})
+		return problem.New(problem.InvalidRequest, "An override needs an outcome and a note.").WithFields([]string{"outcome", "note"})
 	case errors.Is(err, deadletter.ErrInvalid), errors.Is(err, attempts.ErrInvalid):
-		return problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "The request is not valid.")
+		return problem.New(problem.InvalidRequest, "The request is not valid.")
 	case errors.Is(err, deadletter.ErrNotRetryable):
-		return problem.Typed(http.StatusConflict, problem.NothingToRetry, "This record has nothing to retry; resolve or override it instead.")
+		return problem.New(problem.NothingToRetry, "This record has nothing to retry; resolve or override it instead.")
 	case errors.Is(err, deadletter.ErrClosed):
-		return problem.Typed(http.StatusConflict, problem.RecordClosed, "This record is already closed.")
+		return problem.New(problem.RecordClosed, "This record is already closed.")
 	case errors.Is(err, deadletter.ErrBusy):
-		return problem.Typed(http.StatusConflict, problem.RecordChanged, "The record changed while you acted; reload and try again.")
+		return problem.New(problem.RecordChanged, "The record changed while you acted; reload and try again.")
 	case errors.Is(err, deadletter.ErrRequeue):
-		return problem.Typed(http.StatusBadGateway, problem.RetryNotSent, "The retry could not be sent; the record is unchanged. Try again.")
+		return problem.New(problem.RetryNotSent, "The retry could not be sent; the record is unchanged. Try again.")
 	}
-	return problem.Typed(http.StatusInternalServerError, problem.Internal, "Something went wrong; it has been logged.")
+	return problem.New(problem.Internal, "Something went wrong; it has been logged.")
 }
 
 // statusOf is the status and detail of the problem err maps to (the console shows them).
@@ -595,7 +595,7 @@ func (h *Handler) bulkRetry(w http.ResponseWriter, r *http.Request, who string) 
 }
 
 func problemNotConfigured(w http.ResponseWriter) {
-	problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "The attempt log is not configured."))
+	problem.Write(w, problem.New(problem.NotFound, "The attempt log is not configured."))
 }
 
 // reconcile runs a reconciliation now and answers its report. A window already reconciled
@@ -603,7 +603,7 @@ func problemNotConfigured(w http.ResponseWriter) {
 func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, who string) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<10))
 	if err != nil {
-		problem.Write(w, problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body could not be read."))
+		problem.Write(w, problem.New(problem.MalformedRequest, "The request body could not be read."))
 		return
 	}
 	// No window: everything up to now (not the scheduled window, whose stored report a run
@@ -614,11 +614,11 @@ func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, who string) 
 	rep, err := h.Reconcile.Handle(r.Context(), body)
 	switch {
 	case errors.Is(err, recon.ErrBadEvent), errors.Is(err, recon.ErrBadWindow):
-		problem.Write(w, problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "The reconciliation window is not valid: give {} or {\"from\",\"to\"} in RFC 3339.").WithFields([]string{"from", "to"}))
+		problem.Write(w, problem.New(problem.InvalidRequest, "The reconciliation window is not valid: give {} or {\"from\",\"to\"} in RFC 3339.").WithFields([]string{"from", "to"}))
 		return
 	case err != nil:
 		h.log().ErrorContext(r.Context(), "reconciliation failed", "by", who, "err", err)
-		problem.Write(w, problem.Typed(http.StatusBadGateway, problem.ReconcileFailed, "The reconciliation could not finish; it is safe to run it again."))
+		problem.Write(w, problem.New(problem.ReconcileFailed, "The reconciliation could not finish; it is safe to run it again."))
 		return
 	}
 	h.log().InfoContext(r.Context(), "reconciliation run", "by", who, "run_id", rep.RunID)

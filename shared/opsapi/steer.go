@@ -54,18 +54,18 @@ func (h *Handler) steerAPI(w http.ResponseWriter, r *http.Request, actor string)
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		problem.Write(w, problem.Typed(http.StatusRequestEntityTooLarge, problem.BodyTooLarge, "The body is too large."))
+		problem.Write(w, problem.New(problem.BodyTooLarge, "The body is too large."))
 		return
 	}
 	if len(b) > 0 {
 		if err := json.Unmarshal(b, &body); err != nil {
-			problem.Write(w, problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The body must be a JSON object with an optional note."))
+			problem.Write(w, problem.New(problem.MalformedRequest, "The body must be a JSON object with an optional note."))
 			return
 		}
 	}
 	rec, err := h.doSteer(r.Context(), r.PathValue("id"), r.PathValue("action"), actor, body.Note)
 	if errors.Is(err, recovery.ErrNotRunning) {
-		problem.Write(w, problem.Typed(http.StatusConflict, problem.NoRunningRecovery, "This payment has no running recovery to steer."))
+		problem.Write(w, problem.New(problem.NoRunningRecovery, "This payment has no running recovery to steer."))
 		return
 	}
 	if err != nil {

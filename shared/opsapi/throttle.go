@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -146,12 +145,12 @@ func (l *FailureLimiter) Refuse(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	secs := max(int((wait+time.Second-1)/time.Second), 1)
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	if l.Log != nil {
 		l.Log.WarnContext(r.Context(), "operator credentials throttled", "source", src, "retry_after_s", secs)
 	}
-	problem.Write(w, problem.Typed(http.StatusTooManyRequests, problem.TooManyAttempts,
-		"Too many failed sign-ins from this address; try again after the time in Retry-After."))
+	p := problem.New(problem.TooManyAttempts, "Too many failed sign-ins from this address; try again after the time in Retry-After.")
+	p.RetryAfter = secs
+	problem.Write(w, p)
 	return true
 }
 

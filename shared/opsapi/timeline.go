@@ -390,9 +390,9 @@ func (h *Handler) timelineAPI(w http.ResponseWriter, r *http.Request, _ string) 
 func (h *Handler) failTimeline(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ErrNoPayment):
-		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No such payment."))
+		problem.Write(w, problem.New(problem.NotFound, "No such payment."))
 	case errors.Is(err, errNotConfigured):
-		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "The payment timeline is not configured."))
+		problem.Write(w, problem.New(problem.NotFound, "The payment timeline is not configured."))
 	default:
 		h.fail(w, r, err)
 	}

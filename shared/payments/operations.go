@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/idempotency"
-	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/provider"
 )
 
@@ -127,23 +126,21 @@ func opFingerprint(paymentID string, req any) idempotency.Fingerprint {
 	return fp
 }
 
-func (s *Service) serveCapture(w http.ResponseWriter, r *http.Request, scope string) {
-	key, body, ok := idempotency.ReadRequest(w, r, MaxBody)
-	if !ok {
-		return
+func (s *Service) serveCapture(r *http.Request, scope string) (reply, error) {
+	key, body, err := readRequest(r)
+	if err != nil {
+		return reply{}, err
 	}
 	req, err := ParseCaptureRequest(body)
 	if err != nil {
-		problem.Write(w, RequestProblem(err))
-		return
+		return reply{}, fmt.Errorf("%w: %w", errBadPayment, err)
 	}
-	p, ok := s.operand(w, r, scope)
-	if !ok {
-		return
+	p, err := s.payment(r.Context(), r.PathValue("id"), scope)
+	if err != nil {
+		return reply{}, err
 	}
 	if req.AmountToCapture > p.Amount {
-		problem.Write(w, RequestProblem(&InvalidError{Fields: map[string]string{"amount_to_capture": fmt.Sprintf("must be at most the payment's amount, %d", p.Amount)}}))
-		return
+		return reply{}, fmt.Errorf("%w: %w", errBadPayment, &InvalidError{Fields: map[string]string{"amount_to_capture": fmt.Sprintf("must be at most the payment's amount, %d", p.Amount)}})
 	}
 	out, err := s.Keeper.Run(r.Context(), opScope(opCapture, scope), key, opFingerprint(p.ID, req), func(ctx context.Context, _ *idempotency.Lease) (idempotency.Result, error) {
 		return s.operate(ctx, p, opCapture, func(ops provider.Operations, p Payment) (provider.Payment, error) {
@@ -151,22 +148,21 @@ func (s *Service) serveCapture(w http.ResponseWriter, r *http.Request, scope str
 				IdempotencyKey: provider.CaptureKey(scope, key)})
 		})
 	})
-	s.Keeper.WriteOutcome(w, r, out, err)
+	return outcome(key, out, err)
 }
 
-func (s *Service) serveCancel(w http.ResponseWriter, r *http.Request, scope string) {
-	key, body, ok := idempotency.ReadRequest(w, r, MaxBody)
-	if !ok {
-		return
+func (s *Service) serveCancel(r *http.Request, scope string) (reply, error) {
+	key, body, err := readRequest(r)
+	if err != nil {
+		return reply{}, err
 	}
 	req, err := ParseCancelRequest(body)
 	if err != nil {
-		problem.Write(w, RequestProblem(err))
-		return
+		return reply{}, fmt.Errorf("%w: %w", errBadPayment, err)
 	}
-	p, ok := s.operand(w, r, scope)
-	if !ok {
-		return
+	p, err := s.payment(r.Context(), r.PathValue("id"), scope)
+	if err != nil {
+		return reply{}, err
 	}
 	out, err := s.Keeper.Run(r.Context(), opScope(opCancel, scope), key, opFingerprint(p.ID, req), func(ctx context.Context, _ *idempotency.Lease) (idempotency.Result, error) {
 		return s.operate(ctx, p, opCancel, func(ops provider.Operations, p Payment) (provider.Payment, error) {
@@ -174,23 +170,7 @@ func (s *Service) serveCancel(w http.ResponseWriter, r *http.Request, scope stri
 				IdempotencyKey: provider.CancelKey(scope, key)})
 		})
 	})
-	s.Keeper.WriteOutcome(w, r, out, err)
-}
-
-// operand reads the payment a capture or cancel names, in the caller's scope; it answers 404
-// before the key is touched, so the key stays free.
-func (s *Service) operand(w http.ResponseWriter, r *http.Request, scope string) (Payment, bool) {
-	p, err := Get(r.Context(), s.Store, r.PathValue("id"))
-	if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope) {
-		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No payment has this id."))
-		return p, false
-	}
-	if err != nil {
-		s.log().ErrorContext(r.Context(), "read payment", "error", err)
-		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The payment could not be read; retry."))
-		return p, false
-	}
-	return p, true
+	return outcome(key, out, err)
 }
 
 // operate runs one provider operation on p and answers it like a create: 200 with the payment

@@ -379,7 +379,7 @@ func (s *Service) refundAnswer(e RefundEntry, paymentID string, status int) (ide
 
 // notRefundable is the answer to a refund of a payment that has not succeeded.
 func notRefundable(p Payment) problem.Problem {
-	pr := problem.Typed(http.StatusConflict, problem.PaymentNotRefundable,
+	pr := problem.New(problem.PaymentNotRefundable,
 		"Payment "+p.ID+" is "+p.Status+"; only a succeeded payment can be refunded.")
 	pr.Extra = map[string]any{"payment_status": p.Status}
 	return pr
@@ -392,7 +392,7 @@ func tooLarge(p Payment, amount, remaining int64) problem.Problem {
 	if amount == 0 {
 		detail = "Nothing remains refundable on payment " + p.ID + "."
 	}
-	pr := problem.Typed(http.StatusUnprocessableEntity, problem.RefundTooLarge, detail)
+	pr := problem.New(problem.RefundTooLarge, detail)
 	pr.Extra = map[string]any{"remaining": remaining, "currency": p.Currency, "amount_refunded": p.AmountRefunded}
 	return pr
 }
@@ -403,11 +403,11 @@ func RefundRequestProblem(err error) problem.Problem {
 	var malformed *MalformedError
 	switch {
 	case errors.As(err, &invalid):
-		p := problem.Typed(http.StatusBadRequest, problem.InvalidRequest, "The request body is not a valid refund request.").WithFields(invalid.Names())
+		p := problem.New(problem.InvalidRequest, "The request body is not a valid refund request.").WithFields(invalid.Names())
 		p.Extra["reasons"] = invalid.Fields
 		return p
 	case errors.As(err, &malformed):
-		return problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body is not a valid refund request: "+malformed.Reason+".")
+		return problem.New(problem.MalformedRequest, "The request body is not a valid refund request: "+malformed.Reason+".")
 	}
-	return problem.Typed(http.StatusBadRequest, problem.MalformedRequest, "The request body is not a valid refund request.")
+	return problem.New(problem.MalformedRequest, "The request body is not a valid refund request.")
 }

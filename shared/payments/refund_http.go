@@ -2,43 +2,33 @@ package payments
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/runtwice/twice/shared/idempotency"
-	"github.com/runtwice/twice/shared/problem"
 )
 
 // serveRefund is POST /payments/{id}/refunds, in the straight line of serveCreate: the key and
-// the body are read once, the body parsed and fingerprinted with the payment it refunds, the
-// refund runs under the key (Keeper.Run) and the outcome is written by the one mapping of
-// outcomes to HTTP. An invalid body or an unknown payment is answered before the key is
-// touched, so the key stays free for a corrected request.
-func (s *Service) serveRefund(w http.ResponseWriter, r *http.Request, scope string) {
-	key, body, ok := idempotency.ReadRequest(w, r, MaxRefundBody)
-	if !ok {
-		return
+// the body are read once, the body parsed and fingerprinted with the payment it refunds, and
+// the refund runs under the key (Keeper.Run). An invalid body or an unknown payment is
+// answered before the key is touched, so the key stays free for a corrected request.
+func (s *Service) serveRefund(r *http.Request, scope string) (reply, error) {
+	key, body, err := readRequest(r)
+	if err != nil {
+		return reply{}, err
 	}
 	req, err := ParseRefundRequest(body)
 	if err != nil {
-		problem.Write(w, RefundRequestProblem(err))
-		return
+		return reply{}, fmt.Errorf("%w: %w", errBadRefund, err)
 	}
 	id := r.PathValue("id")
-	p, err := Get(r.Context(), s.Store, id)
-	if errors.Is(err, ErrNotFound) || (err == nil && p.Scope != scope) {
-		problem.Write(w, problem.Typed(http.StatusNotFound, problem.NotFound, "No payment has this id."))
-		return
-	}
-	if err != nil {
-		s.log().ErrorContext(r.Context(), "read payment", "error", err)
-		problem.Write(w, problem.Typed(http.StatusInternalServerError, problem.Internal, "The payment could not be read; retry."))
-		return
+	if _, err := s.payment(r.Context(), id, scope); err != nil {
+		return reply{}, err
 	}
 	out, err := s.Keeper.Run(r.Context(), scope, key, req.fingerprint(id), func(ctx context.Context, l *idempotency.Lease) (idempotency.Result, error) {
 		return s.refund(ctx, scope, key, id, req, l)
 	})
-	s.Keeper.WriteOutcome(w, r, out, err)
+	return outcome(key, out, err)
 }
 
 // addRefunds adds the payment's refunds to its view (GET only: a POST answer never carries

@@ -44,7 +44,7 @@ type DeclineHandler interface {
 }
 
 // Answer is what one run of a payment request decided, before any transport maps it (Response,
-// in http.go, is the one mapping to HTTP, and what the key stores).
+// in http.go, makes it what the key stores and answers).
 type Answer struct {
 	Kind AnswerKind
 	// Payment is the payment as it stands, for Created, Declined and Accepted.

@@ -16,6 +16,9 @@ type Problem struct {
 	Status int            `json:"status"`
 	Detail string         `json:"detail,omitempty"`
 	Extra  map[string]any `json:"-"`
+	// RetryAfter, when positive, is sent as the Retry-After header (seconds): when a retry may
+	// succeed. It is not a member of the document.
+	RetryAfter int `json:"-"`
 }
 
 // MarshalJSON flattens Extra into the document, as RFC 9457 extension members.
@@ -37,11 +40,6 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// New returns a problem with the standard title for status.
-func New(status int, detail string) Problem {
-	return Problem{Title: http.StatusText(status), Status: status, Detail: detail}
-}
-
 // Write sends p with its status.
 func Write(w http.ResponseWriter, p Problem) {
 	b, err := json.Marshal(p)
@@ -53,11 +51,15 @@ func Write(w http.ResponseWriter, p Problem) {
 	h.Set("Content-Type", ContentType)
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set("Cache-Control", "no-store")
+	if p.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(b)
 }
 
-// Error is shorthand for Write(w, New(status, detail)).
+// Error sends a problem with no type (about:blank: the status alone says what happened), for
+// the local stack's own routes and the provider simulator, which have no problem codes.
 func Error(w http.ResponseWriter, status int, detail string) {
-	Write(w, New(status, detail))
+	Write(w, Problem{Title: http.StatusText(status), Status: status, Detail: detail})
 }

@@ -9,7 +9,8 @@ import (
 
 func TestWrite(t *testing.T) {
 	rec := httptest.NewRecorder()
-	p := New(http.StatusUnprocessableEntity, "the request differs from the first one with this key")
+	p := Problem{Title: http.StatusText(http.StatusUnprocessableEntity), Status: http.StatusUnprocessableEntity,
+		Detail: "the request differs from the first one with this key"}
 	p.Extra = map[string]any{"fields": []string{"amount"}, "title": "ignored: members cannot shadow"}
 	Write(rec, p)
 	if rec.Code != 422 {
@@ -32,7 +33,7 @@ func TestWrite(t *testing.T) {
 
 func TestWriteUnmarshalableExtra(t *testing.T) {
 	rec := httptest.NewRecorder()
-	p := New(400, "bad")
+	p := Problem{Title: "Bad Request", Status: 400, Detail: "bad"}
 	p.Extra = map[string]any{"ch": make(chan int)}
 	Write(rec, p)
 	if rec.Code != 400 || !json.Valid(rec.Body.Bytes()) {

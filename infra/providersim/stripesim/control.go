@@ -76,11 +76,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Simulator) writeControlError(w http.ResponseWriter, err error) {
 	var ce *controlError
 	if errors.As(err, &ce) {
-		problem.Write(w, problem.New(http.StatusBadRequest, ce.msg))
+		problem.Error(w, http.StatusBadRequest, ce.msg)
 		return
 	}
 	s.log.Error("control request failed", "err", err)
-	problem.Write(w, problem.New(http.StatusInternalServerError, "the simulator could not complete the request"))
+	problem.Error(w, http.StatusInternalServerError, "the simulator could not complete the request")
 }
 
 // parseFault validates a POST /_sim/faults body.
@@ -247,7 +247,7 @@ func (s *Simulator) handleReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if notFound {
-		problem.Write(w, problem.New(http.StatusNotFound, "no such event"))
+		problem.Error(w, http.StatusNotFound, "no such event")
 		return
 	}
 	s.wake()
@@ -627,7 +627,7 @@ func (s *Simulator) changePI(w http.ResponseWriter, id string, f func(*bolt.Tx, 
 		return
 	}
 	if pi == nil {
-		problem.Write(w, problem.New(http.StatusNotFound, "no such payment_intent"))
+		problem.Error(w, http.StatusNotFound, "no such payment_intent")
 		return
 	}
 	s.wake()
@@ -699,7 +699,7 @@ func (s *Simulator) handleForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !found {
-		problem.Write(w, problem.New(http.StatusNotFound, "no such payment_intent"))
+		problem.Error(w, http.StatusNotFound, "no such payment_intent")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})

@@ -318,7 +318,7 @@ func (s *Simulator) handleDispute(w http.ResponseWriter, r *http.Request) {
 	case bad != nil:
 		s.writeControlError(w, bad)
 	case out == nil:
-		problem.Write(w, problem.New(http.StatusNotFound, "no such payment_intent"))
+		problem.Error(w, http.StatusNotFound, "no such payment_intent")
 	default:
 		s.wake()
 		writeJSON(w, http.StatusOK, out)

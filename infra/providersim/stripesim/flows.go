@@ -195,7 +195,7 @@ func (s *Simulator) handleAuthenticate(w http.ResponseWriter, r *http.Request) {
 	case bad != nil:
 		s.writeControlError(w, bad)
 	case resp.status == 0:
-		problem.Write(w, problem.New(http.StatusNotFound, "no such payment_intent"))
+		problem.Error(w, http.StatusNotFound, "no such payment_intent")
 	default:
 		s.wake()
 		// The intent as it is now, whatever the charge's answer was (a card that also declines

@@ -179,8 +179,7 @@ func (c *compiled[R]) run(ctx context.Context, doc any, raw []byte, h func(conte
 		r, err := h(ctx)
 		return r, idempotency.Outcome{}, err
 	}
-	opts := append(c.opts[:len(c.opts):len(c.opts)], idempotency.WithRequest(raw))
-	r, out, err := idempotency.Do(ctx, c.cfg.Keeper, c.prefix, key, fp, h, opts...)
+	r, out, err := idempotency.Do(ctx, c.cfg.Keeper, c.prefix, key, fp, h, c.opts...)
 	if err == nil && c.cfg.ResponseHook != nil && (out.Kind == idempotency.Replay || out.Kind == idempotency.Pending) && !out.Resumed {
 		r = c.cfg.ResponseHook(ctx, r, out)
 	}
@@ -191,8 +190,7 @@ func (c *compiled[R]) run(ctx context.Context, doc any, raw []byte, h func(conte
 // without running h; one whose key is held gets an *idempotency.InProgressError (Lambda retries
 // an asynchronous event; a synchronous caller retries after RetryAfter); one whose validation
 // payload differs an *idempotency.MismatchError. If h fails, the key is released and the error
-// returned, so the retry runs h again. Inside h, idempotency.Stage commits writes with the
-// result, NotFinal and MarkPending work as in idempotency.Do.
+// returned, so the retry runs h again.
 //
 // E is any event type aws-lambda-go decodes (events.APIGatewayProxyRequest, a struct of your
 // own, json.RawMessage); the key and validation paths see it as JSON.

@@ -214,7 +214,6 @@ var cases = []struct {
 		runs := 0
 		op := func(ctx context.Context) (result, error) {
 			runs++
-			idempotency.Stage(ctx, effect("typed", store.NotExists))
 			return result{ID: "r1", Lines: map[string]int{"a": 1, "b": 2}}, nil
 		}
 		f := e.fp(`{"cart":1}`)

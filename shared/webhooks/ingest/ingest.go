@@ -113,15 +113,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v, err := h.Verifiers.Verifier(ctx, a.Provider)
 	if err != nil {
 		if errors.Is(err, webhooks.ErrUnknownProvider) {
-			a.Status, a.Err = http.StatusNotFound, err
 			log.WarnContext(ctx, "webhook for unknown provider")
-			problem.Write(w, problem.Typed(a.Status, problem.NotFound, detailUnknown))
+			refuse(w, &a, err, problem.New(problem.NotFound, detailUnknown))
 			return
 		}
 		// Secrets not loadable: refuse with 503 so the provider retries later.
-		a.Status, a.Err = http.StatusServiceUnavailable, err
 		log.ErrorContext(ctx, "webhook verifier unavailable", "err", err)
-		h.unavailable(w)
+		refuse(w, &a, err, unavailable())
 		return
 	}
 
@@ -133,24 +131,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			a.Status, a.Err = http.StatusRequestEntityTooLarge, webhooks.ErrTooLarge
 			log.WarnContext(ctx, "webhook rejected", "reason", webhooks.ErrTooLarge.Error(), "limit", max)
-			problem.Write(w, problem.Typed(a.Status, problem.BodyTooLarge, detailTooLarge))
+			refuse(w, &a, webhooks.ErrTooLarge, problem.New(problem.BodyTooLarge, detailTooLarge))
 			return
 		}
-		a.Status, a.Err = http.StatusBadRequest, err
 		log.WarnContext(ctx, "webhook body unreadable", "err", err)
-		problem.Write(w, problem.Typed(a.Status, problem.WebhookUnverified, detailRejected))
+		refuse(w, &a, err, problem.New(problem.WebhookUnverified, detailRejected))
 		return
 	}
 	a.Body = body
 
 	if err := v.Verify(r.Header, body); err != nil {
-		a.Status, a.Err = http.StatusBadRequest, err
 		// The verifier's errors name the failed check, never a secret or a signature.
 		log.WarnContext(ctx, "webhook rejected", "reason", err.Error(), "bytes", len(body),
 			"claimed_event_id", capField(claimedID(r.Header, body)), "source", capField(r.RemoteAddr))
-		problem.Write(w, problem.Typed(a.Status, problem.WebhookUnverified, detailRejected))
+		refuse(w, &a, err, problem.New(problem.WebhookUnverified, detailRejected))
 		return
 	}
 
@@ -158,9 +153,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.EventID = d.EventID
 	log = log.With("event_id", d.EventID)
 	if err := h.Queue.Enqueue(ctx, d); err != nil {
-		a.Status, a.Err = http.StatusServiceUnavailable, err
 		log.ErrorContext(ctx, "webhook verified but not enqueued", "err", err)
-		h.unavailable(w)
+		refuse(w, &a, err, unavailable())
 		return
 	}
 	if d.EventID == "" {
@@ -202,7 +196,16 @@ func capField(s string) string {
 	return strings.ToValidUTF8(s[:maxLogField], "") + "…[+" + strconv.Itoa(len(s)-maxLogField) + " bytes]"
 }
 
-func (h *Handler) unavailable(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "5")
-	problem.Write(w, problem.Typed(http.StatusServiceUnavailable, problem.Unavailable, detailUnavailable))
+// refuse answers p, the one way a delivery is refused, and records its status and cause on
+// the delivery's attempt.
+func refuse(w http.ResponseWriter, a *Attempt, cause error, p problem.Problem) {
+	a.Status, a.Err = p.Status, cause
+	problem.Write(w, p)
+}
+
+// unavailable is the answer when the webhook cannot be accepted now: the provider retries.
+func unavailable() problem.Problem {
+	p := problem.New(problem.Unavailable, detailUnavailable)
+	p.RetryAfter = 5
+	return p
 }
