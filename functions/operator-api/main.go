@@ -45,7 +45,7 @@ func main() {
 	// A retry and a steering signal are committed with an outbox message that outbox-relay
 	// delivers (re-enqueue, restart the recovery, end the parked wait): this function calls
 	// DynamoDB only, so it links no SQS or Step Functions client.
-	table := &deadletter.Table{Store: st, Relay: true, Log: log, Metrics: emf}
+	table := &deadletter.Table{Store: st, Log: log, Metrics: emf}
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		lambdaenv.Fatal(log, "config", err)

@@ -336,13 +336,13 @@ func (s *Stack) build() error {
 		Events: client, Healer: s.worker, Bounds: payments.Bounds{CustomerWindow: s.cfg.CustomerWindow, CaptureWindow: s.cfg.CaptureWindow}}
 	// An operator's retry goes back to the queue a message died on, starts a new recovery
 	// round, or runs reconciliation again and closes the record's loop with the result. As in
-	// AWS, the retry is an outbox message committed with the record (Relay), which the relay
-	// below sends with this table's Requeuer.
+	// AWS, the retry is an outbox message committed with the record, which the relay below
+	// sends with this table's Requeuer.
 	queues := map[string]deadletter.Sender{}
 	for name, q := range s.queues {
 		queues[name] = q
 	}
-	s.deadletters = &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log, Relay: true, Requeuer: deadletter.ByTarget{
+	s.deadletters = &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log, Requeuer: deadletter.ByTarget{
 		deadletter.TargetQueue:     deadletter.QueueRequeuer{Queues: queues},
 		deadletter.TargetRecovery:  recovery.Requeuer{Store: s.store, Recoverer: recoverer},
 		deadletter.TargetReconcile: recon.Requeuer{Run: s.recon.Handle, Loop: records},

@@ -10,19 +10,18 @@
 // The record id derives from the source's own key (RecordID), and Table.Open is a conditional
 // put, so the same dead work opened twice is one record. Operator actions (Retry, Override,
 // Resolve, Ignore, BulkRetry) read the record and write it back conditioned on its version;
-// a loser re-reads and re-decides. Retry moves the record to retrying before it hands the work
-// to the Requeuer with RetryID(record, retry number): a second click sees retrying and does
-// nothing, so a double click retries once. If the Requeuer refuses, the record goes back to
-// its previous status with a retry_failed audit entry. A Table that relays (operator-api's,
-// the local stack's) does not call the Requeuer: it commits an outbox message (KindRetry) with
-// the move to retrying, and the outbox relay's Table sends it (RetryFollowOn), once, and
-// returns the record when the target refuses or RelayAttempts attempts fail. A retried message
-// that dies again reopens its record. The Requeuer is ByTarget, one per target kind: QueueRequeuer here, and
-// recovery.Requeuer and recon.Requeuer with the producers of those records, which also own
-// what opens them (recovery.DeadLetterRecords, recon.DeadLetterRecords,
-// worker.DisputeFollowOns); this package imports none of them. A retry target that needs the
-// table itself is built on the table first, and the operator's table after it (a second
-// Table literal on the same store, with the Requeuer).
+// a loser re-reads and re-decides. Retry moves the record to retrying and commits, in the
+// same transaction, an outbox message (KindRetry) for RetryID(record, retry number): a second
+// click sees retrying and does nothing, so a double click retries once. The outbox relay's
+// Table sends it with its Requeuer (RetryFollowOn), once, and returns the record to its
+// previous status with a retry_failed audit entry when the target refuses or RelayAttempts
+// attempts fail. A retried message that dies again reopens its record. The Requeuer is
+// ByTarget, one per target kind: QueueRequeuer here, and recovery.Requeuer and recon.Requeuer
+// with the producers of those records, which also own what opens them
+// (recovery.DeadLetterRecords, recon.DeadLetterRecords, worker.DisputeFollowOns); this package
+// imports none of them. A retry target that needs the table itself is built on the table
+// first, and the relay's table after it (a second Table literal on the same store, with the
+// Requeuer).
 //
 // Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Queue
 // consumers are wrapped in Retries, which skips a retry id that already ended and reports the

@@ -106,7 +106,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 			Recoverer: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}},
 		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
 	}
-	e.table = &deadletter.Table{Store: st, Relay: true, Now: now, Log: quiet}
+	e.table = &deadletter.Table{Store: st, Now: now, Log: quiet}
 	e.relay = &outbox.Relay{Store: st, Now: now, Log: quiet, Handlers: map[string]outbox.Handler{
 		deadletter.KindRetry: (&deadletter.Table{Store: st, Requeuer: requeue, Now: now, Log: quiet}).RetryFollowOn()}}
 	// recovery-steps, with the dead-letter sink it wires.

@@ -59,6 +59,7 @@ func TestRetriedMessageClosesItsLoop(t *testing.T) {
 				wg.Go(func() { _, _, _ = e.table.Retry(ctx, rec.ID, "ops@example.com", "") })
 			}
 			wg.Wait()
+			e.deliver(t)
 			if e.sent.count() != 1 {
 				t.Fatalf("double click sent %d retries, want 1", e.sent.count())
 			}
@@ -237,15 +238,19 @@ func TestSecondClickAfterTheRetryEnded(t *testing.T) {
 	if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", rec.Retries); err != nil || !ok {
 		t.Fatalf("first click: %v %v", ok, err)
 	}
+	e.deliver(t)
 	if _, _, err := e.table.RetryFailed(ctx, rec.ID, deadletter.RetryID(rec.ID, 1), deadletter.Attempt{Error: "failed"}); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", rec.Retries)
+	e.deliver(t)
 	if err != nil || ok || got.Status != deadletter.StatusOpen || e.sent.count() != 1 {
 		t.Fatalf("second click: retried %v (%v), status %s, %d sent", ok, err, got.Status, e.sent.count())
 	}
 	// A deliberate retry of the reopened record, from a page showing it, goes ahead.
-	if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", got.Retries); err != nil || !ok || e.sent.count() != 2 {
+	_, ok, err = e.table.RetrySeen(ctx, rec.ID, "ops", "", got.Retries)
+	e.deliver(t)
+	if err != nil || !ok || e.sent.count() != 2 {
 		t.Fatalf("next retry: %v %v, %d sent", ok, err, e.sent.count())
 	}
 }
