@@ -58,7 +58,7 @@ func main() {
 		PaymentIDFor: payments.PaymentID,
 		Payments:     opsapi.StorePayments{Store: st},
 		Recoveries:   opsapi.StorePayments{Store: st},
-		Steer:        &recovery.Steerer{Store: st, Relay: true, Now: time.Now},
+		Steer:        &recovery.Steerer{Store: st, Now: time.Now},
 		// JSON API routes: the JWT authorizer's subject. Console routes carry none.
 		Principal:        func(r *http.Request) (string, bool) { p := apigw.Scope(r); return p, p != "" },
 		SessionKeySource: sessionKey,

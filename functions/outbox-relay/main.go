@@ -73,11 +73,9 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
 		Resolver: &payments.QueueResolver{Queue: resolveQueue, Delay: resolveDelay}}
 	handlers := svc.FollowOns()
-	// A provider event's steering signal (a new payment method, the invoice paid elsewhere),
-	// and the wake of an operator's signal that operator-api committed.
-	steerer := recoveryfn.Steerer(cfg, st)
-	handlers[recovery.KindSteer] = steerer.FollowOn()
-	handlers[recovery.KindWake] = steerer.WakeFollowOn()
+	// The wake of a steering signal: an operator's (committed by operator-api) or a provider
+	// event's (a new payment method, the invoice paid elsewhere; committed by webhook-worker).
+	handlers[recovery.KindWake] = recoveryfn.Steerer(cfg, st).WakeFollowOn()
 	// An operator's retry of a dead letter, committed by operator-api: back to the queue the
 	// message died on, a new recovery round, or the reconciler's next run.
 	retries := &deadletter.Table{Store: st, Log: log, Requeuer: deadletter.ByTarget{

@@ -351,7 +351,6 @@ func (s *Stack) build() error {
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
 	handlers := s.payments.FollowOns()
-	handlers[recovery.KindSteer] = s.steerer().FollowOn()
 	handlers[recovery.KindWake] = s.steerer().WakeFollowOn()
 	handlers[deadletter.KindRetry] = s.deadletters.RetryFollowOn()
 	for kind, h := range worker.DisputeFollowOns(s.deadletters) {
@@ -628,7 +627,8 @@ func (s *Stack) reconcileScheduled(ctx context.Context) (recon.Report, error) {
 	return rep, err
 }
 
-// steerer steers running recoveries on the local runner, as recoveryfn.Steerer does on AWS.
+// steerer is the relay's: it ends parked waits on the local runner for the wakes committed
+// with steering signals, as recoveryfn.Steerer does on AWS.
 func (s *Stack) steerer() *recovery.Steerer {
 	return &recovery.Steerer{Store: s.store, Signal: localSignaler{s.runner}, Now: s.clock.Now}
 }
@@ -636,7 +636,7 @@ func (s *Stack) steerer() *recovery.Steerer {
 // operatorSteerer is the operator API's: it commits each signal with the wake the relay
 // delivers, as operator-api does in AWS.
 func (s *Stack) operatorSteerer() *recovery.Steerer {
-	return &recovery.Steerer{Store: s.store, Relay: true, Now: s.clock.Now}
+	return &recovery.Steerer{Store: s.store, Now: s.clock.Now}
 }
 
 // localSignaler is recovery.Signaler on the local runner.
