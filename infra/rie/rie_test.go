@@ -297,8 +297,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 			if err := keeper.Pend(ctx, out.Lease, idempotency.Response{Status: 202, Body: []byte(`{"status":"pending"}`)}, req); err != nil {
 				t.Fatalf("pend %s: %v", key, err)
 			}
-			body, _ := json.Marshal(payments.ResolveJob{Scope: "jwt:client-acme", Key: key, PaymentID: payments.PaymentID("jwt:client-acme", key),
-				Body: req})
+			body, _ := json.Marshal(payments.ResolveJob{Scope: "jwt:client-acme", Key: key, PaymentID: payments.PaymentID("jwt:client-acme", key)})
 			jobs.Records = append(jobs.Records, events.SQSMessage{MessageId: "m-" + i, Body: string(body), EventSource: "aws:sqs",
 				EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:" + e.fx.Prefix + "-resolve"})
 		}
