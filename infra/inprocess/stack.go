@@ -28,6 +28,7 @@ import (
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/outbox/followon"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/payments/resolvequeue"
 	"github.com/runtwice/twice/shared/problem"
@@ -350,22 +351,13 @@ func (s *Stack) build() error {
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
-	handlers := s.payments.FollowOns()
-	handlers[recovery.KindWake] = s.steerer().WakeFollowOn()
-	handlers[deadletter.KindRetry] = s.deadletters.RetryFollowOn()
-	for kind, h := range worker.DisputeFollowOns(s.deadletters) {
-		handlers[kind] = h
-	}
-	for kind, h := range payments.RefundFollowOns(s.deadletters) {
-		handlers[kind] = h
-	}
+	// The relay delivers every follow-on kind to the same targets as outbox-relay in AWS
+	// (followon.Handlers), on the local runner, queues and event feed.
 	s.feed = &feed.Log{Store: s.store}
-	for kind, h := range (&feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}).Handlers() {
-		handlers[kind] = h
-	}
-	// An event the backfill could not apply goes to the webhook queue through the outbox, as in AWS.
-	for kind, h := range backfill.FollowOns(s.queues[webhookQueue]) {
-		handlers[kind] = h
+	handlers, err := followon.Handlers(followon.Targets{Payments: s.payments, Steerer: s.steerer(), DeadLetters: s.deadletters,
+		WebhookQueue: s.queues[webhookQueue], Publisher: &feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}})
+	if err != nil {
+		return err
 	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
