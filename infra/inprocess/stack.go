@@ -307,13 +307,9 @@ func (s *Stack) build() error {
 		return err
 	}
 	seed := uint64(time.Now().UnixNano())
-	policy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), Log: s.log})
 	// An unknown outcome on the API path is resolved in the background, not retried while the
-	// caller waits: the timeout already used the caller's patience.
-	policy.ShouldRetry = func(err error) bool {
-		var unknown *provider.UnknownOutcomeError
-		return !errors.As(err, &unknown)
-	}
+	// caller waits, as in AWS.
+	policy := retry.NewAPI(retry.Policy{Rand: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), Log: s.log})
 	prov := &retry.Provider{Next: client, Policy: policy}
 
 	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: s.store, LockMargin: s.cfg.LockMargin, Now: s.clock.Now,
