@@ -454,15 +454,18 @@ func (s *Stack) Start() {
 	s.goRun(func() { s.simSrv.Serve(s.simLn) })
 	s.sim.Start(ctx)
 
-	// A message an operator retried closes its dead-letter record's loop (deadletter.Retries).
-	worker := &deadletter.Retries{Loop: s.deadletters, Next: s.worker.Handle, Now: s.clock.Now, Log: s.log,
+	// A message an operator retried closes its dead-letter record's loop (deadletter.Retries,
+	// beside each consumer in its batch, as in AWS).
+	workerRetries := &deadletter.Retries{Loop: s.deadletters, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-	resolver := &deadletter.Retries{Loop: s.deadletters, Next: resolvequeue.Consumer{Service: s.payments}.Handle, Now: s.clock.Now, Log: s.log,
+	resolverRetries := &deadletter.Retries{Loop: s.deadletters, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
+	worker := &sqsbatch.Batch{Each: s.worker.Handle, Report: workerRetries, Log: s.log}
+	resolver := &sqsbatch.Batch{Each: resolvequeue.Consumer{Service: s.payments}.Handle, Report: resolverRetries, Log: s.log}
 	consumers := []*queue.Consumer{
-		{Queue: s.queues[webhookQueue], Handler: (&sqsbatch.Batch{Each: worker.Handle, Log: s.log}).Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[webhookQueue], Handler: worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Log: s.log},
-		{Queue: s.queues[resolveQueue], Handler: (&sqsbatch.Batch{Each: resolver.Handle, Log: s.log}).Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Log: s.log},
 	}
 	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}

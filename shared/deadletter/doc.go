@@ -23,16 +23,15 @@
 // first, and the relay's table after it (a second Table literal on the same store, with the
 // Requeuer).
 //
-// Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Queue
-// consumers are wrapped in Retries, which skips a retry id that already ended and reports the
-// message's result; recovery's steps report a charge-now's result through recovery.DeadLetterRecords;
+// Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Beside each
+// queue consumer, in its batch (sqsbatch.Batch's Report), Retries skips a retry id that already
+// ended and reports the result the consumer returned; it never calls the consumer itself; recovery's steps report a charge-now's result through recovery.DeadLetterRecords;
 // RetrySucceeded moves the record to resolved and RetryFailed back to open with the attempt
 // appended, each with a ledger item for the retry id in the same conditional transaction.
 // Record.Actions lists only the actions that apply; Record.OverrideEffect says what an
 // override changes (only the record).
 //
-// Sink.Handle is the deadletter-sink function's per-message func (run through sqsbatch, like
-// Retries.Handle): one record per dead queue.Message, the source from the DLQ's name, a message
+// Sink.Handle is the deadletter-sink function's per-message func (run through sqsbatch): one record per dead queue.Message, the source from the DLQ's name, a message
 // that cannot be stored failing alone. FromRecovery builds the record for a recovery dead letter.
 //
 // The open count lives in a counter item updated in the same transaction as each status
