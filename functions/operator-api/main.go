@@ -47,7 +47,7 @@ func main() {
 	// A retry and a steering signal are committed with an outbox message that outbox-relay
 	// delivers (re-enqueue, restart the recovery, end the parked wait): this function calls
 	// DynamoDB only, so it links no SQS or Step Functions client.
-	table := &deadletter.Table{Store: st, Relay: true, Log: log, Metrics: emf}
+	table := &deadletter.Table{Store: st, Log: log, Metrics: emf}
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		logs.Fatal(log, "config", err)
@@ -60,7 +60,7 @@ func main() {
 		PaymentIDFor: payments.PaymentID,
 		Payments:     opsapi.StorePayments{Store: st},
 		Recoveries:   opsapi.StorePayments{Store: st},
-		Steer:        &recovery.Steerer{Store: st, Relay: true, Now: time.Now},
+		Steer:        &recovery.Steerer{Store: st, Now: time.Now},
 		// JSON API routes: the JWT authorizer's subject. Console routes carry none.
 		Principal:        func(r *http.Request) (string, bool) { p := apigw.Scope(r); return p, p != "" },
 		SessionKeySource: sessionKey,

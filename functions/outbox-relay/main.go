@@ -1,7 +1,8 @@
-// Command outbox-relay delivers the follow-on work committed in the outbox table (queue a resolve
-// job, start a recovery, send an operator's dead-letter retry, end a steered recovery's wait,
-// requeue an event the backfill could not apply): the table's DynamoDB stream invokes it with
-// the new messages, and a schedule sweeps up what the stream could not deliver.
+// Command outbox-relay delivers the follow-on work committed in the outbox table, every kind
+// followon.Handlers registers (queue a resolve job, start a recovery, send an operator's
+// dead-letter retry, end a steered recovery's wait, requeue an event the backfill could not
+// apply, publish a payment change, ...): the table's DynamoDB stream invokes it with the new
+// messages, and a schedule sweeps up what the stream could not deliver.
 package main
 
 import (
@@ -15,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runtwice/twice/functions/internal/recoveryfn"
-	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/eventbus"
@@ -23,12 +23,12 @@ import (
 	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/logs"
 	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/outbox/followon"
 	"github.com/runtwice/twice/shared/outbox/outboxlambda"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/sqsqueue"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 const (
@@ -55,9 +55,9 @@ func main() {
 	lambda.Start(h.Handle) // stream batches (per-record failures) and the scheduled sweep
 }
 
-// followOns returns the outbox relay's handlers (queue a resolve job, start a recovery) and the
-// store they read and mark done: the part of the payments service that delivers follow-on work,
-// without the provider, so the relay holds no Stripe key and calls no provider.
+// followOns returns the outbox relay's handlers (followon.Handlers) and the store they read
+// and mark done: the part of the payments service that delivers follow-on work, without the
+// provider, so the relay holds no Stripe key and calls no provider.
 func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
 	tables := env.Tables(payments.Table, outbox.Table, deadletter.TableName)
 	queueURL := env.Get(envResolveQueueURL)
@@ -71,40 +71,28 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	sq := sqs.NewFromConfig(cfg)
 	resolveQueue := &sqsqueue.Queue{Client: sq, URL: queueURL}
 	webhookQueue := &sqsqueue.Queue{Client: sq, URL: webhookURL}
-	svc := &payments.Service{Store: st, Log: log, OnDecline: recoverer,
-		Resolver: &payments.QueueResolver{Queue: resolveQueue, Delay: resolveDelay}}
-	handlers := svc.FollowOns()
-	// A provider event's steering signal (a new payment method, the invoice paid elsewhere),
-	// and the wake of an operator's signal that operator-api committed.
-	steerer := recoveryfn.Steerer(cfg, st)
-	handlers[recovery.KindSteer] = steerer.FollowOn()
-	handlers[recovery.KindWake] = steerer.WakeFollowOn()
-	// An operator's retry of a dead letter, committed by operator-api: back to the queue the
-	// message died on, a new recovery round, or the reconciler's next run.
-	retries := &deadletter.Table{Store: st, Log: log, Requeuer: deadletter.ByTarget{
-		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{
-			recoveryfn.QueueName(webhookURL): webhookQueue,
-			recoveryfn.QueueName(queueURL):   resolveQueue,
+	handlers, err := followon.Handlers(followon.Targets{
+		Payments: &payments.Service{Store: st, Log: log, OnDecline: recoverer,
+			Resolver: &payments.QueueResolver{Queue: resolveQueue, Delay: resolveDelay}},
+		// The wake of a steering signal (operator-api's or webhook-worker's) on Step Functions.
+		Steerer: recoveryfn.Steerer(cfg, st),
+		// An operator's retry of a dead letter, committed by operator-api: back to the queue the
+		// message died on, a new recovery round, or the reconciler's next run.
+		DeadLetters: &deadletter.Table{Store: st, Log: log, Requeuer: deadletter.ByTarget{
+			deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{
+				recoveryfn.QueueName(webhookURL): webhookQueue,
+				recoveryfn.QueueName(queueURL):   resolveQueue,
+			}},
+			deadletter.TargetRecovery:  recovery.Requeuer{Store: st, Recoverer: recoverer},
+			deadletter.TargetReconcile: recon.RequeueAtNextRun{},
 		}},
-		deadletter.TargetRecovery:  recovery.Requeuer{Store: st, Recoverer: recoverer},
-		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
-	}}
-	handlers[deadletter.KindRetry] = retries.RetryFollowOn()
-	for kind, h := range worker.DisputeFollowOns(&deadletter.Table{Store: st}) {
-		handlers[kind] = h
-	}
-	// A refund that failed opens its dead-letter record, committed with the failure.
-	for kind, h := range payments.RefundFollowOns(&deadletter.Table{Store: st}) {
-		handlers[kind] = h
-	}
-	// An event the reconciler's backfill pass could not apply goes to the webhook queue.
-	for kind, h := range backfill.FollowOns(webhookQueue) {
-		handlers[kind] = h
-	}
-	// Every applied payment change goes out on the EventBridge bus, numbered per payment.
-	pub := &feed.Publisher{Store: st, Sink: &eventbus.Sink{API: eventbridge.NewFromConfig(cfg), Bus: bus, Store: st}, Log: log}
-	for kind, h := range pub.Handlers() {
-		handlers[kind] = h
+		// An event the reconciler's backfill pass could not apply.
+		WebhookQueue: webhookQueue,
+		// Every applied payment change goes out on the EventBridge bus, numbered per payment.
+		Publisher: &feed.Publisher{Store: st, Sink: &eventbus.Sink{API: eventbridge.NewFromConfig(cfg), Bus: bus, Store: st}, Log: log},
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return st, handlers, nil
 }

@@ -26,13 +26,14 @@ func main() {
 		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
-	// A job an operator retried closes its dead-letter record (deadletter.Retries).
+	// A job an operator retried closes its dead-letter record (deadletter.Retries, beside the
+	// resolver in the batch).
 	dl := env.Tables(deadletter.TableName)
 	svc, err := paymentsfn.Build(cfg, env, log)
 	if err != nil {
 		logs.Fatal(log, "config", err)
 	}
-	h := &deadletter.Retries{Loop: &deadletter.Table{Store: dynamo.New(lambdaenv.DynamoDB(cfg), dl), Log: log},
-		Next: resolvequeue.Consumer{Service: svc}.Handle, Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
-	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: h.Handle, Log: log}).Handle)) // ReportBatchItemFailures
+	retries := &deadletter.Retries{Loop: &deadletter.Table{Store: dynamo.New(lambdaenv.DynamoDB(cfg), dl), Log: log},
+		Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
+	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: resolvequeue.Consumer{Service: svc}.Handle, Report: retries, Log: log}).Handle)) // ReportBatchItemFailures
 }

@@ -25,14 +25,15 @@ func main() {
 	}
 	env := &lambdaenv.Env{}
 	// payment_intent.payment_failed starts recovery through the outbox (functions/outbox-relay).
-	// A delivery an operator retried closes its dead-letter record (deadletter.Retries).
+	// A delivery an operator retried closes its dead-letter record (deadletter.Retries, beside
+	// the worker in the batch).
 	tables := env.Tables(worker.Table, payments.Table, outbox.Table, deadletter.TableName)
 	if err := env.Err(); err != nil {
 		logs.Fatal(log, "config", err)
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	w := &worker.Worker{Store: st, Classify: declines.ClassOf, Log: log}
-	h := &deadletter.Retries{Loop: &deadletter.Table{Store: st, Log: log}, Next: w.Handle, Log: log,
+	retries := &deadletter.Retries{Loop: &deadletter.Table{Store: st, Log: log}, Log: log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: h.Handle, Log: log}).Handle)) // ReportBatchItemFailures
+	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: w.Handle, Report: retries, Log: log}).Handle)) // ReportBatchItemFailures
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/outbox/followon"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/payments/resolvequeue"
 	"github.com/runtwice/twice/shared/problem"
@@ -307,13 +308,9 @@ func (s *Stack) build() error {
 		return err
 	}
 	seed := uint64(time.Now().UnixNano())
-	policy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), Log: s.log})
 	// An unknown outcome on the API path is resolved in the background, not retried while the
-	// caller waits: the timeout already used the caller's patience.
-	policy.ShouldRetry = func(err error) bool {
-		var unknown *provider.UnknownOutcomeError
-		return !errors.As(err, &unknown)
-	}
+	// caller waits, as in AWS.
+	policy := retry.NewAPI(retry.Policy{Rand: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), Log: s.log})
 	prov := &retry.Provider{Next: client, Policy: policy}
 
 	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: s.store, LockMargin: s.cfg.LockMargin, Now: s.clock.Now,
@@ -337,13 +334,13 @@ func (s *Stack) build() error {
 		Events: client, Healer: s.worker, Bounds: payments.Bounds{CustomerWindow: s.cfg.CustomerWindow, CaptureWindow: s.cfg.CaptureWindow}}
 	// An operator's retry goes back to the queue a message died on, starts a new recovery
 	// round, or runs reconciliation again and closes the record's loop with the result. As in
-	// AWS, the retry is an outbox message committed with the record (Relay), which the relay
-	// below sends with this table's Requeuer.
+	// AWS, the retry is an outbox message committed with the record, which the relay below
+	// sends with this table's Requeuer.
 	queues := map[string]deadletter.Sender{}
 	for name, q := range s.queues {
 		queues[name] = q
 	}
-	s.deadletters = &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log, Relay: true, Requeuer: deadletter.ByTarget{
+	s.deadletters = &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log, Requeuer: deadletter.ByTarget{
 		deadletter.TargetQueue:     deadletter.QueueRequeuer{Queues: queues},
 		deadletter.TargetRecovery:  recovery.Requeuer{Store: s.store, Recoverer: recoverer},
 		deadletter.TargetReconcile: recon.Requeuer{Run: s.recon.Handle, Loop: records},
@@ -351,23 +348,13 @@ func (s *Stack) build() error {
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
-	handlers := s.payments.FollowOns()
-	handlers[recovery.KindSteer] = s.steerer().FollowOn()
-	handlers[recovery.KindWake] = s.steerer().WakeFollowOn()
-	handlers[deadletter.KindRetry] = s.deadletters.RetryFollowOn()
-	for kind, h := range worker.DisputeFollowOns(s.deadletters) {
-		handlers[kind] = h
-	}
-	for kind, h := range payments.RefundFollowOns(s.deadletters) {
-		handlers[kind] = h
-	}
+	// The relay delivers every follow-on kind to the same targets as outbox-relay in AWS
+	// (followon.Handlers), on the local runner, queues and event feed.
 	s.feed = &feed.Log{Store: s.store}
-	for kind, h := range (&feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}).Handlers() {
-		handlers[kind] = h
-	}
-	// An event the backfill could not apply goes to the webhook queue through the outbox, as in AWS.
-	for kind, h := range backfill.FollowOns(s.queues[webhookQueue]) {
-		handlers[kind] = h
+	handlers, err := followon.Handlers(followon.Targets{Payments: s.payments, Steerer: s.steerer(), DeadLetters: s.deadletters,
+		WebhookQueue: s.queues[webhookQueue], Publisher: &feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}})
+	if err != nil {
+		return err
 	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
@@ -472,15 +459,18 @@ func (s *Stack) Start() {
 	s.goRun(func() { s.simSrv.Serve(s.simLn) })
 	s.sim.Start(ctx)
 
-	// A message an operator retried closes its dead-letter record's loop (deadletter.Retries).
-	worker := &deadletter.Retries{Loop: s.deadletters, Next: s.worker.Handle, Now: s.clock.Now, Log: s.log,
+	// A message an operator retried closes its dead-letter record's loop (deadletter.Retries,
+	// beside each consumer in its batch, as in AWS).
+	workerRetries := &deadletter.Retries{Loop: s.deadletters, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-	resolver := &deadletter.Retries{Loop: s.deadletters, Next: resolvequeue.Consumer{Service: s.payments}.Handle, Now: s.clock.Now, Log: s.log,
+	resolverRetries := &deadletter.Retries{Loop: s.deadletters, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
+	worker := &sqsbatch.Batch{Each: s.worker.Handle, Report: workerRetries, Log: s.log}
+	resolver := &sqsbatch.Batch{Each: resolvequeue.Consumer{Service: s.payments}.Handle, Report: resolverRetries, Log: s.log}
 	consumers := []*queue.Consumer{
-		{Queue: s.queues[webhookQueue], Handler: (&sqsbatch.Batch{Each: worker.Handle, Log: s.log}).Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[webhookQueue], Handler: worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Log: s.log},
-		{Queue: s.queues[resolveQueue], Handler: (&sqsbatch.Batch{Each: resolver.Handle, Log: s.log}).Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Log: s.log},
 	}
 	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
@@ -633,7 +623,8 @@ func (s *Stack) reconcileScheduled(ctx context.Context) (recon.Report, error) {
 	return rep, err
 }
 
-// steerer steers running recoveries on the local runner, as recoveryfn.Steerer does on AWS.
+// steerer is the relay's: it ends parked waits on the local runner for the wakes committed
+// with steering signals, as recoveryfn.Steerer does on AWS.
 func (s *Stack) steerer() *recovery.Steerer {
 	return &recovery.Steerer{Store: s.store, Signal: localSignaler{s.runner}, Now: s.clock.Now}
 }
@@ -641,7 +632,7 @@ func (s *Stack) steerer() *recovery.Steerer {
 // operatorSteerer is the operator API's: it commits each signal with the wake the relay
 // delivers, as operator-api does in AWS.
 func (s *Stack) operatorSteerer() *recovery.Steerer {
-	return &recovery.Steerer{Store: s.store, Relay: true, Now: s.clock.Now}
+	return &recovery.Steerer{Store: s.store, Now: s.clock.Now}
 }
 
 // localSignaler is recovery.Signaler on the local runner.

@@ -32,7 +32,6 @@ import (
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
-	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
@@ -298,8 +297,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 			if err := keeper.Pend(ctx, out.Lease, idempotency.Response{Status: 202, Body: []byte(`{"status":"pending"}`)}, req); err != nil {
 				t.Fatalf("pend %s: %v", key, err)
 			}
-			body, _ := json.Marshal(payments.ResolveJob{Scope: "jwt:client-acme", Key: key, PaymentID: payments.PaymentID("jwt:client-acme", key),
-				Body: req})
+			body, _ := json.Marshal(payments.ResolveJob{Scope: "jwt:client-acme", Key: key, PaymentID: payments.PaymentID("jwt:client-acme", key)})
 			jobs.Records = append(jobs.Records, events.SQSMessage{MessageId: "m-" + i, Body: string(body), EventSource: "aws:sqs",
 				EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:" + e.fx.Prefix + "-resolve"})
 		}
@@ -516,7 +514,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		// An operator's retry of a failed run, which the relay leaves retrying (there is no
 		// reconciler at hand: recon.RequeueAtNextRun), is carried out after the next pass of
 		// either schedule, here the backfill's: resolved when its run completes.
-		table := &deadletter.Table{Store: e.store(), Requeuer: recon.RequeueAtNextRun{}}
+		table := &deadletter.Table{Store: e.store()}
 		failed, _, err := table.Open(ctx, deadletter.ReconRunFailed(e.event(t, "reconciler/explicit-window.json"),
 			time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)))
 		if err != nil {

@@ -100,9 +100,9 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := opsapi.New(opsapi.Handler{Records: &deadletter.Table{Store: st, Relay: true}, Attempts: attemptLog,
+	ops, err := opsapi.New(opsapi.Handler{Records: &deadletter.Table{Store: st}, Attempts: attemptLog,
 		Payments: opsapi.StorePayments{Store: st}, Recoveries: opsapi.StorePayments{Store: st},
-		Steer: &recovery.Steerer{Store: st, Relay: true}, Principal: func(*http.Request) (string, bool) { return "", false },
+		Steer: &recovery.Steerer{Store: st}, Principal: func(*http.Request) (string, bool) { return "", false },
 		OIDC: &opsapi.OIDCLogin{}})
 	if err != nil {
 		t.Fatal(err)

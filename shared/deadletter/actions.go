@@ -77,12 +77,12 @@ func checkNote(note string) error {
 	return nil
 }
 
-// Retry re-sends the record's work to its target with retry id RetryID(id, n), where n is the
-// record's next retry number, and moves it to retrying. A record already retrying is left as
-// it is (retried false): a double click, or two operators at once, retries once. When the
-// target refuses the retry, the record returns to its previous status with a retry_failed
-// audit entry, and the error wraps ErrRequeue. On a Table that relays, the retry is an outbox
-// message committed with the move to retrying, and the relay sends it (RetryFollowOn).
+// Retry moves the record to retrying and commits, in the same transaction, the outbox message
+// (KindRetry) that sends its work back to its target with retry id RetryID(id, n), where n is
+// the record's next retry number; the outbox relay sends it (RetryFollowOn). A record already
+// retrying is left as it is (retried false): a double click, or two operators at once, retries
+// once. When the target refuses the retry, the relay returns the record to its previous status
+// with a retry_failed audit entry.
 func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool, error) {
 	return t.RetrySeen(ctx, id, actor, note, -1)
 }
@@ -95,18 +95,12 @@ func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int)
 	if err := checkNote(note); err != nil {
 		return Record{}, false, err
 	}
-	if t.Requeuer == nil && !t.Relay {
-		return Record{}, false, fmt.Errorf("%w: no requeuer configured", ErrRequeue)
-	}
 	var from Status
-	var extra func(r Record, now time.Time) ([]store.Write, error)
-	if t.Relay {
-		// The retry to send, in the transaction of the move to retrying: committed together
-		// or not at all, so no crash leaves the record retrying with nothing sent.
-		extra = func(r Record, now time.Time) ([]store.Write, error) {
-			w, err := retryMessage(r, from, now)
-			return []store.Write{w}, err
-		}
+	// The retry to send, in the transaction of the move to retrying: committed together or
+	// not at all, so no crash leaves the record retrying with nothing sent.
+	extra := func(r Record, now time.Time) ([]store.Write, error) {
+		w, err := retryMessage(r, from, now)
+		return []store.Write{w}, err
 	}
 	r, retried, err := t.changeWith(ctx, id, extra, func(r *Record, now time.Time) (bool, error) {
 		if seen >= 0 && r.Retries != seen {
@@ -134,20 +128,7 @@ func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int)
 	if err != nil || !retried {
 		return r, false, err
 	}
-	retryID := RetryID(r.ID, r.Retries)
-	if t.Relay {
-		t.log().InfoContext(ctx, "dead-letter retry committed for the relay", "record", r.ID, "retry_id", retryID, "actor", actor)
-		return r, true, nil
-	}
-	if err := t.Requeuer.Requeue(ctx, requeueTarget(r), retryID); err != nil {
-		t.log().ErrorContext(ctx, "dead-letter retry not sent", "record", r.ID, "retry_id", retryID, "err", err)
-		back, berr := t.retryNotSent(ctx, id, r.Retries, from)
-		if berr != nil {
-			return r, false, fmt.Errorf("%w: %s (and the record stays retrying: %v)", ErrRequeue, id, berr)
-		}
-		return back, false, fmt.Errorf("%w: %s", ErrRequeue, id)
-	}
-	t.log().InfoContext(ctx, "dead-letter retried", "record", r.ID, "retry_id", retryID, "actor", actor)
+	t.log().InfoContext(ctx, "dead-letter retry committed for the relay", "record", r.ID, "retry_id", RetryID(r.ID, r.Retries), "actor", actor)
 	return r, true, nil
 }
 
@@ -159,7 +140,7 @@ func requeueTarget(r Record) Target {
 }
 
 // retryNotSent returns the record from retry n back to from, with a retry_failed audit entry:
-// its retry could not be handed to the target, directly or by the relay. A record no longer
+// the relay could not hand its retry to the target. A record no longer
 // in that retry (it ended, or was retried again) is left as it is.
 func (t *Table) retryNotSent(ctx context.Context, id string, n int, from Status) (Record, error) {
 	retryID := RetryID(id, n)

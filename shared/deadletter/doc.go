@@ -10,30 +10,28 @@
 // The record id derives from the source's own key (RecordID), and Table.Open is a conditional
 // put, so the same dead work opened twice is one record. Operator actions (Retry, Override,
 // Resolve, Ignore, BulkRetry) read the record and write it back conditioned on its version;
-// a loser re-reads and re-decides. Retry moves the record to retrying before it hands the work
-// to the Requeuer with RetryID(record, retry number): a second click sees retrying and does
-// nothing, so a double click retries once. If the Requeuer refuses, the record goes back to
-// its previous status with a retry_failed audit entry. A Table that relays (operator-api's,
-// the local stack's) does not call the Requeuer: it commits an outbox message (KindRetry) with
-// the move to retrying, and the outbox relay's Table sends it (RetryFollowOn), once, and
-// returns the record when the target refuses or RelayAttempts attempts fail. A retried message
-// that dies again reopens its record. The Requeuer is ByTarget, one per target kind: QueueRequeuer here, and
-// recovery.Requeuer and recon.Requeuer with the producers of those records, which also own
-// what opens them (recovery.DeadLetterRecords, recon.DeadLetterRecords,
-// worker.DisputeFollowOns); this package imports none of them. A retry target that needs the
-// table itself is built on the table first, and the operator's table after it (a second
-// Table literal on the same store, with the Requeuer).
+// a loser re-reads and re-decides. Retry moves the record to retrying and commits, in the
+// same transaction, an outbox message (KindRetry) for RetryID(record, retry number): a second
+// click sees retrying and does nothing, so a double click retries once. The outbox relay's
+// Table sends it with its Requeuer (RetryFollowOn), once, and returns the record to its
+// previous status with a retry_failed audit entry when the target refuses or RelayAttempts
+// attempts fail. A retried message that dies again reopens its record. The Requeuer is
+// ByTarget, one per target kind: QueueRequeuer here, and recovery.Requeuer and recon.Requeuer
+// with the producers of those records, which also own what opens them
+// (recovery.DeadLetterRecords, recon.DeadLetterRecords, worker.DisputeFollowOns); this package
+// imports none of them. A retry target that needs the table itself is built on the table
+// first, and the relay's table after it (a second Table literal on the same store, with the
+// Requeuer).
 //
-// Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Queue
-// consumers are wrapped in Retries, which skips a retry id that already ended and reports the
-// message's result; recovery's steps report a charge-now's result through recovery.DeadLetterRecords;
+// Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Beside each
+// queue consumer, in its batch (sqsbatch.Batch's Report), Retries skips a retry id that already
+// ended and reports the result the consumer returned; it never calls the consumer itself; recovery's steps report a charge-now's result through recovery.DeadLetterRecords;
 // RetrySucceeded moves the record to resolved and RetryFailed back to open with the attempt
 // appended, each with a ledger item for the retry id in the same conditional transaction.
 // Record.Actions lists only the actions that apply; Record.OverrideEffect says what an
 // override changes (only the record).
 //
-// Sink.Handle is the deadletter-sink function's per-message func (run through sqsbatch, like
-// Retries.Handle): one record per dead queue.Message, the source from the DLQ's name, a message
+// Sink.Handle is the deadletter-sink function's per-message func (run through sqsbatch): one record per dead queue.Message, the source from the DLQ's name, a message
 // that cannot be stored failing alone. FromRecovery builds the record for a recovery dead letter.
 //
 // The open count lives in a counter item updated in the same transaction as each status

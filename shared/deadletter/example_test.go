@@ -10,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/outbox"
 )
 
 func ExampleExplain() {
@@ -32,6 +33,9 @@ func ExampleTable_Retry() {
 		return nil
 	})
 	table := &deadletter.Table{Store: s, Requeuer: requeue, Log: slog.New(slog.DiscardHandler)}
+	// A retry is an outbox message committed with the record; the relay sends it.
+	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{deadletter.KindRetry: table.RetryFollowOn()},
+		Log: slog.New(slog.DiscardHandler)}
 	ctx := context.Background()
 
 	rec, _, _ := table.Open(ctx, deadletter.Record{Source: deadletter.SourceResolve, Key: "resolve:pay_1",
@@ -39,6 +43,7 @@ func ExampleTable_Retry() {
 		Target: deadletter.Target{Kind: deadletter.TargetQueue, Queue: "resolve", Body: []byte(`{"payment_id":"pay_1"}`)}})
 	_, first, _ := table.Retry(ctx, rec.ID, "ada", "")
 	_, second, _ := table.Retry(ctx, rec.ID, "ada", "") // the double click
+	_, _, _ = relay.Drain(ctx)
 	got, _ := table.Get(ctx, rec.ID)
 	fmt.Println(first, second, got.Status)
 	// Output:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/metrics"
+	"github.com/runtwice/twice/shared/outbox"
 )
 
 // clock is a settable test clock.
@@ -47,8 +49,10 @@ func (s *sent) Requeue(_ context.Context, _ deadletter.Target, retryID string) e
 
 func (s *sent) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.ids) }
 
+// env is one table with the Requeuer and the outbox relay that sends its retries.
 type env struct {
 	table   *deadletter.Table
+	relay   *outbox.Relay
 	clock   *clock
 	sent    *sent
 	metrics *bytes.Buffer
@@ -64,10 +68,21 @@ func newEnv(t testing.TB) env {
 	c := &clock{t: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}
 	q := &sent{}
 	var m bytes.Buffer
+	quiet := slog.New(slog.DiscardHandler)
 	tb := &deadletter.Table{Store: s, Requeuer: q, Now: c.Now,
-		Log:     slog.New(slog.DiscardHandler),
+		Log:     quiet,
 		Metrics: &deadletter.EMF{Out: &metrics.EMF{W: &m}}}
-	return env{table: tb, clock: c, sent: q, metrics: &m}
+	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{deadletter.KindRetry: tb.RetryFollowOn()},
+		Now: c.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet}
+	return env{table: tb, relay: relay, clock: c, sent: q, metrics: &m}
+}
+
+// deliver runs the outbox relay over the retries committed so far, as outbox-relay does.
+func (e env) deliver(t testing.TB) {
+	t.Helper()
+	if _, _, err := e.relay.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func webhookRecord(event string) deadletter.Record {

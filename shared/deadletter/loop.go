@@ -170,18 +170,23 @@ const (
 	ResolverFailed = "could not be run by the payment resolver (the provider may still be unavailable); its log says why under the message id"
 )
 
-// Retries is per-message middleware for a queue consumer (the webhook worker, the resolver): a
-// message an operator retried closes its record's loop. A retry already done is not worked
-// again (the message succeeds at once); a retried message Next processed resolves its record;
-// one Next failed reopens its record with the attempt appended and succeeds, so the message is
-// deleted and the operator gets the record back now rather than after the queue's
-// redeliveries. Messages without retry attributes pass through untouched. When the record
-// cannot be read or updated the message fails, so it comes back and the report is made again.
-// An error of Next that fails the whole batch (sqsbatch.FailBatch) is returned as it is, with
-// the record left retrying.
+// Retries closes the loop of a message an operator retried, for a queue consumer (the webhook
+// worker, the resolver). It sits beside the consumer, never around it: the batch wiring
+// (sqsbatch.Batch's Report) asks Ended before the consumer runs and tells Report its result
+// after, one call after the other, so the consumer is never called from this package and its
+// result comes back here as a value, not through a callback.
+//
+// A retry already done is not worked again (Ended: the message succeeds at once); a retried
+// message the consumer processed resolves its record; one it failed reopens its record with
+// the attempt appended and succeeds, so the message is deleted and the operator gets the
+// record back now rather than after the queue's redeliveries. Messages without retry
+// attributes are not looked at. When the record cannot be read or updated the message fails,
+// so it comes back and the report is made again.
+//
+//	retries := &deadletter.Retries{Loop: table, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+//	lambda.Start((&sqsbatch.Batch{Each: w.Handle, Report: retries}).Handle)
 type Retries struct {
 	Loop Loop
-	Next func(ctx context.Context, m queue.Message) error
 	// Done and Failed complete "the retried message ..." in the outcome and the attempt
 	// ("was applied by the webhook worker", "could not be applied by the webhook worker").
 	Done, Failed string
@@ -189,41 +194,52 @@ type Retries struct {
 	Log          *slog.Logger
 }
 
-// batchFailure is an error that fails the whole batch (sqsbatch.BatchError), asked for by
-// behaviour so that this package needs nothing of the Lambda side.
-type batchFailure interface{ FailsBatch() bool }
+// retryOf reads the record id and the retry id a retried message carries; ok is false for a
+// message without them, or whose attributes are not ids of ours.
+func retryOf(m queue.Message) (rec, rt string, ok bool) {
+	rec, rt = m.Attributes[AttrRecordID], m.Attributes[AttrRetryID]
+	return rec, rt, validIDs(rec, rt)
+}
 
-// Handle runs one message through Next and closes its retry's loop.
-func (h *Retries) Handle(ctx context.Context, m queue.Message) error {
-	rec, rt := m.Attributes[AttrRecordID], m.Attributes[AttrRetryID]
-	if rec == "" && rt == "" || !validIDs(rec, rt) {
-		return h.Next(ctx, m)
+// Ended reports whether m is a retried message whose retry already ended (a redelivery, a
+// second click that slipped through): its consumer need not work it again.
+func (h *Retries) Ended(ctx context.Context, m queue.Message) (bool, error) {
+	rec, rt, ok := retryOf(m)
+	if !ok {
+		return false, nil
 	}
 	done, err := h.Loop.RetryDone(ctx, rt)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if done {
 		h.log().InfoContext(ctx, "retried message deduped: its retry already ended", "message_id", m.ID,
 			"record", rec, "retry_id", rt)
-		return nil
 	}
-	var rerr error
-	if err := h.Next(ctx, m); err != nil {
-		if bf := batchFailure(nil); errors.As(err, &bf) && bf.FailsBatch() {
-			return err
-		}
+	return done, nil
+}
+
+// Report closes the loop of a retried message with its consumer's result (nil: processed), and
+// returns the message's: nil once the record is resolved or reopened, an error when it could
+// not be updated. The result of a message without retry attributes is returned as it is.
+func (h *Retries) Report(ctx context.Context, m queue.Message, result error) error {
+	rec, rt, ok := retryOf(m)
+	if !ok {
+		return result
+	}
+	var err error
+	if result != nil {
 		// The message is done with (deleted); the attempt points here for the cause.
 		h.log().WarnContext(ctx, "retried message failed again; its record goes back to open", "message_id", m.ID,
-			"record", rec, "retry_id", rt, "error", err)
-		_, _, rerr = h.Loop.RetryFailed(ctx, rec, rt, Attempt{At: h.now().UTC(), MessageID: m.ID,
+			"record", rec, "retry_id", rt, "error", result)
+		_, _, err = h.Loop.RetryFailed(ctx, rec, rt, Attempt{At: h.now().UTC(), MessageID: m.ID,
 			ReceiveCount: 1, Error: "The retried message " + h.Failed + " (retry " + rt + ")."})
 	} else {
-		_, _, rerr = h.Loop.RetrySucceeded(ctx, rec, rt, "The retried message "+h.Done+" (message "+m.ID+").")
+		_, _, err = h.Loop.RetrySucceeded(ctx, rec, rt, "The retried message "+h.Done+" (message "+m.ID+").")
 	}
-	if rerr != nil {
+	if err != nil {
 		// The adapter logs the failure, and SQS delivers the message again.
-		return fmt.Errorf("deadletter: record %s of retry %s not updated: %w", rec, rt, rerr)
+		return fmt.Errorf("deadletter: record %s of retry %s not updated: %w", rec, rt, err)
 	}
 	return nil
 }

@@ -107,7 +107,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 			Recoverer: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}},
 		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
 	}
-	e.table = &deadletter.Table{Store: st, Relay: true, Now: now, Log: quiet}
+	e.table = &deadletter.Table{Store: st, Now: now, Log: quiet}
 	e.relay = &outbox.Relay{Store: st, Now: now, Log: quiet, Handlers: map[string]outbox.Handler{
 		deadletter.KindRetry: (&deadletter.Table{Store: st, Requeuer: requeue, Now: now, Log: quiet}).RetryFollowOn()}}
 	// recovery-steps, with the dead-letter sink it wires.
@@ -193,8 +193,8 @@ func (e *awsEnv) consume(t *testing.T, name string, next func(context.Context, q
 		seen++
 		return next(ctx, m)
 	}
-	h := &deadletter.Retries{Loop: e.table, Next: counted, Now: func() time.Time { return t0 }, Done: "was processed", Failed: "failed"}
-	c := &queue.Consumer{Queue: e.queues[name], Handler: (&sqsbatch.Batch{Each: h.Handle, Log: slog.New(slog.DiscardHandler)}).Handle, Wait: time.Second,
+	h := &deadletter.Retries{Loop: e.table, Now: func() time.Time { return t0 }, Done: "was processed", Failed: "failed"}
+	c := &queue.Consumer{Queue: e.queues[name], Handler: (&sqsbatch.Batch{Each: counted, Report: h, Log: slog.New(slog.DiscardHandler)}).Handle, Wait: time.Second,
 		Visibility: 30 * time.Second}
 	for empty := 0; empty < 2; {
 		res, err := c.Poll(context.Background())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,43 @@ import (
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/sqsbatch"
 )
+
+var _ sqsbatch.Reporter = (*deadletter.Retries)(nil)
+
+// failures keeps the error of each message the batch reports failed (sqsbatch logs it under
+// "error").
+type failures struct{ errs *[]error }
+
+func (f failures) Enabled(context.Context, slog.Level) bool { return true }
+func (f failures) WithAttrs([]slog.Attr) slog.Handler       { return f }
+func (f failures) WithGroup(string) slog.Handler            { return f }
+func (f failures) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && a.Key == "error" {
+			*f.errs = append(*f.errs, err)
+		}
+		return true
+	})
+	return nil
+}
+
+// handle runs m as a consumer's function runs it: next beside h in an sqsbatch.Batch
+// (Each: next, Report: h). It returns the message's error: the one that failed the whole
+// batch, or the one the message was reported failed with.
+func handle(ctx context.Context, h *deadletter.Retries, next sqsbatch.Func, m queue.Message) error {
+	var errs []error
+	b := &sqsbatch.Batch{Each: next, Report: h, Log: slog.New(failures{&errs})}
+	resp, err := b.Handle(ctx, queue.Event("arn:aws:sqs:us-east-1:000000000000:webhooks", "us-east-1", []queue.Message{m}))
+	switch {
+	case err != nil:
+		return err
+	case len(resp.BatchItemFailures) == 0:
+		return nil
+	case len(errs) > 0:
+		return errs[len(errs)-1]
+	}
+	return errors.New("the message failed")
+}
 
 // retriedMessage is the message a Requeuer sends for the record's current retry.
 func retriedMessage(id string, r deadletter.Record) queue.Message {
@@ -59,15 +97,16 @@ func TestRetriedMessageClosesItsLoop(t *testing.T) {
 				wg.Go(func() { _, _, _ = e.table.Retry(ctx, rec.ID, "ops@example.com", "") })
 			}
 			wg.Wait()
+			e.deliver(t)
 			if e.sent.count() != 1 {
 				t.Fatalf("double click sent %d retries, want 1", e.sent.count())
 			}
 			rec, _ = e.table.Get(ctx, rec.ID)
 			next := &counting{fail: map[string]bool{"m-retry": tc.fail}}
-			h := &deadletter.Retries{Loop: e.table, Next: next.Handle, Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+			h := &deadletter.Retries{Loop: e.table, Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
 			// The queue delivers the retried message twice (at least once): worked once.
 			for range 2 {
-				if err := h.Handle(ctx, retriedMessage("m-retry", rec)); err != nil {
+				if err := handle(ctx, h, next.Handle, retriedMessage("m-retry", rec)); err != nil {
 					t.Fatalf("handle: %v", err)
 				}
 			}
@@ -115,16 +154,16 @@ func TestRetriesPassesABatchFailureOn(t *testing.T) {
 	rec, _ = e.table.Get(ctx, rec.ID)
 	down := sqsbatch.FailBatch(errors.New("store unavailable"))
 	next := func(context.Context, queue.Message) error { return down }
-	h := &deadletter.Retries{Loop: e.table, Next: func(ctx context.Context, m queue.Message) error { return next(ctx, m) },
-		Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-	if err := h.Handle(ctx, retriedMessage("m-retry", rec)); err != down {
+	h := &deadletter.Retries{Loop: e.table, Now: e.clock.Now, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+	each := func(ctx context.Context, m queue.Message) error { return next(ctx, m) }
+	if err := handle(ctx, h, each, retriedMessage("m-retry", rec)); err != down {
 		t.Fatalf("got %v, want the batch failure itself", err)
 	}
 	if got, _ := e.table.Get(ctx, rec.ID); got.Status != deadletter.StatusRetrying || len(got.Attempts) != 1 {
 		t.Fatalf("record %s with %d attempts after a batch failure", got.Status, len(got.Attempts))
 	}
 	next = func(context.Context, queue.Message) error { return nil }
-	if err := h.Handle(ctx, retriedMessage("m-retry", rec)); err != nil {
+	if err := handle(ctx, h, each, retriedMessage("m-retry", rec)); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := e.table.Get(ctx, rec.ID); got.Status != deadletter.StatusResolved {
@@ -172,8 +211,8 @@ func TestRetriesFailTheMessageWhenTheRecordCannotBeUpdated(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			next := &counting{fail: map[string]bool{"m": tc.nextFail}}
-			h := &deadletter.Retries{Loop: tc.loop, Next: next.Handle, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
-			err := h.Handle(context.Background(), tc.m)
+			h := &deadletter.Retries{Loop: tc.loop, Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
+			err := handle(context.Background(), h, next.Handle, tc.m)
 			if (err != nil) != tc.wantErr || next.n.Load() != tc.wantRuns {
 				t.Fatalf("error %v, runs %d; want error %v, runs %d", err, next.n.Load(), tc.wantErr, tc.wantRuns)
 			}
@@ -237,15 +276,19 @@ func TestSecondClickAfterTheRetryEnded(t *testing.T) {
 	if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", rec.Retries); err != nil || !ok {
 		t.Fatalf("first click: %v %v", ok, err)
 	}
+	e.deliver(t)
 	if _, _, err := e.table.RetryFailed(ctx, rec.ID, deadletter.RetryID(rec.ID, 1), deadletter.Attempt{Error: "failed"}); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", rec.Retries)
+	e.deliver(t)
 	if err != nil || ok || got.Status != deadletter.StatusOpen || e.sent.count() != 1 {
 		t.Fatalf("second click: retried %v (%v), status %s, %d sent", ok, err, got.Status, e.sent.count())
 	}
 	// A deliberate retry of the reopened record, from a page showing it, goes ahead.
-	if _, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", got.Retries); err != nil || !ok || e.sent.count() != 2 {
+	_, ok, err = e.table.RetrySeen(ctx, rec.ID, "ops", "", got.Retries)
+	e.deliver(t)
+	if err != nil || !ok || e.sent.count() != 2 {
 		t.Fatalf("next retry: %v %v, %d sent", ok, err, e.sent.count())
 	}
 }
@@ -261,9 +304,9 @@ func FuzzRetriesAttributes(f *testing.F) {
 	e := newEnv(f)
 	f.Fuzz(func(t *testing.T, rec, rt string) {
 		next := &counting{}
-		h := &deadletter.Retries{Loop: e.table, Next: next.Handle}
+		h := &deadletter.Retries{Loop: e.table}
 		m := queue.Message{ID: "m", Attributes: map[string]string{deadletter.AttrRecordID: rec, deadletter.AttrRetryID: rt}}
-		err := h.Handle(context.Background(), m)
+		err := handle(context.Background(), h, next.Handle, m)
 		if next.n.Load() > 1 || (next.n.Load() == 0 && err == nil && !strings.HasPrefix(rt, "rt_")) {
 			t.Fatalf("worked %d times, error %v", next.n.Load(), err)
 		}

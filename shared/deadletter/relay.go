@@ -11,8 +11,8 @@ import (
 	"github.com/runtwice/twice/shared/store"
 )
 
-// KindRetry is the outbox kind of an operator's retry on a Table that relays: committed with
-// the record's move to retrying, sent to its target by the relay (RetryFollowOn).
+// KindRetry is the outbox kind of an operator's retry: committed with the record's move to
+// retrying, sent to its target by the relay (RetryFollowOn).
 const KindRetry = "retry_dead_letter"
 
 // RelayAttempts is how many times the relay tries to send one retry before the record goes
@@ -48,8 +48,7 @@ func sentPK(retryID string) string { return "sent#" + retryID }
 // retry ended meanwhile, or that was retried again, needs nothing, and a retry already sent
 // is not sent again, so delivering a message twice is harmless. When the target refuses the
 // retry for good (ErrNotRetryable) or the RelayAttempts-th attempt fails, the record returns
-// to its previous status with a retry_failed audit entry (as a direct retry that is refused)
-// and the message is done; a failure before that is returned, and the relay tries again
+// to its previous status with a retry_failed audit entry and the message is done; a failure before that is returned, and the relay tries again
 // with backoff. Either way the retry's loop closes: the target's consumer resolves or
 // reopens the record (Retries, recovery.DeadLetterRecords), or the operator has it back.
 func (t *Table) RetryFollowOn() outbox.Handler {

@@ -19,8 +19,7 @@ import (
 // relayStores are the stores the relayed retry runs on: the local one and DynamoDB Local.
 var relayStores = testenv.Stores(deadletter.TableName, outbox.Table)
 
-// relayEnv is operator-api's table (it relays, with no Requeuer) and outbox-relay's (with the
-// Requeuer), on one store, with the relay that delivers the retries.
+// relayEnv is operator-api's table (with no Requeuer) and outbox-relay's (with the Requeuer), on one store, with the relay that delivers the retries.
 type relayEnv struct {
 	store   store.Store
 	ops     *deadletter.Table
@@ -37,7 +36,7 @@ func newRelayEnv(t *testing.T, newStore func(t *testing.T) store.Store) relayEnv
 	q := &sent{}
 	quiet := slog.New(slog.DiscardHandler)
 	e := relayEnv{store: s, clock: c, sent: q,
-		ops:     &deadletter.Table{Store: s, Relay: true, Now: c.Now, Log: quiet},
+		ops:     &deadletter.Table{Store: s, Now: c.Now, Log: quiet},
 		relayed: &deadletter.Table{Store: s, Requeuer: q, Now: c.Now, Log: quiet}}
 	e.relay = &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{deadletter.KindRetry: e.relayed.RetryFollowOn()},
 		Now: c.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet}
@@ -145,8 +144,8 @@ func TestRelayedRetryIsCommittedWithTheRecord(t *testing.T) {
 // A relayed retry that cannot be sent closes its loop: a target that refuses it for good
 // returns the record to its previous status at the first attempt; a failing one is tried
 // again with backoff, and after RelayAttempts attempts the record goes back too. Either way
-// the audit has the retry_failed entry of a direct retry that is refused, the message is
-// done, and the operator can retry again.
+// the audit has the retry_failed entry, the message is done, and the operator can retry
+// again.
 func TestRelayedRetryThatCannotBeSentGoesBack(t *testing.T) {
 	cases := map[string]struct {
 		fail     error

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/deadletter"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/queue"
 )
 
@@ -24,8 +25,8 @@ func (q *queueSends) Send(_ context.Context, body []byte, opts queue.SendOptions
 	return "m1", nil
 }
 
-// The table the sinks use has no requeuer; the operator's table is a second literal on the same
-// store with one, and each retry goes to the requeuer of its target's kind.
+// The table the sinks and the operator use has no requeuer; the relay's table is a second
+// literal on the same store with one, and each retry goes to the requeuer of its target's kind.
 func TestOperatorTableRetriesByTargetKind(t *testing.T) {
 	s, err := boltstore.Open(filepath.Join(t.TempDir(), "dl.db"))
 	if err != nil {
@@ -40,6 +41,12 @@ func TestOperatorTableRetriesByTargetKind(t *testing.T) {
 	ops := &deadletter.Table{Store: s, Now: now, Log: quiet, Requeuer: deadletter.ByTarget{
 		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{"twice-webhooks": webhooks}},
 	}}
+	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{deadletter.KindRetry: ops.RetryFollowOn()}, Now: now, Log: quiet}
+	deliver := func() {
+		if _, _, err := relay.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	wh := webhookRecord("evt_by_target")
 	wh.Target.Queue = "twice-webhooks-dlq"
@@ -53,11 +60,8 @@ func TestOperatorTableRetriesByTargetKind(t *testing.T) {
 		t.Fatalf("recovery record %+v %v", rec.Target, err)
 	}
 
-	// The sinks' table is unchanged: it has no retries to send.
-	if _, ok, err := records.Retry(ctx, r.ID, "jwt:ops", ""); ok || !errors.Is(err, deadletter.ErrRequeue) {
-		t.Fatalf("retry on the table without a requeuer: %v %v", ok, err)
-	}
-	got, ok, err := ops.Retry(ctx, r.ID, "jwt:ops", "")
+	got, ok, err := records.Retry(ctx, r.ID, "jwt:ops", "")
+	deliver()
 	if err != nil || !ok || got.Status != deadletter.StatusRetrying {
 		t.Fatalf("queue retry: %v %v %s", ok, err, got.Status)
 	}
@@ -66,9 +70,13 @@ func TestOperatorTableRetriesByTargetKind(t *testing.T) {
 		t.Fatalf("sent %v %v", webhooks.bodies, webhooks.attrs)
 	}
 	// No requeuer for recovery targets here: the retry is not sent and the record is open again.
-	got, ok, err = ops.Retry(ctx, rec.ID, "jwt:ops", "")
-	if ok || !errors.Is(err, deadletter.ErrRequeue) || got.Status != deadletter.StatusOpen {
-		t.Fatalf("recovery retry without its requeuer: %v %v %s", ok, err, got.Status)
+	if _, ok, err := records.Retry(ctx, rec.ID, "jwt:ops", ""); err != nil || !ok {
+		t.Fatalf("recovery retry: %v %v", ok, err)
+	}
+	deliver()
+	if got, err := records.Get(ctx, rec.ID); err != nil || got.Status != deadletter.StatusOpen ||
+		got.Audit[len(got.Audit)-1].Action != deadletter.ActionRetryError {
+		t.Fatalf("recovery retry without its requeuer: %v %s", err, got.Status)
 	}
 	if err := (deadletter.ByTarget{}).Requeue(ctx, deadletter.Target{Kind: deadletter.TargetRecovery}, "rt"); !errors.Is(err, deadletter.ErrNotRetryable) {
 		t.Fatalf("ByTarget without the kind: %v", err)

@@ -57,8 +57,8 @@ var (
 	ErrClosed = errors.New("deadletter: record is closed")
 	// ErrBusy means the record kept changing under the action; the caller may try again.
 	ErrBusy = errors.New("deadletter: record changed concurrently")
-	// ErrRequeue means the retry could not be handed to its target; the record went back to
-	// its previous status.
+	// ErrRequeue means the relay has no Requeuer to hand a retry to its target (a wiring
+	// mistake); the retry's message stays in the outbox.
 	ErrRequeue = errors.New("deadletter: retry could not be sent")
 )
 
@@ -79,33 +79,25 @@ func (f RequeueFunc) Requeue(ctx context.Context, t Target, retryID string) erro
 
 // Table is the dead-letter table on a store.Store, built as a literal:
 //
-//	t := &deadletter.Table{Store: s, Requeuer: r, Log: log}
+//	t := &deadletter.Table{Store: s, Log: log}
 //
-// Store is required; without a Requeuer a retry fails with ErrRequeue, unless the table
-// relays. Now defaults to time.Now, Log to slog.Default(), and a nil Metrics writes no metric
-// lines.
+// Store is required. Now defaults to time.Now, Log to slog.Default(), and a nil Metrics
+// writes no metric lines.
 //
-// A table that relays (Relay true, as operator-api and the local stack build it) needs no
-// Requeuer: a retry commits an outbox message (KindRetry) with the record's move to retrying,
-// and the outbox relay's table, which has the Requeuer, sends it (RetryFollowOn):
+// A retry commits an outbox message (KindRetry) with the record's move to retrying, so no
+// crash leaves a record retrying with nothing sent and the operator's function links no queue
+// or Step Functions client. The outbox relay's table, which has the Requeuer, sends it
+// (RetryFollowOn):
 //
-//	ops := &deadletter.Table{Store: s, Relay: true}
+//	ops := &deadletter.Table{Store: s}
 //	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{
 //		deadletter.KindRetry: (&deadletter.Table{Store: s, Requeuer: r}).RetryFollowOn()}}
 type Table struct {
 	Store store.Store
-	// Requeuer sends retries to their target: at once when the table does not relay, from
-	// RetryFollowOn when it does.
+	// Requeuer sends retries to their target, from RetryFollowOn in the outbox relay.
 	Requeuer Requeuer
-	// Relay makes a retry an outbox message committed with the move to retrying, so that no
-	// crash leaves a record retrying with nothing sent, and the operator's function links no
-	// queue or Step Functions client. The zero value sends the retry directly after the
-	// commit, which keeps the target's refusal in the caller's answer (ErrRequeue) and needs no
-	// relay; it is kept for in-process callers and tests, and has the crash window between the
-	// commit and the call that Relay closes.
-	Relay bool
-	Now   func() time.Time
-	Log   *slog.Logger
+	Now      func() time.Time
+	Log      *slog.Logger
 	// Metrics receives the open-count metric lines.
 	Metrics *EMF
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/opsapi"
+	"github.com/runtwice/twice/shared/outbox"
 )
 
 const token = "test-operator-token"
@@ -36,6 +37,7 @@ func (c *counter) Requeue(context.Context, deadletter.Target, string) error {
 type fixture struct {
 	srv    *httptest.Server
 	table  *deadletter.Table
+	relay  *outbox.Relay
 	sent   *counter
 	record deadletter.Record
 	log    *attempts.Log
@@ -74,7 +76,17 @@ func newFixture(t *testing.T) fixture {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return fixture{srv: srv, table: tb, sent: sent, record: rec, log: log}
+	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{deadletter.KindRetry: tb.RetryFollowOn()},
+		Now: now, Log: slog.New(slog.DiscardHandler)}
+	return fixture{srv: srv, table: tb, relay: relay, sent: sent, record: rec, log: log}
+}
+
+// deliver runs the outbox relay over the retries the API committed, as outbox-relay does.
+func (f fixture) deliver(t *testing.T) {
+	t.Helper()
+	if _, _, err := f.relay.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (f fixture) do(t *testing.T, method, path, body string, auth bool) (*http.Response, string) {
@@ -134,6 +146,7 @@ func TestAPI(t *testing.T) {
 			}
 		})
 	}
+	f.deliver(t)
 	if f.sent.n != 0 {
 		t.Errorf("refused requests sent %d retries", f.sent.n)
 	}
@@ -156,6 +169,7 @@ func TestAPIDoubleRetryRetriesOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	f.deliver(t)
 	if f.sent.n != 1 || results[0] == results[1] {
 		t.Fatalf("two concurrent POSTs: %d re-enqueued, retried %v; want exactly one", f.sent.n, results)
 	}
@@ -181,6 +195,7 @@ func TestAPIOverrideAndSettle(t *testing.T) {
 func TestAPIBulkRetry(t *testing.T) {
 	f := newFixture(t)
 	resp, body := f.do(t, "POST", "/ops/deadletters/retry?source=webhook", `{"note":"provider outage over"}`, true)
+	f.deliver(t)
 	if resp.StatusCode != 200 || !strings.Contains(body, `"retried":1`) || f.sent.n != 1 {
 		t.Fatalf("bulk: %d %s sent %d", resp.StatusCode, body, f.sent.n)
 	}

@@ -43,6 +43,7 @@ func TestBrowserRetry(t *testing.T) {
 	if !strings.Contains(audit, "operator:Ada") || !strings.Contains(audit, "retry") {
 		t.Errorf("audit trail lacks the retry by Ada:\n%s", audit)
 	}
+	f.deliver(t)
 	if f.sent.n != 1 {
 		t.Errorf("%d retries sent, want 1", f.sent.n)
 	}

@@ -113,6 +113,7 @@ func TestConsole(t *testing.T) {
 			}
 		})
 	}
+	f.deliver(t)
 	if f.sent.n != 1 {
 		t.Errorf("%d retries sent, want 1", f.sent.n)
 	}

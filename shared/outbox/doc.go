@@ -15,5 +15,6 @@
 //	relay.Drain(ctx)
 //
 // Handlers must be idempotent (a message can be delivered twice: the relay may die between the
-// delivery and the delete); the ids make that easy to check downstream.
+// delivery and the delete); the ids make that easy to check downstream. Both relays take their
+// handlers from one registry, package followon.
 package outbox

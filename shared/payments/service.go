@@ -14,15 +14,13 @@ import (
 )
 
 // ResolveJob asks for a payment with an unknown outcome to be resolved in the background. The
-// resolver works from the request bytes stored with the pending key, never from this job: Body
-// is kept only so jobs queued by an older version still decode.
+// resolver works from the request bytes stored with the pending key, never from this job.
 type ResolveJob struct {
 	Scope     string `json:"scope"`
 	Key       string `json:"key"`
 	PaymentID string `json:"payment_id"`
 	// Attempt counts resolutions (1 for the first): the queue delay grows with it.
-	Attempt int    `json:"attempt,omitempty"`
-	Body    []byte `json:"body,omitempty"`
+	Attempt int `json:"attempt,omitempty"`
 	// Cancel, when set, makes the job an auto-cancel of a payment that waited too long for
 	// its customer, for this reason (AutoCancel), not a resolution.
 	Cancel string `json:"cancel,omitempty"`

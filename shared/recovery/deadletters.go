@@ -92,8 +92,8 @@ func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID stri
 	// and execution name (a second start of the same retry starts nothing). It charges at
 	// once, counting the stopped round's attempts (kept in the target) against the caps.
 	var prior State
-	if len(t.Body) > 0 {
-		_ = json.Unmarshal(t.Body, &prior) // an older record without them: the plan step starts from the decline
+	if err := json.Unmarshal(t.Body, &prior); err != nil {
+		return fmt.Errorf("%w: record %s holds no stopped round (%v)", deadletter.ErrNotRetryable, t.RecordID, err)
 	}
 	return q.Recoverer.ChargeNow(ctx, p, t.Retry+1, prior.Attempts,
 		RetryLink{DeadLetterID: t.RecordID, RetryID: retryID})

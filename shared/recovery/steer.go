@@ -21,10 +21,10 @@ import (
 // wait, the park step when the signal came before its token was stored (it fails with
 // Recovery.Steered, which the state machine catches into Steer), or the charge step when the
 // wait ended by its timeout meanwhile. So a signal is applied exactly once, however the race
-// between the signal and the recovery goes. An operator's signal (a Steerer that relays) is
-// committed with a wake message instead of a call, and the relay ends the wait (WakeFollowOn)
-// only while a signal is still pending: a wake never stores a signal, so a late one cannot
-// steer a later wait.
+// between the signal and the recovery goes. Every signal (an operator's, Steerer.Steer; a
+// provider event's, SteerMessages) is committed with a wake message instead of a call, and the
+// relay ends the wait (WakeFollowOn) only while a signal is still pending: a wake never stores
+// a signal, so a late one cannot steer a later wait.
 
 // Steering actions.
 const (
@@ -112,23 +112,20 @@ var ErrNotRunning = errors.New("recovery: the payment has no running recovery")
 
 // Steerer stores signals and ends parked waits.
 //
-// A Steerer that relays (Relay true, as operator-api and the local stack's operator API build
-// it) commits the signal and a wake message (KindWake) in one transaction, and needs no
-// Signal: the outbox relay's Steerer, which has one, ends the wait (WakeFollowOn). Without
-// Relay, Steer ends the wait itself after storing the signal (the provider events' relayed
-// steering, FollowOn, already runs in the relay).
+// Steer (operator-api's Steerer, the local stack's operator API's) commits the signal and a
+// wake message (KindWake) in one transaction and needs no Signal, so the operator's function
+// links no Step Functions client and no crash between the two leaves a signal stored and its
+// wait running to its timeout. The outbox relay's Steerer, which has the Signal, ends the wait
+// (WakeFollowOn).
 type Steerer struct {
-	Store  store.Store
+	Store store.Store
+	// Signal ends a parked wait, for WakeFollowOn.
 	Signal Signaler
 	Now    func() time.Time
-	// Relay makes the end of the wait an outbox message committed with the signal, so the
-	// operator's function links no Step Functions client and no crash between the two leaves
-	// a signal stored and its wait running to its timeout.
-	Relay bool
 }
 
 // KindWake is the outbox kind that ends a recovery's parked wait for a stored signal
-// (payload Wake), committed with the signal by a Steerer that relays.
+// (payload Wake), committed with the signal.
 const KindWake = "wake_recovery"
 
 // Wake is a KindWake message: the payment whose signal was stored, and the signal's time.
@@ -143,9 +140,9 @@ func WakeID(sg Steer) string {
 	return "wake#" + sg.PaymentID + "#" + sg.At.UTC().Format(time.RFC3339Nano)
 }
 
-// Steer stores the signal and ends the recovery's wait (on a Steerer that relays, commits
-// the wake for the relay). It is idempotent: a repeat stores the same signal and finds the
-// wait already ended.
+// Steer stores the signal and commits, in the same transaction, the wake the relay delivers
+// (WakeFollowOn). It is idempotent: a repeat stores the same signal and writes the same wake,
+// whose delivery finds the wait already ended.
 func (s *Steerer) Steer(ctx context.Context, sg Steer) (payments.Recovery, error) {
 	rec, err := payments.GetRecovery(ctx, s.Store, sg.PaymentID)
 	if errors.Is(err, payments.ErrNotFound) || (err == nil && !rec.Running()) {
@@ -161,21 +158,14 @@ func (s *Steerer) Steer(ctx context.Context, sg Steer) (payments.Recovery, error
 	if err != nil {
 		return rec, err
 	}
-	ws := []store.Write{w}
-	if s.Relay {
-		m, err := outbox.New(KindWake, WakeID(sg), Wake{PaymentID: sg.PaymentID, At: sg.At.UTC()}, s.now())
-		if err != nil {
-			return rec, err
-		}
-		ws = append(ws, m)
-	}
-	if err := s.Store.Transact(ctx, ws...); err != nil {
+	m, err := outbox.New(KindWake, WakeID(sg), Wake{PaymentID: sg.PaymentID, At: sg.At.UTC()}, s.now())
+	if err != nil {
 		return rec, err
 	}
-	if s.Relay {
-		return rec, nil // the relay ends the wait (WakeFollowOn), or the next step consumes the signal
+	if err := s.Store.Transact(ctx, w, m); err != nil {
+		return rec, err
 	}
-	return s.wake(ctx, sg.PaymentID, sg.Action)
+	return rec, nil // the relay ends the wait (WakeFollowOn), or the next step consumes the signal
 }
 
 func (s *Steerer) now() time.Time {
@@ -409,12 +399,6 @@ func capTextOf(limit string) string {
 
 var _ = cardledger.ErrCapped
 
-// KindSteer is the outbox kind of a steering signal from a provider event (payload Steer),
-// which the webhook worker committed with the event's dedupe records before it committed the
-// signal itself (SteerMessages). The relay still delivers it (FollowOn), for messages written
-// before that.
-const KindSteer = "steer_recovery"
-
 // maxSteered bounds the recoveries one event steers, so the worker's transaction (two writes
 // per recovery, beside the event's own) stays within DynamoDB's 100 items.
 const maxSteered = 40
@@ -463,21 +447,5 @@ func SteerMessages(ctx context.Context, st store.Store, ev webhooks.Steer, now t
 			return ws, nil
 		}
 		cursor = next
-	}
-}
-
-// FollowOn is the outbox relay's handler of KindSteer: store the signal and end the wait. A
-// recovery that ended meanwhile needs nothing.
-func (s *Steerer) FollowOn() outbox.Handler {
-	return func(ctx context.Context, m outbox.Message) error {
-		var sg Steer
-		if err := json.Unmarshal(m.Payload, &sg); err != nil {
-			return fmt.Errorf("recovery: steer message %s: %w", m.ID, err)
-		}
-		_, err := s.Steer(ctx, sg)
-		if errors.Is(err, ErrNotRunning) {
-			return nil
-		}
-		return err
 	}
 }

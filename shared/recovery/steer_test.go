@@ -40,7 +40,7 @@ func (s *signals) SendTaskSuccess(_ context.Context, token string, output []byte
 
 func (s *signals) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.sent) }
 
-// steerEnv is operator-api's Steerer (it relays, with no Signal), the relay's (with one), the
+// steerEnv is operator-api's Steerer (with no Signal), the relay's (with one), the
 // recovery steps and the relay, on one store with a declined payment in recovery.
 type steerEnv struct {
 	store   store.Store
@@ -72,7 +72,7 @@ func newSteerEnv(t *testing.T, newStore func(t *testing.T) store.Store) steerEnv
 		t.Fatal(err)
 	}
 	return steerEnv{store: st, signals: sig, steps: steps,
-		ops: &recovery.Steerer{Store: st, Relay: true, Now: clk.Now},
+		ops: &recovery.Steerer{Store: st, Now: clk.Now},
 		relay: &outbox.Relay{Store: st, Now: clk.Now, Log: discard(), Rand: rand.New(rand.NewPCG(3, 4)),
 			Handlers: map[string]outbox.Handler{recovery.KindWake: relayed.WakeFollowOn()}}}
 }

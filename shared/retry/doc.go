@@ -14,4 +14,6 @@
 // no retry happens, so an outage cannot multiply the load on the provider.
 //
 // Provider wraps any provider.Provider with a Policy; it is what the rest of the code calls.
+// NewAPI is the payments API's policy, which leaves an unknown outcome to the background
+// resolver instead of repeating it while the caller waits.
 package retry

@@ -112,6 +112,20 @@ func New(p Policy) *Policy {
 	return &p
 }
 
+// NewAPI is New for the payments API's provider calls, where a caller waits on the answer: an
+// unknown outcome (*provider.UnknownOutcomeError) is never repeated inline, because the timeout
+// already used the caller's patience. The payment stays pending and is resolved in the
+// background under the same provider key. A ShouldRetry in p still vetoes too. The payments-api
+// function and the local stack both build their policy here.
+func NewAPI(p Policy) *Policy {
+	veto := p.ShouldRetry
+	p.ShouldRetry = func(err error) bool {
+		var unknown *provider.UnknownOutcomeError
+		return !errors.As(err, &unknown) && (veto == nil || veto(err))
+	}
+	return New(p)
+}
+
 // Backoff returns the full-jitter wait before retry number retry (0 for the first retry):
 // a uniform draw from [0, min(Cap, Base*2^retry)].
 func (p *Policy) Backoff(retry int) time.Duration {

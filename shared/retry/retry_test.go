@@ -213,6 +213,33 @@ func TestShouldRetryVetoes(t *testing.T) {
 	}
 }
 
+// The API's policy leaves an unknown outcome to the background resolver, even with a key that
+// makes the repeat safe, and repeats what a caller may wait for.
+func TestAPIPolicyLeavesUnknownOutcomesToTheResolver(t *testing.T) {
+	tests := map[string]struct {
+		err       error
+		wantRetry bool
+	}{
+		"unknown outcome, keyed":        {&provider.UnknownOutcomeError{Op: "create", IdempotencyKey: "k"}, false},
+		"unknown outcome after a 500":   {&provider.UnknownOutcomeError{Op: "create", IdempotencyKey: "k", StatusCode: 500}, false},
+		"wrapped unknown outcome":       {fmt.Errorf("create: %w", &provider.UnknownOutcomeError{Op: "create", IdempotencyKey: "k"}), false},
+		"transient":                     {&provider.TransientError{Op: "get", StatusCode: 503}, true},
+		"throttled without retry-after": {&provider.ThrottledError{Op: "create"}, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := NewAPI(Policy{Rand: rand.New(rand.NewPCG(1, 2)), Sleeper: &fakeSleeper{}, Log: slog.New(slog.DiscardHandler)})
+			if d := p.Decide(tc.err, true, 0); d.Retry != tc.wantRetry {
+				t.Fatalf("decision %+v, want retry %v", d, tc.wantRetry)
+			}
+		})
+	}
+	vetoed := NewAPI(Policy{Rand: rand.New(rand.NewPCG(1, 2)), ShouldRetry: func(error) bool { return false }})
+	if d := vetoed.Decide(&provider.TransientError{StatusCode: 503}, true, 0); d.Retry {
+		t.Fatalf("the caller's own veto was lost: %+v", d)
+	}
+}
+
 func TestDo(t *testing.T) {
 	transient := &provider.TransientError{Op: "get", StatusCode: 503}
 	unknown := &provider.UnknownOutcomeError{Op: "create", IdempotencyKey: "k"}

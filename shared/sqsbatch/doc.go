@@ -18,6 +18,9 @@
 //     the batch for redelivery;
 //   - on a FIFO queue (the source ARN ends in ".fifo") the messages after a failed one are
 //     reported failed without running, so the group's order holds;
+//   - Report, when set, is asked before each message's func whether the message's work already
+//     ended (then the func does not run) and told its result after; the func is never called
+//     from inside it (deadletter.Retries closes an operator's retry this way);
 //   - AfterBatch, when set, runs once after every batch, whatever its outcome (the dead-letter sink's
 //     open-count metric).
 //

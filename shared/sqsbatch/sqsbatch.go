@@ -22,14 +22,30 @@ type Func func(ctx context.Context, m queue.Message) error
 // fields a queue.Message does not carry (idemlambda's key paths over the record's JSON).
 type RecordFunc func(ctx context.Context, r events.SQSMessage) error
 
+// Reporter hears each message's result beside the func, never around it: the batch asks it,
+// then runs the func, then tells it, so the func is never called from inside it
+// (deadletter.Retries: a message an operator retried closes its dead-letter record).
+//
+// Ended is asked first: true means the message's work already ended (a redelivery), and the
+// message succeeds without the func running; an error fails the message. Report is told the
+// func's result (nil: success) and returns the message's. It is not told a panic or an error
+// that fails the whole batch (FailBatch): those leave the message for redelivery as they would
+// without it.
+type Reporter interface {
+	Ended(ctx context.Context, m queue.Message) (bool, error)
+	Report(ctx context.Context, m queue.Message, err error) error
+}
+
 // Batch is the Lambda SQS handler (ReportBatchItemFailures) that runs a func over each message
 // of a batch, as the package documentation says. Set Each, or EachRecord for a func over the
-// Lambda records themselves; Handle runs it.
+// Lambda records themselves, and Report to hear each message's result; Handle runs it.
 //
-//	lambda.Start((&sqsbatch.Batch{Each: worker.Handle, Log: log}).Handle)
+//	lambda.Start((&sqsbatch.Batch{Each: worker.Handle, Report: retries, Log: log}).Handle)
 type Batch struct {
 	Each       Func
 	EachRecord RecordFunc
+	// Report, when set, is asked before and told after each message's func (Reporter).
+	Report Reporter
 	// Log receives the failure lines (default slog.Default()).
 	Log *slog.Logger
 	// AfterBatch, when set, runs once after every batch, whatever became of its messages.
@@ -52,8 +68,8 @@ type BatchError struct{ Err error }
 func (e *BatchError) Error() string { return "sqsbatch: the whole batch fails: " + e.Err.Error() }
 func (e *BatchError) Unwrap() error { return e.Err }
 
-// FailsBatch marks the error for middleware that must pass it on untouched without importing
-// this package (deadletter.Retries).
+// FailsBatch marks the error for a caller that must tell it apart without importing this
+// package (a consumer's own tests).
 func (e *BatchError) FailsBatch() bool { return true }
 
 // FailBatch wraps err so that the adapter fails the whole batch with it instead of the one
@@ -77,6 +93,9 @@ func (b *Batch) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 	}
 	if f == nil {
 		return events.SQSEventResponse{}, errNoFunc
+	}
+	if b.Report != nil {
+		f = reported(f, b.Report)
 	}
 	if b.AfterBatch != nil {
 		defer b.AfterBatch(ctx)
@@ -104,6 +123,23 @@ func (b *Batch) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 		failed = true
 	}
 	return resp, nil
+}
+
+// reported runs f between rep's two calls. A panic in f passes through (run recovers it) and an
+// error that fails the batch is returned as it is: neither is reported.
+func reported(f RecordFunc, rep Reporter) RecordFunc {
+	return func(ctx context.Context, r events.SQSMessage) error {
+		m := Message(r)
+		ended, err := rep.Ended(ctx, m)
+		if err != nil || ended {
+			return err
+		}
+		err = f(ctx, r)
+		if be := (*BatchError)(nil); errors.As(err, &be) {
+			return err
+		}
+		return rep.Report(ctx, m, err)
+	}
 }
 
 // errPanic is what a panicking func's message fails with.

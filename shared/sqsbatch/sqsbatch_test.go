@@ -133,3 +133,63 @@ func TestFailBatch(t *testing.T) {
 		t.Fatal("FailBatch(nil) is an error")
 	}
 }
+
+// reporter records what the batch asks and tells it; it ends messages whose body is "ended",
+// fails Ended for "unreadable", and fails Report for "unrecorded". Report absorbs the func's
+// error otherwise, as deadletter.Retries does for a retried message.
+type reporter struct{ calls []string }
+
+func (r *reporter) Ended(_ context.Context, m queue.Message) (bool, error) {
+	r.calls = append(r.calls, "ended? "+m.ID)
+	switch string(m.Body) {
+	case "ended":
+		return true, nil
+	case "unreadable":
+		return false, errors.New("ledger unreadable")
+	}
+	return false, nil
+}
+
+func (r *reporter) Report(_ context.Context, m queue.Message, err error) error {
+	r.calls = append(r.calls, fmt.Sprintf("report %s: %v", m.ID, err))
+	if string(m.Body) == "unrecorded" {
+		return errors.New("record not updated")
+	}
+	return nil
+}
+
+// A Reporter is asked before each message's func and told its result after, beside the func:
+// an ended message does not run, the func's error is the Reporter's to keep or pass on, and a
+// panic or a batch failure is never reported.
+func TestReporterIsAskedBeforeAndToldAfter(t *testing.T) {
+	tests := map[string]struct {
+		body      string
+		wantRun   bool
+		wantCalls []string
+		wantFail  bool
+		wantErr   bool
+	}{
+		"success":              {body: "ok", wantRun: true, wantCalls: []string{"ended? m0", "report m0: <nil>"}},
+		"already ended":        {body: "ended", wantCalls: []string{"ended? m0"}},
+		"ended unknown":        {body: "unreadable", wantCalls: []string{"ended? m0"}, wantFail: true},
+		"failure kept":         {body: "fail", wantRun: true, wantCalls: []string{"ended? m0", "report m0: cannot apply"}},
+		"report not recorded":  {body: "unrecorded", wantRun: true, wantCalls: []string{"ended? m0", "report m0: <nil>"}, wantFail: true},
+		"panic is not told":    {body: "panic", wantRun: true, wantCalls: []string{"ended? m0"}, wantFail: true},
+		"batch failure passes": {body: "down", wantRun: true, wantCalls: []string{"ended? m0"}, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rep := &reporter{}
+			ran := false
+			each := func(ctx context.Context, m queue.Message) error {
+				ran = true
+				return behave(ctx, m)
+			}
+			b := &sqsbatch.Batch{Each: each, Report: rep, Log: slog.New(slog.DiscardHandler)}
+			resp, err := b.Handle(context.Background(), batch(arn, tc.body))
+			if ran != tc.wantRun || !slices.Equal(rep.calls, tc.wantCalls) || (len(resp.BatchItemFailures) > 0) != tc.wantFail || (err != nil) != tc.wantErr {
+				t.Fatalf("ran %v, calls %q, failures %v, error %v", ran, rep.calls, resp.BatchItemFailures, err)
+			}
+		})
+	}
+}

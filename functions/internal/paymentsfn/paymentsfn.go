@@ -62,13 +62,9 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		return nil, err
 	}
 	stripe := Stripe(cfg, keyParam, env.Optional(EnvStripeAPIBase, ""), time.Duration(timeoutMS)*time.Millisecond, attemptLog, log)
-	policy := retry.New(retry.Policy{Rand: NewRand(), Log: log})
-	// As locally: an unknown outcome is resolved in the background through the resolve queue,
-	// not retried while the caller waits.
-	policy.ShouldRetry = func(err error) bool {
-		var unknown *provider.UnknownOutcomeError
-		return !errors.As(err, &unknown)
-	}
+	// As locally: an unknown outcome is resolved in the background, not retried while the
+	// caller waits.
+	policy := retry.NewAPI(retry.Policy{Rand: NewRand(), Log: log})
 	keeper, err := idempotency.NewKeeper(idempotency.Keeper{Store: st, Retention: time.Duration(days) * 24 * time.Hour,
 		Log: log})
 	if err != nil {

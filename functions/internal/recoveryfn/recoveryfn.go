@@ -32,8 +32,8 @@ func Recoverer(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) *recovery.R
 	}
 }
 
-// Steerer steers running recoveries on AWS Step Functions (SendTaskSuccess on the parked
-// wait's token).
+// Steerer is the outbox relay's Steerer: it ends parked waits on AWS Step Functions
+// (SendTaskSuccess on the wait's token) for the wakes committed with steering signals.
 func Steerer(cfg aws.Config, st store.Store) *recovery.Steerer {
 	return &recovery.Steerer{Store: st, Signal: &stepfunctions.Signaler{Client: sfn.NewFromConfig(cfg)}, Now: time.Now}
 }

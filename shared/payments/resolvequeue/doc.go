@@ -8,5 +8,5 @@
 // It is apart from package payments because idemlambda selects the key with a JSONPath over the
 // message's Lambda record: only the resolver links the JSONPath library.
 //
-//	h := &deadletter.Retries{Next: resolvequeue.Consumer{Service: svc}.Handle, ...}
+//	b := &sqsbatch.Batch{Each: resolvequeue.Consumer{Service: svc}.Handle, Report: retries}
 package resolvequeue
