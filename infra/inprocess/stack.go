@@ -347,7 +347,7 @@ func (s *Stack) build() error {
 	}}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
-		Classify: declines.ClassOf, OnDecline: recoverer, Now: s.clock.Now, Log: s.log}
+		Classify: declines.ClassOf, OnDecline: recoverer, Exchanges: record, Now: s.clock.Now, Log: s.log}
 	// The relay delivers every follow-on kind to the same targets as outbox-relay in AWS
 	// (followon.Handlers), on the local runner, queues and event feed.
 	s.feed = &feed.Log{Store: s.store}
@@ -406,12 +406,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters
 func (s *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
 	local := func(*http.Request) string { return "local" }
-	served := s.payments.Handler(local)
-	api := attempts.API{Record: attempts.BestEffort(s.attempts, s.log), Now: s.clock.Now}
-	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		api.Serve(w, r, attempts.Filing{Operation: payments.APIOperation(r), Scope: "local",
-			PaymentID: payments.PaymentOfRequest(r, "local", r.Header.Get("Idempotency-Key"))}, served)
-	})
+	pay := s.payments.Handler(local)
 	for _, route := range payments.Routes() {
 		mux.Handle(route, pay)
 	}

@@ -9,35 +9,21 @@ import (
 	"github.com/runtwice/twice/shared/redact"
 )
 
-// API records every request to an API handler and its answer as an inbound attempt, so a
-// payment's timeline starts with what the caller asked and what we said.
-type API struct {
-	// Record stores the attempt (build it with BestEffort). Required.
-	Record RecordFunc
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+// Exchange is one request to an API handler being served, recorded as an inbound attempt so a
+// payment's timeline starts with what the caller asked and what we said. The handler that
+// writes the answer begins it and hands the attempt to the log when it has answered: the log
+// is told what happened, and calls nothing back.
+type Exchange struct {
+	r     *http.Request
+	start time.Time
+	body  []byte
+	w     *recordingWriter
 }
 
-// Filing is what an API attempt is filed under. The wiring names it before it calls Serve, and
-// hands it over as values: recording an answer never calls back into the handler's packages.
-type Filing struct {
-	// Operation names the handler's call ("payments.create").
-	Operation string
-	// Scope is the caller's scope, as the handler scopes keys.
-	Scope string
-	// PaymentID names the payment the request concerns: for a create, the id its scope and
-	// Idempotency-Key derive; for a read, the id in its path. "" files it under no payment.
-	PaymentID string
-}
-
-// Serve serves r with next and records the request and the answer under f.
-func (a API) Serve(w http.ResponseWriter, r *http.Request, f Filing, next http.Handler) {
-	now := a.Now
-	if now == nil {
-		now = time.Now
-	}
-	start := now()
-	var body []byte
+// Begin starts recording r at now. It reads the start of the body aside (the handler still
+// reads the whole of it) and returns the writer the answer must be written to.
+func Begin(w http.ResponseWriter, r *http.Request, now time.Time) (*Exchange, http.ResponseWriter) {
+	e := &Exchange{r: r, start: now, w: &recordingWriter{ResponseWriter: w, status: http.StatusOK}}
 	if r.Body != nil && r.Body != http.NoBody {
 		b, err := io.ReadAll(io.LimitReader(r.Body, DefaultCaptureLimit+1))
 		// Hand the handler the whole body: what was read, then the rest unread.
@@ -46,23 +32,22 @@ func (a API) Serve(w http.ResponseWriter, r *http.Request, f Filing, next http.H
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
 		if err == nil {
-			body = b
+			e.body = b
 		}
 	}
-	rw := &recordingWriter{ResponseWriter: w, status: http.StatusOK}
-	next.ServeHTTP(rw, r)
-	at := FromRequest(r, body, rw.status)
+	return e, e.w
+}
+
+// Attempt is the exchange as answered by now, filed under the handler's operation
+// ("payments.create"), the caller's scope and the payment it concerns ("" for none).
+func (e *Exchange) Attempt(operation, scope, paymentID string, now time.Time) Attempt {
+	at := FromRequest(e.r, e.body, e.w.status)
 	at.Provider = "api"
-	at.StartedAt, at.Duration = start, now().Sub(start)
-	if len(body) > DefaultCaptureLimit {
-		at.RequestBody, at.RequestTruncated = string(body[:DefaultCaptureLimit]), true
-	}
-	at.ResponseHeader = redact.Header(rw.Header())
-	at.ResponseBody, at.ResponseBytes, at.ResponseTruncated = rw.body.snapshot()
-	at.Operation, at.Scope, at.PaymentID = f.Operation, f.Scope, f.PaymentID
-	if a.Record != nil {
-		a.Record(r.Context(), at)
-	}
+	at.StartedAt, at.Duration = e.start, now.Sub(e.start)
+	at.ResponseHeader = redact.Header(e.w.Header())
+	at.ResponseBody, at.ResponseBytes, at.ResponseTruncated = e.w.body.snapshot()
+	at.Operation, at.Scope, at.PaymentID = operation, scope, paymentID
+	return at
 }
 
 // recordingWriter copies a response aside (up to DefaultCaptureLimit) as it is written.

@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// TestAPIServe: the handler gets the whole body, the caller the handler's answer, and the
-// attempt both, filed under what the wiring named before the handler ran.
-func TestAPIServe(t *testing.T) {
+// TestExchange: the handler gets the whole body, the caller the handler's answer, and the
+// attempt both, filed under what the handler named.
+func TestExchange(t *testing.T) {
 	var c collector
-	api := API{Record: c.record, Now: tick(time.Millisecond)}
-	f := Filing{Operation: "payments.create", Scope: "local", PaymentID: "pay_1"}
+	now := tick(time.Millisecond)
+	f := struct{ Operation, Scope, PaymentID string }{"payments.create", "local", "pay_1"}
 	big := strings.Repeat("x", DefaultCaptureLimit+10)
 	for name, body := range map[string]string{"small": `{"amount":1000}`, "over the capture limit": big} {
 		t.Run(name, func(t *testing.T) {
@@ -31,7 +31,9 @@ func TestAPIServe(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(body))
 			r.Header.Set("Idempotency-Key", "k-1")
 			w := httptest.NewRecorder()
-			api.Serve(w, r, f, next)
+			ex, rw := Begin(w, r, now())
+			next.ServeHTTP(rw, r)
+			c.record(r.Context(), ex.Attempt(f.Operation, f.Scope, f.PaymentID, now()))
 			if seen != body || w.Code != http.StatusCreated || w.Body.String() != `{"id":"pay_1"}` {
 				t.Fatalf("handler saw %d bytes, caller got %d %s", len(seen), w.Code, w.Body)
 			}

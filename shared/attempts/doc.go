@@ -39,14 +39,11 @@
 // IngestObserver turn the Stripe adapter's calls and the webhook ingest's deliveries into
 // attempts.
 //
-// API.Serve records an API request and its answer. What it is filed under (Filing) is named by
-// the wiring before the handler runs and handed over as values, so the log never calls back into
-// the handler's packages once the handler has answered:
+// Begin and Exchange.Attempt record an API request and its answer. The handler that writes the
+// answer begins the exchange and, once it has answered, hands the attempt to the log under the
+// operation, scope and payment it names: the log is told, and calls nothing back.
 //
-//	api := attempts.API{Record: attempts.BestEffort(attemptLog, log)}
-//	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-//		scope := apigw.Scope(r)
-//		api.Serve(w, r, attempts.Filing{Operation: payments.APIOperation(r), Scope: scope,
-//			PaymentID: payments.PaymentOfRequest(r, scope, r.Header.Get("Idempotency-Key"))}, served)
-//	})
+//	ex, w := attempts.Begin(w, r, now())
+//	// ... serve r, writing the answer to w ...
+//	record(ctx, ex.Attempt("payments.create", scope, paymentID, now()))
 package attempts

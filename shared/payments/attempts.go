@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// APIOperation names a call of the payments API for the attempt log (attempts.API).
+// APIOperation names a call of the payments API for the attempt log (attempts.Exchange).
 func APIOperation(r *http.Request) string {
 	if r.Method != http.MethodPost {
 		return "payments.retrieve"

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/problem"
 )
@@ -71,10 +72,19 @@ func (s *Service) routes() []route {
 // is a fault of ours.
 func (s *Service) serve(rt route, scope func(*http.Request) string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		sc := scope(r)
+		if s.Exchanges != nil {
+			// Every request and its answer go to the attempt log, under the payment it concerns.
+			ex, rw := attempts.Begin(w, r, s.now())
+			w = rw
+			defer func() {
+				s.Exchanges(r.Context(), ex.Attempt(APIOperation(r), sc, PaymentOfRequest(r, sc, r.Header.Get(idempotency.HeaderKey)), s.now()))
+			}()
+		}
 		if rt.maxBody > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)
 		}
-		a, err := rt.fn(r, scope(r))
+		a, err := rt.fn(r, sc)
 		if err != nil {
 			p := problemOf(err)
 			if p.Status == http.StatusInternalServerError {

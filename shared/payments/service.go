@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/provider"
@@ -95,6 +96,9 @@ type Service struct {
 	Classify func(provider.Decline) string
 	// OnDecline starts recovery for a declined payment.
 	OnDecline DeclineHandler
+	// Exchanges records each API request and its answer (the attempt log; build it with
+	// attempts.BestEffort); nil records none.
+	Exchanges attempts.RecordFunc
 	Now       func() time.Time
 	Log       *slog.Logger
 }

@@ -75,7 +75,9 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		Keeper:   keeper,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		Classify: declines.ClassOf,
-		Log:      log,
+		// Every API request and its answer, under the payment it concerns.
+		Exchanges: attempts.BestEffort(attemptLog, log),
+		Log:       log,
 	}, nil
 }
 
