@@ -304,8 +304,6 @@ func problemOf(err error) problem.Problem {
 		return problem.New(problem.RecordClosed, "This record is already closed.")
 	case errors.Is(err, deadletter.ErrBusy):
 		return problem.New(problem.RecordChanged, "The record changed while you acted; reload and try again.")
-	case errors.Is(err, deadletter.ErrRequeue):
-		return problem.New(problem.RetryNotSent, "The retry could not be sent; the record is unchanged. Try again.")
 	}
 	return problem.New(problem.Internal, "Something went wrong; it has been logged.")
 }

@@ -29,7 +29,6 @@ func TestProblemOf(t *testing.T) {
 		"nothing to retry": {deadletter.ErrNotRetryable, 409, problem.NothingToRetry},
 		"closed":           {deadletter.ErrClosed, 409, problem.RecordClosed},
 		"changed":          {deadletter.ErrBusy, 409, problem.RecordChanged},
-		"requeue failed":   {fmt.Errorf("%w: sqs: throttled", deadletter.ErrRequeue), 502, problem.RetryNotSent},
 		"unknown":          {errors.New("dynamo: ProvisionedThroughputExceededException on table t-prod-deadletters"), 500, problem.Internal},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -477,7 +477,7 @@ func TestProblemTypesDocumented(t *testing.T) {
 	for _, typ := range []string{problem.MalformedRequest, problem.InvalidRequest, problem.BodyTooLarge, problem.KeyMissing,
 		problem.KeyInvalid, problem.KeyInProgress, problem.KeyReused, problem.NotFound, problem.ProviderBusy,
 		problem.ProviderUnreachable, problem.ProviderRejected, problem.Internal, problem.WebhookUnverified, problem.Unavailable, problem.Unauthorized,
-		problem.RecordClosed, problem.NothingToRetry, problem.RecordChanged, problem.RetryNotSent, problem.ReconcileFailed,
+		problem.RecordClosed, problem.NothingToRetry, problem.RecordChanged, problem.ReconcileFailed,
 		problem.NoRunningRecovery, problem.TooManyAttempts, problem.PaymentNotRefundable, problem.RefundTooLarge} {
 		if !strings.Contains(string(readme), `<a id="problem-`+typ+`"></a>`) {
 			t.Errorf("README has no anchor for problem type %s", typ)

@@ -29,7 +29,6 @@ const (
 	RecordClosed         = "record-closed"
 	NothingToRetry       = "nothing-to-retry"
 	RecordChanged        = "record-changed"
-	RetryNotSent         = "retry-not-sent"
 	ReconcileFailed      = "reconciliation-failed"
 	NoRunningRecovery    = "no-running-recovery"
 	TooManyAttempts      = "too-many-attempts"
@@ -60,7 +59,6 @@ var statuses = map[string]int{
 	RecordClosed:         http.StatusConflict,            // the dead-letter record is closed
 	NothingToRetry:       http.StatusConflict,            // the record has no retry (resolve or override it)
 	RecordChanged:        http.StatusConflict,            // changed while the operator acted; reload
-	RetryNotSent:         http.StatusBadGateway,          // the retry could not be sent; nothing changed
 	ReconcileFailed:      http.StatusBadGateway,          // the run could not finish; run it again
 	NoRunningRecovery:    http.StatusConflict,            // nothing to steer
 	TooManyAttempts:      http.StatusTooManyRequests,     // Retry-After: failed credentials from this source
