@@ -144,14 +144,14 @@ func statusOf(s provider.Status) string {
 // the provider's events share one ordering (webhooks.StripeVersion). Stripe reports an
 // authorization held for capture with payment_intent.amount_capturable_updated.
 var statusEvent = map[string]string{
-	StatusPending:         "payment_intent.created",
-	StatusRequiresAction:  "payment_intent.requires_action",
-	StatusRequiresCapture: "payment_intent.amount_capturable_updated",
-	StatusProcessing:      "payment_intent.processing",
-	StatusDeclined:        "payment_intent.payment_failed",
-	StatusSucceeded:       "payment_intent.succeeded",
-	StatusCanceled:        "payment_intent.canceled",
-	StatusRefunded:        "charge.refunded",
+	StatusPending:         provider.EventPaymentIntentCreated,
+	StatusRequiresAction:  provider.EventPaymentIntentRequiresAction,
+	StatusRequiresCapture: provider.EventPaymentIntentCapturableUpdated,
+	StatusProcessing:      provider.EventPaymentIntentProcessing,
+	StatusDeclined:        provider.EventPaymentIntentPaymentFailed,
+	StatusSucceeded:       provider.EventPaymentIntentSucceeded,
+	StatusCanceled:        provider.EventPaymentIntentCanceled,
+	StatusRefunded:        provider.EventChargeRefunded,
 }
 
 // eventStatus is statusEvent read the other way: the status a provider event reports.
@@ -167,7 +167,7 @@ var eventStatus = func() map[string]string {
 // succeeded), and false for an event that reports no payment status.
 func StatusOfEvent(eventType string) (string, bool) {
 	st, ok := eventStatus[eventType]
-	return st, ok && eventType != "payment_intent.created"
+	return st, ok && eventType != provider.EventPaymentIntentCreated
 }
 
 // VersionAt is the version of a payment state our own code observed at t: seconds first, then

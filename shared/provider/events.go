@@ -30,6 +30,36 @@ type EventQuery struct {
 	After, Before string
 }
 
+// Event types: the Stripe events twice applies, orders or sends from its simulator, each named
+// once. Tests may spell them out where they are fixtures of the wire.
+const (
+	// A PaymentIntent's lifecycle.
+	EventPaymentIntentCreated           = "payment_intent.created"
+	EventPaymentIntentRequiresAction    = "payment_intent.requires_action"
+	EventPaymentIntentPartiallyFunded   = "payment_intent.partially_funded"
+	EventPaymentIntentProcessing        = "payment_intent.processing"
+	EventPaymentIntentCapturableUpdated = "payment_intent.amount_capturable_updated"
+	EventPaymentIntentPaymentFailed     = "payment_intent.payment_failed"
+	EventPaymentIntentSucceeded         = "payment_intent.succeeded"
+	EventPaymentIntentCanceled          = "payment_intent.canceled"
+	// A charge: captured, refunded (the cumulative amount refunded), disputed.
+	EventChargeCaptured = "charge.captured"
+	EventChargeRefunded = "charge.refunded"
+	EventDisputeCreated = "charge.dispute.created"
+	EventDisputeUpdated = "charge.dispute.updated"
+	EventDisputeClosed  = "charge.dispute.closed"
+	// A refund object's lifecycle.
+	EventRefundCreated       = "refund.created"
+	EventRefundUpdated       = "refund.updated"
+	EventRefundFailed        = "refund.failed"
+	EventChargeRefundUpdated = "charge.refund.updated"
+	// Customer-side events, which steer running recoveries.
+	EventPaymentMethodAttached         = "payment_method.attached"
+	EventPaymentMethodAutomaticUpdated = "payment_method.automatically_updated"
+	EventCustomerUpdated               = "customer.updated"
+	EventInvoicePaid                   = "invoice.paid"
+)
+
 // Event is one event of the provider's log: its id, type, time and the body a webhook
 // delivery of it carries.
 type Event struct {

@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // EventKey is the first dedupe key: the provider's event id.
@@ -21,7 +23,7 @@ func EventKey(e Event) string {
 func ChangeKey(e Event) string {
 	parts := []string{e.Provider, e.ObjectID, e.Type, strconv.FormatInt(e.ObjectVersion, 10)}
 	switch {
-	case e.Type == "charge.refunded" && e.Charge != nil:
+	case e.Type == provider.EventChargeRefunded && e.Charge != nil:
 		parts = append(parts, "refunded="+strconv.FormatInt(e.Charge.AmountRefunded, 10))
 	case e.Dispute != nil:
 		parts = append(parts, e.Dispute.ID, e.Dispute.Status)

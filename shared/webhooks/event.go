@@ -100,14 +100,6 @@ type Steer struct {
 	Invoice       string // invoice.paid: the invoice paid
 }
 
-// The event types that steer recoveries.
-const (
-	EventPaymentMethodAttached         = "payment_method.attached"
-	EventPaymentMethodAutomaticUpdated = "payment_method.automatically_updated"
-	EventCustomerUpdated               = "customer.updated"
-	EventInvoicePaid                   = "invoice.paid"
-)
-
 // maxRef caps a Stripe id read from an event before it is stored or logged.
 const maxRef = 255
 
@@ -239,18 +231,18 @@ func Decode(d Delivery) (Event, error) {
 // final state): a failure may be followed by a retry that succeeds, a success is never followed
 // by a failure, succeeded and canceled exclude each other, and a refund follows a success.
 var stripeRank = map[string]int64{
-	"payment_intent.created":                   1,
-	"payment_intent.requires_action":           2,
-	"payment_intent.partially_funded":          2,
-	"payment_intent.processing":                3,
-	"payment_intent.amount_capturable_updated": 4,
-	"payment_intent.payment_failed":            4,
-	"payment_intent.succeeded":                 5,
-	"payment_intent.canceled":                  5,
-	"charge.refunded":                          6,
-	"charge.dispute.created":                   7,
-	"charge.dispute.updated":                   8,
-	"charge.dispute.closed":                    9,
+	provider.EventPaymentIntentCreated:           1,
+	provider.EventPaymentIntentRequiresAction:    2,
+	provider.EventPaymentIntentPartiallyFunded:   2,
+	provider.EventPaymentIntentProcessing:        3,
+	provider.EventPaymentIntentCapturableUpdated: 4,
+	provider.EventPaymentIntentPaymentFailed:     4,
+	provider.EventPaymentIntentSucceeded:         5,
+	provider.EventPaymentIntentCanceled:          5,
+	provider.EventChargeRefunded:                 6,
+	provider.EventDisputeCreated:                 7,
+	provider.EventDisputeUpdated:                 8,
+	provider.EventDisputeClosed:                  9,
 }
 
 // rankSlots is how many ranks fit under one second of `created` in an ObjectVersion.
@@ -379,7 +371,7 @@ func DecodeStripe(body []byte) (Event, error) {
 				ID: ch.Charge.PaymentIntentID, Amount: ch.Amount, Currency: ch.Currency,
 				Customer: string(ch.Customer), Metadata: ch.Metadata, LatestCharge: capRef(expandable(ch.Charge.ID)),
 			}
-			if env.Type == "charge.refunded" {
+			if env.Type == provider.EventChargeRefunded {
 				ev.ObjectType, ev.ObjectID = "payment_intent", ch.Charge.PaymentIntentID
 			}
 		}
@@ -437,8 +429,8 @@ func DecodeStripe(body []byte) (Event, error) {
 
 // decodeSteer reads what a steering event says; other events are left alone.
 func decodeSteer(ev *Event, env stripeEnvelope) error {
-	want := map[string]string{EventPaymentMethodAttached: "payment_method", EventPaymentMethodAutomaticUpdated: "payment_method",
-		EventCustomerUpdated: "customer", EventInvoicePaid: "invoice"}[ev.Type]
+	want := map[string]string{provider.EventPaymentMethodAttached: "payment_method", provider.EventPaymentMethodAutomaticUpdated: "payment_method",
+		provider.EventCustomerUpdated: "customer", provider.EventInvoicePaid: "invoice"}[ev.Type]
 	if want == "" {
 		return nil
 	}
@@ -451,11 +443,11 @@ func decodeSteer(ev *Event, env stripeEnvelope) error {
 	}
 	id := capRef(expandable(ev.ObjectID))
 	switch ev.Type {
-	case EventPaymentMethodAttached, EventPaymentMethodAutomaticUpdated:
+	case provider.EventPaymentMethodAttached, provider.EventPaymentMethodAutomaticUpdated:
 		if o.Customer != "" {
 			ev.Steer = &Steer{Customer: capRef(o.Customer), PaymentMethod: id}
 		}
-	case EventCustomerUpdated:
+	case provider.EventCustomerUpdated:
 		// Only a change of the default payment method steers: previous_attributes names what
 		// changed.
 		var prev stripeSteerObject
@@ -466,7 +458,7 @@ func decodeSteer(ev *Event, env stripeEnvelope) error {
 			o.InvoiceSettings.DefaultPaymentMethod != prev.InvoiceSettings.DefaultPaymentMethod {
 			ev.Steer = &Steer{Customer: id, PaymentMethod: capRef(o.InvoiceSettings.DefaultPaymentMethod)}
 		}
-	case EventInvoicePaid:
+	case provider.EventInvoicePaid:
 		ev.Steer = &Steer{Customer: capRef(o.Customer), Invoice: id}
 	}
 	return nil

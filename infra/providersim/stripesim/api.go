@@ -16,6 +16,8 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // maxIdempotencyKey is Stripe's limit on an Idempotency-Key.
@@ -419,9 +421,9 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 		return response{}, false, err
 	}
 	piJSON := jsonBody(pi)
-	evType := map[string]string{StatusSucceeded: EventPaymentIntentSucceeded,
-		StatusRequiresPaymentMethod: EventPaymentIntentPaymentFailed, StatusProcessing: EventPaymentIntentProcessing,
-		StatusRequiresCapture: EventPaymentIntentCapturableUpdated}[pi.Status]
+	evType := map[string]string{StatusSucceeded: provider.EventPaymentIntentSucceeded,
+		StatusRequiresPaymentMethod: provider.EventPaymentIntentPaymentFailed, StatusProcessing: provider.EventPaymentIntentProcessing,
+		StatusRequiresCapture: provider.EventPaymentIntentCapturableUpdated}[pi.Status]
 	if evType != "" {
 		if err := em.emit(evType, pi.ID, piJSON); err != nil {
 			return response{}, false, err
@@ -461,7 +463,7 @@ func (s *Simulator) requireAction(tx *bolt.Tx, em *emitter, pi *PaymentIntent, p
 		return response{}, false, err
 	}
 	body := jsonBody(pi)
-	if err := em.emit(EventPaymentIntentRequiresAction, pi.ID, body); err != nil {
+	if err := em.emit(provider.EventPaymentIntentRequiresAction, pi.ID, body); err != nil {
 		return response{}, false, err
 	}
 	return response{status: http.StatusOK, body: body}, true, nil

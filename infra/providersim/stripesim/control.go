@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/provider"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -659,11 +660,11 @@ func (s *Simulator) handleSettle(w http.ResponseWriter, r *http.Request) {
 			return badControl("the PaymentIntent is %s, not processing", pi.Status)
 		}
 		now := s.now()
-		typ := EventPaymentIntentSucceeded
+		typ := provider.EventPaymentIntentSucceeded
 		if q.Outcome == "succeeded" {
 			pi.Status, pi.AmountReceived = StatusSucceeded, pi.Amount
 		} else {
-			typ = EventPaymentIntentPaymentFailed
+			typ = provider.EventPaymentIntentPaymentFailed
 			code := errorCodeFor(q.DeclineCode)
 			pi.Status = StatusRequiresPaymentMethod
 			pi.LastPaymentError = &CardError{Type: errTypeCard, Code: code, DeclineCode: q.DeclineCode,
@@ -733,7 +734,7 @@ func (s *Simulator) handleCustomerEvent(w http.ResponseWriter, r *http.Request) 
 	var object, previous []byte
 	now := s.now()
 	switch q.Type {
-	case EventPaymentMethodAttached, EventPaymentMethodAutomaticUpdated:
+	case provider.EventPaymentMethodAttached, provider.EventPaymentMethodAutomaticUpdated:
 		if !ok(q.PaymentMethod, "pm_") {
 			s.writeControlError(w, badControl("payment_method must be a pm_ id"))
 			return
@@ -759,7 +760,7 @@ func (s *Simulator) handleCustomerEvent(w http.ResponseWriter, r *http.Request) 
 			Customer: strPtr(cus), Metadata: map[string]string{},
 			Card: PaymentMethodCard{Brand: brand, Country: "US", ExpMonth: 12, ExpYear: now.Year() + 3, Funding: "credit",
 				Last4: last4, Fingerprint: cardFingerprint(q.PaymentMethod, rule.Fingerprint)}})
-	case EventCustomerUpdated:
+	case provider.EventCustomerUpdated:
 		if !ok(q.PaymentMethod, "pm_") || (q.Previous != "" && !ok(q.Previous, "pm_")) {
 			s.writeControlError(w, badControl("payment_method (and previous, if given) must be pm_ ids"))
 			return
@@ -768,7 +769,7 @@ func (s *Simulator) handleCustomerEvent(w http.ResponseWriter, r *http.Request) 
 		object = jsonBody(map[string]any{"id": cus, "object": "customer", "created": now.Unix(),
 			"invoice_settings": map[string]any{"default_payment_method": q.PaymentMethod}})
 		previous = jsonBody(map[string]any{"invoice_settings": map[string]any{"default_payment_method": strPtr(q.Previous)}})
-	case EventInvoicePaid:
+	case provider.EventInvoicePaid:
 		if !ok(q.Invoice, "") || q.Invoice == "" {
 			s.writeControlError(w, badControl("invoice is required (at most 255 bytes)"))
 			return

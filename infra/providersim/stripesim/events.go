@@ -14,15 +14,8 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/provider"
 	bolt "go.etcd.io/bbolt"
-)
-
-// More event types the simulator sends (issue 18: cancel and disputes).
-const (
-	EventPaymentIntentCanceled = "payment_intent.canceled"
-	EventDisputeCreated        = "charge.dispute.created"
-	EventDisputeUpdated        = "charge.dispute.updated"
-	EventDisputeClosed         = "charge.dispute.closed"
 )
 
 var (
@@ -207,7 +200,7 @@ func (s *Simulator) handleCancel(w http.ResponseWriter, r *http.Request) {
 		}
 		body := jsonBody(pi)
 		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
-		if err := em.emit(EventPaymentIntentCanceled, pi.ID, body); err != nil {
+		if err := em.emit(provider.EventPaymentIntentCanceled, pi.ID, body); err != nil {
 			return response{}, false, err
 		}
 		if slices.Contains(c.Expand, "latest_charge") {
@@ -275,9 +268,9 @@ func (s *Simulator) handleDispute(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		typ := EventDisputeUpdated
+		typ := provider.EventDisputeUpdated
 		if !found {
-			typ = EventDisputeCreated
+			typ = provider.EventDisputeCreated
 			d = dispute{ID: "dp_" + ch.ID[len("ch_"):], Object: "dispute", Amount: ch.Amount, Charge: ch.ID, Created: now.Unix(),
 				Currency: ch.Currency, Metadata: map[string]string{}, Reason: "general"}
 			if !q.ChargeOnly {
@@ -295,7 +288,7 @@ func (s *Simulator) handleDispute(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Status = q.Status
 		if disputeClosed(d.Status) {
-			typ = EventDisputeClosed
+			typ = provider.EventDisputeClosed
 		}
 		if d.Status == "needs_response" || d.Status == "warning_needs_response" {
 			due := q.EvidenceDueInS

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/provider"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -101,11 +102,11 @@ func (s *Simulator) handleCapture(w http.ResponseWriter, r *http.Request) {
 			return response{}, false, err
 		}
 		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
-		if err := em.emit(EventChargeCaptured, pi.ID, jsonBody(ch)); err != nil {
+		if err := em.emit(provider.EventChargeCaptured, pi.ID, jsonBody(ch)); err != nil {
 			return response{}, false, err
 		}
 		body := jsonBody(pi)
-		if err := em.emit(EventPaymentIntentSucceeded, pi.ID, body); err != nil {
+		if err := em.emit(provider.EventPaymentIntentSucceeded, pi.ID, body); err != nil {
 			return response{}, false, err
 		}
 		if slices.Contains(p.Expand, "latest_charge") {
@@ -187,7 +188,7 @@ func (s *Simulator) handleAuthenticate(w http.ResponseWriter, r *http.Request) {
 		}
 		body := jsonBody(pi)
 		resp = response{status: http.StatusOK, body: body}
-		return em.emit(EventPaymentIntentPaymentFailed, pi.ID, body)
+		return em.emit(provider.EventPaymentIntentPaymentFailed, pi.ID, body)
 	})
 	switch {
 	case err != nil:
@@ -297,7 +298,7 @@ func (s *Simulator) failRefund(tx *bolt.Tx, id string, now time.Time) error {
 	s.log.Info("refund failed", "refund", id, "payment_intent", re.PaymentIntent)
 	em := emitter{s: s, tx: tx, now: now}
 	body := jsonBody(re)
-	for _, typ := range []string{EventChargeRefundUpdated, EventRefundUpdated, EventRefundFailed} {
+	for _, typ := range []string{provider.EventChargeRefundUpdated, provider.EventRefundUpdated, provider.EventRefundFailed} {
 		if err := em.emit(typ, re.PaymentIntent, body); err != nil {
 			return err
 		}

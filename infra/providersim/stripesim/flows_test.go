@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82"
+
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // typesFor delivers what is due and returns the types of the events about one
@@ -89,7 +91,7 @@ func TestAuthenticationOnSession(t *testing.T) {
 		!strings.HasPrefix(pi.ClientSecret, pi.ID+"_secret_") || len(pi.LatestCharge) > 0 && string(pi.LatestCharge) != "null" {
 		t.Fatalf("create: %d %s", st, b)
 	}
-	if got := h.typesFor(t, pi.ID); !slices.Equal(got, []string{EventPaymentIntentRequiresAction}) {
+	if got := h.typesFor(t, pi.ID); !slices.Equal(got, []string{provider.EventPaymentIntentRequiresAction}) {
 		t.Fatalf("events %v", got)
 	}
 	// With a return_url the customer is redirected.
@@ -103,7 +105,7 @@ func TestAuthenticationOnSession(t *testing.T) {
 	if done := decodePI(t, b); st != 200 || done.Status != StatusSucceeded || done.NextAction != nil || done.AmountReceived != 2000 {
 		t.Fatalf("authenticate: %d %s", st, b)
 	}
-	if got := h.typesFor(t, pi.ID); !slices.Equal(got, []string{EventPaymentIntentRequiresAction, EventPaymentIntentSucceeded}) {
+	if got := h.typesFor(t, pi.ID); !slices.Equal(got, []string{provider.EventPaymentIntentRequiresAction, provider.EventPaymentIntentSucceeded}) {
 		t.Fatalf("events %v", got)
 	}
 	// Only a payment waiting for the customer can be authenticated.
@@ -124,7 +126,7 @@ func TestAuthenticationFails(t *testing.T) {
 		got.NextAction != nil {
 		t.Fatalf("authenticate failed: %d %s", st, b)
 	}
-	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{EventPaymentIntentRequiresAction, EventPaymentIntentPaymentFailed}) {
+	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{provider.EventPaymentIntentRequiresAction, provider.EventPaymentIntentPaymentFailed}) {
 		t.Fatalf("events %v", types)
 	}
 	// A failed authentication needs a new payment method: the intent can be confirmed again.
@@ -178,7 +180,7 @@ func TestAuthenticationRequiredOffSession(t *testing.T) {
 				p.Error.DeclineCode != "authentication_required" || p.Error.PaymentIntent.Status != StatusRequiresPaymentMethod {
 				t.Fatalf("off-session: %d %s", st, b)
 			}
-			if types := h.typesFor(t, p.Error.PaymentIntent.ID); !slices.Equal(types, []string{EventPaymentIntentPaymentFailed}) {
+			if types := h.typesFor(t, p.Error.PaymentIntent.ID); !slices.Equal(types, []string{provider.EventPaymentIntentPaymentFailed}) {
 				t.Fatalf("events %v", types)
 			}
 		})
@@ -194,7 +196,7 @@ func TestManualCapture(t *testing.T) {
 		ch.Captured || ch.PaymentMethodDetails.Card.CaptureBefore != pi.Created+int64(AuthorizationWindow/time.Second) {
 		t.Fatalf("create: %d %s", st, b)
 	}
-	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{EventPaymentIntentCapturableUpdated}) {
+	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{provider.EventPaymentIntentCapturableUpdated}) {
 		t.Fatalf("events %v", types)
 	}
 	path := "/v1/payment_intents/" + pi.ID + "/capture"
@@ -218,7 +220,7 @@ func TestManualCapture(t *testing.T) {
 	if p := decodePI(t, b); st != 400 || p.Error == nil || p.Error.Code != "payment_intent_unexpected_state" {
 		t.Fatalf("second capture: %d %s", st, b)
 	}
-	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{EventPaymentIntentCapturableUpdated, EventChargeCaptured, EventPaymentIntentSucceeded}) {
+	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{provider.EventPaymentIntentCapturableUpdated, provider.EventChargeCaptured, provider.EventPaymentIntentSucceeded}) {
 		t.Fatalf("events %v", types)
 	}
 	// The charge says what was taken; what was released is not refundable.
@@ -270,7 +272,7 @@ func TestCancelReleasesAnAuthorization(t *testing.T) {
 			if st != 200 || string(again) != string(first) || hdr.Get("Idempotent-Replayed") != "true" {
 				t.Fatalf("repeat: %d %s", st, again)
 			}
-			if types := h.typesFor(t, pi.ID); types[len(types)-1] != EventPaymentIntentCanceled {
+			if types := h.typesFor(t, pi.ID); types[len(types)-1] != provider.EventPaymentIntentCanceled {
 				t.Fatalf("events %v", types)
 			}
 		})
@@ -320,8 +322,8 @@ func TestRefundsListAndLimits(t *testing.T) {
 	if len(ids) != 2 || ids[0] <= ids[1] {
 		t.Fatalf("listed %v, want 2 newest first (paged one at a time)", ids)
 	}
-	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{EventPaymentIntentSucceeded, EventChargeRefunded, EventRefundCreated,
-		EventChargeRefunded, EventRefundCreated}) {
+	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{provider.EventPaymentIntentSucceeded, provider.EventChargeRefunded, provider.EventRefundCreated,
+		provider.EventChargeRefunded, provider.EventRefundCreated}) {
 		t.Fatalf("events %v", types)
 	}
 	req, _ := http.NewRequest("GET", h.srv.URL+"/v1/refunds?payment_intent=pi_nope", nil)
@@ -364,8 +366,8 @@ func TestRefundFailsLater(t *testing.T) {
 	if err != nil || read.LatestCharge == nil || read.LatestCharge.AmountRefunded != 0 || read.LatestCharge.Refunded {
 		t.Fatalf("charge after: %+v %v", read.LatestCharge, err)
 	}
-	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{EventPaymentIntentSucceeded, EventChargeRefunded, EventRefundCreated,
-		EventChargeRefundUpdated, EventRefundUpdated, EventRefundFailed}) {
+	if types := h.typesFor(t, pi.ID); !slices.Equal(types, []string{provider.EventPaymentIntentSucceeded, provider.EventChargeRefunded, provider.EventRefundCreated,
+		provider.EventChargeRefundUpdated, provider.EventRefundUpdated, provider.EventRefundFailed}) {
 		t.Fatalf("events %v", types)
 	}
 	// The amount is refundable again.

@@ -150,24 +150,3 @@ type EventRequest struct {
 	ID             *string `json:"id"`
 	IdempotencyKey *string `json:"idempotency_key"`
 }
-
-// Event types the simulator sends.
-const (
-	EventPaymentIntentSucceeded     = "payment_intent.succeeded"
-	EventPaymentIntentPaymentFailed = "payment_intent.payment_failed"
-	EventPaymentIntentProcessing    = "payment_intent.processing"
-	EventChargeRefunded             = "charge.refunded"
-	// The payment flows: customer authentication, manual capture, refunds.
-	EventPaymentIntentRequiresAction    = "payment_intent.requires_action"
-	EventPaymentIntentCapturableUpdated = "payment_intent.amount_capturable_updated"
-	EventChargeCaptured                 = "charge.captured"
-	EventRefundCreated                  = "refund.created"
-	EventRefundUpdated                  = "refund.updated"
-	EventRefundFailed                   = "refund.failed"
-	EventChargeRefundUpdated            = "charge.refund.updated"
-	// Customer-side events, sent through POST /_sim/customers/{id}/events.
-	EventPaymentMethodAttached         = "payment_method.attached"
-	EventPaymentMethodAutomaticUpdated = "payment_method.automatically_updated"
-	EventCustomerUpdated               = "customer.updated"
-	EventInvoicePaid                   = "invoice.paid"
-)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // refundParams are the accepted parameters of POST /v1/refunds.
@@ -151,11 +153,11 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
 		// charge.refunded first: it is the event that moves a payment, and a caller that drops
 		// the next delivery (POST /_sim/webhooks/drop {"count":1}) to lose a refund loses it.
-		if err := em.emit(EventChargeRefunded, ch.PaymentIntent, jsonBody(ch)); err != nil {
+		if err := em.emit(provider.EventChargeRefunded, ch.PaymentIntent, jsonBody(ch)); err != nil {
 			return response{}, false, err
 		}
 		body := jsonBody(re)
-		if err := em.emit(EventRefundCreated, ch.PaymentIntent, body); err != nil {
+		if err := em.emit(provider.EventRefundCreated, ch.PaymentIntent, body); err != nil {
 			return response{}, false, err
 		}
 		return response{status: http.StatusOK, body: body}, true, nil

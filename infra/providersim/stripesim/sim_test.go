@@ -19,6 +19,8 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/runtwice/twice/shared/provider"
 )
 
 const testSecret = "whsec_test_secret"
@@ -815,7 +817,7 @@ func TestRefund(t *testing.T) {
 	if last.Type != "charge.refunded" || json.Unmarshal(last.Data.Raw, &ch) != nil || !ch.Refunded || ch.AmountRefunded != 2000 {
 		t.Fatalf("charge.refunded: %s %+v", last.Type, ch)
 	}
-	if evs[len(evs)-1].Type != EventRefundCreated {
+	if evs[len(evs)-1].Type != provider.EventRefundCreated {
 		t.Fatalf("last event %s, want refund.created", evs[len(evs)-1].Type)
 	}
 }

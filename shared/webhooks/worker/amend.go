@@ -8,6 +8,7 @@ import (
 
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -29,7 +30,7 @@ type DisputeEvidence struct {
 // amends reports whether ev amends a payment rather than reporting a status of its own:
 // a refund (partial or whole) or a dispute.
 func amends(ev webhooks.Event) bool {
-	return ev.Type == "charge.refunded" && ev.Charge != nil || ev.Dispute != nil
+	return ev.Type == provider.EventChargeRefunded && ev.Charge != nil || ev.Dispute != nil
 }
 
 // amend builds the payment's state after a refund or dispute event, or nil when the event names

@@ -1,6 +1,6 @@
 package worker
 
-import "github.com/runtwice/twice/shared/webhooks"
+import "github.com/runtwice/twice/shared/provider"
 
 // StripeEventTypes are the Stripe event types the worker applies: each reports a payment
 // status (payments.StatusOfEvent), amends a payment (a refund, a dispute) or steers a running
@@ -9,22 +9,22 @@ import "github.com/runtwice/twice/shared/webhooks"
 // and a test there fails when the two differ. TestStripeEventTypesAreApplied holds this list to
 // the code.
 var StripeEventTypes = []string{
-	"payment_intent.requires_action",
-	"payment_intent.amount_capturable_updated",
-	"payment_intent.processing",
-	"payment_intent.succeeded",
-	"payment_intent.payment_failed",
-	"payment_intent.canceled",
-	"charge.refunded",
-	"charge.refund.updated",
-	"refund.created",
-	"refund.updated",
-	"refund.failed",
-	"charge.dispute.created",
-	"charge.dispute.updated",
-	"charge.dispute.closed",
-	webhooks.EventPaymentMethodAttached,
-	webhooks.EventPaymentMethodAutomaticUpdated,
-	webhooks.EventCustomerUpdated,
-	webhooks.EventInvoicePaid,
+	provider.EventPaymentIntentRequiresAction,
+	provider.EventPaymentIntentCapturableUpdated,
+	provider.EventPaymentIntentProcessing,
+	provider.EventPaymentIntentSucceeded,
+	provider.EventPaymentIntentPaymentFailed,
+	provider.EventPaymentIntentCanceled,
+	provider.EventChargeRefunded,
+	provider.EventChargeRefundUpdated,
+	provider.EventRefundCreated,
+	provider.EventRefundUpdated,
+	provider.EventRefundFailed,
+	provider.EventDisputeCreated,
+	provider.EventDisputeUpdated,
+	provider.EventDisputeClosed,
+	provider.EventPaymentMethodAttached,
+	provider.EventPaymentMethodAutomaticUpdated,
+	provider.EventCustomerUpdated,
+	provider.EventInvoicePaid,
 }

@@ -16,7 +16,7 @@ import (
 // payment's refund ledger (payments.UpdateRefunds): found by the provider's id or by our
 // twice_refund_id metadata, or adopted when made elsewhere, and only ever forward along its
 // lifecycle, so a duplicated or reordered event changes nothing.
-var RefundEventTypes = []string{"refund.created", "refund.updated", "refund.failed", "charge.refund.updated"}
+var RefundEventTypes = []string{provider.EventRefundCreated, provider.EventRefundUpdated, provider.EventRefundFailed, provider.EventChargeRefundUpdated}
 
 // errDuplicate carries a dedupe record's failed condition out of a refund commit.
 var errDuplicate = errors.New("worker: duplicate refund event")
@@ -104,7 +104,7 @@ func (w *Worker) SettleRefund(ctx context.Context, r provider.Refund, eventID st
 		return "", fmt.Errorf("worker: nothing to settle for refund %q of %q: %w", r.ID, r.Payment, webhooks.ErrBadPayload)
 	}
 	now := w.now().UTC()
-	const typ = "refund.updated"
+	const typ = provider.EventRefundUpdated
 	ref := &webhooks.Refund{ID: r.ID, Amount: r.Amount, Currency: r.Currency, PaymentIntentID: r.Payment, Status: string(r.Status),
 		Reason: string(r.Reason), FailureReason: r.FailureReason, Metadata: r.Metadata}
 	if !r.Created.IsZero() {

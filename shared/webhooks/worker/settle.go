@@ -10,11 +10,11 @@ import (
 
 // settleEvent names the event that reports each provider status.
 var settleEvent = map[provider.Status]string{
-	provider.StatusProcessing: "payment_intent.processing",
-	provider.StatusSucceeded:  "payment_intent.succeeded",
-	provider.StatusDeclined:   "payment_intent.payment_failed",
-	provider.StatusCanceled:   "payment_intent.canceled",
-	provider.StatusRefunded:   "charge.refunded",
+	provider.StatusProcessing: provider.EventPaymentIntentProcessing,
+	provider.StatusSucceeded:  provider.EventPaymentIntentSucceeded,
+	provider.StatusDeclined:   provider.EventPaymentIntentPaymentFailed,
+	provider.StatusCanceled:   provider.EventPaymentIntentCanceled,
+	provider.StatusRefunded:   provider.EventChargeRefunded,
 }
 
 // Settle applies the provider's current view of a payment through the same path as a
@@ -26,7 +26,7 @@ var settleEvent = map[provider.Status]string{
 func (w *Worker) Settle(ctx context.Context, p provider.Payment, eventID string) (Outcome, error) {
 	typ, ok := settleEvent[p.Status]
 	if p.Status == provider.StatusSucceeded && p.AmountRefunded > 0 {
-		typ = "charge.refunded"
+		typ = provider.EventChargeRefunded
 	}
 	if !ok || p.ID == "" || eventID == "" {
 		return "", fmt.Errorf("worker: nothing to settle for %s (%s): %w", p.ID, p.Status, webhooks.ErrBadPayload)
@@ -40,7 +40,7 @@ func (w *Worker) Settle(ctx context.Context, p provider.Payment, eventID string)
 	}
 	ev := webhooks.Event{Provider: webhooks.ProviderStripe, ID: eventID, Type: typ, ObjectType: "payment_intent", ObjectID: p.ID,
 		ObjectVersion: webhooks.StripeVersion(now.Unix(), typ), Created: now, PaymentIntent: pi}
-	if typ == "charge.refunded" {
+	if typ == provider.EventChargeRefunded {
 		refunded := p.AmountRefunded
 		if p.Status == provider.StatusRefunded && refunded == 0 {
 			refunded = p.Amount // refunded in full, by the provider's word

@@ -285,7 +285,7 @@ func capRef(s string) string {
 // statusOf maps an event to the payment status it reports (payments.StatusOfEvent); a
 // charge.refunded reports refunded only once the whole charge is refunded.
 func statusOf(ev webhooks.Event) (string, bool) {
-	if ev.Type == "charge.refunded" && (ev.Charge == nil || !ev.Charge.Refunded) {
+	if ev.Type == provider.EventChargeRefunded && (ev.Charge == nil || !ev.Charge.Refunded) {
 		return "", false
 	}
 	return payments.StatusOfEvent(ev.Type)
