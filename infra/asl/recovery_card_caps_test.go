@@ -21,11 +21,11 @@ import (
 func (h *harness) declinedOn(id, pm, code, brand, fp string) payments.Payment {
 	h.t.Helper()
 	now := h.clock.Now()
-	p := payments.Payment{ID: id, Scope: "local", IdempotencyKey: "k_" + id, ProviderKey: "pk_" + id, Status: payments.StatusDeclined,
+	p := payments.Payment{ID: id, Scope: "local", IdempotencyKey: "k_" + id, ProviderKey: "pk_" + id, Status: provider.StatusDeclined,
 		Amount: 1000, Currency: "usd", Customer: "cus_1", PaymentMethod: pm, Invoice: "inv_" + id,
 		ProviderPaymentID: "pi_" + id, Decline: &provider.Decline{Code: code, ErrorCode: "card_declined", Network: brand},
 		Card:      &payments.CardRef{Fingerprint: fp, Brand: brand, Last4: "4242"},
-		CreatedAt: now, UpdatedAt: now, Version: payments.VersionAt(now, payments.StatusDeclined)}
+		CreatedAt: now, UpdatedAt: now, Version: payments.VersionAt(now, provider.StatusDeclined)}
 	w, err := p.Put()
 	if err != nil {
 		h.t.Fatal(err)

@@ -266,10 +266,10 @@ func (h *harness) close() {
 func (h *harness) declined(id, invoice, pm, code string) payments.Payment {
 	h.t.Helper()
 	now := h.clock.Now()
-	p := payments.Payment{ID: id, Scope: "local", IdempotencyKey: "k_" + id, Status: payments.StatusDeclined,
+	p := payments.Payment{ID: id, Scope: "local", IdempotencyKey: "k_" + id, Status: provider.StatusDeclined,
 		Amount: 1000, Currency: "usd", Customer: "cus_1", PaymentMethod: pm, Invoice: invoice,
 		ProviderPaymentID: "pi_" + id, Decline: &provider.Decline{Code: code, ErrorCode: "card_declined", Network: "visa"},
-		CreatedAt: now, UpdatedAt: now, Version: payments.VersionAt(now, payments.StatusDeclined)}
+		CreatedAt: now, UpdatedAt: now, Version: payments.VersionAt(now, provider.StatusDeclined)}
 	w, err := p.Put()
 	if err != nil {
 		h.t.Fatal(err)
@@ -458,7 +458,7 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 		t.Errorf("history outcomes %v", got)
 	}
 	stored := storedPayment(t, h, "pay_soft")
-	if stored.Status != payments.StatusSucceeded || stored.Version <= p.Version || stored.Decline != nil {
+	if stored.Status != provider.StatusSucceeded || stored.Version <= p.Version || stored.Decline != nil {
 		t.Errorf("stored payment %+v, want succeeded with a newer version than %d", stored, p.Version)
 	}
 	if len(h.sink.all()) != 0 {
@@ -526,7 +526,7 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 			if want := transitions(tc.attempts, true); ex.StateTransitions != want {
 				t.Errorf("transitions %d, want %d", ex.StateTransitions, want)
 			}
-			if stored := storedPayment(t, h, "pay_1"); stored.Status != payments.StatusDeclined {
+			if stored := storedPayment(t, h, "pay_1"); stored.Status != provider.StatusDeclined {
 				t.Errorf("stored status %s", stored.Status)
 			}
 			if n := strings.Count(h.logs.String(), `"msg":"recovery dead-lettered"`); n != 1 {
@@ -627,7 +627,7 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	if out := output(t, ex); len(out.Attempts) != 3 || out.Outcome != recovery.OutcomeSucceeded {
 		t.Errorf("output %s", ex.Output)
 	}
-	if stored := storedPayment(t, h, "pay_c"); stored.Status != payments.StatusSucceeded {
+	if stored := storedPayment(t, h, "pay_c"); stored.Status != provider.StatusSucceeded {
 		t.Errorf("stored status %s", stored.Status)
 	}
 	if want := transitions(2, false); ex.StateTransitions != want {
@@ -643,7 +643,7 @@ func TestAlreadyPaidEndsWithoutACharge(t *testing.T) {
 	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &sink{records: map[string]recovery.DeadLetter{}}, recovery.Policy{})
 	p := h.declined("pay_paid", "inv_paid", "pm", "insufficient_funds")
 	paid := p
-	paid.Status, paid.Version = payments.StatusSucceeded, payments.VersionAt(t0.Add(time.Minute), payments.StatusSucceeded)
+	paid.Status, paid.Version = provider.StatusSucceeded, payments.VersionAt(t0.Add(time.Minute), provider.StatusSucceeded)
 	w, err := paid.Put()
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
@@ -84,10 +85,10 @@ func TestBackfillAndReconcileHealThirtyPercentLoss(t *testing.T) {
 			switch {
 			case i%11 == 0:
 				do(stripeCall(t, s, "POST", "/v1/payment_intents/"+w.pi+"/cancel", ""), "cancel")
-				w.status = payments.StatusCanceled
+				w.status = provider.StatusCanceled
 			case i%5 == 0:
 				do(stripeCall(t, s, "POST", "/v1/refunds", "payment_intent="+w.pi), "refund")
-				w.status, w.refunded = payments.StatusRefunded, 2500
+				w.status, w.refunded = provider.StatusRefunded, 2500
 			case i%5 == 1:
 				do(stripeCall(t, s, "POST", "/v1/refunds", "payment_intent="+w.pi+"&amount=1000"), "partial refund")
 				w.refunded = 1000
@@ -112,7 +113,7 @@ func TestBackfillAndReconcileHealThirtyPercentLoss(t *testing.T) {
 		}
 	}
 	for _, w := range wants {
-		if w.status != payments.StatusSucceeded || w.refunded != 0 || w.dispute != "" {
+		if w.status != provider.StatusSucceeded || w.refunded != 0 || w.dispute != "" {
 			continue
 		}
 		switch len(human) {
@@ -139,7 +140,7 @@ func TestBackfillAndReconcileHealThirtyPercentLoss(t *testing.T) {
 		t.Fatalf("silent: %d %s", a.status, a.body)
 	}
 	sim("POST", "/_sim/payment_intents/"+*silent.ProviderPaymentID+"/mutate", `{"status":"succeeded","amount_received":2500}`)
-	wants = append(wants, want{id: silent.ID, pi: *silent.ProviderPaymentID, status: payments.StatusSucceeded})
+	wants = append(wants, want{id: silent.ID, pi: *silent.ProviderPaymentID, status: provider.StatusSucceeded})
 
 	eventually(t, 60*time.Second, "every delivery that was not dropped is applied", func() bool {
 		return strings.Contains(call(t, "GET", s.SimURL()+"/_sim/stats", "", "").body, `"outbox_entries":0`) &&
@@ -265,7 +266,7 @@ func providerView(t *testing.T, s *Stack, pi string) providerState {
 	if v.LatestCharge != nil {
 		st.refunded = v.LatestCharge.AmountRefunded
 		if v.LatestCharge.Refunded {
-			st.status = payments.StatusRefunded
+			st.status = provider.StatusRefunded
 		}
 	}
 	return st
@@ -316,7 +317,7 @@ func TestRefundOfAThreeDayOldPayment(t *testing.T) {
 		if r := stripeCall(t, later, "POST", "/v1/refunds", "payment_intent="+deref(v.ProviderPaymentID)); r.status != 200 {
 			t.Fatalf("refund: %d %s", r.status, r.body)
 		}
-		if p := getPayment(t, later, v.ID); p.Status != payments.StatusSucceeded {
+		if p := getPayment(t, later, v.ID); p.Status != provider.StatusSucceeded {
 			t.Fatalf("%s is %s before anything ran", v.ID, p.Status)
 		}
 	}
@@ -337,7 +338,7 @@ func TestRefundOfAThreeDayOldPayment(t *testing.T) {
 	if !rep.Window.To.Equal(now) || rep.Replayed || rep.Healed["refund_missing_locally"] != 1 {
 		t.Fatalf("reconcile with no window: %s (now %s)", r.body, now)
 	}
-	if p := getPayment(t, later, a.ID); p.Status != payments.StatusRefunded {
+	if p := getPayment(t, later, a.ID); p.Status != provider.StatusRefunded {
 		t.Fatalf("the 3-day-old payment is %s after reconciliation", p.Status)
 	}
 
@@ -351,7 +352,7 @@ func TestRefundOfAThreeDayOldPayment(t *testing.T) {
 	if p := getPayment(t, later, a.ID); len(p.Refunds) != 1 || p.AmountRefunded != 2500 {
 		t.Fatalf("the payment reconciliation healed, after the scheduled pass: %+v", p)
 	}
-	if p := getPayment(t, later, b.ID); p.Status != payments.StatusRefunded || p.AmountRefunded != 2500 {
+	if p := getPayment(t, later, b.ID); p.Status != provider.StatusRefunded || p.AmountRefunded != 2500 {
 		t.Fatalf("the 3-day-old payment after the scheduled pass: %+v", p)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // stripeCall makes one Stripe API call to the simulator with the stack's key.
@@ -55,7 +56,7 @@ func TestRefundsDisputesAndCancelAreApplied(t *testing.T) {
 		p := getPayment(t, s, v.ID)
 		return p.AmountRefunded == 1200
 	})
-	if p := getPayment(t, s, v.ID); p.Status != payments.StatusSucceeded {
+	if p := getPayment(t, s, v.ID); p.Status != provider.StatusSucceeded {
 		t.Fatalf("after partial refunds the payment is %s, want succeeded", p.Status)
 	}
 
@@ -81,7 +82,7 @@ func TestRefundsDisputesAndCancelAreApplied(t *testing.T) {
 			return p.Dispute != nil && p.Dispute.Status == st
 		})
 	}
-	if p := getPayment(t, s, d.ID); p.Status != payments.StatusSucceeded || p.Dispute.EvidenceDueBy != nil {
+	if p := getPayment(t, s, d.ID); p.Status != provider.StatusSucceeded || p.Dispute.EvidenceDueBy != nil {
 		t.Fatalf("a lost dispute: %+v", p)
 	}
 	if n := len(opsList(t, s, "class=dispute_evidence_due")); n != 1 {
@@ -112,7 +113,7 @@ func TestRefundsDisputesAndCancelAreApplied(t *testing.T) {
 		t.Fatalf("cancel: %d %s", a.status, a.body)
 	}
 	eventually(t, 20*time.Second, "the cancel is applied", func() bool {
-		return getPayment(t, s, c.ID).Status == payments.StatusCanceled
+		return getPayment(t, s, c.ID).Status == provider.StatusCanceled
 	})
 
 	var tl opsapi.Timeline

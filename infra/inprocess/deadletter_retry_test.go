@@ -17,6 +17,7 @@ import (
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -199,7 +200,7 @@ func TestEveryRetryClosesItsLoop(t *testing.T) {
 		}
 		eventually(t, 10*time.Second, "the payment reads succeeded", func() bool {
 			p, err := payments.Get(context.Background(), s.store, v.ID)
-			return err == nil && p.Status == payments.StatusSucceeded
+			return err == nil && p.Status == provider.StatusSucceeded
 		})
 		if n := executions(t, s); n != 2 {
 			t.Fatalf("%d executions, want the recovery and one charge now", n)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // TestConsoleShowsPaymentFlowsInBrowser drives the payment page in headless chromium over a
@@ -72,7 +72,7 @@ func TestConsoleShowsPaymentFlowsInBrowser(t *testing.T) {
 	// An authorization, held.
 	a := call(t, "POST", s.APIURL()+"/payments", "flows-hold", `{"amount":3000,"currency":"usd","customer":"cus_hold","payment_method":"pm_card_visa","capture_method":"manual"}`)
 	held := view(t, a)
-	if a.status != http.StatusCreated || held.Status != payments.StatusRequiresCapture || held.CaptureBefore == nil {
+	if a.status != http.StatusCreated || held.Status != provider.StatusRequiresCapture || held.CaptureBefore == nil {
 		t.Fatalf("hold: %d %s", a.status, a.body)
 	}
 	captureBefore, err := time.Parse(time.RFC3339, *held.CaptureBefore)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // The payment flows merchants run, through the local stack and the simulator: a payment that
@@ -49,7 +50,7 @@ func create3DS(t *testing.T, s *Stack, key string) payments.View {
 	body := `{"amount":2500,"currency":"usd","customer":"cus_3ds","payment_method":"pm_card_threeDSecure2Required"}`
 	first := call(t, "POST", s.APIURL()+"/payments", key, body)
 	v := view(t, first)
-	if first.status != http.StatusCreated || v.Status != payments.StatusRequiresAction || v.ClientSecret == nil ||
+	if first.status != http.StatusCreated || v.Status != provider.StatusRequiresAction || v.ClientSecret == nil ||
 		!strings.HasPrefix(*v.ClientSecret, deref(v.ProviderPaymentID)+"_secret_") || v.NextAction == nil || v.NextAction.Type == "" {
 		t.Fatalf("first answer %d %s", first.status, first.body)
 	}
@@ -69,14 +70,14 @@ func TestThreeDSecureSucceedsAfterTheCustomerAuthenticates(t *testing.T) {
 	authenticate(t, s, deref(v.ProviderPaymentID), "succeeded")
 	eventually(t, 20*time.Second, "the webhook moves the payment to succeeded", func() bool {
 		got, _ := getFlow(t, s, v.ID)
-		return got.Status == payments.StatusSucceeded
+		return got.Status == provider.StatusSucceeded
 	})
 	if _, body := getFlow(t, s, v.ID); strings.Contains(body, "next_action") || strings.Contains(body, "secret") {
 		t.Fatalf("GET after success: %s", body)
 	}
 	// The POST's replay is still its own answer, byte for byte.
 	again := call(t, "POST", s.APIURL()+"/payments", "3ds-ok", `{"amount":2500,"currency":"usd","customer":"cus_3ds","payment_method":"pm_card_threeDSecure2Required"}`)
-	if view(t, again).Status != payments.StatusRequiresAction {
+	if view(t, again).Status != provider.StatusRequiresAction {
 		t.Fatalf("replay after success: %s", again.body)
 	}
 	// The secret never reached the attempt log: neither our answer nor the provider's.
@@ -97,7 +98,7 @@ func TestThreeDSecureFailureIsAnAuthDeclineNotRetried(t *testing.T) {
 	authenticate(t, s, deref(v.ProviderPaymentID), "failed")
 	eventually(t, 20*time.Second, "the webhook moves the payment to declined", func() bool {
 		got, _ := getFlow(t, s, v.ID)
-		return got.Status == payments.StatusDeclined
+		return got.Status == provider.StatusDeclined
 	})
 	got, _ := getFlow(t, s, v.ID)
 	if deref(got.DeclineClass) != "auth" || deref(got.DeclineCode) != "payment_intent_authentication_failure" {
@@ -111,7 +112,7 @@ func TestOffSessionAuthenticationRequiredIsA402ForTheCustomer(t *testing.T) {
 	body := `{"amount":2500,"currency":"usd","customer":"cus_off","payment_method":"pm_card_authenticationRequired","off_session":true}`
 	a := call(t, "POST", s.APIURL()+"/payments", "off-1", body)
 	v := view(t, a)
-	if a.status != http.StatusPaymentRequired || v.Status != payments.StatusDeclined || deref(v.DeclineCode) != "authentication_required" ||
+	if a.status != http.StatusPaymentRequired || v.Status != provider.StatusDeclined || deref(v.DeclineCode) != "authentication_required" ||
 		deref(v.DeclineClass) != "auth" || v.ClientSecret != nil {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
@@ -151,7 +152,7 @@ func TestManualCaptureThenCaptureAndCancel(t *testing.T) {
 	hold := func(key string) payments.View {
 		a := call(t, "POST", s.APIURL()+"/payments", key, `{"amount":2000,"currency":"usd","customer":"cus_cap","payment_method":"pm_card_visa","capture_method":"manual"}`)
 		v := view(t, a)
-		if a.status != http.StatusCreated || v.Status != payments.StatusRequiresCapture || v.CaptureMethod != "manual" ||
+		if a.status != http.StatusCreated || v.Status != provider.StatusRequiresCapture || v.CaptureMethod != "manual" ||
 			v.AmountCapturable != 2000 || v.CaptureBefore == nil {
 			t.Fatalf("%d %s", a.status, a.body)
 		}
@@ -164,7 +165,7 @@ func TestManualCaptureThenCaptureAndCancel(t *testing.T) {
 
 	first := call(t, "POST", s.APIURL()+"/payments/"+one.ID+"/capture", "cap-1-take", `{"amount_to_capture":1500}`)
 	c := view(t, first)
-	if first.status != http.StatusOK || c.Status != payments.StatusSucceeded || c.AmountReceived != 1500 {
+	if first.status != http.StatusOK || c.Status != provider.StatusSucceeded || c.AmountReceived != 1500 {
 		t.Fatalf("capture %d %s", first.status, first.body)
 	}
 	again := call(t, "POST", s.APIURL()+"/payments/"+one.ID+"/capture", "cap-1-take", `{"amount_to_capture":1500}`)
@@ -179,7 +180,7 @@ func TestManualCaptureThenCaptureAndCancel(t *testing.T) {
 	}
 
 	cx := call(t, "POST", s.APIURL()+"/payments/"+two.ID+"/cancel", "cap-2-drop", `{"reason":"requested_by_customer"}`)
-	if v := view(t, cx); cx.status != http.StatusOK || v.Status != payments.StatusCanceled || v.CancellationReason != "requested_by_customer" {
+	if v := view(t, cx); cx.status != http.StatusOK || v.Status != provider.StatusCanceled || v.CancellationReason != "requested_by_customer" {
 		t.Fatalf("cancel %d %s", cx.status, cx.body)
 	}
 	// A capture of the canceled one: the payment's state refuses it.
@@ -191,7 +192,7 @@ func TestManualCaptureThenCaptureAndCancel(t *testing.T) {
 	eventually(t, 20*time.Second, "the events settle both payments", func() bool {
 		g1, _ := getFlow(t, s, one.ID)
 		g2, _ := getFlow(t, s, two.ID)
-		return g1.Status == payments.StatusSucceeded && g2.Status == payments.StatusCanceled
+		return g1.Status == provider.StatusSucceeded && g2.Status == provider.StatusCanceled
 	})
 }
 
@@ -215,7 +216,7 @@ func TestPaymentLeftWaitingIsCanceledPastTheCustomerWindow(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "the payment is canceled", func() bool {
 		got, _ := getFlow(t, s, v.ID)
-		return got.Status == payments.StatusCanceled
+		return got.Status == provider.StatusCanceled
 	})
 	got, _ := getFlow(t, s, v.ID)
 	if got.CancellationReason != "abandoned" || got.NextAction != nil {
@@ -224,7 +225,7 @@ func TestPaymentLeftWaitingIsCanceledPastTheCustomerWindow(t *testing.T) {
 	if ev := simEvents(t, s, deref(v.ProviderPaymentID)); !strings.Contains(fmt.Sprint(ev), "canceled") {
 		t.Fatalf("the provider did not cancel: %v", ev)
 	}
-	if other, _ := getFlow(t, s, waited.ID); other.Status != payments.StatusSucceeded {
+	if other, _ := getFlow(t, s, waited.ID); other.Status != provider.StatusSucceeded {
 		t.Fatalf("the payment the customer completed: %s", other.Status)
 	}
 	if recs := opsList(t, s, "source=reconciliation"); len(recs) != 0 {

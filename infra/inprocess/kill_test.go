@@ -19,6 +19,7 @@ import (
 
 	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // process is the real infra/local binary, so kill -9 is a real kill.
@@ -392,7 +393,7 @@ func TestKillWhileSteering(t *testing.T) {
 	p.kill() // the card update is somewhere between the simulator, the queue, the outbox and the wait
 	p.start()
 	eventually(t, 60*time.Second, "the first payment is charged with the new card", func() bool {
-		return paymentWithRecovery(t, s, card.ID).Status == payments.StatusSucceeded
+		return paymentWithRecovery(t, s, card.ID).Status == provider.StatusSucceeded
 	})
 	eventually(t, 30*time.Second, "the second recovery reads stopped", func() bool {
 		got := paymentWithRecovery(t, s, stop.ID)
@@ -458,7 +459,7 @@ func TestKillDuringBackfillAppliesEveryEventOnce(t *testing.T) {
 		json.Unmarshal([]byte(call(t, "GET", "http://"+p.apiAddr()+"/payments/"+id, "", "").body), &v)
 		return v
 	}
-	if v := status(ids[0]); v.Status != payments.StatusSucceeded {
+	if v := status(ids[0]); v.Status != provider.StatusSucceeded {
 		t.Fatalf("the refund reached the stack without the backfill: %s", v.Status)
 	}
 
@@ -478,7 +479,7 @@ func TestKillDuringBackfillAppliesEveryEventOnce(t *testing.T) {
 	}
 	go pass()
 	eventually(t, 30*time.Second, "the backfill applies its first refund", func() bool {
-		return status(ids[0]).Status == payments.StatusRefunded
+		return status(ids[0]).Status == provider.StatusRefunded
 	})
 	p.kill()
 	p.start()
@@ -495,7 +496,7 @@ func TestKillDuringBackfillAppliesEveryEventOnce(t *testing.T) {
 		t.Fatal("the passes after the restart applied nothing: the kill did not land mid-pass")
 	}
 	for i, id := range ids {
-		if v := status(id); v.Status != payments.StatusRefunded || v.AmountRefunded != 2500 {
+		if v := status(id); v.Status != provider.StatusRefunded || v.AmountRefunded != 2500 {
 			t.Fatalf("payment %d after the restart: %s, %d refunded, want refunded 2500 once", i, v.Status, v.AmountRefunded)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // paidPayment creates a payment of amount with pm and returns its id and provider id.
@@ -22,7 +23,7 @@ func paidPayment(t *testing.T, s *Stack, key, pm string, amount int64) (string, 
 		t.Fatalf("create: %d %s", a.status, a.body)
 	}
 	var v payments.View
-	if err := json.Unmarshal([]byte(a.body), &v); err != nil || v.Status != payments.StatusSucceeded || v.ProviderPaymentID == nil {
+	if err := json.Unmarshal([]byte(a.body), &v); err != nil || v.Status != provider.StatusSucceeded || v.ProviderPaymentID == nil {
 		t.Fatalf("create: %s (%v)", a.body, err)
 	}
 	return v.ID, *v.ProviderPaymentID
@@ -94,7 +95,7 @@ func TestRefundsFullPartialReplayedAndOverRefunded(t *testing.T) {
 	}
 
 	v := getPayment(t, s, id)
-	if v.Status != payments.StatusRefunded || v.AmountRefunded != 2500 || len(v.Refunds) != 2 ||
+	if v.Status != provider.StatusRefunded || v.AmountRefunded != 2500 || len(v.Refunds) != 2 ||
 		v.Refunds[0].Amount != 1000 || v.Refunds[1].Amount != 1500 {
 		t.Fatalf("GET after refunds: %+v", v)
 	}
@@ -111,7 +112,7 @@ func TestRefundsFullPartialReplayedAndOverRefunded(t *testing.T) {
 		}
 		return n == 4
 	})
-	if after := getPayment(t, s, id); after.AmountRefunded != 2500 || len(after.Refunds) != 2 || after.Status != payments.StatusRefunded {
+	if after := getPayment(t, s, id); after.AmountRefunded != 2500 || len(after.Refunds) != 2 || after.Status != provider.StatusRefunded {
 		t.Fatalf("after the webhooks: %+v", after)
 	}
 
@@ -177,7 +178,7 @@ func TestTwentyConcurrentRefundsNeverExceedTheCapture(t *testing.T) {
 	if n := len(simRefunds(t, s, pi)); n != 6 || sum != 1800 {
 		t.Fatalf("the provider holds %d refunds for %d, want 6 for 1800", n, sum)
 	}
-	if v := getPayment(t, s, id); v.AmountRefunded != 1800 || len(v.Refunds) != 6 || v.Status != payments.StatusSucceeded {
+	if v := getPayment(t, s, id); v.AmountRefunded != 1800 || len(v.Refunds) != 6 || v.Status != provider.StatusSucceeded {
 		t.Fatalf("locally: %d refunded in %d refunds, %s", v.AmountRefunded, len(v.Refunds), v.Status)
 	}
 }
@@ -199,7 +200,7 @@ func TestAFailedRefundRestoresTheAmountAndOpensADeadLetter(t *testing.T) {
 		return len(v.Refunds) == 1 && v.Refunds[0].Status == "failed" && v.AmountRefunded == 0
 	})
 	v := getPayment(t, s, id)
-	if v.Status != payments.StatusSucceeded || v.Refunds[0].FailureReason == nil || *v.Refunds[0].FailureReason != "expired_or_canceled_card" {
+	if v.Status != provider.StatusSucceeded || v.Refunds[0].FailureReason == nil || *v.Refunds[0].FailureReason != "expired_or_canceled_card" {
 		t.Fatalf("after the failure: %+v", v)
 	}
 	var open []deadletter.Record

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // TestConsoleSteersRecoveriesInBrowser: in headless chromium, the operator finds two parked
@@ -63,7 +64,7 @@ func TestConsoleSteersRecoveriesInBrowser(t *testing.T) {
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}
-	if got := paymentWithRecovery(t, s, now.ID); got.Status != payments.StatusSucceeded {
+	if got := paymentWithRecovery(t, s, now.ID); got.Status != provider.StatusSucceeded {
 		t.Fatalf("payment %s after charge-now", got.Status)
 	}
 	if steered, charged := stateEntered(t, s, exNow.ExecutionArn, "Steer"), stateEntered(t, s, exNow.ExecutionArn, "Charge"); charged.Sub(steered) > time.Minute || charged.Before(steered) {

@@ -9,6 +9,7 @@ import (
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/cardledger"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -58,7 +59,7 @@ func TestSteeredChargeWithAFreshCardWhileTheOldIsCapped(t *testing.T) {
 		t.Fatalf("charges at the provider: %v, want the original and one more", evs)
 	}
 	got := paymentWithRecovery(t, s, v.ID)
-	if got.Status != payments.StatusSucceeded || got.Card == nil || got.Card.Brand != "mastercard" || got.Card.Last4 != "4444" ||
+	if got.Status != provider.StatusSucceeded || got.Card == nil || got.Card.Brand != "mastercard" || got.Card.Last4 != "4444" ||
 		got.Card.AttemptsLeft == nil || *got.Card.AttemptsLeft != 10 {
 		t.Fatalf("payment %s, card %+v: want succeeded on the mastercard, all 10 of its declines left (a success is no decline)", got.Status, got.Card)
 	}

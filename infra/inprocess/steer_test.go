@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // steerFactor runs recovery time 100 times faster: a payday days away stays far off while
@@ -85,7 +86,7 @@ func TestOperatorChargeNowThroughTheAPI(t *testing.T) {
 		t.Fatalf("execution %+v %v", done, err)
 	}
 	got := paymentWithRecovery(t, s, v.ID)
-	if got.Status != payments.StatusSucceeded || got.Recovery == nil || got.Recovery.State != payments.RecoverySucceeded {
+	if got.Status != provider.StatusSucceeded || got.Recovery == nil || got.Recovery.State != payments.RecoverySucceeded {
 		t.Fatalf("payment %+v recovery %+v", got, got.Recovery)
 	}
 	steered, charged := stateEntered(t, s, ex.ExecutionArn, "Steer"), stateEntered(t, s, ex.ExecutionArn, "Charge")
@@ -118,7 +119,7 @@ func TestOperatorStopThroughTheAPI(t *testing.T) {
 	}
 	_ = json.Unmarshal(done.Output, &out)
 	got := paymentWithRecovery(t, s, v.ID)
-	if out.Outcome != "stopped" || got.Status != payments.StatusDeclined || got.Recovery.State != payments.RecoveryStopped ||
+	if out.Outcome != "stopped" || got.Status != provider.StatusDeclined || got.Recovery.State != payments.RecoveryStopped ||
 		!strings.Contains(got.Recovery.Explanation, "operator stopped") || !strings.Contains(got.Recovery.Explanation, "paid by bank transfer") {
 		t.Fatalf("outcome %q, payment %s, recovery %+v", out.Outcome, got.Status, got.Recovery)
 	}
@@ -153,7 +154,7 @@ func TestCardUpdateDuringTheWait(t *testing.T) {
 		t.Fatalf("execution %+v %v", done, err)
 	}
 	got := paymentWithRecovery(t, s, v.ID)
-	if got.Status != payments.StatusSucceeded {
+	if got.Status != provider.StatusSucceeded {
 		t.Fatalf("payment %+v", got)
 	}
 	steered, charged := stateEntered(t, s, ex.ExecutionArn, "Steer"), stateEntered(t, s, ex.ExecutionArn, "Charge")

@@ -16,6 +16,7 @@ import (
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // consoleTime is the console's one way of writing a time; rawTime is any other (RFC 3339, or
@@ -113,7 +114,7 @@ func TestConsoleShowsCurrentStateInBrowser(t *testing.T) {
 	recovered := createDeclinedFor(t, s, "truth-recovers", "pm_truth_recovers", "cus_grace")
 	executionOf(t, s, "truth-recovers")
 	got := paymentWithRecovery(t, s, recovered.ID)
-	if got.Status != payments.StatusSucceeded || got.Recovery == nil || got.Recovery.State != payments.RecoverySucceeded {
+	if got.Status != provider.StatusSucceeded || got.Recovery == nil || got.Recovery.State != payments.RecoverySucceeded {
 		t.Fatalf("the recovered payment: %+v", got)
 	}
 	if e := got.Recovery.Explanation; strings.Contains(e, "Retrying") || !strings.Contains(e, "Recovered") {

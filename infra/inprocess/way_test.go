@@ -28,6 +28,7 @@ import (
 	"github.com/runtwice/twice/shared/declines"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/sqsbatch"
@@ -147,7 +148,7 @@ func TestEachWayEntersAPackageOnce(t *testing.T) {
 		t.Fatalf("worker: %+v %v", out, err)
 	}
 	wk.check(t, "webhook worker")
-	if p, err := payments.Get(ctx, bolt, payments.PaymentID("jwt:client-1", "order-1")); err != nil || p.Status != payments.StatusSucceeded {
+	if p, err := payments.Get(ctx, bolt, payments.PaymentID("jwt:client-1", "order-1")); err != nil || p.Status != provider.StatusSucceeded {
 		t.Fatalf("payment after its webhook: %+v %v", p, err)
 	}
 }

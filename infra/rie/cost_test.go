@@ -32,6 +32,7 @@ import (
 	"github.com/runtwice/twice/infra/rie"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // meter drives flows through the functions under the emulator as AWS would: the outbox
@@ -442,7 +443,7 @@ func TestCostPerFlow(t *testing.T) {
 			t.Fatalf("decline: %d %s", declined.StatusCode, declined.Body)
 		}
 	}))
-	if p, err := payments.Get(ctx, e.store(), payments.PaymentID("jwt:client-acme", "order-cost-2")); err != nil || p.Status != payments.StatusSucceeded {
+	if p, err := payments.Get(ctx, e.store(), payments.PaymentID("jwt:client-acme", "order-cost-2")); err != nil || p.Status != provider.StatusSucceeded {
 		t.Fatalf("after its recovery round the payment is %+v (%v), want succeeded", p, err)
 	}
 	evs = simEvents(t, e.sim.URL, intentOf(declined.Body))

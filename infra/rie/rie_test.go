@@ -32,6 +32,7 @@ import (
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
@@ -256,7 +257,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 			t.Fatalf("failures: %+v", r.BatchItemFailures)
 		}
 		p, err := payments.Get(ctx, e.store(), "pay_sample")
-		if err != nil || p.Status != payments.StatusSucceeded || p.ProviderPaymentID != "pi_3Sample" {
+		if err != nil || p.Status != provider.StatusSucceeded || p.ProviderPaymentID != "pi_3Sample" {
 			t.Fatalf("payment after the event: %+v, %v", p, err)
 		}
 		// The same delivery again is a duplicate: applied once, still no failure.
@@ -305,7 +306,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		if r := invokeSQS(t, em, payload); len(r.BatchItemFailures) != 0 {
 			t.Fatalf("fresh jobs: %+v", r.BatchItemFailures)
 		}
-		for i, want := range map[string]string{"ok": payments.StatusSucceeded, "declined": payments.StatusDeclined} {
+		for i, want := range map[string]string{"ok": provider.StatusSucceeded, "declined": provider.StatusDeclined} {
 			p, err := payments.Get(ctx, e.store(), payments.PaymentID("jwt:client-acme", "order-rie-resolve-"+i))
 			if err != nil || p.Status != want {
 				t.Fatalf("resolved %s: %+v (%v), want %s", i, p, err, want)

@@ -30,6 +30,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
@@ -141,7 +142,7 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"pay_sweep_timeline", "pay_sweep_charge", "pay_sweep_stop", "pay_sweep_console"} {
-		put(payments.Payment{ID: id, Status: payments.StatusDeclined, Amount: 2500, Currency: "usd", Customer: "cus_sweep",
+		put(payments.Payment{ID: id, Status: provider.StatusDeclined, Amount: 2500, Currency: "usd", Customer: "cus_sweep",
 			CreatedAt: now, UpdatedAt: now, Version: 1}.Put())
 		if id != "pay_sweep_timeline" {
 			put(payments.Recovery{PaymentID: id, State: payments.RecoveryScheduled, Round: 1, Attempts: 1,

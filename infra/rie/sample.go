@@ -253,12 +253,12 @@ const SamplePaymentID = "pay_sample"
 func SeedSamplePayment(ctx context.Context, fx *Fixture) error {
 	at := time.Date(2026, 11, 29, 7, 59, 0, 0, time.UTC)
 	p := payments.Payment{ID: SamplePaymentID, Scope: "jwt:client-acme", IdempotencyKey: "order-1001-attempt-1",
-		Status: payments.StatusDeclined, Amount: 2000, Currency: "usd", Customer: "cus_acme",
+		Status: provider.StatusDeclined, Amount: 2000, Currency: "usd", Customer: "cus_acme",
 		PaymentMethod: "pm_card_visa_chargeDeclinedInsufficientFunds", Invoice: "in_1001", Description: "Order 1001",
 		Metadata: map[string]string{"order": "1001"}, ProviderPaymentID: "pi_3Sample",
 		Decline:      &provider.Decline{Code: "insufficient_funds", ErrorCode: "card_declined", NetworkDeclineCode: "51", Network: "visa"},
 		DeclineClass: string(declines.ClassLimit), Card: &payments.CardRef{Fingerprint: "fp_sample", Brand: "visa", Last4: "9995"},
-		CreatedAt: at, UpdatedAt: at, Version: payments.VersionAt(at, payments.StatusDeclined)}
+		CreatedAt: at, UpdatedAt: at, Version: payments.VersionAt(at, provider.StatusDeclined)}
 	w, err := p.Put()
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/dynamo"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/signature"
@@ -242,10 +243,10 @@ var sampleEffects = map[string]func(t *testing.T, fx *rie.Fixture){
 		}
 	},
 	"events/webhook-worker/sqs-delivery.json": func(t *testing.T, fx *rie.Fixture) {
-		samplePaymentIs(t, fx, payments.StatusSucceeded)
+		samplePaymentIs(t, fx, provider.StatusSucceeded)
 	},
 	"events/payments-api/get-payment.json": func(t *testing.T, fx *rie.Fixture) {
-		samplePaymentIs(t, fx, payments.StatusDeclined)
+		samplePaymentIs(t, fx, provider.StatusDeclined)
 	},
 	"events/outbox-relay/dynamodb-stream.json": func(t *testing.T, fx *rie.Fixture) {
 		out, err := sfn.NewFromConfig(fx.MotoConfig).ListExecutions(t.Context(), &sfn.ListExecutionsInput{StateMachineArn: aws.String(fx.StateMachine)})
@@ -258,7 +259,7 @@ var sampleEffects = map[string]func(t *testing.T, fx *rie.Fixture){
 	"events/deadletter-sink/sqs-reconcile-dlq.json": openRecords(1),
 	"events/recovery-steps/dead-letter.json":        openRecords(1),
 	"events/payment-resolver/sqs-resolve.json": func(t *testing.T, fx *rie.Fixture) {
-		samplePaymentIs(t, fx, payments.StatusDeclined)
+		samplePaymentIs(t, fx, provider.StatusDeclined)
 	},
 }
 

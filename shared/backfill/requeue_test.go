@@ -130,8 +130,8 @@ func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
 	}
 
 	// The payment's commit lands; the relay delivers the message twice.
-	p := payments.Payment{ID: "pay_1", Scope: "local", Status: payments.StatusPending, Amount: 2000, Currency: "usd",
-		Customer: "cus_1", CreatedAt: t0.Add(-time.Hour), Version: payments.VersionAt(t0.Add(-time.Hour), payments.StatusPending)}
+	p := payments.Payment{ID: "pay_1", Scope: "local", Status: provider.StatusPending, Amount: 2000, Currency: "usd",
+		Customer: "cus_1", CreatedAt: t0.Add(-time.Hour), Version: payments.VersionAt(t0.Add(-time.Hour), provider.StatusPending)}
 	w, _ := p.Put()
 	if err := st.Transact(ctx, w); err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
 	if outcomes[0] != worker.Applied || outcomes[1] != worker.Duplicate {
 		t.Fatalf("worker outcomes %v, want applied then duplicate", outcomes)
 	}
-	if got, err := payments.Get(ctx, st, "pay_1"); err != nil || got.Status != payments.StatusSucceeded {
+	if got, err := payments.Get(ctx, st, "pay_1"); err != nil || got.Status != provider.StatusSucceeded {
 		t.Fatalf("pay_1: %+v %v", got, err)
 	}
 }

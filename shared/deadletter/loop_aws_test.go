@@ -334,8 +334,8 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 			if dec != nil {
 				pi = dec.Payment
 			}
-			p := payments.Payment{ID: id, Status: payments.StatusDeclined, PaymentMethod: tc.pm, ProviderPaymentID: pi.ID,
-				Decline: &provider.Decline{Code: "insufficient_funds"}, CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, payments.StatusDeclined)}
+			p := payments.Payment{ID: id, Status: provider.StatusDeclined, PaymentMethod: tc.pm, ProviderPaymentID: pi.ID,
+				Decline: &provider.Decline{Code: "insufficient_funds"}, CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, provider.StatusDeclined)}
 			w, _ := p.Put()
 			if err := e.store.Put(ctx, w.Table, *w.Put, w.Cond); err != nil {
 				t.Fatal(err)

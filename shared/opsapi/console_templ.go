@@ -17,7 +17,7 @@ import (
 
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/deadletter"
-	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // The console's pages. templ compiles them to plain Go (console_templ.go; regenerate with
@@ -2693,7 +2693,7 @@ func timelineView(v view, tl Timeline) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if tl.Payment.Status == payments.StatusRequiresCapture {
+			if tl.Payment.Status == provider.StatusRequiresCapture {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 231, "<dt>Held, not captured</dt><dd id=\"payment-hold\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -2730,7 +2730,7 @@ func timelineView(v view, tl Timeline) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if tl.Payment.Status == payments.StatusRequiresAction {
+			if tl.Payment.Status == provider.StatusRequiresAction {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 236, "<p class=\"msg\" role=\"status\" id=\"payment-customer-action\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -2749,7 +2749,7 @@ func timelineView(v view, tl Timeline) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if tl.Payment.Status == payments.StatusRequiresCapture {
+			if tl.Payment.Status == provider.StatusRequiresCapture {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 238, "<p class=\"msg\" role=\"status\" id=\"payment-capture-action\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

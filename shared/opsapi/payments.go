@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -36,7 +37,7 @@ func (s StorePayments) Payment(ctx context.Context, id string) (Payment, error) 
 		out.NextActionType = p.NextAction.Type
 	}
 	out.CaptureMethod, out.AmountCapturable = p.CaptureMethod, p.AmountCapturable
-	if !p.CaptureBefore.IsZero() && p.Status == payments.StatusRequiresCapture {
+	if !p.CaptureBefore.IsZero() && p.Status == provider.StatusRequiresCapture {
 		cb := p.CaptureBefore.UTC()
 		out.CaptureBefore = &cb
 	}

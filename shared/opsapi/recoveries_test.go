@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -43,7 +44,7 @@ func recoveryFixture(t *testing.T) fixture {
 		}
 	}
 	for _, id := range []string{"pay_running", "pay_stopped"} {
-		put(payments.Payment{ID: id, Status: payments.StatusDeclined, Amount: 2500, Currency: "usd", Customer: "cus_1",
+		put(payments.Payment{ID: id, Status: provider.StatusDeclined, Amount: 2500, Currency: "usd", Customer: "cus_1",
 			Card: &payments.CardRef{Fingerprint: "fp_" + id, Brand: "visa"}, CreatedAt: now(), UpdatedAt: now(), Version: 1}.Put())
 	}
 	put(payments.Recovery{PaymentID: "pay_running", State: payments.RecoveryScheduled, Round: 1, Attempts: 2,

@@ -16,6 +16,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // Payment is what the timeline shows of a payment at its head.
@@ -294,14 +295,14 @@ func authenticationWait(a attempts.Attempt, p Payment) (Row, bool) {
 			Type string `json:"type"`
 		} `json:"next_action"`
 	}
-	if json.Unmarshal([]byte(a.ResponseBody), &ans) != nil || ans.Status != payments.StatusRequiresAction {
+	if json.Unmarshal([]byte(a.ResponseBody), &ans) != nil || ans.Status != provider.StatusRequiresAction {
 		return Row{}, false
 	}
 	r := Row{At: a.StartedAt.Add(a.Duration), Kind: RowCustomer, Title: "waiting for the customer to authenticate (3-D Secure)"}
 	if ans.NextAction != nil && len(ans.NextAction.Type) <= 64 {
 		r.Detail = "next action: " + ans.NextAction.Type + ". "
 	}
-	if p.Status == payments.StatusRequiresAction {
+	if p.Status == provider.StatusRequiresAction {
 		r.Outcome, r.Detail = "waiting", r.Detail+"The customer has not completed it yet."
 	} else {
 		r.Outcome, r.Detail = "ended", r.Detail+"The wait is over: the payment is now "+p.Status+"."
@@ -321,9 +322,9 @@ func refundRows(p Payment) []Row {
 			out = append(out, Row{At: e.CreatedAt, Kind: RowRefund, Title: "refund made at the provider", Detail: what})
 		}
 		switch e.Status {
-		case payments.RefundSucceeded:
+		case provider.RefundSucceeded:
 			out = append(out, Row{At: e.UpdatedAt, Kind: RowRefund, Title: "refund succeeded", Outcome: e.Status, Detail: what})
-		case payments.RefundFailed, payments.RefundCanceled:
+		case provider.RefundFailed, provider.RefundCanceled:
 			reason := e.FailureReason
 			if reason == "" {
 				reason = e.Status

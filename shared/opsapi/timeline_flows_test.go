@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/shared/deadletter"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -40,7 +41,7 @@ func TestTimelineShowsRefundsCaptureAndTheAuthenticationWait(t *testing.T) {
 	}
 	ctx := context.Background()
 	const id, secret = "pay_flow", "pi_flow_secret_0123456789abcdef"
-	w, err := payments.Payment{ID: id, Status: payments.StatusSucceeded, Amount: 5000, Currency: "usd", Customer: "cus_1",
+	w, err := payments.Payment{ID: id, Status: provider.StatusSucceeded, Amount: 5000, Currency: "usd", Customer: "cus_1",
 		ProviderPaymentID: "pi_flow", CaptureMethod: payments.CaptureManual, CreatedAt: t0, UpdatedAt: at(5), Version: 3}.Put()
 	if err != nil {
 		t.Fatal(err)
@@ -52,9 +53,9 @@ func TestTimelineShowsRefundsCaptureAndTheAuthenticationWait(t *testing.T) {
 		Commit: func(ctx context.Context, ws []store.Write) error { return s.Transact(ctx, ws...) }}
 	if _, _, err := payments.UpdateRefunds(ctx, s, u, func(_ *payments.Payment, l *payments.RefundLedger) error {
 		l.Refunds = append(l.Refunds,
-			payments.RefundEntry{ID: "rf_ok", Key: "r-1", ProviderRefundID: "re_1", Amount: 1000, Currency: "usd", Status: payments.RefundSucceeded, CreatedAt: at(10), UpdatedAt: at(11)},
-			payments.RefundEntry{ID: "rf_bad", Key: "r-2", ProviderRefundID: "re_2", Amount: 700, Currency: "usd", Status: payments.RefundFailed, FailureReason: "expired_or_canceled_card", CreatedAt: at(12), UpdatedAt: at(20)},
-			payments.RefundEntry{ID: "re_dash", ProviderRefundID: "re_dash", Amount: 300, Currency: "usd", Status: payments.RefundSucceeded, CreatedAt: at(25), UpdatedAt: at(26)})
+			payments.RefundEntry{ID: "rf_ok", Key: "r-1", ProviderRefundID: "re_1", Amount: 1000, Currency: "usd", Status: provider.RefundSucceeded, CreatedAt: at(10), UpdatedAt: at(11)},
+			payments.RefundEntry{ID: "rf_bad", Key: "r-2", ProviderRefundID: "re_2", Amount: 700, Currency: "usd", Status: provider.RefundFailed, FailureReason: "expired_or_canceled_card", CreatedAt: at(12), UpdatedAt: at(20)},
+			payments.RefundEntry{ID: "re_dash", ProviderRefundID: "re_dash", Amount: 300, Currency: "usd", Status: provider.RefundSucceeded, CreatedAt: at(25), UpdatedAt: at(26)})
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package payments
 
 import (
 	"time"
+
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // Amendments: provider changes that add to a payment without being a status of its own
@@ -41,13 +43,13 @@ func (p *Payment) Refund(amountRefunded, version int64, at time.Time) bool {
 	if version <= p.Version {
 		version = p.Version + 1
 	}
-	st := StatusSucceeded
+	st := provider.StatusSucceeded
 	if amountRefunded >= p.Amount {
-		st = StatusRefunded
+		st = provider.StatusRefunded
 	}
 	p.AmountRefunded = amountRefunded
 	p.Status, p.Version, p.UpdatedAt = st, version, at.UTC()
-	if st == StatusSucceeded {
+	if st == provider.StatusSucceeded {
 		p.Decline, p.DeclineClass = nil, ""
 	}
 	return true
@@ -78,7 +80,7 @@ func (p *Payment) SetDispute(d Dispute, version int64, at time.Time) {
 	d.UpdatedAt = at.UTC()
 	p.Dispute = &d
 	p.Version, p.UpdatedAt = version, at.UTC()
-	if p.Status != StatusSucceeded && p.Status != StatusRefunded {
-		p.Status, p.Decline, p.DeclineClass = StatusSucceeded, nil, ""
+	if p.Status != provider.StatusSucceeded && p.Status != provider.StatusRefunded {
+		p.Status, p.Decline, p.DeclineClass = provider.StatusSucceeded, nil, ""
 	}
 }

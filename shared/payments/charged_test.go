@@ -35,7 +35,7 @@ func TestLateCreateAnswerNeverUndoesACharge(t *testing.T) {
 		at := f.clock.Now().Add(300 * time.Millisecond)
 		charged = Payment{ID: id, Scope: "local", Amount: 1500, Currency: "usd", Customer: "cus_1",
 			ProviderPaymentID: pi.ID, CreatedAt: created, Version: EventVersion(created.Unix())}
-		charged.Transition(StatusSucceeded, nil, nil, VersionAt(at, StatusSucceeded), at)
+		charged.Transition(provider.StatusSucceeded, nil, nil, VersionAt(at, provider.StatusSucceeded), at)
 		w, err := charged.Put()
 		if err == nil {
 			err = f.svc.Store.Transact(ctx, w)
@@ -59,7 +59,7 @@ func TestLateCreateAnswerNeverUndoesACharge(t *testing.T) {
 	if first := f.do(t, "POST", "/payments", "k-late", body("pm_late")); first.Code != 202 {
 		t.Fatalf("first: %d %s", first.Code, first.Body)
 	}
-	if got := status(); got != StatusSucceeded {
+	if got := status(); got != provider.StatusSucceeded {
 		t.Fatalf("after the create timed out the charged payment is %q", got)
 	}
 	f.drain(t)
@@ -71,7 +71,7 @@ func TestLateCreateAnswerNeverUndoesACharge(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.drain(t)
-	if got := status(); got != StatusSucceeded {
+	if got := status(); got != provider.StatusSucceeded {
 		t.Fatalf("after the create's replayed decline the charged payment is %q", got)
 	}
 	// The key answers what the create did: the decline, replayed from now on.
@@ -92,8 +92,8 @@ func TestLateCreateAnswerNeverUndoesACharge(t *testing.T) {
 // leaves it as it is, whatever its version, so its write loses the version check.
 func TestTransitionNeverTakesBackACharge(t *testing.T) {
 	at := created.Add(time.Hour)
-	for _, from := range []string{StatusSucceeded, StatusRefunded} {
-		for _, to := range []string{StatusPending, StatusProcessing, StatusDeclined, StatusRequiresAction, StatusRequiresCapture, StatusCanceled} {
+	for _, from := range []string{provider.StatusSucceeded, provider.StatusRefunded} {
+		for _, to := range []string{provider.StatusPending, provider.StatusProcessing, provider.StatusDeclined, provider.StatusRequiresAction, provider.StatusRequiresCapture, provider.StatusCanceled} {
 			t.Run(from+" to "+to, func(t *testing.T) {
 				p := Payment{ID: "pay_1", Status: from, Version: VersionAt(created, from), UpdatedAt: created}
 				was := p
@@ -104,9 +104,9 @@ func TestTransitionNeverTakesBackACharge(t *testing.T) {
 			})
 		}
 	}
-	p := Payment{ID: "pay_1", Status: StatusRefunded, Version: VersionAt(created, StatusRefunded)}
-	p.Transition(StatusSucceeded, nil, nil, VersionAt(at, StatusSucceeded), at)
-	if p.Status != StatusSucceeded {
+	p := Payment{ID: "pay_1", Status: provider.StatusRefunded, Version: VersionAt(created, provider.StatusRefunded)}
+	p.Transition(provider.StatusSucceeded, nil, nil, VersionAt(at, provider.StatusSucceeded), at)
+	if p.Status != provider.StatusSucceeded {
 		t.Fatalf("a refund that failed later left %q", p.Status)
 	}
 }
@@ -128,7 +128,7 @@ func TestLateCreateAnswerKeepsWhatEventsRecorded(t *testing.T) {
 		at := f.clock.Now()
 		ev := Payment{ID: id, Scope: "local", Amount: 1500, Currency: "usd", Customer: "cus_1", ProviderPaymentID: pi.ID,
 			CreatedAt: created}
-		ev.Transition(StatusSucceeded, nil, nil, EventVersion(at.Unix()*16), at)
+		ev.Transition(provider.StatusSucceeded, nil, nil, EventVersion(at.Unix()*16), at)
 		ev.AmountRefunded, ev.Version = 500, ev.Version+1
 		ev.Dispute = &Dispute{ID: "dp_1", Status: "needs_response", Amount: 1500}
 		w, err := ev.Put()
@@ -148,7 +148,7 @@ func TestLateCreateAnswerKeepsWhatEventsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Status != StatusSucceeded || p.AmountRefunded != 500 || p.Dispute == nil || p.PaymentMethod != "pm_late" ||
+	if p.Status != provider.StatusSucceeded || p.AmountRefunded != 500 || p.Dispute == nil || p.PaymentMethod != "pm_late" ||
 		p.IdempotencyKey != "k-late-refund" || p.LatestCharge != "ch_late_refund" {
 		t.Fatalf("after the late answer: %+v", p)
 	}
@@ -168,7 +168,7 @@ func TestLateDeclineLeavesItsCardOnTheCharge(t *testing.T) {
 	f.prov.outcome = func(req provider.CreateRequest, call int) (provider.Payment, error) {
 		at := f.clock.Now()
 		ev := Payment{ID: id, Scope: "local", Amount: 1500, Currency: "usd", ProviderPaymentID: pi.ID, CreatedAt: created}
-		ev.Transition(StatusSucceeded, nil, nil, VersionAt(at.Add(time.Second), StatusSucceeded), at)
+		ev.Transition(provider.StatusSucceeded, nil, nil, VersionAt(at.Add(time.Second), provider.StatusSucceeded), at)
 		w, err := ev.Put()
 		if err == nil {
 			err = f.svc.Store.Transact(ctx, w)
@@ -185,7 +185,7 @@ func TestLateDeclineLeavesItsCardOnTheCharge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Status != StatusSucceeded || p.Card == nil || p.Card.Last4 != "9995" || p.PaymentMethod != "pm_late" || p.IdempotencyKey != "k-late-card" {
+	if p.Status != provider.StatusSucceeded || p.Card == nil || p.Card.Last4 != "9995" || p.PaymentMethod != "pm_late" || p.IdempotencyKey != "k-late-card" {
 		t.Fatalf("after the late decline: %+v", p)
 	}
 }

@@ -1,7 +1,7 @@
 // Package payments is POST /payments and GET /payments/{id}: idempotent payment creation on
-// package idempotency, and the payment lifecycle (lifecycle.go: statuses, the event-to-status
-// table, the version rule, the metadata keys, Transition and Observe, the bounds of the
-// waiting statuses, the outbox kinds). POST /payments/{id}/capture and /cancel
+// package idempotency, and the payment lifecycle (lifecycle.go: the event-to-status table, the
+// version rule, the metadata keys, Transition and Observe, the bounds of the waiting statuses,
+// the outbox kinds). POST /payments/{id}/capture and /cancel
 // (operations.go) run under an Idempotency-Key of their own, with the same semantics.
 //
 // A payment that needs its customer (requires_action) is answered 201 with client_secret and

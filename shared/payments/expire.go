@@ -43,7 +43,7 @@ func (s *Service) AutoCancel(ctx context.Context, paymentID, reason string) erro
 	if err != nil {
 		return err
 	}
-	if p.Status != StatusRequiresAction || p.ProviderPaymentID == "" {
+	if p.Status != provider.StatusRequiresAction || p.ProviderPaymentID == "" {
 		s.log().InfoContext(ctx, "auto-cancel: the payment no longer waits for its customer", "payment_id", p.ID, "status", p.Status)
 		return nil
 	}
@@ -69,7 +69,7 @@ func (s *Service) AutoCancel(ctx context.Context, paymentID, reason string) erro
 		return err
 	}
 	ws := []store.Write{w, cw}
-	if p.Status == StatusDeclined {
+	if p.Status == provider.StatusDeclined {
 		rw, err := RecoveryMessage(p.ID, s.now())
 		if err != nil {
 			return err

@@ -26,7 +26,7 @@ func TestRequiresActionAnswersWithTheClientSecretOnce(t *testing.T) {
 	if err := json.Unmarshal(first.Body.Bytes(), &v); err != nil || first.Code != http.StatusCreated {
 		t.Fatalf("%d %s", first.Code, first.Body)
 	}
-	if v.Status != StatusRequiresAction || v.ClientSecret == nil || !strings.HasSuffix(*v.ClientSecret, "_secret_s3cr3t") ||
+	if v.Status != provider.StatusRequiresAction || v.ClientSecret == nil || !strings.HasSuffix(*v.ClientSecret, "_secret_s3cr3t") ||
 		v.NextAction == nil || v.NextAction.Type != "use_stripe_sdk" {
 		t.Fatalf("answer %s", first.Body)
 	}
@@ -75,7 +75,7 @@ func TestManualCaptureHolds(t *testing.T) {
 	if err := json.Unmarshal(a.Body.Bytes(), &v); err != nil || a.Code != http.StatusCreated {
 		t.Fatalf("%d %s", a.Code, a.Body)
 	}
-	if v.Status != StatusRequiresCapture || v.CaptureMethod != CaptureManual || v.AmountCapturable != 1500 ||
+	if v.Status != provider.StatusRequiresCapture || v.CaptureMethod != CaptureManual || v.AmountCapturable != 1500 ||
 		v.CaptureBefore == nil || *v.CaptureBefore != "2026-12-06T10:00:00Z" {
 		t.Fatalf("answer %s", a.Body)
 	}
@@ -173,7 +173,7 @@ func TestCaptureAndCancel(t *testing.T) {
 	if err := json.Unmarshal(cap1.Body.Bytes(), &v); err != nil || cap1.Code != http.StatusOK {
 		t.Fatalf("capture %d %s", cap1.Code, cap1.Body)
 	}
-	if v.Status != StatusSucceeded || v.AmountReceived != 1000 || v.AmountCapturable != 0 || v.CaptureBefore != nil {
+	if v.Status != provider.StatusSucceeded || v.AmountReceived != 1000 || v.AmountCapturable != 0 || v.CaptureBefore != nil {
 		t.Fatalf("captured %s", cap1.Body)
 	}
 	again := f.do(t, "POST", "/payments/"+one.ID+"/capture", "h-1", `{"amount_to_capture":1000}`)
@@ -209,7 +209,7 @@ func TestAutoCancelOfAPaymentLeftWaiting(t *testing.T) {
 	f := newFixture(t)
 	a := f.do(t, "POST", "/payments", "k-wait", body("pm_3ds"))
 	var v View
-	if err := json.Unmarshal(a.Body.Bytes(), &v); err != nil || v.Status != StatusRequiresAction {
+	if err := json.Unmarshal(a.Body.Bytes(), &v); err != nil || v.Status != provider.StatusRequiresAction {
 		t.Fatalf("%d %s", a.Code, a.Body)
 	}
 	p, err := Get(context.Background(), f.svc.Store, v.ID)

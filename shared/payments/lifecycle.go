@@ -12,45 +12,15 @@ import (
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
-// The payment lifecycle in one place: the statuses, how a provider status and a provider event
-// name map to them, the version rule that orders our writes against the provider's events, the
-// metadata keys our creates carry, and the follow-on work a state requires (outbox kinds). The
-// API, the resolver, the webhook worker and the recovery steps all go through it.
-
-// Status values of a payment, as the API shows them. Every provider status maps to exactly one
-// (statusOf); pending is ours alone: our call's outcome is unknown and being resolved.
-const (
-	StatusPending = "pending"
-	// StatusRequiresAction: the customer must act (authenticate with 3-D Secure) before the
-	// payment can go on. The create's answer carries client_secret and next_action; the
-	// payment then moves by the provider's events, or is canceled once it has waited longer
-	// than the customer window (Bounds.CustomerWindow).
-	StatusRequiresAction = "requires_action"
-	// StatusRequiresCapture: authorized and held (capture_method manual) until a capture or a
-	// cancel; the hold lapses at capture_before.
-	StatusRequiresCapture = "requires_capture"
-	StatusProcessing      = "processing"
-	StatusSucceeded       = "succeeded"
-	StatusDeclined        = "declined"
-	StatusRefunded        = "refunded"
-	// StatusCanceled: the provider canceled the intent, or a pending payment turned out never
-	// to have reached the provider (nothing was charged).
-	StatusCanceled = "canceled"
-)
+// The payment lifecycle in one place: how a provider status and a provider event name map to
+// the payment's status (the statuses themselves are provider.Status*, the one vocabulary), the
+// version rule that orders our writes against the provider's events, the metadata keys our
+// creates carry, and the follow-on work a state requires (outbox kinds). The API, the
+// resolver, the webhook worker and the recovery steps all go through it.
 
 // OpenStatuses are the statuses a payment is not meant to stay in: each has a bound
 // (StuckAfter).
-var OpenStatuses = []string{StatusPending, StatusRequiresAction, StatusRequiresCapture, StatusProcessing}
-
-// Final reports whether a payment in status changes no more without a new request: pending,
-// requires_action, requires_capture and processing are still moving.
-func Final(status string) bool {
-	switch status {
-	case StatusSucceeded, StatusDeclined, StatusRefunded, StatusCanceled:
-		return true
-	}
-	return false
-}
+var OpenStatuses = []string{provider.StatusPending, provider.StatusRequiresAction, provider.StatusRequiresCapture, provider.StatusProcessing}
 
 // Defaults of Bounds.
 const (
@@ -81,13 +51,13 @@ type Bounds struct {
 // bound (a final one). Reconciliation reports a payment still there past its bound.
 func (b Bounds) StuckAfter(status string) time.Duration {
 	switch status {
-	case StatusPending:
+	case provider.StatusPending:
 		return provider.StripeKeyHorizon
-	case StatusProcessing:
+	case provider.StatusProcessing:
 		return 24 * time.Hour
-	case StatusRequiresAction:
+	case provider.StatusRequiresAction:
 		return orDefault(b.CustomerWindow, DefaultCustomerWindow)
-	case StatusRequiresCapture:
+	case provider.StatusRequiresCapture:
 		return orDefault(b.CaptureWindow, DefaultCaptureWindow)
 	}
 	return 0
@@ -120,38 +90,30 @@ const (
 	KindStartRecovery = "start_recovery"
 )
 
-// statusOf maps the provider's status to the API's, one to one. No provider status maps to
-// pending; one this code does not know reads as processing (not final: look again).
+// statusOf is the payment's status for a provider payment in status s: s itself (one
+// vocabulary), except that no provider status is pending and one this code does not know reads
+// as processing (not final: look again).
 func statusOf(s provider.Status) string {
 	switch s {
-	case provider.StatusRequiresAction:
-		return StatusRequiresAction
-	case provider.StatusRequiresCapture:
-		return StatusRequiresCapture
-	case provider.StatusSucceeded:
-		return StatusSucceeded
-	case provider.StatusDeclined:
-		return StatusDeclined
-	case provider.StatusRefunded:
-		return StatusRefunded
-	case provider.StatusCanceled:
-		return StatusCanceled
+	case provider.StatusRequiresAction, provider.StatusRequiresCapture, provider.StatusSucceeded, provider.StatusDeclined,
+		provider.StatusRefunded, provider.StatusCanceled:
+		return string(s)
 	}
-	return StatusProcessing
+	return provider.StatusProcessing
 }
 
 // statusEvent names the provider event that reports each status, so the API's own writes and
 // the provider's events share one ordering (webhooks.StripeVersion). Stripe reports an
 // authorization held for capture with payment_intent.amount_capturable_updated.
 var statusEvent = map[string]string{
-	StatusPending:         provider.EventPaymentIntentCreated,
-	StatusRequiresAction:  provider.EventPaymentIntentRequiresAction,
-	StatusRequiresCapture: provider.EventPaymentIntentCapturableUpdated,
-	StatusProcessing:      provider.EventPaymentIntentProcessing,
-	StatusDeclined:        provider.EventPaymentIntentPaymentFailed,
-	StatusSucceeded:       provider.EventPaymentIntentSucceeded,
-	StatusCanceled:        provider.EventPaymentIntentCanceled,
-	StatusRefunded:        provider.EventChargeRefunded,
+	provider.StatusPending:         provider.EventPaymentIntentCreated,
+	provider.StatusRequiresAction:  provider.EventPaymentIntentRequiresAction,
+	provider.StatusRequiresCapture: provider.EventPaymentIntentCapturableUpdated,
+	provider.StatusProcessing:      provider.EventPaymentIntentProcessing,
+	provider.StatusDeclined:        provider.EventPaymentIntentPaymentFailed,
+	provider.StatusSucceeded:       provider.EventPaymentIntentSucceeded,
+	provider.StatusCanceled:        provider.EventPaymentIntentCanceled,
+	provider.StatusRefunded:        provider.EventChargeRefunded,
 }
 
 // eventStatus is statusEvent read the other way: the status a provider event reports.
@@ -260,18 +222,18 @@ func (p *Payment) Transition(status string, d *provider.Decline, classify func(p
 	if undoesCharge(p.Status, status) {
 		return // older than the charge: p keeps its state and version, so a write of it loses
 	}
-	if status == StatusSucceeded && version <= p.Version && beforeSuccess(p.Status) {
+	if status == provider.StatusSucceeded && version <= p.Version && beforeSuccess(p.Status) {
 		version = p.Version + 1
 	}
 	p.Status, p.Version, p.UpdatedAt = status, version, at.UTC()
-	if status != StatusRequiresAction {
+	if status != provider.StatusRequiresAction {
 		p.NextAction = nil
 	}
-	if status != StatusRequiresCapture {
+	if status != provider.StatusRequiresCapture {
 		p.AmountCapturable, p.CaptureBefore = 0, time.Time{}
 	}
 	switch {
-	case status == StatusDeclined && d != nil:
+	case status == provider.StatusDeclined && d != nil:
 		nd := *d
 		if nd.Network == "" && p.Decline != nil {
 			nd.Network = p.Decline.Network
@@ -280,14 +242,16 @@ func (p *Payment) Transition(status string, d *provider.Decline, classify func(p
 		if classify != nil {
 			p.DeclineClass = classify(nd)
 		}
-	case status == StatusSucceeded:
+	case status == provider.StatusSucceeded:
 		p.Decline, p.DeclineClass = nil, ""
 	}
 }
 
 // charged reports whether a payment in status holds the provider's charge: succeeded, or
 // refunded after it (a refund that fails later makes it succeeded again).
-func charged(status string) bool { return status == StatusSucceeded || status == StatusRefunded }
+func charged(status string) bool {
+	return status == provider.StatusSucceeded || status == provider.StatusRefunded
+}
 
 // undoesCharge reports whether status, over a payment in status from, would take back a charge
 // the provider made. A PaymentIntent that succeeded never processes, declines, waits or cancels
@@ -301,7 +265,7 @@ func undoesCharge(from, to string) bool { return charged(from) && !charged(to) }
 // the customer or for a capture.
 func beforeSuccess(status string) bool {
 	switch status {
-	case StatusPending, StatusProcessing, StatusDeclined, StatusRequiresAction, StatusRequiresCapture:
+	case provider.StatusPending, provider.StatusProcessing, provider.StatusDeclined, provider.StatusRequiresAction, provider.StatusRequiresCapture:
 		return true
 	}
 	return false
@@ -322,20 +286,20 @@ func (p *Payment) Observe(pp provider.Payment, classify func(provider.Decline) s
 	st := statusOf(pp.Status)
 	p.Transition(st, pp.Decline, classify, VersionAt(at, st), at)
 	switch st {
-	case StatusRequiresAction:
+	case provider.StatusRequiresAction:
 		if pp.NextAction != nil {
 			p.NextAction = &NextAction{Type: pp.NextAction.Type, RedirectURL: pp.NextAction.RedirectURL}
 		}
-	case StatusRequiresCapture:
+	case provider.StatusRequiresCapture:
 		p.AmountCapturable, p.CaptureBefore = pp.AmountCapturable, pp.CaptureBefore.UTC()
 		if pp.CaptureBefore.IsZero() {
 			p.CaptureBefore = time.Time{}
 		}
-	case StatusSucceeded:
+	case provider.StatusSucceeded:
 		if p.CaptureMethod == CaptureManual && pp.AmountReceived > 0 && pp.AmountReceived < p.Amount {
 			p.AmountReceived = pp.AmountReceived
 		}
-	case StatusCanceled:
+	case provider.StatusCanceled:
 		if pp.CancellationReason != "" {
 			p.CancellationReason = pp.CancellationReason
 		}

@@ -145,7 +145,7 @@ func (r Recovery) Current(paymentStatus string) Recovery {
 	switch {
 	case r.State == RecoverySucceeded:
 		r.Explanation = RecoveredExplanation(r.Attempts, r.UpdatedAt)
-	case r.Running() && (paymentStatus == StatusSucceeded || paymentStatus == StatusRefunded || paymentStatus == StatusCanceled):
+	case r.Running() && (paymentStatus == provider.StatusSucceeded || paymentStatus == provider.StatusRefunded || paymentStatus == provider.StatusCanceled):
 		r.Explanation = "Not retrying: the payment is " + paymentStatus + " already, so the recovery ends at its next step without a charge."
 	}
 	return r

@@ -130,12 +130,12 @@ func (e RefundEntry) View(paymentID string) RefundView {
 	v := RefundView{ID: e.ID, Payment: paymentID, Amount: e.Amount, Currency: e.Currency, Status: e.Status,
 		Reason: nonEmpty(e.Reason), ProviderRefundID: nonEmpty(e.ProviderRefundID), CreatedAt: e.CreatedAt.UTC().Format(time.RFC3339)}
 	switch e.Status {
-	case RefundReserved:
-		v.Status = RefundPending
-	case RefundCanceled:
-		v.Status = RefundFailed
-		v.FailureReason = nonEmpty(RefundCanceled)
-	case RefundFailed:
+	case provider.RefundReserved:
+		v.Status = provider.RefundPending
+	case provider.RefundCanceled:
+		v.Status = provider.RefundFailed
+		v.FailureReason = nonEmpty(provider.RefundCanceled)
+	case provider.RefundFailed:
 		v.FailureReason = nonEmpty(e.FailureReason)
 	}
 	return v
@@ -171,7 +171,7 @@ func (s *Service) refund(ctx context.Context, scope, key, paymentID string, req 
 			entry = *e // a retry of this request: its reservation stands
 			return ErrNoChange
 		}
-		if p.Status != StatusSucceeded && p.Status != StatusRefunded {
+		if p.Status != provider.StatusSucceeded && p.Status != provider.StatusRefunded {
 			r := problemResponse(notRefundable(*p))
 			refusal = &r
 			return ErrNoChange
@@ -188,7 +188,7 @@ func (s *Service) refund(ctx context.Context, scope, key, paymentID string, req 
 		}
 		now := s.now().UTC()
 		entry = RefundEntry{ID: id, Key: key, ProviderKey: provider.RefundKey(scope, key), Amount: amount, Currency: p.Currency,
-			Status: RefundReserved, Reason: req.Reason, CreatedAt: now, UpdatedAt: now}
+			Status: provider.RefundReserved, Reason: req.Reason, CreatedAt: now, UpdatedAt: now}
 		led.Refunds = append(led.Refunds, entry)
 		return nil
 	})
@@ -201,7 +201,7 @@ func (s *Service) refund(ctx context.Context, scope, key, paymentID string, req 
 		s.log().InfoContext(ctx, "refund refused", "payment_id", paymentID, "refund_id", id, "status", refusal.Status)
 		return idempotency.Result{Response: *refusal}, nil
 	}
-	if entry.Status != RefundReserved {
+	if entry.Status != provider.RefundReserved {
 		// The provider already answered an earlier run (its refund events may have too).
 		return s.refundAnswer(entry, paymentID, http.StatusCreated)
 	}
@@ -343,10 +343,10 @@ func (s *Service) refundNeverMade(ctx context.Context, u RefundUpdate, e RefundE
 		"refund_id", e.ID, "age", age)
 	_, led, err := UpdateRefunds(ctx, s.Store, u, func(_ *Payment, led *RefundLedger) error {
 		le, ok := led.Entry(e.ID)
-		if !ok || le.Status != RefundReserved {
+		if !ok || le.Status != provider.RefundReserved {
 			return ErrNoChange
 		}
-		le.Status, le.FailureReason, le.UpdatedAt = RefundFailed, RefundNeverMade, s.now().UTC()
+		le.Status, le.FailureReason, le.UpdatedAt = provider.RefundFailed, RefundNeverMade, s.now().UTC()
 		return nil
 	})
 	if err != nil {

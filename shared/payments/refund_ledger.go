@@ -39,25 +39,15 @@ import (
 // refundLedgerPrefix keys a payment's refund ledger in Table.
 const refundLedgerPrefix = "refunds#"
 
-// Refund statuses on the ledger. The API shows reserved as pending (the provider has not
-// answered yet) and canceled as failed (RefundEntry.View).
-const (
-	RefundReserved  = "reserved"
-	RefundPending   = string(provider.RefundPending)
-	RefundSucceeded = string(provider.RefundSucceeded)
-	RefundFailed    = string(provider.RefundFailed)
-	RefundCanceled  = string(provider.RefundCanceled)
-)
-
 // refundRank orders a refund's statuses along its lifecycle: a report moves a refund only
 // forward. Stripe's refunds carry no version of their own, and their statuses never go back
 // (a succeeded refund may fail, a failed one never succeeds), so the status is the refund's
 // version.
-var refundRank = map[string]int{RefundReserved: 0, RefundPending: 1, RefundSucceeded: 2, RefundFailed: 3, RefundCanceled: 3}
+var refundRank = map[string]int{provider.RefundReserved: 0, provider.RefundPending: 1, provider.RefundSucceeded: 2, provider.RefundFailed: 3, provider.RefundCanceled: 3}
 
 // holds reports whether a refund in status st holds its amount (counts against what remains).
 func holds(st string) bool {
-	return st == RefundReserved || st == RefundPending || st == RefundSucceeded
+	return st == provider.RefundReserved || st == provider.RefundPending || st == provider.RefundSucceeded
 }
 
 // RefundEntry is one refund of a payment.
@@ -110,7 +100,7 @@ func (l RefundLedger) Held() int64 {
 func (l RefundLedger) Refunded() int64 {
 	var n int64
 	for _, e := range l.Refunds {
-		if e.Status == RefundPending || e.Status == RefundSucceeded {
+		if e.Status == provider.RefundPending || e.Status == provider.RefundSucceeded {
 			n += e.Amount
 		}
 	}
@@ -173,7 +163,7 @@ func (l *RefundLedger) Report(r provider.Refund, now time.Time) bool {
 // before it was sent).
 func (l *RefundLedger) remove(id string) bool {
 	n := len(l.Refunds)
-	l.Refunds = slices.DeleteFunc(l.Refunds, func(e RefundEntry) bool { return e.ID == id && e.Status == RefundReserved })
+	l.Refunds = slices.DeleteFunc(l.Refunds, func(e RefundEntry) bool { return e.ID == id && e.Status == provider.RefundReserved })
 	return len(l.Refunds) != n
 }
 
@@ -227,15 +217,15 @@ func (p *Payment) setRefunded(amount int64, at time.Time) bool {
 	st := p.Status
 	switch {
 	case amount > 0 && amount >= Captured(*p):
-		st = StatusRefunded
-	case amount > 0 || p.Status == StatusRefunded:
-		st = StatusSucceeded
+		st = provider.StatusRefunded
+	case amount > 0 || p.Status == provider.StatusRefunded:
+		st = provider.StatusSucceeded
 	}
 	if amount == p.AmountRefunded && st == p.Status {
 		return false
 	}
 	p.AmountRefunded, p.Status, p.UpdatedAt = amount, st, at.UTC()
-	if st == StatusSucceeded {
+	if st == provider.StatusSucceeded {
 		p.Decline, p.DeclineClass = nil, ""
 	}
 	// Each change of the ledger is news, whatever the provider's clock says: one step above the
@@ -350,7 +340,7 @@ func refundWrites(p *Payment, l RefundLedger, before map[string]string, u Refund
 		ws = append(ws, pw)
 	}
 	for _, e := range l.Refunds {
-		if e.Status == RefundFailed && before[e.ID] != RefundFailed {
+		if e.Status == provider.RefundFailed && before[e.ID] != provider.RefundFailed {
 			m, err := outbox.New(KindRefundFailed, "refund#"+e.ID+"#failed", RefundFailure{PaymentID: p.ID,
 				ProviderPaymentID: p.ProviderPaymentID, Refund: e, Remaining: l.Remaining(Captured(*p)),
 				Source: u.Source, EventID: u.EventID}, u.Now)

@@ -27,10 +27,10 @@ func TestPendingRefundAcrossTheKeyHorizon(t *testing.T) {
 		status      string
 		refunds     int
 	}{
-		{"made, resolved within the horizon", true, 2 * time.Hour, RefundSucceeded, 1},
-		{"made, resolved after the provider forgot the key", true, 25 * time.Hour, RefundSucceeded, 1},
-		{"never made, resolved within the horizon", false, 2 * time.Hour, RefundSucceeded, 1},
-		{"never made, resolved after the provider forgot the key", false, 25 * time.Hour, RefundFailed, 0},
+		{"made, resolved within the horizon", true, 2 * time.Hour, provider.RefundSucceeded, 1},
+		{"made, resolved after the provider forgot the key", true, 25 * time.Hour, provider.RefundSucceeded, 1},
+		{"never made, resolved within the horizon", false, 2 * time.Hour, provider.RefundSucceeded, 1},
+		{"never made, resolved after the provider forgot the key", false, 25 * time.Hour, provider.RefundFailed, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -38,7 +38,7 @@ func TestPendingRefundAcrossTheKeyHorizon(t *testing.T) {
 			t.Cleanup(func() { w.svc.Store.(interface{ Close() error }).Close() })
 			paid := w.post("order-1", propKeys["order-1"])
 			var pv View
-			if err := json.Unmarshal([]byte(paid.body), &pv); err != nil || pv.Status != StatusSucceeded {
+			if err := json.Unmarshal([]byte(paid.body), &pv); err != nil || pv.Status != provider.StatusSucceeded {
 				t.Fatalf("create: %d %s", paid.status, paid.body)
 			}
 			refund := func() answer {
@@ -71,7 +71,7 @@ func TestPendingRefundAcrossTheKeyHorizon(t *testing.T) {
 			if err := json.Unmarshal([]byte(got.body), &rv); err != nil || got.status != http.StatusCreated || rv.Status != c.status {
 				t.Fatalf("replay after the resolution: %d %s", got.status, got.body)
 			}
-			if c.status == RefundFailed && (rv.FailureReason == nil || *rv.FailureReason != RefundNeverMade) {
+			if c.status == provider.RefundFailed && (rv.FailureReason == nil || *rv.FailureReason != RefundNeverMade) {
 				t.Fatalf("a refund never made: %s", got.body)
 			}
 			n := 0

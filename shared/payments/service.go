@@ -256,7 +256,7 @@ func (s *Service) findOrSettle(ctx context.Context, p Payment, meta map[string]s
 		}
 		s.log().InfoContext(ctx, "pending payment found at the provider; adopted", "payment_id", p.ID, "provider_payment_id", pp.ID)
 		s.apply(&p, pp)
-		if p.Status == StatusDeclined {
+		if p.Status == provider.StatusDeclined {
 			return s.final(ctx, p, Declined, "")
 		}
 		// A search result carries no client secret (stripe-go's search does not return
@@ -267,8 +267,8 @@ func (s *Service) findOrSettle(ctx context.Context, p Payment, meta map[string]s
 		return s.send(ctx, p, meta, tries)
 	default:
 		s.log().WarnContext(ctx, "pending payment never reached the provider; settled as canceled", "payment_id", p.ID, "age", age)
-		p.Status = StatusCanceled
-		p.Version = VersionAt(s.now(), StatusCanceled)
+		p.Status = provider.StatusCanceled
+		p.Version = VersionAt(s.now(), provider.StatusCanceled)
 		return s.final(ctx, p, Declined, "")
 	}
 }
@@ -293,7 +293,7 @@ func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret 
 	if err != nil {
 		return idempotency.Result{}, err
 	}
-	if p.Status != StatusRequiresAction {
+	if p.Status != provider.StatusRequiresAction {
 		secret = ""
 	}
 	resp, err := Response(Answer{Kind: kind, Payment: p, ClientSecret: secret})
@@ -321,7 +321,7 @@ func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret 
 	}
 	res.Effects = append(res.Effects, cw)
 	res.Effects = append(res.Effects, AliasWrites(p)...)
-	if p.Status == StatusDeclined {
+	if p.Status == provider.StatusDeclined {
 		rw, err := RecoveryMessage(p.ID, s.now())
 		if err != nil {
 			return res, err
@@ -421,8 +421,8 @@ func (p *Payment) keepLaterFacts(stored Payment) bool {
 	if stored.AmountRefunded > p.AmountRefunded {
 		p.AmountRefunded, changed = stored.AmountRefunded, true
 	}
-	if stored.Status == StatusRefunded && p.Status != StatusRefunded {
-		p.Status, changed = StatusRefunded, true
+	if stored.Status == provider.StatusRefunded && p.Status != provider.StatusRefunded {
+		p.Status, changed = provider.StatusRefunded, true
 	}
 	if p.Dispute == nil && stored.Dispute != nil {
 		p.Dispute, changed = stored.Dispute, true
@@ -440,8 +440,8 @@ const readTimeout = 10 * time.Second
 // under the key with the caller's request (idempotency.Result.Pending), and, in the same
 // transaction, the outbox message that queues the next resolution.
 func (s *Service) pending(ctx context.Context, p Payment, tries int) (idempotency.Result, error) {
-	p.Status = StatusPending
-	p.Version = VersionAt(s.now(), StatusPending)
+	p.Status = provider.StatusPending
+	p.Version = VersionAt(s.now(), provider.StatusPending)
 	res, err := s.final(ctx, p, Accepted, "")
 	if err != nil {
 		return res, err

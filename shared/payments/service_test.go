@@ -288,7 +288,7 @@ func TestDeclineStartsRecoveryOnce(t *testing.T) {
 		t.Fatalf("%d change messages, want 1: %v", len(f.changes), f.changes)
 	}
 	for _, c := range f.changes {
-		if c.Payment.Status != StatusDeclined || c.Version == 0 {
+		if c.Payment.Status != provider.StatusDeclined || c.Version == 0 {
 			t.Fatalf("change %+v", c)
 		}
 	}

@@ -12,9 +12,11 @@
 //	Searcher     the provider's key horizon and a search by our own id in the metadata
 //	EventLister  the provider's event log, for backfills
 //
-// Statuses (Status) say where a payment is at the provider. Each Stripe state maps to
-// exactly one; none maps to "pending", which the payments API keeps for one meaning: our own
-// call's outcome is unknown and being resolved. StatusRequiresAction (the customer must
+// Statuses (Status) are the one vocabulary of payment statuses: where a payment is at the
+// provider, and what the payments API stores and shows. Each Stripe state maps to exactly one;
+// none maps to StatusPending, which the payments API keeps for one meaning: our own call's
+// outcome is unknown and being resolved. Refund statuses (RefundStatus) are the same kind of
+// set, with RefundReserved ours alone. StatusRequiresAction (the customer must
 // authenticate: the Payment carries ClientSecret and NextAction) and StatusRequiresCapture
 // (authorized, AmountCapturable held until CaptureBefore) are not final; Capture, Cancel, the
 // customer, a webhook or the reconciler move them on. A partly refunded payment is

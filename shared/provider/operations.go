@@ -93,14 +93,18 @@ type RefundRequest struct {
 // RefundStatus is a refund's state at the provider.
 type RefundStatus string
 
-// The refund statuses. A refund is pending until the provider settles it; succeeded may still
-// turn into failed later (the card was closed); failed and canceled gave the money back to the
-// refundable amount.
+// The refund statuses (untyped, like the payment statuses, so the refund ledger's string
+// statuses compare with the same names). A refund is pending until the provider settles it;
+// succeeded may still turn into failed later (the card was closed); failed and canceled gave
+// the money back to the refundable amount.
 const (
-	RefundPending   RefundStatus = "pending"
-	RefundSucceeded RefundStatus = "succeeded"
-	RefundFailed    RefundStatus = "failed"
-	RefundCanceled  RefundStatus = "canceled"
+	// RefundReserved is ours alone: a refund asked for through the API holds its amount before
+	// the provider is called (no provider refund is ever in it). The API shows it as pending.
+	RefundReserved  = "reserved"
+	RefundPending   = "pending"
+	RefundSucceeded = "succeeded"
+	RefundFailed    = "failed"
+	RefundCanceled  = "canceled"
 )
 
 // Refund is a provider refund (a Stripe Refund) in our vocabulary.

@@ -31,12 +31,15 @@ type Provider interface {
 	PaymentMethodCard(ctx context.Context, paymentMethod string) (Card, error)
 }
 
-// Status is a payment's state in our vocabulary, not the provider's. Every provider state maps
-// to exactly one of these; none maps to "pending", which the payments API keeps for one meaning
+// Status is a payment's state in our vocabulary, not the provider's: the one set of payment
+// statuses, which the payments API shows, the payment record stores and reconciliation
+// compares. Every provider state maps to exactly one of them (the adapter maps its wire
+// strings once); none maps to StatusPending, which the payments API keeps for one meaning
 // only: our call's outcome is unknown and being resolved (no provider state says that).
 type Status string
 
-// The statuses a provider payment can have.
+// The statuses. They are untyped constants, so that a Status and the string status of a
+// stored payment or an API answer compare with the same names.
 //
 // Stripe's PaymentIntent statuses map as follows (stripeprovider):
 //
@@ -53,22 +56,29 @@ type Status string
 //	canceled                                  StatusCanceled
 //	any status Stripe adds later              StatusProcessing (not final: look again)
 const (
+	// StatusPending is ours alone: our call's outcome is unknown and being resolved (no
+	// provider payment is ever in it).
+	StatusPending = "pending"
 	// StatusRequiresAction: the customer must act before the payment can go on, usually
 	// authenticate (3-D Secure). The Payment carries ClientSecret and NextAction for the
-	// customer's browser. Not final: the customer's action, a webhook or a cancel moves it.
-	StatusRequiresAction Status = "requires_action"
+	// customer's browser. Not final: the customer's action, a webhook or a cancel moves it;
+	// a payment of ours is canceled once it has waited longer than the customer window
+	// (payments.Bounds.CustomerWindow).
+	StatusRequiresAction = "requires_action"
 	// StatusRequiresCapture: authorized and held (capture_method manual); Capture takes the
 	// money, Cancel releases it, and the hold lapses at CaptureBefore. Not final.
-	StatusRequiresCapture Status = "requires_capture"
-	StatusProcessing      Status = "processing" // the provider is still working on it
-	StatusSucceeded       Status = "succeeded"  // captured; partly refunded: AmountRefunded > 0
-	StatusDeclined        Status = "declined"   // the last attempt was declined; see Payment.Decline
-	StatusRefunded        Status = "refunded"   // refunded in full
-	StatusCanceled        Status = "canceled"   // canceled before it was captured; nothing was charged
+	StatusRequiresCapture = "requires_capture"
+	StatusProcessing      = "processing" // the provider is still working on it
+	StatusSucceeded       = "succeeded"  // captured; partly refunded: AmountRefunded > 0
+	StatusDeclined        = "declined"   // the last attempt was declined; see Payment.Decline
+	StatusRefunded        = "refunded"   // refunded in full
+	// StatusCanceled: canceled before it was captured, nothing was charged; or a pending
+	// payment of ours turned out never to have reached the provider.
+	StatusCanceled = "canceled"
 )
 
 // Final reports whether no further provider-side change is expected without a new action of
-// ours. requires_action and requires_capture wait for the customer or for us, so they are not.
+// ours. pending, requires_action, requires_capture and processing are still moving.
 func (s Status) Final() bool {
 	switch s {
 	case StatusSucceeded, StatusDeclined, StatusRefunded, StatusCanceled:

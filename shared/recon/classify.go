@@ -114,11 +114,11 @@ func (c *classifier) stuck(p *payments.Payment) {
 	since := p.CreatedAt.UTC().Format("2 Jan 2006 15:04 MST")
 	var expl, action string
 	switch p.Status {
-	case payments.StatusRequiresAction:
+	case provider.StatusRequiresAction:
 		expl = fmt.Sprintf("Payment %s (%s) has waited for its customer to authenticate since %s, more than %s: the customer did not complete it.",
 			p.ID, money(p.Amount, p.Currency), since, duration(bound))
 		action = "Nothing: twice cancels it at the provider (cancellation reason abandoned). If it is still waiting, cancel it with POST /payments/" + p.ID + "/cancel and ask the customer to pay again."
-	case payments.StatusRequiresCapture:
+	case provider.StatusRequiresCapture:
 		lapse := "about 7 days after the authorization"
 		if !p.CaptureBefore.IsZero() {
 			lapse = p.CaptureBefore.UTC().Format("2 Jan 2006 15:04 MST")
@@ -126,7 +126,7 @@ func (c *classifier) stuck(p *payments.Payment) {
 		expl = fmt.Sprintf("Payment %s (%s) was authorized on %s and is still held, uncaptured, after %s: the hold lapses at %s and then nothing can be captured.",
 			p.ID, money(p.Amount, p.Currency), since, duration(bound), lapse)
 		action = "Capture it before the hold lapses (POST /payments/" + p.ID + "/capture) if the order is fulfilled, or cancel it (POST /payments/" + p.ID + "/cancel) to release the customer's funds."
-	case payments.StatusPending:
+	case provider.StatusPending:
 		expl = fmt.Sprintf("Payment %s (%s) has been pending since %s: its outcome is still unknown more than %s after it was made, past the time the provider remembers its idempotency key, so repeating the call no longer proves it safe.",
 			p.ID, money(p.Amount, p.Currency), since, duration(bound))
 		action = "Look the payment up at the provider (its metadata names " + p.ID + "): if it was charged, replay its webhook or override with the provider's status; if there is no charge, mark it failed and tell the customer."

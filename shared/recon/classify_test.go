@@ -296,7 +296,7 @@ func TestStuckStates(t *testing.T) {
 	start := t0
 	var made []payments.Payment
 	for at, i := start, 0; at.Before(start.Add(72 * time.Hour)); at, i = at.Add(7*time.Minute), i+1 {
-		status := []string{payments.StatusPending, payments.StatusProcessing}[i%2]
+		status := []string{provider.StatusPending, provider.StatusProcessing}[i%2]
 		made = append(made, loc(fmt.Sprintf("pay_%d", i), "", status, 100, at))
 	}
 	reported, keys := map[string]int{}, map[string]map[string]bool{}

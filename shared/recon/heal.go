@@ -29,7 +29,7 @@ import (
 
 // localPending is our own "pending" (an outcome we do not know yet) read in the provider's
 // vocabulary, where no provider state has that meaning: it ranks before every provider state.
-const localPending = provider.Status(payments.StatusPending)
+const localPending = provider.Status(provider.StatusPending)
 
 // lifecycleRank orders statuses along the lifecycle; a provider status of higher rank is
 // newer than ours.
@@ -110,7 +110,7 @@ func (r *Reconciler) expire(ctx context.Context, d Difference) error {
 // settlement the worker does not apply (ours turned out newer, the payment is not ours) falls
 // back to opening the difference.
 func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]provider.Payment) (bool, error) {
-	if d.Class == Stuck && d.Local != nil && d.Local.Status == payments.StatusRequiresAction {
+	if d.Class == Stuck && d.Local != nil && d.Local.Status == provider.StatusRequiresAction {
 		return true, r.expire(ctx, d)
 	}
 	if r.Healer == nil {

@@ -82,7 +82,7 @@ func (r RemoteRefund) refund() provider.Refund {
 // mayHaveRefunds reports whether a payment's refunds are worth reading: ours may hold a ledger
 // once it was paid, and the provider's payment says whether it refunded anything.
 func mayHaveRefunds(p payments.Payment, rp provider.Payment, listed bool) bool {
-	return p.Status == payments.StatusSucceeded || p.Status == payments.StatusRefunded || p.AmountRefunded > 0 ||
+	return p.Status == provider.StatusSucceeded || p.Status == provider.StatusRefunded || p.AmountRefunded > 0 ||
 		listed && (rp.AmountRefunded > 0 || rp.Status == provider.StatusRefunded)
 }
 
@@ -238,12 +238,12 @@ func (c *classifier) compareRefundStatus(p *payments.Payment, r provider.Payment
 }
 
 func (c *classifier) refundMissingAtProvider(p *payments.Payment, r provider.Payment, e payments.RefundEntry) {
-	if (e.Status != payments.RefundReserved && e.Status != payments.RefundPending && e.Status != payments.RefundSucceeded) || c.young(e.UpdatedAt) {
+	if (e.Status != provider.RefundReserved && e.Status != provider.RefundPending && e.Status != provider.RefundSucceeded) || c.young(e.UpdatedAt) {
 		return // a failed or canceled refund holds no money; a young one is still on its way
 	}
 	amount := money(e.Amount, e.Currency)
 	var expl, action string
-	if e.Status == payments.RefundReserved {
+	if e.Status == provider.RefundReserved {
 		expl = fmt.Sprintf("Refund %s of %s on payment %s was reserved on %s for the caller's Idempotency-Key %q, but the provider has no such refund of %s: the provider call's outcome was unknown (answered 202) and the request was never repeated. The %s stays held: it cannot be refunded again, and the customer has not got it back.",
 			e.ID, amount, p.ID, e.CreatedAt.UTC().Format("2 Jan 2006 15:04 MST"), e.Key, r.ID, amount)
 		action = fmt.Sprintf("Repeat the request: POST /payments/%s/refunds with Idempotency-Key %q and the same body. The provider's key derives from it, so the customer is refunded at most once. If the customer should not be refunded after all, resolve this record with a note.",

@@ -19,6 +19,7 @@ import (
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/stepfunctions"
 	"github.com/runtwice/twice/shared/store"
@@ -81,8 +82,8 @@ func TestOutboxStartsRecoveryOnceOnMoto(t *testing.T) {
 		OnDecline: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: api, StateMachineArn: aws.ToString(created.StateMachineArn)}, Log: discard()}}
 	relay := &outbox.Relay{Store: st, Handlers: svc.FollowOns(), Now: c.Now, Rand: rand.New(rand.NewPCG(5, 6)), Log: discard()}
 
-	p := payments.Payment{ID: "pay_outbox_moto", Invoice: "inv_outbox_moto", Status: payments.StatusDeclined, CreatedAt: t0, UpdatedAt: t0,
-		Version: payments.VersionAt(t0, payments.StatusDeclined)}
+	p := payments.Payment{ID: "pay_outbox_moto", Invoice: "inv_outbox_moto", Status: provider.StatusDeclined, CreatedAt: t0, UpdatedAt: t0,
+		Version: payments.VersionAt(t0, provider.StatusDeclined)}
 	pw, err := p.Put()
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ func (e steerEnv) reclassify(t *testing.T, code string) {
 		t.Fatal(err)
 	}
 	at := t0.Add(time.Minute)
-	p.Transition(payments.StatusDeclined, &provider.Decline{Code: code, ErrorCode: code}, nil, payments.VersionAt(at, payments.StatusDeclined), at)
+	p.Transition(provider.StatusDeclined, &provider.Decline{Code: code, ErrorCode: code}, nil, payments.VersionAt(at, provider.StatusDeclined), at)
 	w, err := p.Put()
 	if err != nil {
 		t.Fatal(err)

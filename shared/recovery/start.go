@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // Starter starts one execution of the recovery state machine. An execution that already
@@ -83,7 +84,7 @@ type Recoverer struct {
 
 // Declined starts round 1 of the recovery of p if p is declined; it is idempotent.
 func (r *Recoverer) Declined(ctx context.Context, p payments.Payment) error {
-	if p.Status != payments.StatusDeclined {
+	if p.Status != provider.StatusDeclined {
 		return nil
 	}
 	return r.Start(ctx, p, 1)

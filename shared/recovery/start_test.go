@@ -14,6 +14,7 @@ import (
 
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/stepfunctions"
 )
@@ -105,8 +106,8 @@ func FuzzHandle(f *testing.F) {
 	prov := newScriptedProvider(clock.Now)
 	prov.scripts["pm"] = script{code: "processing_error", declines: 1}
 	steps, st, _ := newSteps(f, prov, clock)
-	putPayment(f, st, payments.Payment{ID: "pay_1", Status: payments.StatusDeclined, ProviderPaymentID: "pi_1",
-		PaymentMethod: "pm", CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, payments.StatusDeclined)})
+	putPayment(f, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1",
+		PaymentMethod: "pm", CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, provider.StatusDeclined)})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := steps.Handle(context.Background(), in)
 		if err != nil {
@@ -142,15 +143,15 @@ func TestRecovererStartsDeclinedPaymentsOnly(t *testing.T) {
 		wantName string
 		wantIn   string
 	}{
-		"declined with invoice": {p: payments.Payment{ID: "pay_1", Invoice: "inv_1", Status: payments.StatusDeclined},
+		"declined with invoice": {p: payments.Payment{ID: "pay_1", Invoice: "inv_1", Status: provider.StatusDeclined},
 			wantName: "inv_1-r1", wantIn: `{"payment_id":"pay_1","invoice":"inv_1","round":1,"attempts":[]}`},
-		"declined without invoice": {p: payments.Payment{ID: "pay_2", Status: payments.StatusDeclined},
+		"declined without invoice": {p: payments.Payment{ID: "pay_2", Status: provider.StatusDeclined},
 			wantName: "pay_2-r1", wantIn: `{"payment_id":"pay_2","invoice":"","round":1,"attempts":[]}`},
-		"hard declines start too": {p: payments.Payment{ID: "pay_3", Status: payments.StatusDeclined, DeclineClass: "hard"},
+		"hard declines start too": {p: payments.Payment{ID: "pay_3", Status: provider.StatusDeclined, DeclineClass: "hard"},
 			wantName: "pay_3-r1", wantIn: `{"payment_id":"pay_3","invoice":"","round":1,"attempts":[]}`},
-		"succeeded":  {p: payments.Payment{ID: "pay_4", Status: payments.StatusSucceeded}},
-		"pending":    {p: payments.Payment{ID: "pay_5", Status: payments.StatusPending}},
-		"processing": {p: payments.Payment{ID: "pay_6", Status: payments.StatusProcessing}},
+		"succeeded":  {p: payments.Payment{ID: "pay_4", Status: provider.StatusSucceeded}},
+		"pending":    {p: payments.Payment{ID: "pay_5", Status: provider.StatusPending}},
+		"processing": {p: payments.Payment{ID: "pay_6", Status: provider.StatusProcessing}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -179,7 +180,7 @@ func TestStepFunctionsStarterOnMoto(t *testing.T) {
 	client, created := motoMachine(t)
 	starter := &stepfunctions.Starter{Client: client, StateMachineArn: aws.ToString(created.StateMachineArn)}
 	r := &recovery.Recoverer{Starter: starter, Log: discard()}
-	p := payments.Payment{ID: "pay_moto", Invoice: "inv_moto", Status: payments.StatusDeclined}
+	p := payments.Payment{ID: "pay_moto", Invoice: "inv_moto", Status: provider.StatusDeclined}
 	for i := range 2 {
 		if err := r.Declined(ctx, p); err != nil {
 			t.Fatalf("start %d: %v", i+1, err)

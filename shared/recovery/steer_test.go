@@ -61,9 +61,9 @@ func newSteerEnv(t *testing.T, newStore func(t *testing.T) store.Store) steerEnv
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := payments.Payment{ID: "pay_w", Status: payments.StatusDeclined, Customer: "cus_w", Invoice: "inv_w", PaymentMethod: "pm_w",
+	p := payments.Payment{ID: "pay_w", Status: provider.StatusDeclined, Customer: "cus_w", Invoice: "inv_w", PaymentMethod: "pm_w",
 		ProviderPaymentID: "pi_w", Amount: 1000, Currency: "usd", Decline: &provider.Decline{Code: "processing_error", ErrorCode: "processing_error"},
-		CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, payments.StatusDeclined)}
+		CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, provider.StatusDeclined)}
 	w, err := p.Put()
 	if err != nil {
 		t.Fatal(err)

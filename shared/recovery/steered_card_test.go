@@ -61,11 +61,11 @@ func steeredCharge(t *testing.T, now time.Time) json.RawMessage {
 
 func declinedOnOldCard(t *testing.T, st *boltstore.Store) {
 	t.Helper()
-	putPayment(t, st, payments.Payment{ID: "pay_1", Status: payments.StatusDeclined, Customer: "cus_1", Invoice: "inv_pay_1",
+	putPayment(t, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, Customer: "cus_1", Invoice: "inv_pay_1",
 		PaymentMethod: "pm_old", ProviderPaymentID: "pi_1", Amount: 1000, Currency: "usd",
 		Decline:   &provider.Decline{Code: "processing_error", ErrorCode: "processing_error", Network: "visa"},
 		Card:      &payments.CardRef{Fingerprint: "fp_old", Brand: "visa", Last4: "0002"},
-		CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, payments.StatusDeclined)})
+		CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, provider.StatusDeclined)})
 }
 
 // A steered charge with a new card is checked on the new card: the old card is at Visa's 20
@@ -105,7 +105,7 @@ func TestSteeredChargeIsCheckedOnTheNewCard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Status != payments.StatusSucceeded || p.PaymentMethod != "pm_new" || p.Card == nil || p.Card.Fingerprint != "fp_new" || p.Card.Brand != "mastercard" {
+	if p.Status != provider.StatusSucceeded || p.PaymentMethod != "pm_new" || p.Card == nil || p.Card.Fingerprint != "fp_new" || p.Card.Brand != "mastercard" {
 		t.Fatalf("stored payment %+v (card %+v), want succeeded on pm_new's card", p, p.Card)
 	}
 	// GET /payments/{id}'s card object is read from this card: the new card's allowance.

@@ -283,7 +283,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		}
 		return st, s.closeRetry(ctx, st, "The payment was already "+p.Status+"; nothing was charged.")
 	}
-	if p.Status != payments.StatusDeclined {
+	if p.Status != provider.StatusDeclined {
 		// Still pending or processing: the outcome will settle; the Task Retry asks again.
 		return st, &TransientError{Op: StepPlan, Err: fmt.Errorf("payment %s is %s, not declined yet", p.ID, p.Status)}
 	}
@@ -519,7 +519,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 	}
 	switch pp.Status {
 	case provider.StatusSucceeded:
-		p.Transition(payments.StatusSucceeded, nil, nil, payments.VersionAt(shared, payments.StatusSucceeded), now)
+		p.Transition(provider.StatusSucceeded, nil, nil, payments.VersionAt(shared, provider.StatusSucceeded), now)
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true, Card: fingerprint(p.Card)})
 		st.Outcome = OutcomeSucceeded
 		entry.Outcome = cardledger.OutcomeSucceeded
@@ -531,8 +531,8 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 			st.PaymentID, st.Plan.Attempt, key))
 	case provider.StatusDeclined:
 		c := classifyDecline(pp.Decline)
-		p.Transition(payments.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
-			payments.VersionAt(shared, payments.StatusDeclined), now)
+		p.Transition(provider.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
+			payments.VersionAt(shared, provider.StatusDeclined), now)
 		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true, Card: fingerprint(p.Card)})
 		entry.Outcome = cardledger.OutcomeDeclined
 		if l := st.Plan.ChargeNow; l != nil {
@@ -810,7 +810,7 @@ func (s *Steps) payment(ctx context.Context, id string) (payments.Payment, error
 
 func settled(status string) bool {
 	switch status {
-	case payments.StatusSucceeded, payments.StatusRefunded, payments.StatusCanceled:
+	case provider.StatusSucceeded, provider.StatusRefunded, provider.StatusCanceled:
 		return true
 	}
 	return false

@@ -41,9 +41,9 @@ func ExampleSteps_Handle() {
 	st, _ := boltstore.Open(filepath.Join(dir, "twice.db"))
 	defer st.Close()
 	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
-	p := payments.Payment{ID: "pay_1", Invoice: "inv_1", Status: payments.StatusDeclined, ProviderPaymentID: "pi_1",
+	p := payments.Payment{ID: "pay_1", Invoice: "inv_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1",
 		Decline: &provider.Decline{Code: "lost_card"}, CreatedAt: now, UpdatedAt: now,
-		Version: payments.VersionAt(now, payments.StatusDeclined)}
+		Version: payments.VersionAt(now, provider.StatusDeclined)}
 	w, _ := p.Put()
 	_ = st.Put(context.Background(), w.Table, *w.Put, w.Cond)
 

@@ -87,8 +87,8 @@ func chargeInput(t *testing.T, id string) json.RawMessage {
 
 func TestHandleErrorNames(t *testing.T) {
 	declined := func(id string) payments.Payment {
-		return payments.Payment{ID: id, Status: payments.StatusDeclined, PaymentMethod: "pm", ProviderPaymentID: "pi_" + id,
-			Decline: &provider.Decline{Code: "processing_error"}, CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, payments.StatusDeclined)}
+		return payments.Payment{ID: id, Status: provider.StatusDeclined, PaymentMethod: "pm", ProviderPaymentID: "pi_" + id,
+			Decline: &provider.Decline{Code: "processing_error"}, CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, provider.StatusDeclined)}
 	}
 	tests := map[string]struct {
 		payment     *payments.Payment
@@ -138,7 +138,7 @@ func TestHandleErrorNames(t *testing.T) {
 }
 
 func TestChargeNeverChargesASettledPayment(t *testing.T) {
-	for _, status := range []string{payments.StatusSucceeded, payments.StatusRefunded, payments.StatusCanceled} {
+	for _, status := range []string{provider.StatusSucceeded, provider.StatusRefunded, provider.StatusCanceled} {
 		t.Run(status, func(t *testing.T) {
 			clock := clock.NewFake(t0)
 			prov := newScriptedProvider(clock.Now)
@@ -169,8 +169,8 @@ func TestChargeKeepsANewerStoredPayment(t *testing.T) {
 	prov := newScriptedProvider(clock.Now)
 	prov.scripts["pm"] = script{code: "processing_error", declines: -1}
 	steps, st, _ := newSteps(t, prov, clock)
-	newer := payments.VersionAt(t0.Add(time.Hour), payments.StatusDeclined)
-	putPayment(t, st, payments.Payment{ID: "pay_1", Status: payments.StatusDeclined, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
+	newer := payments.VersionAt(t0.Add(time.Hour), provider.StatusDeclined)
+	putPayment(t, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
 		Decline: &provider.Decline{Code: "do_not_honor"}, CreatedAt: t0, Version: newer})
 	if _, err := steps.Handle(context.Background(), chargeInput(t, "pay_1")); err != nil {
 		t.Fatal(err)
@@ -360,8 +360,8 @@ func TestChargeReadsBackADetachedPaymentMethod(t *testing.T) {
 	clock := clock.NewFake(t0)
 	prov := &detachedProvider{scriptedProvider: newScriptedProvider(clock.Now), pm: "pm_detached"}
 	steps, st, dl := newSteps(t, prov, clock)
-	putPayment(t, st, payments.Payment{ID: "pay_1", Status: payments.StatusDeclined, ProviderPaymentID: "pi_1",
-		Decline: &provider.Decline{Code: "processing_error"}, CreatedAt: t0, Version: payments.VersionAt(t0, payments.StatusDeclined)})
+	putPayment(t, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1",
+		Decline: &provider.Decline{Code: "processing_error"}, CreatedAt: t0, Version: payments.VersionAt(t0, provider.StatusDeclined)})
 	out, err := steps.Handle(context.Background(), chargeInput(t, "pay_1"))
 	if err != nil {
 		t.Fatal(err)
@@ -375,7 +375,7 @@ func TestChargeReadsBackADetachedPaymentMethod(t *testing.T) {
 		t.Fatalf("outcome %q, charges %v, gets %d, dead letters %d", res.Outcome, effects, prov.gets, len(dl.records))
 	}
 	p, err := payments.Get(context.Background(), st, "pay_1")
-	if err != nil || p.Status != payments.StatusSucceeded || p.PaymentMethod != "pm_detached" {
+	if err != nil || p.Status != provider.StatusSucceeded || p.PaymentMethod != "pm_detached" {
 		t.Fatalf("stored payment %+v %v", p, err)
 	}
 }
@@ -391,9 +391,9 @@ func TestChargeVersionsOnTheSharedClock(t *testing.T) {
 	prov := newScriptedProvider(clock.Now)
 	prov.scripts["pm"] = script{code: "card_velocity_exceeded", declines: 1}
 	steps, st, _ := newSteps(t, prov, clock)
-	putPayment(t, st, payments.Payment{ID: "pay_1", Status: payments.StatusDeclined, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
+	putPayment(t, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
 		Amount: 1000, Currency: "usd", Decline: &provider.Decline{Code: "card_velocity_exceeded"}, CreatedAt: t0, UpdatedAt: t0,
-		Version: payments.VersionAt(t0, payments.StatusDeclined)})
+		Version: payments.VersionAt(t0, provider.StatusDeclined)})
 	var in map[string]any
 	if err := json.Unmarshal(chargeInput(t, "pay_1"), &in); err != nil {
 		t.Fatal(err)
@@ -408,7 +408,7 @@ func TestChargeVersionsOnTheSharedClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Status != payments.StatusDeclined {
+	if p.Status != provider.StatusDeclined {
 		t.Fatalf("status %s after the declined attempt", p.Status)
 	}
 	if limit := payments.VersionAt(clock.Now(), p.Status); p.Version > limit {
@@ -426,7 +426,7 @@ func TestChargeVersionsOnTheSharedClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := payments.Get(context.Background(), st, "pay_1"); out != worker.Applied || p.Status != payments.StatusSucceeded {
+	if p, _ := payments.Get(context.Background(), st, "pay_1"); out != worker.Applied || p.Status != provider.StatusSucceeded {
 		t.Fatalf("the provider's success was %s; payment %s (version %d)", out, p.Status, p.Version)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 // opLedger is what the clients saw of one capture, cancel or refund key.
@@ -138,7 +139,7 @@ func (r *run) awaitStatus(ctx context.Context, id string, within time.Duration, 
 					return true
 				}
 			}
-			if !stillMoving(st) && st != payments.StatusRequiresCapture {
+			if !stillMoving(st) && st != provider.StatusRequiresCapture {
 				return false // declined, canceled, refunded: it will not get there
 			}
 		}
@@ -160,7 +161,7 @@ func (r *run) flow(ctx context.Context, p Payment) {
 	fl := r.flows[p.Index]
 	rng := rand.New(rand.NewPCG(p.Client, 0x666c6f77))
 	if p.Capture != "" {
-		if !r.awaitStatus(ctx, id, 15*time.Second, payments.StatusRequiresCapture) {
+		if !r.awaitStatus(ctx, id, 15*time.Second, provider.StatusRequiresCapture) {
 			r.flowsSkipped.Add(1)
 			return
 		}
@@ -174,7 +175,7 @@ func (r *run) flow(ctx context.Context, p Payment) {
 	if len(p.Refunds) == 0 {
 		return
 	}
-	if !r.awaitStatus(ctx, id, 15*time.Second, payments.StatusSucceeded) {
+	if !r.awaitStatus(ctx, id, 15*time.Second, provider.StatusSucceeded) {
 		r.flowsSkipped.Add(1)
 		return
 	}
@@ -279,7 +280,7 @@ func (r *run) settleFlows(ctx context.Context) {
 				return
 			}
 			for _, rf := range v.Refunds {
-				if rf.Status == payments.RefundPending {
+				if rf.Status == provider.RefundPending {
 					open.Add(1)
 				}
 			}
@@ -288,7 +289,7 @@ func (r *run) settleFlows(ctx context.Context) {
 		if refunds, err := r.sim.refunds(ctx); err == nil {
 			r.markFailsLater(refunds)
 			for _, rf := range refunds {
-				if rf.FailsLater && rf.Status == payments.RefundSucceeded {
+				if rf.FailsLater && rf.Status == provider.RefundSucceeded {
 					due++
 				}
 			}
@@ -443,18 +444,18 @@ func CheckFlows(obs []FlowObservation, intents []Intent, refunds []ProviderRefun
 		switch o.Capture {
 		case CaptureFull, CapturePartial:
 			ff.CapturesRequested++
-			if v.Status == payments.StatusSucceeded || v.Status == payments.StatusRefunded {
+			if v.Status == provider.StatusSucceeded || v.Status == provider.StatusRefunded {
 				ff.Captured++
 			}
 		case CaptureCancel:
 			ff.CancelsRequested++
-			if v.Status == payments.StatusCanceled {
+			if v.Status == provider.StatusCanceled {
 				ff.Canceled++
 			}
 		case CaptureLeave:
 			ff.Left++
 		}
-		if o.Capture != "" && o.Found && v.Status == payments.StatusRequiresCapture && !surfaced[o.ID] {
+		if o.Capture != "" && o.Found && v.Status == provider.StatusRequiresCapture && !surfaced[o.ID] {
 			ff.Unsurfaced++
 			f.example("authorization unsurfaced: key %s payment %s is still requires_capture and no dead-letter record names it", o.Key, o.ID)
 		}
@@ -466,7 +467,7 @@ func CheckFlows(obs []FlowObservation, intents []Intent, refunds []ProviderRefun
 		if !o.Found {
 			continue
 		}
-		if v.Status == payments.StatusSucceeded || v.Status == payments.StatusRefunded {
+		if v.Status == provider.StatusSucceeded || v.Status == provider.StatusRefunded {
 			captured := v.captured()
 			if got := received[o.ID]; got > 0 && got != captured {
 				ff.RefundMismatches++
@@ -488,15 +489,15 @@ func CheckFlows(obs []FlowObservation, intents []Intent, refunds []ProviderRefun
 		for _, rf := range v.Refunds {
 			local[rf.ID] = true
 			switch rf.Status {
-			case payments.RefundSucceeded:
+			case provider.RefundSucceeded:
 				ff.RefundsSucceeded++
-			case payments.RefundFailed:
+			case provider.RefundFailed:
 				ff.RefundsFailed++
 			default:
 				ff.RefundsPending++
 			}
 			at := atProvider[rf.ID]
-			if len(at) == 0 && rf.Status == payments.RefundFailed {
+			if len(at) == 0 && rf.Status == provider.RefundFailed {
 				continue // pending past the key horizon and never at the provider: settled as failed
 			}
 			if len(at) == 0 {
@@ -539,9 +540,9 @@ func localRefundStatus(s string) string {
 	case "succeeded", "pending", "failed":
 		return s
 	case "canceled":
-		return payments.RefundFailed
+		return provider.RefundFailed
 	}
-	return payments.RefundPending
+	return provider.RefundPending
 }
 
 // Broken lists the flow invariants that failed.

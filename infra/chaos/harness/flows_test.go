@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 )
 
 func TestCheckFlows(t *testing.T) {
@@ -17,7 +18,7 @@ func TestCheckFlows(t *testing.T) {
 				ID     string `json:"id"`
 				Amount int64  `json:"amount"`
 				Status string `json:"status"`
-			}{id, amount, payments.RefundSucceeded})
+			}{id, amount, provider.RefundSucceeded})
 		}
 		return v
 	}
@@ -58,7 +59,7 @@ func TestCheckFlows(t *testing.T) {
 				ID     string `json:"id"`
 				Amount int64  `json:"amount"`
 				Status string `json:"status"`
-			}{{rid, 500, payments.RefundPending}}}), refunds: atProvider(1, 500),
+			}{{rid, 500, provider.RefundPending}}}), refunds: atProvider(1, 500),
 			broken: func(f FlowFindings) int { return f.RefundMismatches },
 		},
 		"a refund replayed differently": {
@@ -66,12 +67,12 @@ func TestCheckFlows(t *testing.T) {
 			broken: func(f FlowFindings) int { return f.FlowReplayMismatches },
 		},
 		"an authorization left and surfaced": {
-			obs:      []FlowObservation{{Key: "k", ID: "pay_1", Capture: CaptureLeave, Found: true, View: flowView{Status: payments.StatusRequiresCapture}}},
+			obs:      []FlowObservation{{Key: "k", ID: "pay_1", Capture: CaptureLeave, Found: true, View: flowView{Status: provider.StatusRequiresCapture}}},
 			surfaced: map[string]bool{"pay_1": true},
 			broken:   func(f FlowFindings) int { return len(f.Broken()) },
 		},
 		"an authorization left and never surfaced": {
-			obs:    []FlowObservation{{Key: "k", ID: "pay_1", Capture: CaptureLeave, Found: true, View: flowView{Status: payments.StatusRequiresCapture}}},
+			obs:    []FlowObservation{{Key: "k", ID: "pay_1", Capture: CaptureLeave, Found: true, View: flowView{Status: provider.StatusRequiresCapture}}},
 			broken: func(f FlowFindings) int { return f.Unsurfaced },
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/store"
 )
@@ -83,7 +84,7 @@ func readFollowOns(ctx context.Context, data string, obs []Observation) (lost in
 		started[r.Execution.Name] = true
 	}
 	for _, o := range obs {
-		if o.Status != payments.StatusDeclined {
+		if o.Status != provider.StatusDeclined {
 			continue
 		}
 		p, err := payments.Get(ctx, st, o.ID)

@@ -22,8 +22,8 @@ func TestHealsAPaidDeclineWhateverItsVersion(t *testing.T) {
 	e.rec.Healer = &worker.Worker{Store: e.store, Now: e.clock.Now, Log: slog.New(slog.DiscardHandler)}
 	p := e.pay(1000, "", nil) // succeeded at the provider
 	ahead := e.clock.Now().Add(7 * 24 * time.Hour)
-	p.Status, p.Decline, p.UpdatedAt = payments.StatusDeclined, &provider.Decline{Code: "card_velocity_exceeded"}, ahead
-	p.Version = payments.VersionAt(ahead, payments.StatusDeclined)
+	p.Status, p.Decline, p.UpdatedAt = provider.StatusDeclined, &provider.Decline{Code: "card_velocity_exceeded"}, ahead
+	p.Version = payments.VersionAt(ahead, provider.StatusDeclined)
 	e.write(p)
 
 	e.clock.Advance(time.Hour)
@@ -35,7 +35,7 @@ func TestHealsAPaidDeclineWhateverItsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != payments.StatusSucceeded || got.Decline != nil {
+	if got.Status != provider.StatusSucceeded || got.Decline != nil {
 		t.Fatalf("payment %s (decline %+v), want succeeded", got.Status, got.Decline)
 	}
 }

@@ -94,7 +94,7 @@ func TestRefundsMissingLocallyHealAcrossListPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Refunds) != n || l.Refunded() != n*100 || got.AmountRefunded != n*100 || got.Status != payments.StatusSucceeded {
+	if len(l.Refunds) != n || l.Refunded() != n*100 || got.AmountRefunded != n*100 || got.Status != provider.StatusSucceeded {
 		t.Fatalf("ledger %d refunds, %d refunded; payment %s with %d refunded", len(l.Refunds), l.Refunded(), got.Status, got.AmountRefunded)
 	}
 	e.clock.Advance(time.Hour)
@@ -136,10 +136,10 @@ func TestRefundsMissingAtProviderAreReported(t *testing.T) {
 	reserved := e.pay(2000, "", nil)
 	made := e.clock.Now()
 	e.ledger(reserved, payments.RefundEntry{ID: "rf_reserved", Key: "order-9-refund", ProviderKey: "pk", Amount: 500, Currency: "usd",
-		Status: payments.RefundReserved, CreatedAt: made, UpdatedAt: made})
+		Status: provider.RefundReserved, CreatedAt: made, UpdatedAt: made})
 	phantom := e.pay(3000, "", nil)
 	e.ledger(phantom, payments.RefundEntry{ID: "rf_phantom", ProviderRefundID: "re_phantom", Key: "k2", Amount: 3000, Currency: "usd",
-		Status: payments.RefundSucceeded, CreatedAt: made, UpdatedAt: made})
+		Status: provider.RefundSucceeded, CreatedAt: made, UpdatedAt: made})
 
 	e.clock.Advance(6 * time.Minute) // the window ends 5 minutes ago: it holds them, the grace does too
 	if rep := e.run(); total(rep.Found) != 0 {
@@ -169,7 +169,7 @@ func TestRefundsMissingAtProviderAreReported(t *testing.T) {
 		t.Fatalf("phantom refund: %q / %q", ph.Explanation, ph.SuggestedAction)
 	}
 	l, _ := payments.GetRefunds(context.Background(), e.store, reserved.ID)
-	if len(l.Refunds) != 1 || l.Refunds[0].Status != payments.RefundReserved {
+	if len(l.Refunds) != 1 || l.Refunds[0].Status != provider.RefundReserved {
 		t.Fatalf("a reported refund changed: %+v", l.Refunds)
 	}
 }
@@ -182,14 +182,14 @@ func TestRefundStatusDifferences(t *testing.T) {
 	e.withHealer()
 	behind := e.pay(2000, "", nil)
 	made := e.clock.Now()
-	e.ledger(behind, payments.RefundEntry{ID: "rf_behind", Key: "k1", Amount: 800, Currency: "usd", Status: payments.RefundReserved,
+	e.ledger(behind, payments.RefundEntry{ID: "rf_behind", Key: "k1", Amount: 800, Currency: "usd", Status: provider.RefundReserved,
 		CreatedAt: made, UpdatedAt: made})
 	up := e.refund(behind, 800, map[string]string{payments.MetaRefundID: "rf_behind", payments.MetaPaymentID: behind.ID})
 
 	ahead := e.pay(2000, "", nil)
 	there := e.refund(ahead, 400, nil)
 	e.ledger(ahead, payments.RefundEntry{ID: there.ID, ProviderRefundID: there.ID, Amount: 400, Currency: "usd",
-		Status: payments.RefundFailed, FailureReason: "declined", CreatedAt: made, UpdatedAt: made})
+		Status: provider.RefundFailed, FailureReason: "declined", CreatedAt: made, UpdatedAt: made})
 
 	e.clock.Advance(time.Hour)
 	rep := e.run()
@@ -199,7 +199,7 @@ func TestRefundStatusDifferences(t *testing.T) {
 	}
 	l, _ := payments.GetRefunds(context.Background(), e.store, behind.ID)
 	p, _ := payments.Get(context.Background(), e.store, behind.ID)
-	if len(l.Refunds) != 1 || l.Refunds[0].Status != payments.RefundSucceeded || l.Refunds[0].ProviderRefundID != up.ID || p.AmountRefunded != 800 {
+	if len(l.Refunds) != 1 || l.Refunds[0].Status != provider.RefundSucceeded || l.Refunds[0].ProviderRefundID != up.ID || p.AmountRefunded != 800 {
 		t.Fatalf("healed ledger %+v, payment refunded %d", l.Refunds, p.AmountRefunded)
 	}
 	got := e.opened(recon.RefundStatusMismatch)
@@ -218,8 +218,8 @@ func TestRefundDifferenceDeadLetterFacts(t *testing.T) {
 		return r, true, nil
 	})}
 	d := recon.Difference{Key: "diff_x", Class: recon.RefundMissingAtProvider, PaymentID: "pay_1",
-		Local:       &payments.Payment{ID: "pay_1", Status: payments.StatusSucceeded},
-		Refund:      &recon.RefundEvidence{Local: &payments.RefundEntry{ID: "rf_1", Amount: 500, Currency: "usd", Status: payments.RefundReserved}},
+		Local:       &payments.Payment{ID: "pay_1", Status: provider.StatusSucceeded},
+		Refund:      &recon.RefundEvidence{Local: &payments.RefundEntry{ID: "rf_1", Amount: 500, Currency: "usd", Status: provider.RefundReserved}},
 		Explanation: "e", SuggestedAction: "a"}
 	if err := sink.Open(context.Background(), d); err != nil {
 		t.Fatal(err)

@@ -231,7 +231,7 @@ func TestEveryClassAgainstSimulator(t *testing.T) {
 		"webhook": false, "metadata": map[string]string{"twice_payment_id": "pay_never_written"}}, &lost)
 	forgotten := e.pay(1100, "", nil)
 	e.sim("DELETE", "/_sim/payment_intents/"+forgotten.ProviderPaymentID, nil, nil)
-	stuck := e.pay(1200, payments.StatusProcessing, nil) // the succeeded webhook was dropped
+	stuck := e.pay(1200, provider.StatusProcessing, nil) // the succeeded webhook was dropped
 	canceled := e.pay(1300, "", nil)
 	e.sim("POST", "/_sim/payment_intents/"+canceled.ProviderPaymentID+"/mutate", map[string]any{"status": "canceled"}, nil)
 	changed := e.pay(1400, "", nil)
@@ -400,7 +400,7 @@ func TestMetricsAreEMF(t *testing.T) {
 func TestStuckPendingPaymentIsReported(t *testing.T) {
 	e := newEnv(t)
 	made := e.clock.Now()
-	e.write(payments.Payment{ID: "pay_stuck", Scope: "test", Status: payments.StatusPending, Amount: 2000, Currency: "usd",
+	e.write(payments.Payment{ID: "pay_stuck", Scope: "test", Status: provider.StatusPending, Amount: 2000, Currency: "usd",
 		Customer: "cus_1", CreatedAt: made, UpdatedAt: made, Version: 1})
 	e.clock.Advance(20 * time.Hour) // within its bound: not stuck yet
 	if rep := e.run(); rep.Found[recon.Stuck] != 0 {

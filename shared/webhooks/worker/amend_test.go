@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -35,7 +36,7 @@ func TestPartialRefundsInAnyOrder(t *testing.T) {
 			t.Fatalf("refunded went back from %d to %d", before.AmountRefunded, p.AmountRefunded)
 		}
 	}, func(t *testing.T, _ *Worker, s store.Store) {
-		if p := status(t, s, "pay_3"); p.Status != payments.StatusRefunded || p.AmountRefunded != 2000 {
+		if p := status(t, s, "pay_3"); p.Status != provider.StatusRefunded || p.AmountRefunded != 2000 {
 			t.Fatalf("payment %s refunded %d, want refunded 2000", p.Status, p.AmountRefunded)
 		}
 	})
@@ -47,7 +48,7 @@ func TestPartialRefundsInAnyOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if p := status(t, s, "pay_3"); p.Status != payments.StatusSucceeded || p.AmountRefunded != 1200 {
+	if p := status(t, s, "pay_3"); p.Status != provider.StatusSucceeded || p.AmountRefunded != 1200 {
 		t.Fatalf("after partial refunds: %s refunded %d", p.Status, p.AmountRefunded)
 	}
 }
@@ -82,7 +83,7 @@ func TestDisputeUpdatesInOneSecond(t *testing.T) {
 		if _, err := w.Apply(context.Background(), won); err != nil {
 			t.Fatal(err)
 		}
-		if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "won" || p.Status != payments.StatusSucceeded {
+		if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "won" || p.Status != provider.StatusSucceeded {
 			t.Fatalf("payment %s, dispute %+v, want succeeded with the dispute won", p.Status, p.Dispute)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/payments"
+	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -32,18 +33,18 @@ func TestWaitingStatusesMoveByEvents(t *testing.T) {
 		{flowEvent("evt_a", "payment_intent.requires_action", t0, map[string]any{"status": "requires_action",
 			"next_action": map[string]any{"type": "redirect_to_url", "redirect_to_url": map[string]any{"url": "https://hooks.example/3ds"}}}),
 			func(p payments.Payment) bool {
-				return p.Status == payments.StatusRequiresAction && p.NextAction != nil &&
+				return p.Status == provider.StatusRequiresAction && p.NextAction != nil &&
 					p.NextAction.Type == "redirect_to_url" && p.NextAction.RedirectURL == "https://hooks.example/3ds"
 			}},
 		{flowEvent("evt_b", "payment_intent.amount_capturable_updated", t0.Add(time.Second), map[string]any{"status": "requires_capture",
 			"amount_capturable": 2000}),
 			func(p payments.Payment) bool {
-				return p.Status == payments.StatusRequiresCapture && p.AmountCapturable == 2000 && p.NextAction == nil
+				return p.Status == provider.StatusRequiresCapture && p.AmountCapturable == 2000 && p.NextAction == nil
 			}},
 		{flowEvent("evt_c", "payment_intent.canceled", t0.Add(2*time.Second), map[string]any{"status": "canceled",
 			"cancellation_reason": "abandoned"}),
 			func(p payments.Payment) bool {
-				return p.Status == payments.StatusCanceled && p.AmountCapturable == 0 && p.CancellationReason == "abandoned"
+				return p.Status == provider.StatusCanceled && p.AmountCapturable == 0 && p.CancellationReason == "abandoned"
 			}},
 	}
 	w, s := newWorker(t)

@@ -271,7 +271,7 @@ func TestRefundLedgerAgreesWithTheProvider(t *testing.T) {
 			}
 		}
 		p, _ := payments.Get(ctx, st, pv.ID)
-		if p.AmountRefunded != refunded || (refunded == captured) != (p.Status == payments.StatusRefunded) {
+		if p.AmountRefunded != refunded || (refunded == captured) != (p.Status == provider.StatusRefunded) {
 			rt.Fatalf("payment %s with %d refunded; the provider refunded %d", p.Status, p.AmountRefunded, refunded)
 		}
 	})

@@ -125,7 +125,7 @@ func (w *Worker) apply(ctx context.Context, ev webhooks.Event) (Outcome, error) 
 		}
 		ws = append(ws, pw, cw)
 		ws = append(ws, payments.AliasWrites(*pay)...)
-		if pay.Status == payments.StatusDeclined {
+		if pay.Status == provider.StatusDeclined {
 			// Recovery starts from the outbox, committed with the dedupe records and the state:
 			// a failed start is retried by the relay, never lost behind a deduped redelivery.
 			rw, err := payments.RecoveryMessage(pay.ID, now)
@@ -238,7 +238,7 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		p.LatestCharge = pi.LatestCharge
 	}
 	var d *provider.Decline
-	if status == payments.StatusDeclined && pi.LastPaymentError != nil {
+	if status == provider.StatusDeclined && pi.LastPaymentError != nil {
 		e := pi.LastPaymentError
 		code := e.DeclineCode
 		if code == "" {
@@ -251,22 +251,22 @@ func (w *Worker) paymentFor(ctx context.Context, ev webhooks.Event, now time.Tim
 		p.SetCard(e.Card())
 	}
 	before := p.DeclineClass
-	wasDeclined := p.Status == payments.StatusDeclined
+	wasDeclined := p.Status == provider.StatusDeclined
 	p.Transition(status, d, w.Classify, payments.EventVersion(ev.ObjectVersion), now)
-	reclassified := wasDeclined && status == payments.StatusDeclined && before != "" && p.DeclineClass != before
+	reclassified := wasDeclined && status == provider.StatusDeclined && before != "" && p.DeclineClass != before
 	switch status {
-	case payments.StatusRequiresAction:
+	case provider.StatusRequiresAction:
 		if na := pi.NextAction; na != nil && na.Type != "" {
 			p.NextAction = &payments.NextAction{Type: capRef(na.Type)}
 			if na.RedirectToURL != nil && len(na.RedirectToURL.URL) <= 2048 {
 				p.NextAction.RedirectURL = na.RedirectToURL.URL
 			}
 		}
-	case payments.StatusRequiresCapture:
+	case provider.StatusRequiresCapture:
 		// The event says what may be captured; when the hold lapses only the provider's
 		// charge says (the create's answer and a reconciliation read it).
 		p.AmountCapturable = pi.AmountCapturable
-	case payments.StatusCanceled:
+	case provider.StatusCanceled:
 		if pi.CancellationReason != "" {
 			p.CancellationReason = capRef(pi.CancellationReason)
 		}

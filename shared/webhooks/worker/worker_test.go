@@ -57,8 +57,8 @@ func newWorker(t *testing.T) (*Worker, store.Store) {
 // seed stores a pending payment as the API would have.
 func seed(t *testing.T, s store.Store, id string) {
 	t.Helper()
-	p := payments.Payment{ID: id, Scope: "local", Status: payments.StatusPending, Amount: 2000, Currency: "usd",
-		Customer: "cus_9", CreatedAt: t0.Add(-time.Hour), Version: payments.VersionAt(t0.Add(-time.Hour), payments.StatusPending)}
+	p := payments.Payment{ID: id, Scope: "local", Status: provider.StatusPending, Amount: 2000, Currency: "usd",
+		Customer: "cus_9", CreatedAt: t0.Add(-time.Hour), Version: payments.VersionAt(t0.Add(-time.Hour), provider.StatusPending)}
 	w, _ := p.Put()
 	if err := s.Transact(context.Background(), w); err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestFiveDeliveriesApplyOnce(t *testing.T) {
 		t.Fatalf("outcomes %v", got)
 	}
 	p := status(t, s, "pay_1")
-	if p.Status != payments.StatusDeclined || p.Decline == nil || p.Decline.Code != "insufficient_funds" || p.DeclineClass != "class-insufficient_funds" {
+	if p.Status != provider.StatusDeclined || p.Decline == nil || p.Decline.Code != "insufficient_funds" || p.DeclineClass != "class-insufficient_funds" {
 		t.Fatalf("payment %+v", p)
 	}
 	// Recovery starts from one outbox message, committed with the state (and the first
@@ -158,7 +158,7 @@ func TestShuffledDeliveriesEndAtTheNewestState(t *testing.T) {
 			if applied["evt_s"]+applied["evt_s2"] > 1 {
 				t.Fatal("one change applied twice through two event objects")
 			}
-			if p := status(t, s, "pay_2"); p.Status != payments.StatusRefunded {
+			if p := status(t, s, "pay_2"); p.Status != provider.StatusRefunded {
 				t.Fatalf("final state %s, want refunded (order %v)", p.Status, ids(deliveries))
 			}
 		})
@@ -183,7 +183,7 @@ func TestOlderEventIsIgnored(t *testing.T) {
 	if err != nil || o != Stale {
 		t.Fatalf("%v %v", o, err)
 	}
-	if p := status(t, s, "pay_3"); p.Status != payments.StatusSucceeded {
+	if p := status(t, s, "pay_3"); p.Status != provider.StatusSucceeded {
 		t.Fatalf("status %s", p.Status)
 	}
 	// The stale event is still deduped: its redelivery stops at the first check.
@@ -225,7 +225,7 @@ func TestCrashBetweenDedupeAndApplyLosesNothing(t *testing.T) {
 	if o, _ := w.Apply(context.Background(), d); o != Duplicate {
 		t.Fatal(o)
 	}
-	if p := status(t, s, "pay_4"); p.Status != payments.StatusSucceeded {
+	if p := status(t, s, "pay_4"); p.Status != provider.StatusSucceeded {
 		t.Fatal(p.Status)
 	}
 }
@@ -257,7 +257,7 @@ func TestEachMessageFailsAlone(t *testing.T) {
 	if err := w.Handle(context.Background(), msgs[1]); !errors.Is(err, ErrPaymentNotYet) {
 		t.Fatalf("payment not stored yet: %v", err)
 	}
-	if p := status(t, s, "pay_5"); p.Status != payments.StatusSucceeded {
+	if p := status(t, s, "pay_5"); p.Status != provider.StatusSucceeded {
 		t.Fatal("the good message was not applied")
 	}
 }
@@ -269,7 +269,7 @@ func TestEventsForPaymentsWeDoNotHaveYet(t *testing.T) {
 	if o, err := w.Apply(context.Background(), stripeEvent("evt_6", "payment_intent.succeeded", t0, "pi_6", "pay_6", meta)); err != nil || o != Applied {
 		t.Fatalf("%v %v", o, err)
 	}
-	if p := status(t, s, "pay_6"); p.Status != payments.StatusSucceeded || p.Scope != "local" || p.Amount != 2000 {
+	if p := status(t, s, "pay_6"); p.Status != provider.StatusSucceeded || p.Scope != "local" || p.Amount != 2000 {
 		t.Fatalf("%+v", p)
 	}
 	// A PaymentIntent not made through twice is recorded, not applied.
@@ -350,13 +350,13 @@ func TestSuccessEndsADeclineWhateverItsVersion(t *testing.T) {
 	if err != nil || o != Applied {
 		t.Fatalf("success: %v %v", o, err)
 	}
-	if p := status(t, s, "pay_1"); p.Status != payments.StatusSucceeded || p.Decline != nil {
+	if p := status(t, s, "pay_1"); p.Status != provider.StatusSucceeded || p.Decline != nil {
 		t.Fatalf("status %s decline %+v, want succeeded", p.Status, p.Decline)
 	}
 	if o, err := w.Apply(context.Background(), stripeEvent("evt_f0", "payment_intent.payment_failed", t0.Add(-time.Minute), "pi_1", "pay_1", nil)); err != nil || o != Stale {
 		t.Fatalf("older decline: %v %v", o, err)
 	}
-	if p := status(t, s, "pay_1"); p.Status != payments.StatusSucceeded {
+	if p := status(t, s, "pay_1"); p.Status != provider.StatusSucceeded {
 		t.Fatalf("status %s after an older decline", p.Status)
 	}
 }
