@@ -12,7 +12,7 @@ import (
 // Dispute is the state of a dispute of the payment's charge, as the provider reported it last.
 type Dispute struct {
 	ID     string `json:"id"`
-	Status string `json:"status"` // Stripe's: warning_needs_response, needs_response, under_review, won, lost, ...
+	Status string `json:"status"` // Stripe's: provider.DisputeNeedsResponse, DisputeWon, ...
 	Reason string `json:"reason,omitempty"`
 	Amount int64  `json:"amount"`
 	// EvidenceDueBy is when the evidence must be submitted, while a response is needed.
@@ -23,7 +23,7 @@ type Dispute struct {
 // NeedsResponse reports whether the dispute waits for our evidence: a person must act before
 // EvidenceDueBy, so the worker opens a dead-letter record for it.
 func (d *Dispute) NeedsResponse() bool {
-	return d != nil && (d.Status == "needs_response" || d.Status == "warning_needs_response")
+	return d != nil && (d.Status == provider.DisputeNeedsResponse || d.Status == provider.DisputeWarningNeedsResponse)
 }
 
 // Refund applies a refund report: the charge's cumulative amount refunded. The rule:
@@ -55,26 +55,19 @@ func (p *Payment) Refund(amountRefunded, version int64, at time.Time) bool {
 	return true
 }
 
-// disputeRank orders a dispute's statuses along its lifecycle: an inquiry (warning_*) before a
-// chargeback, a response needed before one under review, then the outcome. A dispute never
-// moves back along it.
-var disputeRank = map[string]int{
-	"warning_needs_response": 1, "warning_under_review": 2, "warning_closed": 3,
-	"needs_response": 4, "under_review": 5, "won": 6, "lost": 6, "prevented": 6,
-}
-
 // SetDispute records a dispute's new state at version (the event's). The payment's status does
 // not change: a disputed payment was paid; whether the money stays is the dispute's outcome
 // (Dispute.Status won or lost), shown beside the status. Only a successful charge can be
 // disputed, so a payment we still held as pending, processing or declined (its success event
-// not applied yet, or lost) becomes succeeded, as a refund makes it. As with refunds, a report that moves
-// the same dispute further along its lifecycle is news even within the same second of the
-// provider's clock (two charge.dispute.updated events in one second share a version): its
-// version is then raised just above the stored one. Any other report keeps the event's version,
-// and an old or repeated one loses the version check.
+// not applied yet, or lost) becomes succeeded, as a refund makes it. As with refunds, a report
+// that moves the same dispute further along its lifecycle (provider.DisputeRank; a dispute never
+// moves back) is news even within the same second of the provider's clock (two
+// charge.dispute.updated events in one second share a version): its version is then raised just
+// above the stored one. Any other report keeps the event's version, and an old or repeated one
+// loses the version check.
 func (p *Payment) SetDispute(d Dispute, version int64, at time.Time) {
 	if version <= p.Version && p.Dispute != nil && p.Dispute.ID == d.ID &&
-		disputeRank[d.Status] > disputeRank[p.Dispute.Status] {
+		provider.DisputeRank(d.Status) > provider.DisputeRank(p.Dispute.Status) {
 		version = p.Version + 1
 	}
 	d.UpdatedAt = at.UTC()

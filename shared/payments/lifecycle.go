@@ -102,43 +102,13 @@ func statusOf(s provider.Status) string {
 	return provider.StatusProcessing
 }
 
-// statusEvent names the provider event that reports each status, so the API's own writes and
-// the provider's events share one ordering (webhooks.StripeVersion). Stripe reports an
-// authorization held for capture with payment_intent.amount_capturable_updated.
-var statusEvent = map[string]string{
-	provider.StatusPending:         provider.EventPaymentIntentCreated,
-	provider.StatusRequiresAction:  provider.EventPaymentIntentRequiresAction,
-	provider.StatusRequiresCapture: provider.EventPaymentIntentCapturableUpdated,
-	provider.StatusProcessing:      provider.EventPaymentIntentProcessing,
-	provider.StatusDeclined:        provider.EventPaymentIntentPaymentFailed,
-	provider.StatusSucceeded:       provider.EventPaymentIntentSucceeded,
-	provider.StatusCanceled:        provider.EventPaymentIntentCanceled,
-	provider.StatusRefunded:        provider.EventChargeRefunded,
-}
-
-// eventStatus is statusEvent read the other way: the status a provider event reports.
-var eventStatus = func() map[string]string {
-	m := make(map[string]string, len(statusEvent))
-	for st, ev := range statusEvent {
-		m[ev] = st
-	}
-	return m
-}()
-
-// StatusOfEvent is the status a provider event type reports ("payment_intent.succeeded":
-// succeeded), and false for an event that reports no payment status.
-func StatusOfEvent(eventType string) (string, bool) {
-	st, ok := eventStatus[eventType]
-	return st, ok && eventType != provider.EventPaymentIntentCreated
-}
-
 // VersionAt is the version of a payment state our own code observed at t: seconds first, then
-// the state's place in the PaymentIntent lifecycle (the scheme the webhook worker derives from
-// an event, so the two order against each other), then one more step, so that our write of a
-// state beats the provider's event for the same state in the same second: ours carries the
-// request's details (payment method, invoice, key) that an event lacks.
+// the rank of the event that reports the state (provider.StatusEvent; the scheme the webhook
+// worker derives from an event, so the two order against each other), then one more step, so
+// that our write of a state beats the provider's event for the same state in the same second:
+// ours carries the request's details (payment method, invoice, key) that an event lacks.
 func VersionAt(t time.Time, status string) int64 {
-	return webhooks.StripeVersion(t.Unix(), statusEvent[status])*2 + 1
+	return webhooks.StripeVersion(t.Unix(), provider.StatusEvent(provider.Status(status)))*2 + 1
 }
 
 // EventVersion is the version of a payment state a provider event reports, from the event's

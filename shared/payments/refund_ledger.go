@@ -24,7 +24,7 @@ import (
 //     call, in one transaction with its idempotency key (idempotency.Keeper.Checkpoint), so
 //     concurrent refunds can never together exceed what was captured;
 //   - the provider's answer and its refund events move each refund along its own lifecycle
-//     (refundRank: reserved, pending, succeeded, then failed or canceled; never back), so a
+//     (provider.RefundRank: reserved, pending, succeeded, then failed or canceled; never back), so a
 //     duplicated or reordered event changes nothing;
 //   - a refund the provider refused, or that failed or was canceled later, no longer holds its
 //     amount: what remains is refundable again. A failure also opens a dead-letter record
@@ -38,12 +38,6 @@ import (
 
 // refundLedgerPrefix keys a payment's refund ledger in Table.
 const refundLedgerPrefix = "refunds#"
-
-// refundRank orders a refund's statuses along its lifecycle: a report moves a refund only
-// forward. Stripe's refunds carry no version of their own, and their statuses never go back
-// (a succeeded refund may fail, a failed one never succeeds), so the status is the refund's
-// version.
-var refundRank = map[string]int{provider.RefundReserved: 0, provider.RefundPending: 1, provider.RefundSucceeded: 2, provider.RefundFailed: 3, provider.RefundCanceled: 3}
 
 // holds reports whether a refund in status st holds its amount (counts against what remains).
 func holds(st string) bool {
@@ -122,7 +116,8 @@ func (l *RefundLedger) Entry(id string) (*RefundEntry, bool) {
 
 // Report applies the provider's view of one refund: found by the provider's id, else by our id
 // (the twice_refund_id metadata our refunds carry, for a refund whose answer we never got),
-// else adopted as a refund made elsewhere. The status moves only forward along refundRank. It
+// else adopted as a refund made elsewhere. The status moves only forward along
+// provider.RefundRank. It
 // reports whether anything changed.
 func (l *RefundLedger) Report(r provider.Refund, now time.Time) bool {
 	e, ok := l.Entry(r.ID)
@@ -131,7 +126,7 @@ func (l *RefundLedger) Report(r provider.Refund, now time.Time) bool {
 	}
 	if !ok {
 		st := string(r.Status)
-		if _, known := refundRank[st]; !known || r.ID == "" || r.Amount <= 0 {
+		if _, known := provider.RefundRank(st); !known || r.ID == "" || r.Amount <= 0 {
 			return false
 		}
 		created := r.Created.UTC()
@@ -147,7 +142,8 @@ func (l *RefundLedger) Report(r provider.Refund, now time.Time) bool {
 	if e.ProviderRefundID == "" && r.ID != "" {
 		e.ProviderRefundID, changed = capField(r.ID), true
 	}
-	if rank, known := refundRank[string(r.Status)]; known && rank > refundRank[e.Status] {
+	cur, _ := provider.RefundRank(e.Status)
+	if rank, known := provider.RefundRank(string(r.Status)); known && rank > cur {
 		e.Status, changed = string(r.Status), true
 		if r.FailureReason != "" {
 			e.FailureReason = capField(r.FailureReason)

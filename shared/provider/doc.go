@@ -22,6 +22,12 @@
 // customer, a webhook or the reconciler move them on. A partly refunded payment is
 // StatusSucceeded with AmountRefunded > 0.
 //
+// The order of everything the provider reports is one table (lifecycle.go): the events on a
+// payment's history with the status each reports and its rank within one second of the
+// provider's clock, a dispute's statuses and a refund's. Event versions, our own writes'
+// versions, reconciliation's "is the provider ahead", and the dispute and refund lifecycles
+// all read it (EventRank, EventStatus, StatusEvent, StatusRank, DisputeRank, RefundRank).
+//
 // The client secret is a credential for the customer's browser. ClientSecret redacts itself
 // in every printed, logged or marshalled form; only Reveal gives it out, for the answer to
 // the customer's own request. The attempt log redacts it from stored bodies.

@@ -33,7 +33,7 @@ type EventQuery struct {
 // Event types: the Stripe events twice applies, orders or sends from its simulator, each named
 // once. Tests may spell them out where they are fixtures of the wire.
 const (
-	// A PaymentIntent's lifecycle.
+	// A PaymentIntent's lifecycle (ranked by the order table: EventRank).
 	EventPaymentIntentCreated           = "payment_intent.created"
 	EventPaymentIntentRequiresAction    = "payment_intent.requires_action"
 	EventPaymentIntentPartiallyFunded   = "payment_intent.partially_funded"

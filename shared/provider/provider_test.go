@@ -166,3 +166,21 @@ func ExampleAttemptKey() {
 	// true
 	// false
 }
+
+// TestOrderTableMapsStatusesAndEvents: every payment status has the one event that reports it,
+// and that event reports it back, except pending, which no event reports; a later status of
+// the lifecycle ranks above an earlier one.
+func TestOrderTableMapsStatusesAndEvents(t *testing.T) {
+	order := []provider.Status{provider.StatusPending, provider.StatusRequiresAction, provider.StatusProcessing,
+		provider.StatusDeclined, provider.StatusSucceeded, provider.StatusRefunded}
+	for i, s := range order {
+		ev := provider.StatusEvent(s)
+		got, ok := provider.EventStatus(ev)
+		if ev == "" || (s == provider.StatusPending) == ok || ok && got != s {
+			t.Errorf("%s: event %q reports %q (%v)", s, ev, got, ok)
+		}
+		if i > 0 && provider.StatusRank(s) <= provider.StatusRank(order[i-1]) {
+			t.Errorf("%s does not rank after %s", s, order[i-1])
+		}
+	}
+}

@@ -27,19 +27,9 @@ import (
 // backwards (refunded here but paid there, canceled here but charged there), a payment that
 // is not ours.
 
-// localPending is our own "pending" (an outcome we do not know yet) read in the provider's
-// vocabulary, where no provider state has that meaning: it ranks before every provider state.
-const localPending = provider.Status(provider.StatusPending)
-
-// lifecycleRank orders statuses along the lifecycle; a provider status of higher rank is
-// newer than ours.
-var lifecycleRank = map[provider.Status]int{
-	localPending: 0, provider.StatusRequiresAction: 1, provider.StatusProcessing: 2, provider.StatusRequiresCapture: 2,
-	provider.StatusDeclined: 3, provider.StatusSucceeded: 4, provider.StatusCanceled: 4, provider.StatusRefunded: 5,
-}
-
 // ProviderAhead reports whether the provider's payment is a later point of our payment's
-// lifecycle, so applying it is catching up, not overruling.
+// lifecycle, so applying it is catching up, not overruling: a settled status is ahead of one
+// still in flight, and otherwise the later rank on the lifecycle (provider.StatusRank) is.
 func ProviderAhead(local *payments.Payment, remote provider.Payment) bool {
 	ls, rs := provider.Status(local.Status), remote.Status
 	switch {
@@ -50,8 +40,10 @@ func ProviderAhead(local *payments.Payment, remote provider.Payment) bool {
 		return remote.AmountRefunded > local.AmountRefunded
 	case ls == provider.StatusSucceeded && rs == provider.StatusCanceled:
 		return false
+	case !ls.Final() && rs.Final():
+		return true
 	}
-	return lifecycleRank[rs] > lifecycleRank[ls]
+	return provider.StatusRank(rs) > provider.StatusRank(ls)
 }
 
 // healable returns the provider payment that settles d, if d is a difference a machine may

@@ -15,10 +15,11 @@
 //
 //	ObjectVersion = created*16 + rank(event type)
 //
-// where created is the event's creation second on Stripe's clock and rank orders a PaymentIntent's
-// lifecycle within one second, following Stripe's documented status order: created 1 <
-// requires_action 2 < processing 3 < payment_failed = amount_capturable_updated 4 < succeeded =
-// canceled 5 < charge.refunded 6 (other types 0). A failure may be followed by a retry
+// where created is the event's creation second on Stripe's clock and rank (provider.EventRank,
+// the one order table) orders a PaymentIntent's lifecycle within one second, following Stripe's
+// documented status order: created 1 < requires_action 2 < processing 3 < payment_failed =
+// amount_capturable_updated 4 < succeeded = canceled 5 < charge.refunded 6 < the dispute
+// events 7-9 (other types 0). A failure may be followed by a retry
 // that succeeds, never the reverse; succeeded and canceled exclude each other; a refund follows a
 // success. charge.refunded is placed on its PaymentIntent (ObjectID = the pi_ id), so the
 // ordering guard sees a refund as newer than the success it reverses.

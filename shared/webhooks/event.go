@@ -225,32 +225,13 @@ func Decode(d Delivery) (Event, error) {
 	}
 }
 
-// Lifecycle ranks of a PaymentIntent event within one second of Stripe's clock. Stripe's
-// `created` has one-second resolution, so two changes in the same second need a tie-break. The
-// order is Stripe's documented lifecycle (requires_action, processing, requires_capture, then a
-// final state): a failure may be followed by a retry that succeeds, a success is never followed
-// by a failure, succeeded and canceled exclude each other, and a refund follows a success.
-var stripeRank = map[string]int64{
-	provider.EventPaymentIntentCreated:           1,
-	provider.EventPaymentIntentRequiresAction:    2,
-	provider.EventPaymentIntentPartiallyFunded:   2,
-	provider.EventPaymentIntentProcessing:        3,
-	provider.EventPaymentIntentCapturableUpdated: 4,
-	provider.EventPaymentIntentPaymentFailed:     4,
-	provider.EventPaymentIntentSucceeded:         5,
-	provider.EventPaymentIntentCanceled:          5,
-	provider.EventChargeRefunded:                 6,
-	provider.EventDisputeCreated:                 7,
-	provider.EventDisputeUpdated:                 8,
-	provider.EventDisputeClosed:                  9,
-}
-
 // rankSlots is how many ranks fit under one second of `created` in an ObjectVersion.
 const rankSlots = 16
 
-// StripeVersion is the ObjectVersion of a Stripe event: created seconds, then lifecycle rank.
+// StripeVersion is the ObjectVersion of a Stripe event: created seconds, then the event's rank
+// on its payment's history within that second (provider.EventRank, the one order table).
 func StripeVersion(created int64, eventType string) int64 {
-	return created*rankSlots + stripeRank[eventType]
+	return created*rankSlots + provider.EventRank(eventType)
 }
 
 type stripeEnvelope struct {

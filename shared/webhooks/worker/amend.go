@@ -84,7 +84,7 @@ func (w *Worker) amend(ctx context.Context, ev webhooks.Event, now time.Time) (*
 		}
 	case ev.Dispute != nil:
 		d := payments.Dispute{ID: capped(ev.Dispute.ID), Status: capped(ev.Dispute.Status), Reason: capped(ev.Dispute.Reason), Amount: ev.Dispute.Amount}
-		if ev.Dispute.EvidenceDueBy > 0 && d.Status != "won" && d.Status != "lost" {
+		if ev.Dispute.EvidenceDueBy > 0 && d.Status != provider.DisputeWon && d.Status != provider.DisputeLost {
 			t := time.Unix(ev.Dispute.EvidenceDueBy, 0).UTC()
 			d.EvidenceDueBy = &t
 		}

@@ -8,15 +8,6 @@ import (
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
-// settleEvent names the event that reports each provider status.
-var settleEvent = map[provider.Status]string{
-	provider.StatusProcessing: provider.EventPaymentIntentProcessing,
-	provider.StatusSucceeded:  provider.EventPaymentIntentSucceeded,
-	provider.StatusDeclined:   provider.EventPaymentIntentPaymentFailed,
-	provider.StatusCanceled:   provider.EventPaymentIntentCanceled,
-	provider.StatusRefunded:   provider.EventChargeRefunded,
-}
-
 // Settle applies the provider's current view of a payment through the same path as a
 // delivery: as the event that reports its state (a refund, whole or partial, as
 // charge.refunded with the amount refunded), created now, under eventID (a deterministic id
@@ -24,7 +15,10 @@ var settleEvent = map[provider.Status]string{
 // duplicate). The dedupe records, the ordering guard and the follow-on work are the
 // worker's own. An outcome other than Applied means it changed nothing.
 func (w *Worker) Settle(ctx context.Context, p provider.Payment, eventID string) (Outcome, error) {
-	typ, ok := settleEvent[p.Status]
+	// A payment waiting for its customer or for a capture has no settled state to record.
+	typ := provider.StatusEvent(p.Status)
+	ok := typ != "" && p.Status != provider.StatusPending && p.Status != provider.StatusRequiresAction &&
+		p.Status != provider.StatusRequiresCapture
 	if p.Status == provider.StatusSucceeded && p.AmountRefunded > 0 {
 		typ = provider.EventChargeRefunded
 	}

@@ -282,11 +282,12 @@ func capRef(s string) string {
 	return s
 }
 
-// statusOf maps an event to the payment status it reports (payments.StatusOfEvent); a
+// statusOf maps an event to the payment status it reports (provider.EventStatus); a
 // charge.refunded reports refunded only once the whole charge is refunded.
 func statusOf(ev webhooks.Event) (string, bool) {
 	if ev.Type == provider.EventChargeRefunded && (ev.Charge == nil || !ev.Charge.Refunded) {
 		return "", false
 	}
-	return payments.StatusOfEvent(ev.Type)
+	st, ok := provider.EventStatus(ev.Type)
+	return string(st), ok
 }
