@@ -23,9 +23,9 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/retry"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // envCustomerWindow is how long a payment may wait for its customer (default
@@ -40,9 +40,9 @@ func main() {
 		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
-	// The backfill pass feeds the provider's events through the webhook worker: its tables too.
+	// The backfill pass applies the provider's events as the webhook worker does: its tables too.
 	tables := env.Tables(payments.Table, recon.RunsTable, recon.DifferencesTable, deadletter.TableName, attempts.Table,
-		worker.Table, outbox.Table)
+		payments.EventsTable, outbox.Table)
 	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
 	if err := env.Err(); err != nil {
 		logs.Fatal(log, "config", err)
@@ -65,9 +65,10 @@ func main() {
 	if !ok {
 		logs.Fatal(log, "config", errors.New("the Stripe adapter lists no events"))
 	}
-	// The webhook worker: the backfill feeds it the provider's events, reconciliation heals
-	// through it.
-	wk := &worker.Worker{Store: st, Classify: declines.ClassOf, Log: log}
+	// The one path of the provider's observations: the backfill applies the provider's events
+	// through it, reconciliation heals through it.
+	applier := &payments.Applier{Store: st, Classify: declines.ClassOf, Steer: recovery.SteerMessages,
+		Replan: recovery.ReplanMessages, Log: log}
 	r := &recon.Reconciler{
 		Store:    st,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
@@ -76,7 +77,7 @@ func main() {
 		Metrics: &recon.Metrics{Out: emf}, // EMF: the run's counts become CloudWatch metrics
 		Log:     log,
 		Events:  events, // a change in the window (a refund of an older payment) is compared too
-		Healer:  wk,
+		Healer:  applier,
 		// A payment waiting for its customer past the window is canceled at the provider.
 		Bounds: payments.Bounds{CustomerWindow: window},
 	}
@@ -84,7 +85,7 @@ func main() {
 	run := recon.PendingRetries{Table: deadletters, Run: r.Handle, Log: log}
 	// An event the backfill cannot apply now goes to the webhook queue through the outbox (the
 	// relay sends it): this function links no queue client.
-	bf := &backfill.Backfill{Store: st, Events: events, Worker: wk, Log: log, Metrics: emf}
+	bf := &backfill.Backfill{Store: st, Events: events, Applier: applier, Log: log, Metrics: emf}
 	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return r.Handle(ctx, raw) }
 	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a
 	// backfill pass. Either is followed by the retried failed runs (run.After), so an operator's

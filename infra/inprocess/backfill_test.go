@@ -14,7 +14,6 @@ import (
 	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // want is what a payment must end as, from what the test did at the provider.
@@ -150,7 +149,7 @@ func TestBackfillAndReconcileHealThirtyPercentLoss(t *testing.T) {
 	mattered := map[string]bool{} // dropped events of a type that can move a payment
 	for _, e := range dropped {
 		typ := e["type"].(string)
-		if slices.Contains(worker.StripeEventTypes, typ) && !strings.HasPrefix(typ, "payment_intent.succeeded") && !strings.HasPrefix(typ, "payment_intent.processing") {
+		if slices.Contains(payments.StripeEventTypes, typ) && !strings.HasPrefix(typ, "payment_intent.succeeded") && !strings.HasPrefix(typ, "payment_intent.processing") {
 			mattered[e["id"].(string)] = true
 		}
 	}

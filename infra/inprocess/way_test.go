@@ -30,6 +30,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/retry"
 	"github.com/runtwice/twice/shared/sqsbatch"
 	"github.com/runtwice/twice/shared/store"
@@ -138,7 +139,8 @@ func TestEachWayEntersAPackageOnce(t *testing.T) {
 	// The same delivery through functions/webhook-worker.
 	wk := &tracer{}
 	wst := tracedStore{Store: bolt, t: wk}
-	w := &worker.Worker{Store: wst, Classify: declines.ClassOf, Log: log}
+	w := &worker.Worker{Applier: &payments.Applier{Store: wst, Classify: declines.ClassOf,
+		Steer: recovery.SteerMessages, Replan: recovery.ReplanMessages, Log: log}}
 	retries := &deadletter.Retries{Loop: &deadletter.Table{Store: wst, Log: log}, Log: log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
 	out, err := (&sqsbatch.Batch{Each: w.Handle, Report: retries, Log: log}).Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{{

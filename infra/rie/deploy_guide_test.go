@@ -11,8 +11,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/runtwice/twice/infra/rie"
+	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/stripeprovider"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // tableAfter returns the body rows of the markdown table that follows marker in doc, each as
@@ -163,7 +163,7 @@ func TestDeployGuide(t *testing.T) {
 			t.Fatal("docs/deploy.md has no ```stripe-events block")
 		}
 		listed := strings.Fields(block[1])
-		want := slices.Sorted(slices.Values(worker.StripeEventTypes))
+		want := slices.Sorted(slices.Values(payments.StripeEventTypes))
 		if got := slices.Sorted(slices.Values(listed)); !slices.Equal(got, want) {
 			t.Errorf("the guide's events %v, the worker applies %v", got, want)
 		}

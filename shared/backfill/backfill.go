@@ -12,10 +12,10 @@ import (
 
 	"github.com/runtwice/twice/shared/metrics"
 	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // Defaults.
@@ -26,7 +26,7 @@ const (
 	// DefaultOverlap re-lists this much before the checkpoint: the event list is eventually
 	// consistent, so an event created just before a window closed may be listed only after
 	// the walk went past it. The next window starts this much earlier and lists it again
-	// (the worker's dedupe makes the repeats harmless).
+	// (the Applier's dedupe makes the repeats harmless).
 	DefaultOverlap = 5 * time.Minute
 	// MaxEvents bounds one pass; a longer backlog continues from the cursor next pass.
 	MaxEvents = 50000
@@ -39,29 +39,30 @@ const (
 	DefaultReserve = 45 * time.Second
 )
 
-// checkpointKey is the checkpoint's item in the worker's table (worker.Table).
+// checkpointKey is the checkpoint's item in the applied events' table (payments.EventsTable).
 const checkpointKey = "backfill#checkpoint#stripe"
 
-// Applier is the webhook worker's Apply.
+// Applier applies one provider event (payments.Applier.Apply: the path a webhook delivery's
+// event takes).
 type Applier interface {
-	Apply(ctx context.Context, d webhooks.Delivery) (worker.Outcome, error)
+	Apply(ctx context.Context, ev webhooks.Event) (payments.Outcome, error)
 }
 
-// Backfill runs passes. Store, Events and Worker are required.
+// Backfill runs passes. Store, Events and Applier are required.
 //
 // A scheduled pass walks a window of the provider's event log oldest first with the list's
 // cursor (Stripe's ending_before), and commits the cursor after every page it handled, so a
 // backlog larger than one pass, one invocation or one process is walked completely: the next
-// pass continues at the next page, a crash repeats at most one page (the worker's dedupe
-// makes that harmless), and no event is skipped. An event the worker cannot apply now goes to
+// pass continues at the next page, a crash repeats at most one page (the Applier's dedupe
+// makes that harmless), and no event is skipped. An event that cannot be applied now goes to
 // the webhook queue through the outbox (KindRequeue, delivered by FollowOns in the relay):
 // the queue's retries and dead-letter queue close its loop, and the pass calls no queue.
 type Backfill struct {
-	Store  store.Store
-	Events provider.EventLister
-	Worker Applier
-	Now    func() time.Time
-	Log    *slog.Logger
+	Store   store.Store
+	Events  provider.EventLister
+	Applier Applier
+	Now     func() time.Time
+	Log     *slog.Logger
 	// Metrics, when set, receives each pass's backlog age (BacklogAgeMetric).
 	Metrics *metrics.EMF
 	// Lookback and Overlap default to DefaultLookback and DefaultOverlap; PageSize to
@@ -129,10 +130,10 @@ type Report struct {
 	// Listed counts the events this pass handled; Pages the cursor commits it made.
 	Listed int `json:"listed"`
 	Pages  int `json:"pages"`
-	// Outcomes counts the worker's outcome per event: applied (a change that was missing),
+	// Outcomes counts the Applier's outcome per event: applied (a change that was missing),
 	// duplicate, stale, recorded; requeued counts those handed to the webhook queue.
-	Outcomes map[worker.Outcome]int `json:"outcomes"`
-	Requeued int                    `json:"requeued"`
+	Outcomes map[payments.Outcome]int `json:"outcomes"`
+	Requeued int                      `json:"requeued"`
 	// Applied lists the events that changed a payment (the lost deliveries that mattered).
 	Applied []string `json:"applied"`
 	// Checkpoint is how far the log is walked completely: the next window starts there
@@ -216,7 +217,7 @@ func orDefault[T int | time.Duration](v, def T) T {
 }
 
 func (b *Backfill) readCheckpoint(ctx context.Context) (checkpoint, error) {
-	it, err := b.Store.Get(ctx, worker.Table, checkpointKey, "")
+	it, err := b.Store.Get(ctx, payments.EventsTable, checkpointKey, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return checkpoint{}, nil
 	}
@@ -246,7 +247,7 @@ func (b *Backfill) Run(ctx context.Context, req Request) (Report, error) {
 	defer b.mu.Unlock()
 	lookback, overlap := orDefault(b.Lookback, DefaultLookback), orDefault(b.Overlap, DefaultOverlap)
 	now := b.now().UTC().Truncate(time.Second)
-	rep := Report{Outcomes: map[worker.Outcome]int{}, Applied: []string{}}
+	rep := Report{Outcomes: map[payments.Outcome]int{}, Applied: []string{}}
 	scheduled := req.Since == ""
 	var cp checkpoint
 	if scheduled {
@@ -308,7 +309,7 @@ func (b *Backfill) Run(ctx context.Context, req Request) (Report, error) {
 		return rep, err
 	}
 	b.log().InfoContext(ctx, "backfill pass done", "from", rep.From, "to", rep.To, "listed", rep.Listed,
-		"applied", rep.Outcomes[worker.Applied], "requeued", rep.Requeued, "checkpoint", rep.Checkpoint,
+		"applied", rep.Outcomes[payments.Applied], "requeued", rep.Requeued, "checkpoint", rep.Checkpoint,
 		"more", rep.More, "stopped", rep.Stopped, "backlog_age_s", rep.BacklogAge)
 	return rep, nil
 }
@@ -407,16 +408,16 @@ func (k *walk) start() (provider.Event, bool, error) {
 	return oldest, true, nil
 }
 
-// handle hands one event to the worker (or the webhook queue), moves the cursor past it and,
+// handle hands one event to the Applier (or the webhook queue), moves the cursor past it and,
 // at the end of a page, commits the cursor and checks the pass's bounds.
 func (k *walk) handle(ev provider.Event) error {
 	rep := k.rep
 	d := webhooks.Delivery{Provider: webhooks.ProviderStripe, EventID: ev.ID, Body: ev.Body, ReceivedAt: k.b.now().UTC()}
-	out, err := k.b.Worker.Apply(k.ctx, d)
+	out, err := k.apply(d)
 	switch {
 	case err == nil:
 		rep.Outcomes[out]++
-		if out == worker.Applied {
+		if out == payments.Applied {
 			rep.Applied = append(rep.Applied, ev.ID)
 			k.b.log().InfoContext(k.ctx, "backfill applied a missed event", "event_id", ev.ID, "type", ev.Type)
 		}
@@ -451,6 +452,15 @@ func (k *walk) handle(ev provider.Event) error {
 	return k.budget()
 }
 
+// apply decodes d as the worker decodes a delivery and applies its event.
+func (k *walk) apply(d webhooks.Delivery) (payments.Outcome, error) {
+	ev, err := webhooks.Decode(d)
+	if err != nil {
+		return "", err
+	}
+	return k.b.Applier.Apply(k.ctx, ev)
+}
+
 // budget stops the walk when the invocation has less than the reserve left.
 func (k *walk) budget() error {
 	if left, ok := k.b.timeLeft(k.ctx); ok && left < k.reserve {
@@ -467,7 +477,7 @@ func (k *walk) save() error {
 	}
 	k.cp.Window = k.w
 	doc, _ := json.Marshal(k.cp)
-	if err := k.b.Store.Put(k.ctx, worker.Table, store.Item{PK: checkpointKey, Doc: doc}, store.Cond{}); err != nil {
+	if err := k.b.Store.Put(k.ctx, payments.EventsTable, store.Item{PK: checkpointKey, Doc: doc}, store.Cond{}); err != nil {
 		return fmt.Errorf("backfill: store checkpoint: %w", err)
 	}
 	return nil
@@ -484,14 +494,14 @@ func (k *walk) complete() error {
 	}
 	k.cp.Through, k.cp.Window = k.w.To, nil
 	doc, _ := json.Marshal(k.cp)
-	if err := k.b.Store.Put(k.ctx, worker.Table, store.Item{PK: checkpointKey, Doc: doc}, store.Cond{}); err != nil {
+	if err := k.b.Store.Put(k.ctx, payments.EventsTable, store.Item{PK: checkpointKey, Doc: doc}, store.Cond{}); err != nil {
 		return fmt.Errorf("backfill: store checkpoint: %w", err)
 	}
 	return nil
 }
 
 // requeue puts d in the outbox under a deterministic id (RequeueID). There is no transaction
-// to join: the worker's Apply failed and committed nothing, and the cursor is committed once
+// to join: the Applier failed and committed nothing, and the cursor is committed once
 // a page (a page may requeue more than a transaction holds). So this is a single conditional
 // put, made before the cursor moves past the event: a crash after it leaves a message the
 // relay delivers; a crash before it leaves the cursor behind the event, and the next pass

@@ -21,7 +21,6 @@ import (
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 var t0 = time.Date(2027, 3, 4, 10, 0, 0, 0, time.UTC)
@@ -58,7 +57,7 @@ func (l events) Events(_ context.Context, q provider.EventQuery) iter.Seq2[provi
 }
 
 // succeeded is payment_intent.succeeded for pay_1, whose metadata names the payment but not
-// its scope: until pay_1 is stored the worker cannot apply it (worker.ErrPaymentNotYet).
+// its scope: until pay_1 is stored it cannot be applied (payments.ErrPaymentNotYet).
 func succeeded(created time.Time) provider.Event {
 	obj := map[string]any{"id": "pi_1", "object": "payment_intent", "status": "succeeded", "amount": 2000,
 		"currency": "usd", "customer": "cus_1", "metadata": map[string]string{"twice_payment_id": "pay_1"}}
@@ -67,8 +66,8 @@ func succeeded(created time.Time) provider.Event {
 	return provider.Event{ID: "evt_1", Type: "payment_intent.succeeded", Created: created, Body: body}
 }
 
-// newPass is the store, clock and webhook worker a backfill pass runs on.
-func newPass(t *testing.T) (*boltstore.Store, *clock.Fake, *worker.Worker) {
+// newPass is the store, clock and applier a backfill pass runs on.
+func newPass(t *testing.T) (*boltstore.Store, *clock.Fake, *payments.Applier) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "b.db"))
 	if err != nil {
@@ -76,7 +75,7 @@ func newPass(t *testing.T) (*boltstore.Store, *clock.Fake, *worker.Worker) {
 	}
 	t.Cleanup(func() { st.Close() })
 	c := clock.NewFake(t0)
-	wk := &worker.Worker{Store: st, Now: c.Now, Log: slog.New(slog.DiscardHandler), Classify: func(provider.Decline) string { return "" }}
+	wk := &payments.Applier{Store: st, Now: c.Now, Log: slog.New(slog.DiscardHandler), Classify: func(provider.Decline) string { return "" }}
 	return st, c, wk
 }
 
@@ -104,7 +103,7 @@ func (q *sentQueue) Receive(context.Context, int, time.Duration, time.Duration) 
 func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
 	ctx := context.Background()
 	st, c, wk := newPass(t)
-	b := &backfill.Backfill{Store: st, Events: events{succeeded(t0.Add(-time.Minute))}, Worker: wk, Now: c.Now, Log: wk.Log}
+	b := &backfill.Backfill{Store: st, Events: events{succeeded(t0.Add(-time.Minute))}, Applier: wk, Now: c.Now, Log: wk.Log}
 
 	for pass := 1; pass <= 2; pass++ { // the second pass's overlap lists the event again
 		rep, err := b.Run(ctx, backfill.Request{})
@@ -153,19 +152,23 @@ func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
 	if len(msgs) != 2 {
 		t.Fatalf("%d messages on the webhook queue, want one per delivery (2)", len(msgs))
 	}
-	var outcomes []worker.Outcome
+	var outcomes []payments.Outcome
 	for _, msg := range msgs {
 		var d webhooks.Delivery
 		if err := json.Unmarshal(msg.Body, &d); err != nil || d.EventID != "evt_1" || msg.Attributes["provider"] != webhooks.ProviderStripe {
 			t.Fatalf("queue message %s %v: not the delivery ingest sends (%v)", msg.Body, msg.Attributes, err)
 		}
-		out, err := wk.Apply(ctx, d)
+		ev, err := webhooks.Decode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := wk.Apply(ctx, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
 		outcomes = append(outcomes, out)
 	}
-	if outcomes[0] != worker.Applied || outcomes[1] != worker.Duplicate {
+	if outcomes[0] != payments.Applied || outcomes[1] != payments.Duplicate {
 		t.Fatalf("worker outcomes %v, want applied then duplicate", outcomes)
 	}
 	if got, err := payments.Get(ctx, st, "pay_1"); err != nil || got.Status != provider.StatusSucceeded {

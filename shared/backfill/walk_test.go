@@ -14,14 +14,14 @@ import (
 	"github.com/runtwice/twice/shared/backfill"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/outbox"
+	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
-// applier stands in for the worker: it records every event it is handed, in order, applying
-// each the first time (a repeat is a duplicate, as the worker's dedupe makes it). crashAt, when
+// applier stands in for payments.Applier: it records every event it is handed, in order, applying
+// each the first time (a repeat is a duplicate, as the Applier's dedupe makes it). crashAt, when
 // set, ends the calling goroutine (runtime.Goexit) at that call: the process dies mid-page.
 type applier struct {
 	mu      sync.Mutex
@@ -31,7 +31,7 @@ type applier struct {
 	fail    map[string]bool
 }
 
-func (a *applier) Apply(_ context.Context, d webhooks.Delivery) (worker.Outcome, error) {
+func (a *applier) Apply(_ context.Context, ev webhooks.Event) (payments.Outcome, error) {
 	a.mu.Lock()
 	if a.crashAt > 0 && len(a.seen)+1 == a.crashAt {
 		a.crashAt = 0
@@ -39,26 +39,32 @@ func (a *applier) Apply(_ context.Context, d webhooks.Delivery) (worker.Outcome,
 		runtime.Goexit()
 	}
 	defer a.mu.Unlock()
-	a.seen = append(a.seen, d.EventID)
-	if a.fail[d.EventID] {
+	a.seen = append(a.seen, ev.ID)
+	if a.fail[ev.ID] {
 		return "", errors.New("store unavailable")
 	}
 	if a.applied == nil {
 		a.applied = map[string]int{}
 	}
-	a.applied[d.EventID]++
-	if a.applied[d.EventID] > 1 {
-		return worker.Duplicate, nil
+	a.applied[ev.ID]++
+	if a.applied[ev.ID] > 1 {
+		return payments.Duplicate, nil
 	}
-	return worker.Applied, nil
+	return payments.Applied, nil
+}
+
+// body is the smallest Stripe event the decoder takes, for an event of the log.
+func body(id string, created time.Time) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":"payment_intent.succeeded","created":%d,"data":{"object":{"id":"pi_1","object":"payment_intent"}}}`,
+		id, created.Unix()))
 }
 
 // backlog is n events, one every 50 ms from start, newest first as the provider lists them.
 func backlog(start time.Time, n int) events {
 	l := make(events, n)
 	for i := range n {
-		l[n-1-i] = provider.Event{ID: fmt.Sprintf("evt_%07d", i), Type: "payment_intent.succeeded",
-			Created: start.Add(time.Duration(i) * 50 * time.Millisecond).Truncate(time.Second), Body: []byte(`{}`)}
+		id, created := fmt.Sprintf("evt_%07d", i), start.Add(time.Duration(i)*50*time.Millisecond).Truncate(time.Second)
+		l[n-1-i] = provider.Event{ID: id, Type: "payment_intent.succeeded", Created: created, Body: body(id, created)}
 	}
 	return l
 }
@@ -83,7 +89,7 @@ func run(t *testing.T, b *backfill.Backfill) backfill.Report {
 // caughtUp runs a first pass over an empty log, so the checkpoint stands at the clock's now.
 func caughtUp(t *testing.T, st store.Store, c *clock.Fake) {
 	t.Helper()
-	if rep := run(t, &backfill.Backfill{Store: st, Events: events{}, Worker: &applier{}, Now: c.Now, Log: quiet}); rep.More || !rep.Checkpoint.Equal(c.Now()) {
+	if rep := run(t, &backfill.Backfill{Store: st, Events: events{}, Applier: &applier{}, Now: c.Now, Log: quiet}); rep.More || !rep.Checkpoint.Equal(c.Now()) {
 		t.Fatalf("first pass over an empty log: %+v", rep)
 	}
 }
@@ -100,11 +106,11 @@ func TestBacklogLargerThanAPassIsWalkedCompletely(t *testing.T) {
 			caughtUp(t, st, c)
 			log := backlog(c.Now().Add(time.Second), 51000)
 			if anchored {
-				log = append(log, provider.Event{ID: "evt_old", Created: c.Now().Add(-time.Hour), Body: []byte(`{}`)})
+				log = append(log, provider.Event{ID: "evt_old", Created: c.Now().Add(-time.Hour), Body: body("evt_old", c.Now().Add(-time.Hour))})
 			}
 			c.Advance(time.Hour)
 			a := &applier{}
-			b := &backfill.Backfill{Store: st, Events: log, Worker: a, Now: c.Now, Log: quiet}
+			b := &backfill.Backfill{Store: st, Events: log, Applier: a, Now: c.Now, Log: quiet}
 			first := run(t, b)
 			if !first.More || first.Stopped != "limit" || first.Listed != backfill.MaxEvents || first.Pages != backfill.MaxEvents/backfill.DefaultPageSize {
 				t.Fatalf("first pass: more %v stopped %q listed %d pages %d", first.More, first.Stopped, first.Listed, first.Pages)
@@ -137,11 +143,11 @@ func TestDeadlineAfterKPagesContinuesAtTheNextPage(t *testing.T) {
 	st, c, _ := newPass(t)
 	caughtUp(t, st, c)
 	log := append(backlog(c.Now().Add(time.Second), pages*backfill.DefaultPageSize),
-		provider.Event{ID: "evt_old", Created: c.Now().Add(-time.Hour), Body: []byte(`{}`)})
+		provider.Event{ID: "evt_old", Created: c.Now().Add(-time.Hour), Body: body("evt_old", c.Now().Add(-time.Hour))})
 	c.Advance(time.Hour)
 	a := &applier{}
 	short := true // the first invocation runs short once k pages are done
-	b := &backfill.Backfill{Store: st, Events: log, Worker: a, Now: c.Now, Log: quiet,
+	b := &backfill.Backfill{Store: st, Events: log, Applier: a, Now: c.Now, Log: quiet,
 		TimeLeft: func(context.Context) (time.Duration, bool) {
 			if short && len(a.seen) >= k*backfill.DefaultPageSize {
 				return backfill.DefaultReserve - time.Second, true
@@ -165,7 +171,7 @@ func TestDeadlineAfterKPagesContinuesAtTheNextPage(t *testing.T) {
 	}
 }
 
-// A process killed mid-page: the next pass repeats at most that page (the worker's dedupe
+// A process killed mid-page: the next pass repeats at most that page (the Applier's dedupe
 // makes the repeats duplicates) and every event is applied exactly once.
 func TestCrashMidPageRepeatsAtMostThatPage(t *testing.T) {
 	st, c, _ := newPass(t)
@@ -177,13 +183,13 @@ func TestCrashMidPageRepeatsAtMostThatPage(t *testing.T) {
 	done := make(chan struct{})
 	go func() { // Goexit ends this goroutine mid-pass: no deferred commit runs in the walk
 		defer close(done)
-		_, _ = (&backfill.Backfill{Store: st, Events: log, Worker: a, Now: c.Now, Log: quiet}).Run(context.Background(), backfill.Request{})
+		_, _ = (&backfill.Backfill{Store: st, Events: log, Applier: a, Now: c.Now, Log: quiet}).Run(context.Background(), backfill.Request{})
 	}()
 	<-done
 	if len(a.seen) != crashAt-1 {
 		t.Fatalf("crashed after %d events, want %d", len(a.seen), crashAt-1)
 	}
-	rep := run(t, &backfill.Backfill{Store: st, Events: log, Worker: a, Now: c.Now, Log: quiet})
+	rep := run(t, &backfill.Backfill{Store: st, Events: log, Applier: a, Now: c.Now, Log: quiet})
 	if rep.More {
 		t.Fatalf("the pass after the restart did not finish: %+v", rep)
 	}
@@ -207,12 +213,12 @@ func TestUnrequeueableEventStopsThePassBeforeIt(t *testing.T) {
 	stuck := oldestFirst(log)[4]
 	a := &applier{fail: map[string]bool{stuck: true}}
 	down := &failingOutbox{Store: st}
-	first := run(t, &backfill.Backfill{Store: down, Events: log, Worker: a, Now: c.Now, Log: quiet})
+	first := run(t, &backfill.Backfill{Store: down, Events: log, Applier: a, Now: c.Now, Log: quiet})
 	if first.Stalled != stuck || !first.More || first.Listed != 4 {
 		t.Fatalf("first pass: %+v", first)
 	}
 	delete(a.fail, stuck)
-	second := run(t, &backfill.Backfill{Store: down, Events: log, Worker: a, Now: c.Now, Log: quiet})
+	second := run(t, &backfill.Backfill{Store: down, Events: log, Applier: a, Now: c.Now, Log: quiet})
 	if second.More || second.Listed != 6 || a.seen[5] != stuck {
 		t.Fatalf("second pass: %+v, handed %v", second, a.seen)
 	}
@@ -235,7 +241,7 @@ func TestGapOlderThanRetentionIsReconciliationOnly(t *testing.T) {
 	caughtUp(t, st, c)
 	was := c.Now()
 	c.Advance(40 * 24 * time.Hour)
-	rep := run(t, &backfill.Backfill{Store: st, Events: events{}, Worker: &applier{}, Now: c.Now, Log: quiet})
+	rep := run(t, &backfill.Backfill{Store: st, Events: events{}, Applier: &applier{}, Now: c.Now, Log: quiet})
 	g := rep.ReconciliationOnly
 	if g == nil || !g.From.Equal(was) || !g.To.Equal(c.Now().Add(-backfill.DefaultLookback)) || g.Reason == "" {
 		t.Fatalf("gap %+v", g)

@@ -18,7 +18,7 @@
 // attempts fail. A retried message that dies again reopens its record. The Requeuer is
 // ByTarget, one per target kind: QueueRequeuer here, and recovery.Requeuer and recon.Requeuer
 // with the producers of those records, which also own what opens them
-// (recovery.DeadLetterRecords, recon.DeadLetterRecords, worker.DisputeFollowOns); this package
+// (recovery.DeadLetterRecords, recon.DeadLetterRecords, payments.DisputeFollowOns); this package
 // imports none of them. A retry target that needs the table itself is built on the table
 // first, and the relay's table after it (a second Table literal on the same store, with the
 // Requeuer).

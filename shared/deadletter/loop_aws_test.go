@@ -65,7 +65,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	st := dynamo.New(db, map[string]string{
 		deadletter.TableName: testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
 		payments.Table:       testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
-		worker.Table:         testenv.CreateTable(t, db, testenv.Schema{}),
+		payments.EventsTable: testenv.CreateTable(t, db, testenv.Schema{}),
 		outbox.Table:         testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
 		idempotency.Table:    testenv.CreateTable(t, db, testenv.Schema{}),
 	})
@@ -121,7 +121,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 		t.Fatal(err)
 	}
 	e.service = &payments.Service{Store: st, Keeper: keeper, Provider: e.provider, Now: now, Log: quiet}
-	e.worker = &worker.Worker{Store: st, Classify: declines.ClassOf, Now: now, Log: quiet}
+	e.worker = &worker.Worker{Applier: &payments.Applier{Store: st, Classify: declines.ClassOf, Now: now, Log: quiet}}
 	return e
 }
 

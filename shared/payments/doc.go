@@ -20,4 +20,16 @@
 // horizon, settled as canceled without ever creating again. Follow-on work (resolve jobs, recovery
 // starts) is never called after a commit: it is an outbox message in the same transaction, and
 // FollowOns are the handlers a relay delivers them to.
+//
+// Applying what the provider says has one home, Applier (apply.go): a webhook event (the
+// webhook worker decodes deliveries and hands them over), an event of the provider's log (the
+// backfill) and the provider's current view of a payment or refund (reconciliation's healing,
+// Settle and SettleRefund) take the same path: dedupe on the event id and on the change, the
+// ordering guard (versions from provider's one order table), and the payment's new state with
+// its change, aliases and follow-on work (a recovery start, a dispute's dead-letter message, a
+// replan, steering) in one transaction.
+//
+//	a := &payments.Applier{Store: st, Classify: declines.ClassOf,
+//		Steer: recovery.SteerMessages, Replan: recovery.ReplanMessages}
+//	outcome, err := a.Apply(ctx, ev) // Applied, Duplicate, Stale or Recorded
 package payments

@@ -364,8 +364,8 @@ type RefundFailure struct {
 	EventID   string `json:"event_id,omitempty"`
 }
 
-// maxRefundField caps a provider string kept on the ledger (ids, statuses, reasons are far
-// shorter).
+// maxRefundField caps a provider string kept on a payment or its refund ledger (ids, statuses,
+// reasons are far shorter).
 const maxRefundField = 64
 
 func capField(s string) string {

@@ -41,7 +41,7 @@
 // For the payments with refunds on either side (the provider's amount_refunded, or a refund
 // ledger of ours), each refund on our ledger is compared with the provider's list of the
 // payment's refunds (provider.Operations.Refunds, walked page by page): a refund missing
-// locally, or behind the provider, heals through the webhook worker's refund path
+// locally, or behind the provider, heals through the refund path every refund event takes
 // (Healer.SettleRefund); one missing at the provider, or ahead of it, is reported (refunds.go).
 //
 // # Each difference once

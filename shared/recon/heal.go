@@ -8,11 +8,10 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
-// Healing: a difference a machine can settle is settled, through the webhook worker, with the
-// provider's payment as the truth. Which ones:
+// Healing: a difference a machine can settle is settled, through payments.Applier (the path
+// every webhook event takes), with the provider's payment as the truth. Which ones:
 //   - missing locally, when the provider's payment names one of ours (twice_payment_id and
 //     twice_scope in its metadata): our commit was lost after the provider call, or its
 //     webhook was;
@@ -20,7 +19,7 @@ import (
 //     processing to a final state, a decline later paid, a success later refunded in part or
 //     in whole);
 //   - a refund our ledger lacks or holds behind the provider (refunds.go), applied as a refund
-//     event (worker.Worker.SettleRefund).
+//     event (payments.Applier.SettleRefund).
 //
 // Everything else is a decision for a person and opens a dead-letter record: an amount or
 // currency mismatch, a duplicate charge, a payment missing at the provider, a status going
@@ -55,8 +54,8 @@ func healable(d Difference, remotes map[string]provider.Payment) (provider.Payme
 	}
 	switch d.Class {
 	case MissingLocally:
-		// A payment still waiting for the customer or for a capture has no settled state the
-		// worker could record; it stays a difference for a person.
+		// A payment still waiting for the customer or for a capture has no settled state to
+		// record (Settle); it stays a difference for a person.
 		return rp, rp.Metadata[payments.MetaPaymentID] != "" && rp.Metadata[payments.MetaScope] != "" &&
 			rp.Status != provider.StatusRequiresAction && rp.Status != provider.StatusRequiresCapture
 	case StatusMismatch:
@@ -99,8 +98,8 @@ func (r *Reconciler) expire(ctx context.Context, d Difference) error {
 }
 
 // heal settles d through the Healer when it can, and records that run R healed it. A
-// settlement the worker does not apply (ours turned out newer, the payment is not ours) falls
-// back to opening the difference.
+// settlement that is not applied (ours turned out newer, the payment is not ours) falls back
+// to opening the difference.
 func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]provider.Payment) (bool, error) {
 	if d.Class == Stuck && d.Local != nil && d.Local.Status == provider.StatusRequiresAction {
 		return true, r.expire(ctx, d)
@@ -108,7 +107,7 @@ func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]
 	if r.Healer == nil {
 		return false, nil
 	}
-	var out worker.Outcome
+	var out payments.Outcome
 	var err error
 	var status provider.Status
 	if rf, ok := healableRefund(d); ok {
@@ -124,7 +123,7 @@ func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]
 		r.log().WarnContext(ctx, "difference could not be healed; opening it", "key", d.Key, "run_id", d.RunID, "error", err)
 		return false, nil
 	}
-	if out != worker.Applied {
+	if out != payments.Applied {
 		r.log().InfoContext(ctx, "healing changed nothing; opening the difference", "key", d.Key, "run_id", d.RunID, "outcome", out)
 		return false, nil
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/store"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // Tables the reconciler writes.
@@ -37,11 +36,12 @@ type Sink interface {
 	Open(ctx context.Context, d Difference) error
 }
 
-// Healer applies a provider payment, or one provider refund, through the webhook worker
-// (worker.Worker.Settle and SettleRefund), as the events that report them would.
+// Healer applies a provider payment, or one provider refund, as the events that report them
+// would (payments.Applier's Settle and SettleRefund: the one path every provider observation
+// takes).
 type Healer interface {
-	Settle(ctx context.Context, p provider.Payment, eventID string) (worker.Outcome, error)
-	SettleRefund(ctx context.Context, r provider.Refund, eventID string) (worker.Outcome, error)
+	Settle(ctx context.Context, p provider.Payment, eventID string) (payments.Outcome, error)
+	SettleRefund(ctx context.Context, r provider.Refund, eventID string) (payments.Outcome, error)
 }
 
 // ErrConfig: a Reconciler lacks a required field.
@@ -76,7 +76,7 @@ type Reconciler struct {
 	// events in the window name (a refund or dispute of an older payment) is compared too.
 	Events provider.EventLister
 	// Healer, when set, settles the differences a machine can (missing locally, the provider
-	// ahead of us) by applying the provider's payment through the webhook worker; only the
+	// ahead of us) by applying the provider's payment as its event would be applied; only the
 	// others open dead-letter records.
 	Healer Healer
 	// Bounds are how long a payment may stay in each waiting status (zero: the defaults,
@@ -123,7 +123,7 @@ type Report struct {
 	ComparedLocal    int `json:"compared_local"`
 	ComparedProvider int `json:"compared_provider"`
 	// Found counts the differences of each class this run saw; Healed those it settled through
-	// the webhook worker; Opened those no earlier run had reported (the rest were already open).
+	// the Healer; Opened those no earlier run had reported (the rest were already open).
 	Found  map[Class]int `json:"found"`
 	Healed map[Class]int `json:"healed"`
 	Opened map[Class]int `json:"opened"`
@@ -221,7 +221,7 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 }
 
 // Difference record states: opening until the Sink has it, then open; healed when a run
-// settled it through the webhook worker.
+// settled it through the Healer.
 const (
 	stateOpening = "opening"
 	stateOpen    = "open"

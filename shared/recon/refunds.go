@@ -24,9 +24,10 @@ import (
 //
 // What is decided:
 //   - a provider refund our ledger lacks (its webhook was lost, or it was made in the
-//     provider's dashboard) heals: it is applied through the webhook worker's refund path
-//     (worker.Worker.SettleRefund), the same code a refund.updated delivery runs, so it is
-//     adopted, amount_refunded and the status follow, and a failed one opens its dead letter;
+//     provider's dashboard) heals: it is applied through the refund path every refund event
+//     takes (payments.Applier.SettleRefund), the same code a refund.updated delivery runs, so
+//     it is adopted, amount_refunded and the status follow, and a failed one opens its dead
+//     letter;
 //   - a refund the provider has further along than we do (ours reserved or pending, theirs
 //     succeeded or failed) heals the same way; one we hold further along is reported;
 //   - a refund of ours that holds money (reserved, pending or succeeded) and that the provider

@@ -421,12 +421,12 @@ func TestChargeVersionsOnTheSharedClock(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"id": "evt_ok", "object": "event", "type": "payment_intent.succeeded",
 		"created": clock.Now().Unix(), "data": map[string]any{"object": map[string]any{"id": "pi_1", "object": "payment_intent",
 			"status": "succeeded", "amount": 1000, "currency": "usd", "metadata": map[string]string{payments.MetaPaymentID: "pay_1"}}}})
-	w := &worker.Worker{Store: st, Now: clock.Now, Log: discard()}
+	w := &worker.Worker{Applier: &payments.Applier{Store: st, Now: clock.Now, Log: discard()}}
 	out, err := w.Apply(context.Background(), webhooks.Delivery{Provider: webhooks.ProviderStripe, EventID: "evt_ok", Body: body, ReceivedAt: clock.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := payments.Get(context.Background(), st, "pay_1"); out != worker.Applied || p.Status != provider.StatusSucceeded {
+	if p, _ := payments.Get(context.Background(), st, "pay_1"); out != payments.Applied || p.Status != provider.StatusSucceeded {
 		t.Fatalf("the provider's success was %s; payment %s (version %d)", out, p.Status, p.Version)
 	}
 }

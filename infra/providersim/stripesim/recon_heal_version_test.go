@@ -9,7 +9,6 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // TestHealsAPaidDeclineWhateverItsVersion: a payment held as declined that the provider
@@ -19,7 +18,7 @@ import (
 // payment is never left reported as declined.
 func TestHealsAPaidDeclineWhateverItsVersion(t *testing.T) {
 	e := newEnv(t)
-	e.rec.Healer = &worker.Worker{Store: e.store, Now: e.clock.Now, Log: slog.New(slog.DiscardHandler)}
+	e.rec.Healer = &payments.Applier{Store: e.store, Now: e.clock.Now, Log: slog.New(slog.DiscardHandler)}
 	p := e.pay(1000, "", nil) // succeeded at the provider
 	ahead := e.clock.Now().Add(7 * 24 * time.Hour)
 	p.Status, p.Decline, p.UpdatedAt = provider.StatusDeclined, &provider.Decline{Code: "card_velocity_exceeded"}, ahead

@@ -13,7 +13,6 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/store"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // refund refunds amount of p at the provider (the simulator, through the Stripe adapter).
@@ -43,7 +42,7 @@ func (e *env) ledger(p payments.Payment, entries ...payments.RefundEntry) {
 }
 
 func (e *env) withHealer() {
-	e.rec.Healer = &worker.Worker{Store: e.store, Now: e.clock.Now, Log: slog.New(slog.DiscardHandler)}
+	e.rec.Healer = &payments.Applier{Store: e.store, Now: e.clock.Now, Log: slog.New(slog.DiscardHandler)}
 }
 
 func (e *env) opened(c recon.Class) []recon.Difference {
@@ -58,7 +57,7 @@ func (e *env) opened(c recon.Class) []recon.Difference {
 
 // 150 refunds of one payment at the provider that our ledger never heard of (their webhooks
 // were lost): the run walks both pages of the provider's refund list, heals each through the
-// webhook worker's refund path, and the ledger, amount refunded and status follow. Payments
+// refund path every refund event takes, and the ledger, amount refunded and status follow. Payments
 // without refunds on either side cost no refund list call, and the next run finds nothing.
 func TestRefundsMissingLocallyHealAcrossListPages(t *testing.T) {
 	if testing.Short() {

@@ -5,7 +5,7 @@
 // registry to the kinds the code writes, in both directions.
 //
 // Each handler lives with the package that writes its kind (payments.Service.FollowOns,
-// recovery.Steerer.WakeFollowOn, deadletter.Table.RetryFollowOn, worker.DisputeFollowOns,
+// recovery.Steerer.WakeFollowOn, deadletter.Table.RetryFollowOn, payments.DisputeFollowOns,
 // payments.RefundFollowOns, backfill.FollowOns, feed.Publisher.Handlers); this package only
 // puts them in one table, over the Targets each wiring provides:
 //

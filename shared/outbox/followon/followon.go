@@ -13,7 +13,6 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/webhooks/ingest"
-	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
 // Targets are what the follow-on work is delivered to. Every field is required.
@@ -97,7 +96,7 @@ func table(t Targets) (map[string]outbox.Handler, error) {
 	// recovery round, or reconciliation again.
 	add(map[string]outbox.Handler{deadletter.KindRetry: t.DeadLetters.RetryFollowOn()})
 	// Records a person must work: a dispute's evidence, a refund that failed.
-	add(worker.DisputeFollowOns(t.DeadLetters))
+	add(payments.DisputeFollowOns(t.DeadLetters))
 	add(payments.RefundFollowOns(t.DeadLetters))
 	// An event the backfill could not apply goes to the webhook queue.
 	add(backfill.FollowOns(t.WebhookQueue))

@@ -146,13 +146,13 @@ func TestDisputeFoundThroughItsCharge(t *testing.T) {
 			"data": map[string]any{"object": obj}})
 		return webhooks.Delivery{Provider: webhooks.ProviderStripe, EventID: id, Body: body, ReceivedAt: t0.Add(time.Hour)}
 	}
-	if out, err := w.Apply(ctx, chargeOnly("evt_d", "ch_9")); err != nil || out != Applied {
+	if out, err := w.Apply(ctx, chargeOnly("evt_d", "ch_9")); err != nil || out != payments.Applied {
 		t.Fatalf("a dispute of our charge: %s %v", out, err)
 	}
 	if p := status(t, s, "pay_3"); p.Dispute == nil || p.Dispute.Status != "needs_response" || p.LatestCharge != "ch_9" {
 		t.Fatalf("payment after the dispute: %+v", p)
 	}
-	if out, err := w.Apply(ctx, chargeOnly("evt_x", "ch_unknown")); err != nil || out == Applied {
+	if out, err := w.Apply(ctx, chargeOnly("evt_x", "ch_unknown")); err != nil || out == payments.Applied {
 		t.Fatalf("a dispute of a charge nobody aliased: %s %v", out, err)
 	}
 }
@@ -172,7 +172,7 @@ func TestDeclineEventRecordsItsCard(t *testing.T) {
 	lpe["payment_method"] = map[string]any{"id": "pm_1", "object": "payment_method",
 		"card": map[string]any{"brand": "mastercard", "fingerprint": "fp_mc_1", "last4": "4444"}}
 	d.Body, _ = json.Marshal(env)
-	if out, err := w.Apply(context.Background(), d); err != nil || out != Applied {
+	if out, err := w.Apply(context.Background(), d); err != nil || out != payments.Applied {
 		t.Fatalf("apply: %s %v", out, err)
 	}
 	if p := status(t, s, "pay_3"); p.Card == nil || p.Card.Fingerprint != "fp_mc_1" || p.Card.Last4 != "4444" || p.Card.Brand != "mastercard" {

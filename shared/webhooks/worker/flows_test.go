@@ -50,7 +50,7 @@ func TestWaitingStatusesMoveByEvents(t *testing.T) {
 	w, s := newWorker(t)
 	seed(t, s, "pay_f")
 	for _, st := range steps {
-		if o, err := w.Apply(context.Background(), st.ev); err != nil || o != Applied {
+		if o, err := w.Apply(context.Background(), st.ev); err != nil || o != payments.Applied {
 			t.Fatalf("%s: %v %v", st.ev.EventID, o, err)
 		}
 		if p := status(t, s, "pay_f"); !st.check(p) {
@@ -59,7 +59,7 @@ func TestWaitingStatusesMoveByEvents(t *testing.T) {
 	}
 	// The requires_action event, delivered late, is older than the cancel: ignored.
 	late := flowEvent("evt_late", "payment_intent.requires_action", t0.Add(time.Second), map[string]any{"status": "requires_action"})
-	if o, err := w.Apply(context.Background(), late); err != nil || o != Stale {
+	if o, err := w.Apply(context.Background(), late); err != nil || o != payments.Stale {
 		t.Fatalf("late requires_action: %v %v", o, err)
 	}
 }
@@ -74,20 +74,20 @@ func TestReclassifyingEventSteersTheRunningRecovery(t *testing.T) {
 		return flowEvent(id, "payment_intent.payment_failed", at, map[string]any{"status": "requires_payment_method",
 			"last_payment_error": map[string]any{"type": "card_error", "code": "card_declined", "decline_code": code}})
 	}
-	if o, err := w.Apply(ctx, failed("evt_1", t0, "generic_decline")); err != nil || o != Applied {
+	if o, err := w.Apply(ctx, failed("evt_1", t0, "generic_decline")); err != nil || o != payments.Applied {
 		t.Fatalf("first decline: %v %v", o, err)
 	}
 	rw, err := payments.Recovery{PaymentID: "pay_f", State: payments.RecoveryScheduled, Round: 1, Seq: 1, NextAttemptAt: t0.Add(72 * time.Hour)}.Write()
 	if err != nil || s.Transact(ctx, rw) != nil {
 		t.Fatalf("recovery: %v", err)
 	}
-	if o, err := w.Apply(ctx, failed("evt_2", t0.Add(time.Second), "generic_decline")); err != nil || o != Applied {
+	if o, err := w.Apply(ctx, failed("evt_2", t0.Add(time.Second), "generic_decline")); err != nil || o != payments.Applied {
 		t.Fatalf("same class: %v %v", o, err)
 	}
 	if sg, err := recovery.GetSteer(ctx, s, "pay_f"); err != nil || sg != nil {
 		t.Fatalf("a decline of the same class steered: %+v %v", sg, err)
 	}
-	if o, err := w.Apply(ctx, failed("evt_3", t0.Add(2*time.Second), "authentication_required")); err != nil || o != Applied {
+	if o, err := w.Apply(ctx, failed("evt_3", t0.Add(2*time.Second), "authentication_required")); err != nil || o != payments.Applied {
 		t.Fatalf("reclassified: %v %v", o, err)
 	}
 	sg, err := recovery.GetSteer(ctx, s, "pay_f")

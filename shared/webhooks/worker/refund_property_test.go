@@ -150,7 +150,7 @@ func TestRefundLedgerAgreesWithTheProvider(t *testing.T) {
 		const captured = 2000
 		prov := &refundProvider{Fake: &providertest.Fake{Now: clk.Now}, now: clk.Now, amount: captured, byKey: map[string]int{}}
 		svc := &payments.Service{Store: st, Keeper: keeper, Provider: prov, Now: clk.Now, Log: quiet}
-		w := &worker.Worker{Store: st, Now: clk.Now, Log: quiet}
+		w := &worker.Worker{Applier: &payments.Applier{Store: st, Now: clk.Now, Log: quiet}}
 		h := svc.Handler(func(*http.Request) string { return "local" })
 		post := func(path, key, body string) *httptest.ResponseRecorder {
 			r := httptest.NewRequest("POST", path, strings.NewReader(body))

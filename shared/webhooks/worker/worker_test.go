@@ -16,6 +16,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/queue"
+	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -50,8 +51,9 @@ func newWorker(t *testing.T) (*Worker, store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return &Worker{Store: s, Now: func() time.Time { return t0 }, Log: slog.New(slog.DiscardHandler),
-		Classify: func(d provider.Decline) string { return "class-" + d.Code }}, s
+	return &Worker{Applier: &payments.Applier{Store: s, Now: func() time.Time { return t0 }, Log: slog.New(slog.DiscardHandler),
+		Classify: func(d provider.Decline) string { return "class-" + d.Code },
+		Steer:    recovery.SteerMessages, Replan: recovery.ReplanMessages}}, s
 }
 
 // seed stores a pending payment as the API would have.
@@ -99,7 +101,7 @@ func TestFiveDeliveriesApplyOnce(t *testing.T) {
 	w, s := newWorker(t)
 	seed(t, s, "pay_1")
 	d := stripeEvent("evt_1", "payment_intent.payment_failed", t0, "pi_1", "pay_1", nil)
-	var got []Outcome
+	var got []payments.Outcome
 	for range 5 {
 		o, err := w.Apply(context.Background(), d)
 		if err != nil {
@@ -146,7 +148,7 @@ func TestShuffledDeliveriesEndAtTheNewestState(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if o == Applied {
+				if o == payments.Applied {
 					applied[d.EventID]++
 				}
 			}
@@ -176,18 +178,18 @@ func ids(ds []webhooks.Delivery) []string {
 func TestOlderEventIsIgnored(t *testing.T) {
 	w, s := newWorker(t)
 	seed(t, s, "pay_3")
-	if o, _ := w.Apply(context.Background(), stripeEvent("evt_new", "payment_intent.succeeded", t0.Add(time.Second), "pi_3", "pay_3", nil)); o != Applied {
+	if o, _ := w.Apply(context.Background(), stripeEvent("evt_new", "payment_intent.succeeded", t0.Add(time.Second), "pi_3", "pay_3", nil)); o != payments.Applied {
 		t.Fatal(o)
 	}
 	o, err := w.Apply(context.Background(), stripeEvent("evt_old", "payment_intent.processing", t0, "pi_3", "pay_3", nil))
-	if err != nil || o != Stale {
+	if err != nil || o != payments.Stale {
 		t.Fatalf("%v %v", o, err)
 	}
 	if p := status(t, s, "pay_3"); p.Status != provider.StatusSucceeded {
 		t.Fatalf("status %s", p.Status)
 	}
 	// The stale event is still deduped: its redelivery stops at the first check.
-	if o, _ := w.Apply(context.Background(), stripeEvent("evt_old", "payment_intent.processing", t0, "pi_3", "pay_3", nil)); o != Duplicate {
+	if o, _ := w.Apply(context.Background(), stripeEvent("evt_old", "payment_intent.processing", t0, "pi_3", "pay_3", nil)); o != payments.Duplicate {
 		t.Fatal(o)
 	}
 }
@@ -210,19 +212,19 @@ func (f *failingStore) Transact(ctx context.Context, ws ...store.Write) error {
 func TestCrashBetweenDedupeAndApplyLosesNothing(t *testing.T) {
 	w, s := newWorker(t)
 	seed(t, s, "pay_4")
-	w.Store = &failingStore{Store: s, n: 1}
+	w.Applier.Store = &failingStore{Store: s, n: 1}
 	d := stripeEvent("evt_4", "payment_intent.succeeded", t0, "pi_4", "pay_4", nil)
 	if err := w.Handle(context.Background(), message("m0", d)); err == nil {
 		t.Fatal("a failed commit was acknowledged")
 	}
-	if _, err := s.Get(context.Background(), Table, "event#"+"stripe/evt_4", ""); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Get(context.Background(), payments.EventsTable, "event#"+"stripe/evt_4", ""); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("dedupe record committed without the state change: %v", err)
 	}
 	// Redelivery applies it once.
-	if o, err := w.Apply(context.Background(), d); err != nil || o != Applied {
+	if o, err := w.Apply(context.Background(), d); err != nil || o != payments.Applied {
 		t.Fatalf("%v %v", o, err)
 	}
-	if o, _ := w.Apply(context.Background(), d); o != Duplicate {
+	if o, _ := w.Apply(context.Background(), d); o != payments.Duplicate {
 		t.Fatal(o)
 	}
 	if p := status(t, s, "pay_4"); p.Status != provider.StatusSucceeded {
@@ -254,7 +256,7 @@ func TestEachMessageFailsAlone(t *testing.T) {
 	if fmt.Sprint(failed) != "[m1 poison]" {
 		t.Fatalf("failures %v", failed)
 	}
-	if err := w.Handle(context.Background(), msgs[1]); !errors.Is(err, ErrPaymentNotYet) {
+	if err := w.Handle(context.Background(), msgs[1]); !errors.Is(err, payments.ErrPaymentNotYet) {
 		t.Fatalf("payment not stored yet: %v", err)
 	}
 	if p := status(t, s, "pay_5"); p.Status != provider.StatusSucceeded {
@@ -266,14 +268,14 @@ func TestEventsForPaymentsWeDoNotHaveYet(t *testing.T) {
 	w, s := newWorker(t)
 	// The API's request reached the provider but never committed: the event creates the payment.
 	meta := map[string]string{"twice_payment_id": "pay_6", "twice_scope": "local"}
-	if o, err := w.Apply(context.Background(), stripeEvent("evt_6", "payment_intent.succeeded", t0, "pi_6", "pay_6", meta)); err != nil || o != Applied {
+	if o, err := w.Apply(context.Background(), stripeEvent("evt_6", "payment_intent.succeeded", t0, "pi_6", "pay_6", meta)); err != nil || o != payments.Applied {
 		t.Fatalf("%v %v", o, err)
 	}
 	if p := status(t, s, "pay_6"); p.Status != provider.StatusSucceeded || p.Scope != "local" || p.Amount != 2000 {
 		t.Fatalf("%+v", p)
 	}
 	// A PaymentIntent not made through twice is recorded, not applied.
-	if o, err := w.Apply(context.Background(), stripeEvent("evt_7", "payment_intent.succeeded", t0, "pi_7", "", map[string]string{})); err != nil || o != Recorded {
+	if o, err := w.Apply(context.Background(), stripeEvent("evt_7", "payment_intent.succeeded", t0, "pi_7", "", map[string]string{})); err != nil || o != payments.Recorded {
 		t.Fatalf("%v %v", o, err)
 	}
 }
@@ -343,17 +345,17 @@ func TestWebhookDeclineKeepsTheCardBrand(t *testing.T) {
 func TestSuccessEndsADeclineWhateverItsVersion(t *testing.T) {
 	w, s := newWorker(t)
 	seed(t, s, "pay_1")
-	if o, err := w.Apply(context.Background(), stripeEvent("evt_f", "payment_intent.payment_failed", t0.Add(time.Hour), "pi_1", "pay_1", nil)); err != nil || o != Applied {
+	if o, err := w.Apply(context.Background(), stripeEvent("evt_f", "payment_intent.payment_failed", t0.Add(time.Hour), "pi_1", "pay_1", nil)); err != nil || o != payments.Applied {
 		t.Fatalf("decline: %v %v", o, err)
 	}
 	o, err := w.Apply(context.Background(), stripeEvent("evt_s", "payment_intent.succeeded", t0, "pi_1", "pay_1", nil))
-	if err != nil || o != Applied {
+	if err != nil || o != payments.Applied {
 		t.Fatalf("success: %v %v", o, err)
 	}
 	if p := status(t, s, "pay_1"); p.Status != provider.StatusSucceeded || p.Decline != nil {
 		t.Fatalf("status %s decline %+v, want succeeded", p.Status, p.Decline)
 	}
-	if o, err := w.Apply(context.Background(), stripeEvent("evt_f0", "payment_intent.payment_failed", t0.Add(-time.Minute), "pi_1", "pay_1", nil)); err != nil || o != Stale {
+	if o, err := w.Apply(context.Background(), stripeEvent("evt_f0", "payment_intent.payment_failed", t0.Add(-time.Minute), "pi_1", "pay_1", nil)); err != nil || o != payments.Stale {
 		t.Fatalf("older decline: %v %v", o, err)
 	}
 	if p := status(t, s, "pay_1"); p.Status != provider.StatusSucceeded {

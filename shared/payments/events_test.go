@@ -1,10 +1,11 @@
-package worker
+package payments
 
 import (
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -36,10 +37,11 @@ func sampleObject(typ string) (obj map[string]any, previous map[string]any) {
 }
 
 // TestStripeEventTypesAreApplied: every listed type, decoded from a delivery of its shape, is
-// one the worker acts on; and the PaymentIntent types the decoder orders but the worker only
-// records (created, partially_funded) are not listed. So the list a Stripe endpoint is set
-// up from is the list the code applies.
+// one Apply acts on; and the PaymentIntent types the decoder orders but Apply only records
+// (created, partially_funded) are not listed. So the list a Stripe endpoint is set up from is
+// the list the code applies.
 func TestStripeEventTypesAreApplied(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	recordedOnly := []string{"payment_intent.created", "payment_intent.partially_funded", "charge.succeeded", "customer.created"}
 	for _, typ := range append(slices.Clone(StripeEventTypes), recordedOnly...) {
 		obj, prev := sampleObject(typ)
@@ -55,14 +57,14 @@ func TestStripeEventTypesAreApplied(t *testing.T) {
 		}
 		listed := slices.Contains(StripeEventTypes, typ)
 		if got := applies(ev); got != listed {
-			t.Errorf("%s: the worker applies it: %v; StripeEventTypes lists it: %v", typ, got, listed)
+			t.Errorf("%s: Apply acts on it: %v; StripeEventTypes lists it: %v", typ, got, listed)
 		}
 	}
 }
 
-// applies reports whether the worker acts on ev beyond recording it: the three branches of
-// paymentFor, Apply's steering and its refunds.
+// applies reports whether Apply acts on ev beyond recording it: the three branches of
+// paymentFor, writes' steering and applyRefund.
 func applies(ev webhooks.Event) bool {
-	_, status := statusOf(ev)
+	_, status := eventStatus(ev)
 	return status || amends(ev) || ev.Steer != nil || ev.Refund != nil
 }
