@@ -29,7 +29,7 @@ type Dispute struct {
 }
 
 // NeedsResponse reports whether the dispute waits for our evidence: a person must act before
-// EvidenceDueBy, so the worker opens a dead-letter record for it.
+// EvidenceDueBy, so applying it opens a dead-letter record for it (KindDisputeEvidence).
 func (d *Dispute) NeedsResponse() bool {
 	return d != nil && (d.Status == provider.DisputeNeedsResponse || d.Status == provider.DisputeWarningNeedsResponse)
 }

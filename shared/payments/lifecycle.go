@@ -103,10 +103,10 @@ func statusOf(s provider.Status) string {
 }
 
 // VersionAt is the version of a payment state our own code observed at t: seconds first, then
-// the rank of the event that reports the state (provider.StatusEvent; the scheme the webhook
-// worker derives from an event, so the two order against each other), then one more step, so
-// that our write of a state beats the provider's event for the same state in the same second:
-// ours carries the request's details (payment method, invoice, key) that an event lacks.
+// the rank of the event that reports the state (provider.StatusEvent; the scheme an event's
+// version follows, webhooks.StripeVersion, so the two order against each other), then one more
+// step, so that our write of a state beats the provider's event for the same state in the same
+// second: ours carries the request's details (payment method, invoice, key) that an event lacks.
 func VersionAt(t time.Time, status string) int64 {
 	return webhooks.StripeVersion(t.Unix(), provider.StatusEvent(provider.Status(status)))*2 + 1
 }

@@ -34,7 +34,7 @@ import (
 //
 // The charge's cumulative amount_refunded (charge.refunded) cannot be ordered against a later
 // failure, so once a payment's ledger holds a refund it is the ledger, not that figure, that
-// decides (see the webhook worker).
+// decides (Applier: refundsDecide).
 
 // refundLedgerPrefix keys a payment's refund ledger in Table.
 const refundLedgerPrefix = "refunds#"

@@ -57,7 +57,7 @@ func NewDelivery(provider string, h http.Header, body []byte, receivedAt time.Ti
 	return d
 }
 
-// Event is a provider event in one shape the worker applies.
+// Event is a provider event in one shape: what payments.Applier applies.
 type Event struct {
 	Provider string
 	// ID is the provider's event id (Stripe evt_..., Standard webhook-id): the first dedupe key.
