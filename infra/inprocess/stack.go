@@ -350,7 +350,7 @@ func (s *Stack) build() error {
 	}}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
-		Classify: declines.ClassOf, OnDecline: recoverer, Exchanges: record, Now: s.clock.Now, Log: s.log}
+		Classify: declines.ClassOf, OnDecline: recoverer, Exchanges: attempts.API{Record: record, Now: s.clock.Now}, Now: s.clock.Now, Log: s.log}
 	// The relay delivers every follow-on kind to the same targets as outbox-relay in AWS
 	// (followon.Handlers), on the local runner, queues and event feed.
 	s.feed = &feed.Log{Store: s.store}

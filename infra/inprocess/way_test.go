@@ -81,7 +81,7 @@ func TestEachWayEntersAPackageOnce(t *testing.T) {
 	}
 	svc := &payments.Service{Store: st, Keeper: keeper, Classify: declines.ClassOf, Log: log,
 		Provider:  &retry.Provider{Next: client, Policy: retry.NewAPI(retry.Policy{Rand: rand.New(rand.NewPCG(1, 2)), Log: log})},
-		Exchanges: attempts.BestEffort(attemptLog, log)}
+		Exchanges: attempts.API{Record: attempts.BestEffort(attemptLog, log)}}
 	scope := func(r *http.Request) string { pay.capture("apigw.Scope"); return apigw.Scope(r) }
 	resp, err := (&apigw.Adapter{Handler: apigw.RequireScope(svc.Handler(scope))}).Invoke(ctx, events.APIGatewayV2HTTPRequest{
 		RawPath: "/payments", RouteKey: "POST /payments",

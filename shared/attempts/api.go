@@ -9,21 +9,28 @@ import (
 	"github.com/runtwice/twice/shared/redact"
 )
 
-// Exchange is one request to an API handler being served, recorded as an inbound attempt so a
+// API records each request to an API handler and its answer as an inbound attempt, so a
 // payment's timeline starts with what the caller asked and what we said. The handler that
-// writes the answer begins it and hands the attempt to the log when it has answered: the log
-// is told what happened, and calls nothing back.
-type Exchange struct {
-	r     *http.Request
-	start time.Time
-	body  []byte
-	w     *recordingWriter
+// writes the answer begins the exchange and, once it has answered, files it: the log is told
+// what happened, and calls nothing back.
+type API struct {
+	// Record stores the attempt (build it with BestEffort). Required.
+	Record RecordFunc
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
-// Begin starts recording r at now. It reads the start of the body aside (the handler still
-// reads the whole of it) and returns the writer the answer must be written to.
-func Begin(w http.ResponseWriter, r *http.Request, now time.Time) (*Exchange, http.ResponseWriter) {
-	e := &Exchange{r: r, start: now, w: &recordingWriter{ResponseWriter: w, status: http.StatusOK}}
+// Begin starts recording r. It reads the start of the body aside (the handler still reads the
+// whole of it) and returns the writer the answer must be written to, and the func that files
+// the exchange, once answered, under the handler's operation ("payments.create"), the caller's
+// scope and the payment it concerns ("" for none).
+func (a API) Begin(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, func(operation, scope, paymentID string)) {
+	now := a.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
+	var body []byte
 	if r.Body != nil && r.Body != http.NoBody {
 		b, err := io.ReadAll(io.LimitReader(r.Body, DefaultCaptureLimit+1))
 		// Hand the handler the whole body: what was read, then the rest unread.
@@ -32,22 +39,21 @@ func Begin(w http.ResponseWriter, r *http.Request, now time.Time) (*Exchange, ht
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
 		if err == nil {
-			e.body = b
+			body = b
 		}
 	}
-	return e, e.w
-}
-
-// Attempt is the exchange as answered by now, filed under the handler's operation
-// ("payments.create"), the caller's scope and the payment it concerns ("" for none).
-func (e *Exchange) Attempt(operation, scope, paymentID string, now time.Time) Attempt {
-	at := FromRequest(e.r, e.body, e.w.status)
-	at.Provider = "api"
-	at.StartedAt, at.Duration = e.start, now.Sub(e.start)
-	at.ResponseHeader = redact.Header(e.w.Header())
-	at.ResponseBody, at.ResponseBytes, at.ResponseTruncated = e.w.body.snapshot()
-	at.Operation, at.Scope, at.PaymentID = operation, scope, paymentID
-	return at
+	rw := &recordingWriter{ResponseWriter: w, status: http.StatusOK}
+	return rw, func(operation, scope, paymentID string) {
+		at := FromRequest(r, body, rw.status)
+		at.Provider = "api"
+		at.StartedAt, at.Duration = start, now().Sub(start)
+		at.ResponseHeader = redact.Header(rw.Header())
+		at.ResponseBody, at.ResponseBytes, at.ResponseTruncated = rw.body.snapshot()
+		at.Operation, at.Scope, at.PaymentID = operation, scope, paymentID
+		if a.Record != nil {
+			a.Record(r.Context(), at)
+		}
+	}
 }
 
 // recordingWriter copies a response aside (up to DefaultCaptureLimit) as it is written.

@@ -13,7 +13,7 @@ import (
 // attempt both, filed under what the handler named.
 func TestExchange(t *testing.T) {
 	var c collector
-	now := tick(time.Millisecond)
+	api := API{Record: c.record, Now: tick(time.Millisecond)}
 	f := struct{ Operation, Scope, PaymentID string }{"payments.create", "local", "pay_1"}
 	big := strings.Repeat("x", DefaultCaptureLimit+10)
 	for name, body := range map[string]string{"small": `{"amount":1000}`, "over the capture limit": big} {
@@ -31,9 +31,9 @@ func TestExchange(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(body))
 			r.Header.Set("Idempotency-Key", "k-1")
 			w := httptest.NewRecorder()
-			ex, rw := Begin(w, r, now())
+			rw, file := api.Begin(w, r)
 			next.ServeHTTP(rw, r)
-			c.record(r.Context(), ex.Attempt(f.Operation, f.Scope, f.PaymentID, now()))
+			file(f.Operation, f.Scope, f.PaymentID)
 			if seen != body || w.Code != http.StatusCreated || w.Body.String() != `{"id":"pay_1"}` {
 				t.Fatalf("handler saw %d bytes, caller got %d %s", len(seen), w.Code, w.Body)
 			}

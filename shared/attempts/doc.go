@@ -39,11 +39,11 @@
 // IngestObserver turn the Stripe adapter's calls and the webhook ingest's deliveries into
 // attempts.
 //
-// Begin and Exchange.Attempt record an API request and its answer. The handler that writes the
-// answer begins the exchange and, once it has answered, hands the attempt to the log under the
-// operation, scope and payment it names: the log is told, and calls nothing back.
+// API.Begin records an API request and its answer. The handler that writes the answer begins
+// the exchange and, once it has answered, files it under the operation, scope and payment it
+// names: the log is told, and calls nothing back.
 //
-//	ex, w := attempts.Begin(w, r, now())
+//	w, file := api.Begin(w, r)
 //	// ... serve r, writing the answer to w ...
-//	record(ctx, ex.Attempt("payments.create", scope, paymentID, now()))
+//	file("payments.create", scope, paymentID)
 package attempts

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/problem"
 )
@@ -75,11 +74,9 @@ func (s *Service) serve(rt route, scope func(*http.Request) string) http.Handler
 		sc := scope(r)
 		if s.Exchanges != nil {
 			// Every request and its answer go to the attempt log, under the payment it concerns.
-			ex, rw := attempts.Begin(w, r, s.now())
-			w = rw
-			defer func() {
-				s.Exchanges(r.Context(), ex.Attempt(APIOperation(r), sc, PaymentOfRequest(r, sc, r.Header.Get(idempotency.HeaderKey)), s.now()))
-			}()
+			var file func(operation, scope, paymentID string)
+			w, file = s.Exchanges.Begin(w, r)
+			defer func() { file(APIOperation(r), sc, PaymentOfRequest(r, sc, r.Header.Get(idempotency.HeaderKey))) }()
 		}
 		if rt.maxBody > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody)

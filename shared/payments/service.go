@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
-	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/provider"
@@ -28,6 +28,12 @@ type ResolveJob struct {
 	// Refund, when set, makes the job the resolution of this refund of the payment (our
 	// refund id), whose key is pending (ResolveRefund).
 	Refund string `json:"refund,omitempty"`
+}
+
+// Exchanges records API exchanges in the attempt log (attempts.API): Begin returns the writer
+// the answer goes to and the func that files the exchange once it is answered.
+type Exchanges interface {
+	Begin(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, func(operation, scope, paymentID string))
 }
 
 // Resolver queues resolve jobs (SQS in AWS, the local queue locally). The outbox relay calls it.
@@ -96,9 +102,8 @@ type Service struct {
 	Classify func(provider.Decline) string
 	// OnDecline starts recovery for a declined payment.
 	OnDecline DeclineHandler
-	// Exchanges records each API request and its answer (the attempt log; build it with
-	// attempts.BestEffort); nil records none.
-	Exchanges attempts.RecordFunc
+	// Exchanges records each API request and its answer (attempts.API); nil records none.
+	Exchanges Exchanges
 	Now       func() time.Time
 	Log       *slog.Logger
 }

@@ -76,7 +76,7 @@ func Build(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*payments.Serv
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		Classify: declines.ClassOf,
 		// Every API request and its answer, under the payment it concerns.
-		Exchanges: attempts.BestEffort(attemptLog, log),
+		Exchanges: attempts.API{Record: attempts.BestEffort(attemptLog, log)},
 		Log:       log,
 	}, nil
 }
