@@ -18,9 +18,7 @@ import (
 // execution's own (asl.WithTimeFactor): it starts at the stack's time when the recovery starts
 // and runs TimeFactor times faster, and the runner keeps it with the execution.
 
-// clockFile is clock.json. Files written before ClockStart existed hold only the recovery
-// clock of the time (base, anchor, factor at the top level), which is no longer used; their
-// stack ran on the wall clock.
+// clockFile is clock.json.
 type clockFile struct {
 	Domain *clock.Accelerated `json:"domain,omitempty"`
 }
@@ -43,14 +41,8 @@ func newClock(dir string, start time.Time) (*clock.Accelerated, error) {
 	switch {
 	case err == nil:
 		var old clockFile
-		if err := json.Unmarshal(b, &old); err != nil || (old.Domain != nil && old.Domain.Factor != 1) {
+		if err := json.Unmarshal(b, &old); err != nil || old.Domain == nil || old.Domain.Factor != 1 {
 			return nil, errors.New("inprocess: clock.json is corrupt; remove it to start a new timeline")
-		}
-		if old.Domain == nil { // written before the stack's clock was kept: it was wall time
-			if !start.IsZero() {
-				return nil, fmt.Errorf("%w (it ran on the wall clock, not from %s)", ErrClockStartConflict, start.Format(time.RFC3339))
-			}
-			old.Domain = wallClock()
 		}
 		if !start.IsZero() && !old.Domain.Base.Equal(start) {
 			return nil, fmt.Errorf("%w (it started at %s, not at %s)", ErrClockStartConflict,
