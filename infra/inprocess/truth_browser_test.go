@@ -211,7 +211,7 @@ func TestConsoleShowsCurrentStateInBrowser(t *testing.T) {
 		t.Fatalf("a hard decline offers no Retry anyway (%s)", n)
 	}
 	// The JSON API refuses it too.
-	if a := opsCall(t, s, "POST", "/ops/deadletters/"+hard.ID+"/retry", `{}`); a.status != http.StatusBadRequest || !strings.Contains(a.body, "a retry needs a note") {
+	if a := ops(t, s, "POST", "/ops/deadletters/"+hard.ID+"/retry", `{}`); a.status != http.StatusBadRequest || !strings.Contains(a.body, "a retry needs a note") {
 		t.Errorf("the API retried a hard decline without a note, or said why wrongly: %d %s", a.status, a.body)
 	}
 	// Retry anyway without a note: the form requires one, and so does the server.
