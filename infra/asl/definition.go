@@ -201,7 +201,9 @@ func Parse(def []byte) (*Definition, error) {
 
 func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
 
-func optPath(raw json.RawMessage) (*path, bool, error) {
+// optPath reads an optional path field: absent (nil, false), null (nil, true: the field's
+// "discard" meaning), or a string that compile compiles; name is the field in the error.
+func optPath[P any](raw json.RawMessage, name string, compile func(string) (*P, error)) (*P, bool, error) {
 	if raw == nil {
 		return nil, false, nil
 	}
@@ -210,24 +212,9 @@ func optPath(raw json.RawMessage) (*path, bool, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, false, fmt.Errorf("path must be a string or null")
+		return nil, false, fmt.Errorf("%s must be a string or null", name)
 	}
-	p, err := compilePath(s)
-	return p, false, err
-}
-
-func optRefPath(raw json.RawMessage) (*refPath, bool, error) {
-	if raw == nil {
-		return nil, false, nil
-	}
-	if isNull(raw) {
-		return nil, true, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, false, fmt.Errorf("ResultPath must be a string or null")
-	}
-	p, err := compileRefPath(s)
+	p, err := compile(s)
 	return p, false, err
 }
 
@@ -253,13 +240,13 @@ func parseState(name string, msg json.RawMessage) (*State, error) {
 	s := &State{Name: name, Type: r.Type, Next: r.Next, End: r.End, Resource: r.Resource,
 		TimeoutSeconds: r.TimeoutSeconds, Default: r.Default, Error: r.Error, Cause: r.Cause}
 	var err error
-	if s.inputPath, s.inputNull, err = optPath(r.InputPath); err != nil {
+	if s.inputPath, s.inputNull, err = optPath(r.InputPath, "path", compilePath); err != nil {
 		return nil, err
 	}
-	if s.outputPath, s.outputNull, err = optPath(r.OutputPath); err != nil {
+	if s.outputPath, s.outputNull, err = optPath(r.OutputPath, "path", compilePath); err != nil {
 		return nil, err
 	}
-	if s.resultPath, s.resultNull, err = optRefPath(r.ResultPath); err != nil {
+	if s.resultPath, s.resultNull, err = optPath(r.ResultPath, "ResultPath", compileRefPath); err != nil {
 		return nil, err
 	}
 	if s.parameters, err = optTemplate(r.Parameters); err != nil {
@@ -316,7 +303,7 @@ func parseState(name string, msg json.RawMessage) (*State, error) {
 		}
 		for _, c := range r.Catch {
 			ct := Catcher{ErrorEquals: c.ErrorEquals, Next: c.Next}
-			if ct.resultPath, ct.resultNull, err = optRefPath(c.ResultPath); err != nil {
+			if ct.resultPath, ct.resultNull, err = optPath(c.ResultPath, "ResultPath", compileRefPath); err != nil {
 				return nil, err
 			}
 			if len(ct.ErrorEquals) == 0 || ct.Next == "" {

@@ -3,6 +3,7 @@ package inprocess
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +26,14 @@ type page struct {
 	ctx context.Context
 }
 
+// screenshotDir is where a test's screenshots go: TWICE_SCREENSHOT_DIR when set.
+func screenshotDir(t *testing.T) string {
+	if dir := os.Getenv("TWICE_SCREENSHOT_DIR"); dir != "" {
+		return dir
+	}
+	return t.TempDir()
+}
+
 func (p page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
 	if err := chromedp.Do(p.ctx, steps...); err != nil {
@@ -39,6 +48,36 @@ func (p page) text(sel string) string {
 		p.t.Fatalf("browser, reading %s: %v", sel, err)
 	}
 	return s
+}
+
+// eval runs js in the page and returns its string result.
+func (p page) eval(js string) string {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		p.t.Fatalf("browser, %s: %v", js, err)
+	}
+	return v
+}
+
+// textOf reads an element that may be missing ("" then), so each check fails on its own.
+func (p page) textOf(sel string) string {
+	p.t.Helper()
+	return p.eval(fmt.Sprintf(`(document.querySelector(%q) || {innerText: ""}).innerText`, sel))
+}
+
+// shot saves a screenshot of the whole page as name.
+func (p page) shot(name string) {
+	p.t.Helper()
+	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(screenshotDir(p.t), name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot %s (%d bytes)", path, len(png))
 }
 
 // signIn signs in to the stack's console with its operator token, as Ada.
@@ -67,23 +106,8 @@ func TestConsoleTimelineAndListInBrowser(t *testing.T) {
 		return strings.Contains(ops(t, s, "GET", "/ops/deadletters?status=open", "").body, v.ID)
 	})
 
-	dir := os.Getenv("TWICE_SCREENSHOT_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
 	pg := page{t, bctx}
-	do, text := pg.do, pg.text
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s: %d bytes", name, len(png))
-	}
+	do, text, shot := pg.do, pg.text, pg.shot
 	// overflow is how far the page is wider than the viewport: a phone must not scroll sideways.
 	overflow := func() int {
 		t.Helper()

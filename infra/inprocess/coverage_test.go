@@ -1,9 +1,7 @@
 package inprocess
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,16 +15,8 @@ import (
 // stripeCall makes one Stripe API call to the simulator with the stack's key.
 func stripeCall(t *testing.T, s *Stack, method, path, form string) answer {
 	t.Helper()
-	req, _ := http.NewRequest(method, s.SimURL()+path, bytes.NewBufferString(form))
-	req.Header.Set("Authorization", "Bearer "+s.Config().StripeAPIKey)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	return send(t, method, s.SimURL()+path, form,
+		http.Header{"Authorization": {"Bearer " + s.Config().StripeAPIKey}, "Content-Type": {"application/x-www-form-urlencoded"}})
 }
 
 func getPayment(t *testing.T, s *Stack, id string) payments.View {

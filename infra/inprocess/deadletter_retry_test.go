@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -22,21 +21,6 @@ import (
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
-// opsCall calls the operator API with the operator token.
-func opsCall(t *testing.T, s *Stack, method, path, body string) answer {
-	t.Helper()
-	req, _ := http.NewRequest(method, s.APIURL()+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.Config().OperatorToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
-}
-
 // apiRecord is a record as GET /ops/deadletters/{id} shows it.
 type apiRecord struct {
 	deadletter.Record
@@ -46,7 +30,7 @@ type apiRecord struct {
 
 func getRecord(t *testing.T, s *Stack, id string) apiRecord {
 	t.Helper()
-	a := opsCall(t, s, "GET", "/ops/deadletters/"+id, "")
+	a := ops(t, s, "GET", "/ops/deadletters/"+id, "")
 	var r apiRecord
 	if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &r) != nil {
 		t.Fatalf("get %s: %d %s", id, a.status, a.body)
@@ -66,7 +50,7 @@ func doubleClick(t *testing.T, s *Stack, id string) {
 	retried := 0
 	for range 2 {
 		wg.Go(func() {
-			a := opsCall(t, s, "POST", "/ops/deadletters/"+id+"/retry", body)
+			a := ops(t, s, "POST", "/ops/deadletters/"+id+"/retry", body)
 			var out struct {
 				Retried bool `json:"retried"`
 			}
@@ -266,7 +250,7 @@ func TestEveryRetryClosesItsLoop(t *testing.T) {
 		checkEnd(t, awaitEnd(t, s, id), deadletter.StatusOpen, 1)
 		// The provider is back: the next retry resolves it.
 		call(t, "DELETE", s.SimURL()+"/_sim/faults", "", "")
-		if a := opsCall(t, s, "POST", "/ops/deadletters/"+id+"/retry", `{}`); a.status != http.StatusOK {
+		if a := ops(t, s, "POST", "/ops/deadletters/"+id+"/retry", `{}`); a.status != http.StatusOK {
 			t.Fatalf("retry: %d %s", a.status, a.body)
 		}
 		r := awaitEnd(t, s, id)
@@ -292,7 +276,7 @@ func TestReconciliationDifferenceOffersOnlyWhatApplies(t *testing.T) {
 		!strings.Contains(got.OverrideEffect, "refund or charge the difference") {
 		t.Fatalf("actions %v, override effect %q", got.Actions, got.OverrideEffect)
 	}
-	a := opsCall(t, s, "POST", "/ops/deadletters/"+r.ID+"/override", `{"outcome":"refunded the difference by hand","note":"ticket 12"}`)
+	a := ops(t, s, "POST", "/ops/deadletters/"+r.ID+"/override", `{"outcome":"refunded the difference by hand","note":"ticket 12"}`)
 	var after apiRecord
 	if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &after) != nil || after.Status != deadletter.StatusOverridden ||
 		!strings.Contains(after.OverrideEffect, "changes only this record") {

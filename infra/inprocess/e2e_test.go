@@ -1,7 +1,6 @@
 package inprocess
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -58,16 +57,16 @@ type answer struct {
 	body   string
 }
 
-func call(t testing.TB, method, url, key, body string) answer {
+// send makes one request with header and reads the whole answer.
+func send(t testing.TB, method, url, body string, header http.Header) answer {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +74,23 @@ func call(t testing.TB, method, url, key, body string) answer {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+// call calls the payments API, with an Idempotency-Key when key is set.
+func call(t testing.TB, method, url, key, body string) answer {
+	t.Helper()
+	h := http.Header{"Content-Type": {"application/json"}}
+	if key != "" {
+		h.Set("Idempotency-Key", key)
+	}
+	return send(t, method, url, body, h)
+}
+
+// ops calls the operator API with the operator token.
+func ops(t testing.TB, s *Stack, method, path, body string) answer {
+	t.Helper()
+	return send(t, method, s.APIURL()+path, body,
+		http.Header{"Authorization": {"Bearer " + s.Config().OperatorToken}, "Content-Type": {"application/json"}})
 }
 
 func paymentBody(pm string) string {
@@ -231,14 +247,9 @@ func TestWebhooksMoveThePayment(t *testing.T) {
 	var v payments.View
 	json.Unmarshal([]byte(a.body), &v)
 	// A refund at the provider reaches us only as a webhook.
-	req, _ := http.NewRequest("POST", s.SimURL()+"/v1/refunds", bytes.NewBufferString("payment_intent="+deref(v.ProviderPaymentID)))
-	req.Header.Set("Authorization", "Bearer "+s.Config().StripeAPIKey)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("refund: %v %v", err, resp)
+	if a := stripeCall(t, s, "POST", "/v1/refunds", "payment_intent="+deref(v.ProviderPaymentID)); a.status != 200 {
+		t.Fatalf("refund: %d %s", a.status, a.body)
 	}
-	resp.Body.Close()
 	eventually(t, 20*time.Second, "the refund webhook is applied", func() bool {
 		return strings.Contains(call(t, "GET", s.APIURL()+"/payments/"+v.ID, "", "").body, `"status":"refunded"`)
 	})

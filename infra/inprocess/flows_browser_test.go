@@ -3,8 +3,6 @@ package inprocess
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,34 +26,8 @@ import (
 func TestConsoleShowsPaymentFlowsInBrowser(t *testing.T) {
 	bctx := browserOrSkip(t)
 	s := newStack(t, Config{RefundFailureDelay: time.Nanosecond})
-	dir := os.Getenv("TWICE_SCREENSHOT_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
 	pg := page{t, bctx}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("browser, %s: %v", js, err)
-		}
-		return v
-	}
-	textOf := func(sel string) string {
-		return eval(fmt.Sprintf(`(document.querySelector(%q) || {innerText: ""}).innerText`, sel))
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s (%d bytes)", path, len(png))
-	}
+	eval, textOf, shot := pg.eval, pg.textOf, pg.shot
 
 	// A payment refunded in part, a refund the card then refuses.
 	id, _ := paidPayment(t, s, "flows-refunded", "pm_card_refundFail", 2000)

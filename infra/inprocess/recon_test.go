@@ -3,7 +3,6 @@ package inprocess
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,19 +10,6 @@ import (
 
 	"github.com/runtwice/twice/shared/payments"
 )
-
-func ops(t *testing.T, s *Stack, method, path, body string) answer {
-	t.Helper()
-	req, _ := http.NewRequest(method, s.APIURL()+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.Config().OperatorToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
-}
 
 func succeeded(t *testing.T, s *Stack, key string) payments.View {
 	t.Helper()

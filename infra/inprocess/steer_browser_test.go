@@ -25,10 +25,7 @@ func TestConsoleSteersRecoveriesInBrowser(t *testing.T) {
 	now, exNow := parkedRecovery(t, s, "console-now", "pm_console_now")
 	stop, exStop := parkedRecovery(t, s, "console-stop", "pm_console_stop")
 
-	dir := os.Getenv("TWICE_SCREENSHOT_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
+	dir := screenshotDir(t)
 	pg := page{t, bctx}
 	do, text := pg.do, pg.text
 	pg.signIn(s)

@@ -20,19 +20,6 @@ import (
 // milliseconds) stay seconds of recovery time.
 const steerFactor = 100
 
-func opsPost(t *testing.T, s *Stack, path, body string) answer {
-	t.Helper()
-	req, _ := http.NewRequest("POST", s.APIURL()+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.Config().OperatorToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}
-}
-
 // parkedRecovery declines a payment for insufficient funds (the next try days away) and waits
 // until its recovery is parked with a token.
 func parkedRecovery(t *testing.T, s *Stack, key, pm string) (payments.View, asl.Execution) {
@@ -77,7 +64,7 @@ func stateEntered(t *testing.T, s *Stack, arn, state string) time.Time {
 func TestOperatorChargeNowThroughTheAPI(t *testing.T) {
 	s := newStack(t, Config{TimeFactor: steerFactor})
 	v, ex := parkedRecovery(t, s, "steer-now", "pm_steer_now")
-	a := opsPost(t, s, "/ops/recoveries/"+v.ID+"/charge-now", `{"note":"customer called"}`)
+	a := ops(t, s, "POST", "/ops/recoveries/"+v.ID+"/charge-now", `{"note":"customer called"}`)
 	if a.status != http.StatusAccepted {
 		t.Fatalf("charge-now: %d %s", a.status, a.body)
 	}
@@ -97,7 +84,7 @@ func TestOperatorChargeNowThroughTheAPI(t *testing.T) {
 		t.Fatalf("charges at the provider: %v, want the original and one more", evs)
 	}
 	// A second charge-now finds no running recovery.
-	if a := opsPost(t, s, "/ops/recoveries/"+v.ID+"/charge-now", ""); a.status != http.StatusConflict {
+	if a := ops(t, s, "POST", "/ops/recoveries/"+v.ID+"/charge-now", ""); a.status != http.StatusConflict {
 		t.Fatalf("charge-now after the end: %d %s", a.status, a.body)
 	}
 	t.Logf("charged %s after the operator's signal (recovery time)", charged.Sub(steered))
@@ -107,7 +94,7 @@ func TestOperatorChargeNowThroughTheAPI(t *testing.T) {
 func TestOperatorStopThroughTheAPI(t *testing.T) {
 	s := newStack(t, Config{TimeFactor: steerFactor})
 	v, ex := parkedRecovery(t, s, "steer-stop", "pm_steer_stop")
-	if a := opsPost(t, s, "/ops/recoveries/"+v.ID+"/stop", `{"note":"paid by bank transfer"}`); a.status != http.StatusAccepted {
+	if a := ops(t, s, "POST", "/ops/recoveries/"+v.ID+"/stop", `{"note":"paid by bank transfer"}`); a.status != http.StatusAccepted {
 		t.Fatalf("stop: %d %s", a.status, a.body)
 	}
 	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
@@ -129,7 +116,7 @@ func TestOperatorStopThroughTheAPI(t *testing.T) {
 	if recs := opsList(t, s, "source=recovery&status=open"); len(recs) != 0 {
 		t.Fatalf("a stop opened dead letters: %v", recs)
 	}
-	if a := opsPost(t, s, "/ops/recoveries/"+v.ID+"/bogus", ""); a.status != http.StatusBadRequest {
+	if a := ops(t, s, "POST", "/ops/recoveries/"+v.ID+"/bogus", ""); a.status != http.StatusBadRequest {
 		t.Fatalf("unknown action: %d %s", a.status, a.body)
 	}
 }

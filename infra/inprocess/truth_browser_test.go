@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,37 +61,9 @@ func executionOf(t *testing.T, s *Stack, key string) asl.Execution {
 func TestConsoleShowsCurrentStateInBrowser(t *testing.T) {
 	bctx := browserOrSkip(t)
 	s := newStack(t, Config{TimeFactor: recoveryFactor, ClockStart: recoveryStarts["1st before 09:00"]})
-	dir := os.Getenv("TWICE_SCREENSHOT_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
 	pg := page{t, bctx}
-	do, text := pg.do, pg.text
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("browser, %s: %v", js, err)
-		}
-		return v
-	}
-	// textOf reads an element that may be missing ("" then), so each point fails on its own.
-	textOf := func(sel string) string {
-		return eval(fmt.Sprintf(`(document.querySelector(%q) || {innerText: ""}).innerText`, sel))
-	}
+	do, text, eval, textOf, shot := pg.do, pg.text, pg.eval, pg.textOf, pg.shot
 	count := func(sel string) string { return eval(fmt.Sprintf(`String(document.querySelectorAll(%q).length)`, sel)) }
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s (%d bytes)", path, len(png))
-	}
 	// noRawTimes checks that the page shows every time the console's way.
 	noRawTimes := func(where string) {
 		t.Helper()
@@ -211,7 +181,7 @@ func TestConsoleShowsCurrentStateInBrowser(t *testing.T) {
 		t.Fatalf("a hard decline offers no Retry anyway (%s)", n)
 	}
 	// The JSON API refuses it too.
-	if a := opsCall(t, s, "POST", "/ops/deadletters/"+hard.ID+"/retry", `{}`); a.status != http.StatusBadRequest || !strings.Contains(a.body, "a retry needs a note") {
+	if a := ops(t, s, "POST", "/ops/deadletters/"+hard.ID+"/retry", `{}`); a.status != http.StatusBadRequest || !strings.Contains(a.body, "a retry needs a note") {
 		t.Errorf("the API retried a hard decline without a note, or said why wrongly: %d %s", a.status, a.body)
 	}
 	// Retry anyway without a note: the form requires one, and so does the server.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/redact"
 )
 
@@ -235,7 +236,7 @@ func TestTransportIntoLog(t *testing.T) {
 		io.WriteString(w, `{"id":"pi_1","client_secret":"pi_1_secret_abc","status":"succeeded"}`)
 	}))
 	defer srv.Close()
-	l, _ := newLog(t, Log{}, &clock{t: t0})
+	l, _ := newLog(t, Log{}, clock.NewFake(t0))
 	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, Record: BestEffort(l, nil), Provider: "stripe"}}
 	req, _ := http.NewRequestWithContext(WithPaymentID(context.Background(), "pay_1"), "POST", srv.URL+"/v1/payment_intents",
 		strings.NewReader("amount=1000&payment_method_data[card][number]=4242424242424242"))

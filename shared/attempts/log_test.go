@@ -13,28 +13,11 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/shared/boltstore"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/store"
 )
 
 var t0 = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
-
-// clock is a fake clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 func openStore(t testing.TB) *boltstore.Store {
 	t.Helper()
@@ -46,7 +29,7 @@ func openStore(t testing.TB) *boltstore.Store {
 	return s
 }
 
-func newLog(t testing.TB, cfg Log, c *clock) (*Log, store.Store) {
+func newLog(t testing.TB, cfg Log, c *clock.Fake) (*Log, store.Store) {
 	t.Helper()
 	s := openStore(t)
 	cfg.Store, cfg.Now = s, c.Now
@@ -58,7 +41,7 @@ func newLog(t testing.TB, cfg Log, c *clock) (*Log, store.Store) {
 }
 
 func TestRecordLookup(t *testing.T) {
-	c := &clock{t: t0}
+	c := clock.NewFake(t0)
 	l, _ := newLog(t, Log{PageSize: 2}, c)
 	ctx := context.Background()
 	// Three calls for one payment, a webhook for it, and an unrelated call; recorded out of
@@ -124,7 +107,7 @@ func TestRecordLookup(t *testing.T) {
 }
 
 func TestRecordStoresRedactedCappedWithTTL(t *testing.T) {
-	c := &clock{t: t0}
+	c := clock.NewFake(t0)
 	l, s := newLog(t, Log{BodyCap: 64, Retention: 48 * time.Hour}, c)
 	ctx := context.Background()
 	body := "card[number]=4242424242424242&card[cvc]=123&" + strings.Repeat("metadata[a]=b&", 20)
@@ -165,7 +148,7 @@ func TestRecordStoresRedactedCappedWithTTL(t *testing.T) {
 	}
 
 	// Past retention the store may still hold it, but the log no longer answers with it.
-	c.Add(48*time.Hour + time.Second)
+	c.Advance(48*time.Hour + time.Second)
 	if _, err := l.Get(ctx, "a1"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get after retention: %v", err)
 	}
@@ -176,7 +159,7 @@ func TestRecordStoresRedactedCappedWithTTL(t *testing.T) {
 }
 
 func TestRecordIDs(t *testing.T) {
-	c := &clock{t: t0}
+	c := clock.NewFake(t0)
 	l, s := newLog(t, Log{}, c)
 	ctx := context.Background()
 	// The clock stands still: ids must still differ, from the counter.
@@ -230,7 +213,7 @@ func TestRecordIDs(t *testing.T) {
 }
 
 func TestLookupInvalid(t *testing.T) {
-	l, _ := newLog(t, Log{}, &clock{t: t0})
+	l, _ := newLog(t, Log{}, clock.NewFake(t0))
 	tests := map[string]struct {
 		by    By
 		value string
@@ -250,7 +233,7 @@ func TestLookupInvalid(t *testing.T) {
 // A key with control characters (a NUL is not a store key) is stored and found with them
 // replaced, so an attempt that carries one is still recorded.
 func TestControlCharactersInKeys(t *testing.T) {
-	l, _ := newLog(t, Log{}, &clock{t: t0})
+	l, _ := newLog(t, Log{}, clock.NewFake(t0))
 	ctx := context.Background()
 	if err := l.Record(ctx, Attempt{Direction: Inbound, PaymentID: "a\x00b"}); err != nil {
 		t.Fatal(err)
@@ -318,7 +301,7 @@ func TestBestEffort(t *testing.T) {
 // TestLookupMarksReplays: a lookup's summaries carry no headers, so an answer given from an
 // idempotency record (Idempotent-Replayed: true) is marked on the summary itself.
 func TestLookupMarksReplays(t *testing.T) {
-	l, _ := newLog(t, Log{}, &clock{t: t0})
+	l, _ := newLog(t, Log{}, clock.NewFake(t0))
 	ctx := context.Background()
 	for i, replayed := range []bool{false, true} {
 		a := Attempt{ID: fmt.Sprintf("att_r%d", i), Direction: Inbound, Provider: "api", Method: "POST", Path: "/payments",

@@ -9,6 +9,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/redact/redacttest"
 )
 
@@ -28,7 +29,7 @@ func luhnKey(prefix string) string {
 // in the same four digits (masked alike), and keys longer than the cap that share their
 // first 255 bytes. Every stored record is checked for a surviving card number too.
 func TestLookupKeyNeverMixesKeys(t *testing.T) {
-	c := &clock{t: t0}
+	c := clock.NewFake(t0)
 	ctx := context.Background()
 	round := 0
 	rapid.Check(t, func(rt *rapid.T) {
@@ -97,7 +98,7 @@ func TestLookupKeyNeverMixesKeys(t *testing.T) {
 // TestNumericKeysEndingAlike: the two order keys that once shared a lookup (both Luhn-valid,
 // both masked "[card ****0042]") each find only their own request.
 func TestNumericKeysEndingAlike(t *testing.T) {
-	c := &clock{t: t0}
+	c := clock.NewFake(t0)
 	l, _ := newLog(t, Log{}, c)
 	ctx := context.Background()
 	keys := []string{"1000000090042", "1000000170042"}

@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/runtwice/twice/shared/boltstore"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/redact"
 	"github.com/runtwice/twice/shared/redact/redacttest"
 )
@@ -29,7 +30,7 @@ func TestCardNumberKeyMaskedInLogsAndStore(t *testing.T) {
 		t.Errorf("log line %d bytes: %.600s", len(line), line)
 	}
 
-	c := &clock{t: t0}
+	c := clock.NewFake(t0)
 	l, _ := newLog(t, Log{}, c)
 	ctx := context.Background()
 	if err := l.Record(ctx, Attempt{Direction: Inbound, IdempotencyKey: "4242 4242 4242 4242", PaymentID: "pay_1"}); err != nil {
@@ -59,7 +60,7 @@ func FuzzRecordNoLeak(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { db.Close() })
-	c := &clock{t: t0}
+	c := clock.NewFake(t0)
 	l, err := NewLog(Log{Store: boltstore.New(db), PageSize: 3, Now: c.Now})
 	if err != nil {
 		f.Fatal(err)

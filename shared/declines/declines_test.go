@@ -196,12 +196,24 @@ func TestMAC(t *testing.T) {
 	}
 }
 
+// classifyCase is a decline and what Classify must make of it, from which source.
+type classifyCase struct {
+	d    Decline
+	want want
+	src  Source
+}
+
+func classifyCases(t *testing.T, tests map[string]classifyCase) {
+	t.Helper()
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			check(t, Classify(tc.d), tc.want, tc.src)
+		})
+	}
+}
+
 func TestAdviceCodes(t *testing.T) {
-	tests := map[string]struct {
-		d    Decline
-		want want
-		src  Source
-	}{
+	classifyCases(t, map[string]classifyCase{
 		"do_not_try_again beats a retryable code": {
 			Decline{AdviceCode: "do_not_try_again", Code: "insufficient_funds"}, newCard, SourceAdviceCode},
 		"do_not_try_again beats a MAC delay": {
@@ -217,20 +229,11 @@ func TestAdviceCodes(t *testing.T) {
 			Decline{AdviceCode: "try_again_later", Code: "lost_card"}, spaced, SourceAdviceCode},
 		"try_again_later alone": {
 			Decline{AdviceCode: "try_again_later"}, spaced, SourceUnknown},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			check(t, Classify(tc.d), tc.want, tc.src)
-		})
-	}
+	})
 }
 
 func TestPrecedenceAndUnknown(t *testing.T) {
-	tests := map[string]struct {
-		d    Decline
-		want want
-		src  Source
-	}{
+	classifyCases(t, map[string]classifyCase{
 		"decline code beats network code": {
 			Decline{Code: "insufficient_funds", NetworkDeclineCode: "05"}, funded, SourceDeclineCode},
 		"specific network code beats generic decline code": {
@@ -255,12 +258,7 @@ func TestPrecedenceAndUnknown(t *testing.T) {
 			Decline{NetworkDeclineCode: "4"}, newCard, SourceNetworkCode},
 		"one-digit MAC": {
 			Decline{NetworkAdviceCode: "3", Network: "MasterCard"}, newCard, SourceMAC},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			check(t, Classify(tc.d), tc.want, tc.src)
-		})
-	}
+	})
 }
 
 func TestUnknownCodeIsSanitised(t *testing.T) {

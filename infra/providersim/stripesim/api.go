@@ -54,7 +54,24 @@ func writeAPIError(w http.ResponseWriter, status int, e apiError) {
 
 func writeParamError(w http.ResponseWriter, e *ParamError) {
 	writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: e.Code, Param: e.Param,
-		Message: e.Message, DocURL: "https://stripe.com/docs/error-codes/" + strings.ReplaceAll(e.Code, "_", "-")})
+		Message: e.Message, DocURL: docURL(e.Code)})
+}
+
+// docURL is the page of Stripe's documentation about an error code.
+func docURL(code string) string {
+	return "https://stripe.com/docs/error-codes/" + strings.ReplaceAll(code, "_", "-")
+}
+
+// resourceMissing is Stripe's error for a param naming an object that does not exist.
+func resourceMissing(param, object, id string) apiError {
+	return apiError{Type: errTypeInvalidRequest, Code: "resource_missing", Param: param,
+		Message: fmt.Sprintf("No such %s: '%s'", object, id)}
+}
+
+// withDoc is e with the link to its code's documentation, as some of Stripe's answers carry.
+func (e apiError) withDoc() apiError {
+	e.DocURL = docURL(e.Code)
+	return e
 }
 
 func writeInternal(w http.ResponseWriter) {
@@ -62,10 +79,11 @@ func writeInternal(w http.ResponseWriter) {
 		Message: "An unknown error occurred in the simulator."})
 }
 
-// effectFunc performs a state change inside the write transaction. save reports whether
-// the response belongs to the idempotency key (Stripe does not save requests that
-// failed before the endpoint started executing).
-type effectFunc func(tx *bolt.Tx, now time.Time) (resp response, save bool, err error)
+// effectFunc performs a state change inside the write transaction em.tx, at em.now, and
+// records its events through em. save reports whether the response belongs to the
+// idempotency key (Stripe does not save requests that failed before the endpoint started
+// executing).
+type effectFunc func(em *emitter) (resp response, save bool, err error)
 
 // idempotent runs effect in one bbolt transaction together with the idempotency record,
 // so a key and its effect are never stored apart. Concurrent requests with one key are
@@ -120,7 +138,7 @@ func (s *Simulator) idempotent(r *http.Request, form url.Values, effect effectFu
 			save bool
 			err  error
 		)
-		resp, save, err = effect(tx, now)
+		resp, save, err = effect(&emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: key})
 		if err != nil {
 			return err
 		}
@@ -189,44 +207,57 @@ func parseRequest(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
 	return form, true
 }
 
-func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
+// parseParams reads a request's form and parses it with the route's parse; it writes the
+// error itself.
+func parseParams[P any](w http.ResponseWriter, r *http.Request, parse func(url.Values) (P, *ParamError)) (P, url.Values, bool) {
+	var p P
 	form, ok := parseRequest(w, r)
 	if !ok {
-		return
+		return p, nil, false
 	}
-	p, perr := parseCreate(form)
+	p, perr := parse(form)
 	if perr != nil {
 		writeParamError(w, perr)
-		return
+		return p, nil, false
 	}
-	req := requestOf(r)
-	idemKey := r.Header.Get("Idempotency-Key")
-	resp, replayed, err := s.idempotent(r, form, func(tx *bolt.Tx, now time.Time) (response, bool, error) {
+	return p, form, true
+}
+
+// apiWrite serves what every API write shares: it parses the form with parse and runs effect
+// with the parameters under the request's idempotency key. It writes the error itself (a
+// failure is logged as op) and ok is false then; else the caller writes resp with finish.
+func apiWrite[P any](s *Simulator, w http.ResponseWriter, r *http.Request, op string, parse func(url.Values) (P, *ParamError),
+	effect func(p P, em *emitter) (response, bool, error)) (resp response, replayed, ok bool) {
+	p, form, ok := parseParams(w, r, parse)
+	if !ok {
+		return response{}, false, false
+	}
+	resp, replayed, err := s.idempotent(r, form, func(em *emitter) (response, bool, error) { return effect(p, em) })
+	if err != nil {
+		s.log.Error(op, "err", err)
+		writeInternal(w)
+		return response{}, false, false
+	}
+	return resp, replayed, true
+}
+
+func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
+	resp, replayed, ok := apiWrite(s, w, r, "create payment intent", parseCreate, func(p createParams, em *emitter) (response, bool, error) {
 		if p.PaymentMethod != "" {
-			if known, err := paymentMethodExists(tx, p.PaymentMethod); err != nil || !known {
+			if known, err := paymentMethodExists(em.tx, p.PaymentMethod); err != nil || !known {
 				return noSuchPaymentMethod(p.PaymentMethod), false, err
 			}
 		}
-		pi, err := s.insertPI(tx, p, now)
+		pi, err := s.insertPI(em.tx, p, em.now)
 		if err != nil {
 			return response{}, false, err
 		}
-		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
 		if p.Confirm {
-			return s.confirmPI(tx, &em, pi, p.PaymentMethod, now, p.Expand, confirmOpts{offSession: p.OffSession, returnURL: p.ReturnURL})
+			return s.confirmPI(em, pi, p.PaymentMethod, p.Expand, confirmOpts{offSession: p.OffSession, returnURL: p.ReturnURL})
 		}
-		if err := s.savePI(tx, pi); err != nil {
-			return response{}, false, err
-		}
-		body := jsonBody(pi)
-		if slices.Contains(p.Expand, "latest_charge") {
-			body, err = expandStored(tx, body)
-		}
-		return response{status: http.StatusOK, body: body}, true, err
+		return em.answer(pi, "", p.Expand)
 	})
-	if err != nil {
-		s.log.Error("create payment intent", "err", err)
-		writeInternal(w)
+	if !ok {
 		return
 	}
 	switch {
@@ -239,9 +270,7 @@ func (s *Simulator) handleCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 func noSuchPaymentMethod(pm string) response {
-	return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
-		Param: "payment_method", Message: fmt.Sprintf("No such PaymentMethod: '%s'", pm),
-		DocURL: "https://stripe.com/docs/error-codes/resource-missing"})
+	return errorResponse(http.StatusBadRequest, resourceMissing("payment_method", "PaymentMethod", pm).withDoc())
 }
 
 func paymentMethodExists(tx *bolt.Tx, pm string) (bool, error) {
@@ -284,8 +313,30 @@ func (s *Simulator) insertPI(tx *bolt.Tx, p createParams, now time.Time) (*Payme
 	return pi, nil
 }
 
-func (s *Simulator) savePI(tx *bolt.Tx, pi *PaymentIntent) error {
-	return putJSON(bucket(tx, bucketPIs), []byte(pi.ID), pi)
+// save stores pi and, unless typ is empty, records the event typ about it. It returns pi's
+// JSON, the event's object.
+func (em *emitter) save(pi *PaymentIntent, typ string) ([]byte, error) {
+	if err := putJSON(bucket(em.tx, bucketPIs), []byte(pi.ID), pi); err != nil {
+		return nil, err
+	}
+	body := jsonBody(pi)
+	if typ == "" {
+		return body, nil
+	}
+	return body, em.emit(typ, pi.ID, body)
+}
+
+// answer saves pi with its event typ, as save does, and answers with pi, its latest_charge
+// expanded when expand asks.
+func (em *emitter) answer(pi *PaymentIntent, typ string, expand []string) (response, bool, error) {
+	body, err := em.save(pi, typ)
+	if err != nil {
+		return response{}, false, err
+	}
+	if slices.Contains(expand, "latest_charge") {
+		body, err = expandStored(em.tx, body)
+	}
+	return response{status: http.StatusOK, body: body}, true, err
 }
 
 func loadPI(tx *bolt.Tx, id string) (*PaymentIntent, error) {
@@ -298,9 +349,7 @@ func loadPI(tx *bolt.Tx, id string) (*PaymentIntent, error) {
 }
 
 func noSuchPI(id string) response {
-	return errorResponse(http.StatusNotFound, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
-		Param: "intent", Message: fmt.Sprintf("No such payment_intent: '%s'", id),
-		DocURL: "https://stripe.com/docs/error-codes/resource-missing"})
+	return errorResponse(http.StatusNotFound, resourceMissing("intent", "payment_intent", id).withDoc())
 }
 
 // outcome is what a confirm does with a PaymentMethod.
@@ -350,7 +399,8 @@ func cardOutcome(tx *bolt.Tx, pm string) (outcome, error) {
 // confirmPI charges pi's PaymentMethod and records the state change and its event. A card
 // that requires authentication stops on-session in requires_action (no charge yet) and
 // declines off-session with authentication_required.
-func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm string, now time.Time, expand []string, opts confirmOpts) (response, bool, error) {
+func (s *Simulator) confirmPI(em *emitter, pi *PaymentIntent, pm string, expand []string, opts confirmOpts) (response, bool, error) {
+	tx, now := em.tx, em.now
 	o, err := cardOutcome(tx, pm)
 	if err != nil {
 		return response{}, false, err
@@ -358,7 +408,7 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 	pi.NextAction = nil
 	if o.authenticate && !opts.authenticated && o.decline == nil {
 		if !opts.offSession {
-			return s.requireAction(tx, em, pi, pm, opts.returnURL)
+			return s.requireAction(em, pi, pm, opts.returnURL)
 		}
 		o.decline, o.processing = authRequired, false
 	}
@@ -417,17 +467,11 @@ func (s *Simulator) confirmPI(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm st
 	if err := putJSON(bucket(tx, bucketCharges), []byte(chID), ch); err != nil {
 		return response{}, false, err
 	}
-	if err := s.savePI(tx, pi); err != nil {
-		return response{}, false, err
-	}
-	piJSON := jsonBody(pi)
-	evType := map[string]string{StatusSucceeded: provider.EventPaymentIntentSucceeded,
+	piJSON, err := em.save(pi, map[string]string{StatusSucceeded: provider.EventPaymentIntentSucceeded,
 		StatusRequiresPaymentMethod: provider.EventPaymentIntentPaymentFailed, StatusProcessing: provider.EventPaymentIntentProcessing,
-		StatusRequiresCapture: provider.EventPaymentIntentCapturableUpdated}[pi.Status]
-	if evType != "" {
-		if err := em.emit(evType, pi.ID, piJSON); err != nil {
-			return response{}, false, err
-		}
+		StatusRequiresCapture: provider.EventPaymentIntentCapturableUpdated}[pi.Status])
+	if err != nil {
+		return response{}, false, err
 	}
 	respJSON := piJSON
 	if slices.Contains(expand, "latest_charge") {
@@ -451,7 +495,7 @@ const AuthorizationWindow = 7 * 24 * time.Hour
 // next_action (redirect_to_url when the confirm gave a return_url, else use_stripe_sdk) and
 // payment_intent.requires_action. No charge exists yet; POST
 // /_sim/payment_intents/{id}/authenticate stands in for the customer.
-func (s *Simulator) requireAction(tx *bolt.Tx, em *emitter, pi *PaymentIntent, pm, returnURL string) (response, bool, error) {
+func (s *Simulator) requireAction(em *emitter, pi *PaymentIntent, pm, returnURL string) (response, bool, error) {
 	pi.Status, pi.PaymentMethod, pi.LastPaymentError = StatusRequiresAction, &pm, nil
 	pi.NextAction = &NextAction{Type: "use_stripe_sdk", UseStripeSDK: map[string]any{
 		"type": "three_d_secure_redirect", "stripe_js": "https://hooks.stripe.com/redirect/authenticate/" + pi.ID}}
@@ -459,14 +503,7 @@ func (s *Simulator) requireAction(tx *bolt.Tx, em *emitter, pi *PaymentIntent, p
 		pi.NextAction = &NextAction{Type: "redirect_to_url", RedirectToURL: &RedirectToURL{
 			URL: "https://hooks.stripe.com/3d_secure_2/hosted?merchant=acct_twice_sim&payment_intent=" + pi.ID, ReturnURL: returnURL}}
 	}
-	if err := s.savePI(tx, pi); err != nil {
-		return response{}, false, err
-	}
-	body := jsonBody(pi)
-	if err := em.emit(provider.EventPaymentIntentRequiresAction, pi.ID, body); err != nil {
-		return response{}, false, err
-	}
-	return response{status: http.StatusOK, body: body}, true, nil
+	return em.answer(pi, provider.EventPaymentIntentRequiresAction, nil)
 }
 
 // withCharge expands latest_charge in a PaymentIntent's JSON into the Charge object.
@@ -496,20 +533,9 @@ func expandStored(tx *bolt.Tx, raw []byte) ([]byte, error) {
 }
 
 func (s *Simulator) handleConfirm(w http.ResponseWriter, r *http.Request) {
-	form, ok := parseRequest(w, r)
-	if !ok {
-		return
-	}
-	p, perr := parseConfirm(form)
-	if perr != nil {
-		writeParamError(w, perr)
-		return
-	}
 	id := r.PathValue("id")
-	req := requestOf(r)
-	idemKey := r.Header.Get("Idempotency-Key")
-	resp, replayed, err := s.idempotent(r, form, func(tx *bolt.Tx, now time.Time) (response, bool, error) {
-		pi, err := loadPI(tx, id)
+	resp, replayed, ok := apiWrite(s, w, r, "confirm payment intent", parseConfirm, func(p confirmParams, em *emitter) (response, bool, error) {
+		pi, err := loadPI(em.tx, id)
 		if err != nil || pi == nil {
 			return noSuchPI(id), false, err
 		}
@@ -521,43 +547,40 @@ func (s *Simulator) handleConfirm(w http.ResponseWriter, r *http.Request) {
 			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "payment_intent_unexpected_state",
 				Message: "You cannot confirm this PaymentIntent because it's missing a payment method. You can either update the PaymentIntent with a payment method and then confirm it again, or confirm it again directly with a payment method."}), true, nil
 		}
-		if known, err := paymentMethodExists(tx, pm); err != nil || !known {
+		if known, err := paymentMethodExists(em.tx, pm); err != nil || !known {
 			return noSuchPaymentMethod(pm), false, err
 		}
 		if pi.Status != StatusRequiresPaymentMethod && pi.Status != StatusRequiresConfirmation {
 			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "payment_intent_unexpected_state",
 				Message: fmt.Sprintf("This PaymentIntent's status is %s, but it must be requires_payment_method or requires_confirmation to be confirmed.", pi.Status)}), true, nil
 		}
-		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
-		return s.confirmPI(tx, &em, pi, pm, now, p.Expand, confirmOpts{offSession: p.OffSession, returnURL: p.ReturnURL})
+		return s.confirmPI(em, pi, pm, p.Expand, confirmOpts{offSession: p.OffSession, returnURL: p.ReturnURL})
 	})
-	if err != nil {
-		s.log.Error("confirm payment intent", "err", err)
-		writeInternal(w)
-		return
+	if ok {
+		s.finish(w, resp, replayed)
 	}
-	s.finish(w, resp, replayed)
+}
+
+// parseRetrieve reads GET /v1/payment_intents/{id}: client_secret (accepted, unchecked) and
+// expand.
+func parseRetrieve(form url.Values) (common, *ParamError) {
+	var c common
+	err := eachField(form, func(f field) *ParamError {
+		switch f.base {
+		case "client_secret":
+			return nil
+		case "expand":
+			return c.expand(f)
+		}
+		return unknownParam(f.key)
+	})
+	return c, err
 }
 
 func (s *Simulator) handleRetrieve(w http.ResponseWriter, r *http.Request) {
-	form, ok := parseRequest(w, r)
+	c, _, ok := parseParams(w, r, parseRetrieve)
 	if !ok {
 		return
-	}
-	var c common
-	for k, vs := range form {
-		base, segs, _ := splitParam(k)
-		switch base {
-		case "client_secret":
-		case "expand":
-			if perr := parseExpand(segs, vs, &c); perr != nil {
-				writeParamError(w, perr)
-				return
-			}
-		default:
-			writeParamError(w, unknownParam(k))
-			return
-		}
 	}
 	id := r.PathValue("id")
 	var body []byte
@@ -624,77 +647,47 @@ func (s *Simulator) handlePaymentMethodRetrieve(w http.ResponseWriter, r *http.R
 		return
 	}
 	if pm == nil {
-		writeResponse(w, errorResponse(http.StatusNotFound, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
-			Param: "id", Message: fmt.Sprintf("No such PaymentMethod: '%s'", id),
-			DocURL: "https://stripe.com/docs/error-codes/resource-missing"}))
+		writeResponse(w, errorResponse(http.StatusNotFound, resourceMissing("id", "PaymentMethod", id).withDoc()))
 		return
 	}
 	writeResponse(w, response{status: http.StatusOK, body: jsonBody(pm)})
 }
 
 func (s *Simulator) handleList(w http.ResponseWriter, r *http.Request) {
-	form, ok := parseRequest(w, r)
+	p, _, ok := parseParams(w, r, parseList)
 	if !ok {
 		return
 	}
-	p, perr := parseList(form)
-	if perr != nil {
-		writeParamError(w, perr)
-		return
-	}
-	var (
-		list    = listResponse{Object: "list", URL: "/v1/payment_intents", Data: []json.RawMessage{}}
-		missing string
-	)
+	list := listResponse{Object: "list", URL: "/v1/payment_intents"}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var err error
-		list.Data, list.HasMore, missing, err = listPIs(tx, p)
+		list.Data, list.HasMore, err = listPIs(tx, p)
 		return err
 	})
-	if err != nil {
-		s.log.Error("list payment intents", "err", err)
-		writeInternal(w)
-		return
-	}
-	if missing != "" {
-		writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
-			Param: "starting_after", Message: fmt.Sprintf("No such payment_intent: '%s'", missing)})
-		return
-	}
-	if list.Data == nil {
-		list.Data = []json.RawMessage{}
-	}
-	writeResponse(w, response{status: http.StatusOK, body: jsonBody(list)})
+	s.writeList(w, "list payment intents", list, err)
 }
 
 // listPIs walks the created index newest first, as Stripe lists. With ending_before it
 // walks oldest first from the cursor and reverses the page.
-func listPIs(tx *bolt.Tx, p listParams) (data []json.RawMessage, hasMore bool, missing string, err error) {
+func listPIs(tx *bolt.Tx, p listParams) ([]json.RawMessage, bool, error) {
 	pis := bucket(tx, bucketPIs)
 	c := bucket(tx, bucketPIByTime).Cursor()
-	cursorKey := func(id string) []byte {
-		var pi PaymentIntent
-		found, gerr := getJSON(pis, []byte(id), &pi)
-		if gerr != nil {
-			err = gerr
-		}
-		if !found {
-			missing = id
-			return nil
-		}
-		return timeKey(pi.Created, id)
+	k, err := startPIs(c, pis, p)
+	if err != nil {
+		return nil, false, err
 	}
-	match := func(k []byte) (json.RawMessage, bool, error) {
-		id := k[8:]
-		raw := pis.Get(id)
+	forward := p.EndingBefore != ""
+	return collectPage(c, k, nil, forward, p.Limit, func(k, _ []byte) (json.RawMessage, bool, error) {
+		created := int64(be64u(k[:8]) ^ (1 << 63))
+		if p.Created.set && (!forward && created < p.Created.GTE || forward && created > p.Created.LTE) {
+			return nil, false, errPageEnd // the index is ordered by created: nothing further can match
+		}
+		raw := pis.Get(k[8:])
 		var pi PaymentIntent
 		if err := json.Unmarshal(raw, &pi); err != nil {
 			return nil, false, err
 		}
-		if !p.Created.contains(pi.Created) {
-			return nil, false, nil
-		}
-		if p.Customer != "" && (pi.Customer == nil || *pi.Customer != p.Customer) {
+		if !p.Created.contains(pi.Created) || p.Customer != "" && (pi.Customer == nil || *pi.Customer != p.Customer) {
 			return nil, false, nil
 		}
 		if slices.Contains(p.Expand, "data.latest_charge") {
@@ -702,26 +695,38 @@ func listPIs(tx *bolt.Tx, p listParams) (data []json.RawMessage, hasMore bool, m
 			return bytes.Clone(out), true, err
 		}
 		return bytes.Clone(raw), true, nil
+	})
+}
+
+// startPIs places c on the created index where a page of PaymentIntents starts: before
+// starting_after, after ending_before, at the newest created at or before created[lte], or
+// at the newest.
+func startPIs(c *bolt.Cursor, pis *bolt.Bucket, p listParams) ([]byte, error) {
+	seek := func(id string) error {
+		var pi PaymentIntent
+		found, err := getJSON(pis, []byte(id), &pi)
+		switch {
+		case err != nil:
+			return err
+		case !found: // named starting_after whichever cursor it was
+			return &missingError{param: "starting_after", object: "payment_intent", id: id}
+		}
+		c.Seek(timeKey(pi.Created, id))
+		return nil
 	}
 	var k []byte
-	forward := p.EndingBefore != ""
 	switch {
 	case p.StartingAfter != "":
-		ck := cursorKey(p.StartingAfter)
-		if ck == nil {
-			return nil, false, missing, err
+		if err := seek(p.StartingAfter); err != nil {
+			return nil, err
 		}
-		c.Seek(ck)
 		k, _ = c.Prev()
-	case forward:
-		ck := cursorKey(p.EndingBefore)
-		if ck == nil {
-			return nil, false, missing, err
+	case p.EndingBefore != "":
+		if err := seek(p.EndingBefore); err != nil {
+			return nil, err
 		}
-		c.Seek(ck)
 		k, _ = c.Next()
 	case p.Created.set && p.Created.LTE != maxInt64:
-		// Start at the newest entry created at or before created[lte].
 		if sk, _ := c.Seek(timeKey(p.Created.LTE+1, "")); sk == nil {
 			k, _ = c.Last()
 		} else {
@@ -730,42 +735,7 @@ func listPIs(tx *bolt.Tx, p listParams) (data []json.RawMessage, hasMore bool, m
 	default:
 		k, _ = c.Last()
 	}
-	for ; k != nil; k = step(c, forward) {
-		created := int64(be64u(k[:8]) ^ (1 << 63))
-		if p.Created.set && !forward && created < p.Created.GTE {
-			break // the index is ordered by created: nothing older can match
-		}
-		if p.Created.set && forward && created > p.Created.LTE {
-			break
-		}
-		raw, ok, err := match(k)
-		if err != nil {
-			return nil, false, "", err
-		}
-		if !ok {
-			continue
-		}
-		if len(data) == p.Limit {
-			hasMore = true
-			break
-		}
-		data = append(data, raw)
-	}
-	if forward {
-		for i, j := 0, len(data)-1; i < j; i, j = i+1, j-1 {
-			data[i], data[j] = data[j], data[i]
-		}
-	}
-	return data, hasMore, "", nil
-}
-
-func step(c *bolt.Cursor, forward bool) []byte {
-	if forward {
-		k, _ := c.Next()
-		return k
-	}
-	k, _ := c.Prev()
-	return k
+	return k, nil
 }
 
 func be64u(b []byte) uint64 {

@@ -540,13 +540,13 @@ func (s *Simulator) handleSimCreate(w http.ResponseWriter, r *http.Request) {
 			now = time.Unix(q.Created, 0)
 		}
 		pi, err := s.insertPI(tx, createParams{Amount: q.Amount, Currency: q.Currency, Customer: q.Customer,
-			PaymentMethod: q.PaymentMethod, Description: q.Description, Metadata: q.Metadata,
+			confirmParams: confirmParams{PaymentMethod: q.PaymentMethod}, Description: q.Description, Metadata: q.Metadata,
 			CaptureMethod: "automatic_async", Confirm: true}, now)
 		if err != nil {
 			return err
 		}
 		em := emitter{s: s, tx: tx, now: now, silent: !q.Webhook}
-		resp, _, err = s.confirmPI(tx, &em, pi, q.PaymentMethod, now, nil, confirmOpts{})
+		resp, _, err = s.confirmPI(&em, pi, q.PaymentMethod, nil, confirmOpts{})
 		return err
 	})
 	if err != nil {
@@ -586,7 +586,7 @@ func (s *Simulator) handleMutate(w http.ResponseWriter, r *http.Request) {
 		s.writeControlError(w, badControl("amount >= 1, a three-letter lower-case currency and a PaymentIntent status are required"))
 		return
 	}
-	s.changePI(w, r.PathValue("id"), func(tx *bolt.Tx, pi *PaymentIntent) error {
+	s.changePI(w, r.PathValue("id"), func(em *emitter, pi *PaymentIntent) (any, error) {
 		if q.Amount != nil {
 			pi.Amount = *q.Amount
 			if pi.Status == StatusSucceeded && q.AmountReceived == nil {
@@ -605,34 +605,34 @@ func (s *Simulator) handleMutate(w http.ResponseWriter, r *http.Request) {
 		if q.Customer != nil {
 			pi.Customer = strPtr(*q.Customer)
 		}
-		return nil
+		_, err := em.save(pi, "")
+		return pi, err
 	})
 }
 
-// changePI applies f to a stored PaymentIntent and answers with the result.
-func (s *Simulator) changePI(w http.ResponseWriter, id string, f func(*bolt.Tx, *PaymentIntent) error) {
-	var pi *PaymentIntent
+// changePI runs f on the stored PaymentIntent id in one write transaction, with an emitter
+// for the events it records, and answers the control: f's error (a badControl is a 400 with
+// its text), 404 for an unknown id, else 200 with what f returns. f saves what it changes.
+func (s *Simulator) changePI(w http.ResponseWriter, id string, f func(em *emitter, pi *PaymentIntent) (any, error)) {
+	var out any
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		pi, err = loadPI(tx, id)
+		out = nil
+		pi, err := loadPI(tx, id)
 		if err != nil || pi == nil {
 			return err
 		}
-		if err := f(tx, pi); err != nil {
-			return err
-		}
-		return s.savePI(tx, pi)
+		out, err = f(&emitter{s: s, tx: tx, now: s.now()}, pi)
+		return err
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		s.writeControlError(w, err)
-		return
-	}
-	if pi == nil {
+	case out == nil:
 		problem.Error(w, http.StatusNotFound, "no such payment_intent")
-		return
+	default:
+		s.wake()
+		writeJSON(w, http.StatusOK, out)
 	}
-	s.wake()
-	writeJSON(w, http.StatusOK, pi)
 }
 
 // SettleRequest is the body of POST /_sim/payment_intents/{id}/settle: finish a
@@ -655,11 +655,10 @@ func (s *Simulator) handleSettle(w http.ResponseWriter, r *http.Request) {
 	if q.DeclineCode == "" {
 		q.DeclineCode = "generic_decline"
 	}
-	s.changePI(w, r.PathValue("id"), func(tx *bolt.Tx, pi *PaymentIntent) error {
+	s.changePI(w, r.PathValue("id"), func(em *emitter, pi *PaymentIntent) (any, error) {
 		if pi.Status != StatusProcessing {
-			return badControl("the PaymentIntent is %s, not processing", pi.Status)
+			return nil, badControl("the PaymentIntent is %s, not processing", pi.Status)
 		}
-		now := s.now()
 		typ := provider.EventPaymentIntentSucceeded
 		if q.Outcome == "succeeded" {
 			pi.Status, pi.AmountReceived = StatusSucceeded, pi.Amount
@@ -668,14 +667,14 @@ func (s *Simulator) handleSettle(w http.ResponseWriter, r *http.Request) {
 			code := errorCodeFor(q.DeclineCode)
 			pi.Status = StatusRequiresPaymentMethod
 			pi.LastPaymentError = &CardError{Type: errTypeCard, Code: code, DeclineCode: q.DeclineCode,
-				Message: declineMessage(q.DeclineCode), DocURL: "https://stripe.com/docs/error-codes/" + strings.ReplaceAll(code, "_", "-")}
+				Message: declineMessage(q.DeclineCode), DocURL: docURL(code)}
 			if pi.LatestCharge != nil {
 				pi.LastPaymentError.Charge = *pi.LatestCharge
 			}
 			pi.PaymentMethod = nil
 		}
-		em := emitter{s: s, tx: tx, now: now}
-		return em.emit(typ, pi.ID, jsonBody(pi))
+		_, err := em.save(pi, typ)
+		return pi, err
 	})
 }
 

@@ -11,9 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/provider"
 	bolt "go.etcd.io/bbolt"
 )
@@ -150,40 +148,37 @@ func parseDrop(q DropRequest) (int, dropRule, error) {
 	return count, r, nil
 }
 
+// cancelParams are the accepted parameters of POST /v1/payment_intents/{id}/cancel.
+type cancelParams struct {
+	common
+	Reason string
+}
+
+func parseCancel(form url.Values) (cancelParams, *ParamError) {
+	var p cancelParams
+	err := eachField(form, func(f field) *ParamError {
+		switch {
+		case f.base == "expand":
+			return p.expand(f)
+		case f.base == "cancellation_reason" && len(f.segs) == 0:
+			p.Reason = f.val
+			if !slices.Contains([]string{"duplicate", "fraudulent", "requested_by_customer", "abandoned"}, p.Reason) {
+				return &ParamError{Code: "parameter_invalid_string", Param: "cancellation_reason",
+					Message: "Invalid cancellation_reason: must be one of duplicate, fraudulent, requested_by_customer, or abandoned"}
+			}
+			return nil
+		}
+		return unknownParam(f.key)
+	})
+	return p, err
+}
+
 // handleCancel is POST /v1/payment_intents/{id}/cancel: Stripe cancels an intent that has not
 // succeeded, and sends payment_intent.canceled.
 func (s *Simulator) handleCancel(w http.ResponseWriter, r *http.Request) {
-	form, ok := parseRequest(w, r)
-	if !ok {
-		return
-	}
-	reason := ""
-	var c common
-	for key, vs := range form {
-		base, segs, ok := splitParam(key)
-		switch {
-		case ok && base == "expand":
-			if err := parseExpand(segs, vs, &c); err != nil {
-				writeParamError(w, err)
-				return
-			}
-		case ok && base == "cancellation_reason" && len(segs) == 0:
-			reason = last(vs)
-			if !slices.Contains([]string{"duplicate", "fraudulent", "requested_by_customer", "abandoned"}, reason) {
-				writeParamError(w, &ParamError{Code: "parameter_invalid_string", Param: "cancellation_reason",
-					Message: "Invalid cancellation_reason: must be one of duplicate, fraudulent, requested_by_customer, or abandoned"})
-				return
-			}
-		default:
-			writeParamError(w, unknownParam(key))
-			return
-		}
-	}
 	id := r.PathValue("id")
-	req := requestOf(r)
-	idemKey := r.Header.Get("Idempotency-Key")
-	resp, replayed, err := s.idempotent(r, form, func(tx *bolt.Tx, now time.Time) (response, bool, error) {
-		pi, err := loadPI(tx, id)
+	resp, replayed, ok := apiWrite(s, w, r, "cancel payment intent", parseCancel, func(p cancelParams, em *emitter) (response, bool, error) {
+		pi, err := loadPI(em.tx, id)
 		if err != nil || pi == nil {
 			return noSuchPI(id), false, err
 		}
@@ -191,26 +186,13 @@ func (s *Simulator) handleCancel(w http.ResponseWriter, r *http.Request) {
 			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "payment_intent_unexpected_state",
 				Message: fmt.Sprintf("You cannot cancel this PaymentIntent because it has a status of %s. Only a PaymentIntent with one of the following statuses may be canceled: requires_payment_method, requires_capture, requires_confirmation, requires_action, processing.", pi.Status)}), true, nil
 		}
-		at := now.Unix()
-		pi.Status, pi.CanceledAt, pi.CancellationReason = StatusCanceled, &at, strPtr(reason)
+		at := em.now.Unix()
+		pi.Status, pi.CanceledAt, pi.CancellationReason = StatusCanceled, &at, strPtr(p.Reason)
 		// A hold is released and a pending authentication abandoned.
 		pi.AmountCapturable, pi.NextAction = 0, nil
-		if err := s.savePI(tx, pi); err != nil {
-			return response{}, false, err
-		}
-		body := jsonBody(pi)
-		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
-		if err := em.emit(provider.EventPaymentIntentCanceled, pi.ID, body); err != nil {
-			return response{}, false, err
-		}
-		if slices.Contains(c.Expand, "latest_charge") {
-			body, err = expandStored(tx, body)
-		}
-		return response{status: http.StatusOK, body: body}, true, err
+		return em.answer(pi, provider.EventPaymentIntentCanceled, p.Expand)
 	})
-	if err != nil {
-		s.log.Error("cancel payment intent", "err", err)
-		writeInternal(w)
+	if !ok {
 		return
 	}
 	s.wake()
@@ -245,40 +227,29 @@ func (s *Simulator) handleDispute(w http.ResponseWriter, r *http.Request) {
 		s.writeControlError(w, badControl("status must be a Stripe dispute status, reason at most 64 bytes, amount >= 0, evidence_due_in_s within 0..7776000"))
 		return
 	}
-	id := r.PathValue("id")
-	var out *dispute
-	var bad error
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		out, bad = nil, nil
-		pi, err := loadPI(tx, id)
-		if err != nil || pi == nil {
-			return err
-		}
+	s.changePI(w, r.PathValue("id"), func(em *emitter, pi *PaymentIntent) (any, error) {
 		if pi.Status != StatusSucceeded || pi.LatestCharge == nil {
-			bad = badControl("only a succeeded PaymentIntent's charge can be disputed (this one is %s)", pi.Status)
-			return nil
+			return nil, badControl("only a succeeded PaymentIntent's charge can be disputed (this one is %s)", pi.Status)
 		}
-		now := s.now()
 		var ch charge
-		if _, err := getJSON(bucket(tx, bucketCharges), []byte(*pi.LatestCharge), &ch); err != nil {
-			return err
+		if _, err := getJSON(bucket(em.tx, bucketCharges), []byte(*pi.LatestCharge), &ch); err != nil {
+			return nil, err
 		}
 		var d dispute
-		found, err := getJSON(bucket(tx, bucketDisputes), []byte(ch.ID), &d)
+		found, err := getJSON(bucket(em.tx, bucketDisputes), []byte(ch.ID), &d)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		typ := provider.EventDisputeUpdated
 		if !found {
 			typ = provider.EventDisputeCreated
-			d = dispute{ID: "dp_" + ch.ID[len("ch_"):], Object: "dispute", Amount: ch.Amount, Charge: ch.ID, Created: now.Unix(),
+			d = dispute{ID: "dp_" + ch.ID[len("ch_"):], Object: "dispute", Amount: ch.Amount, Charge: ch.ID, Created: em.now.Unix(),
 				Currency: ch.Currency, Metadata: map[string]string{}, Reason: "general"}
 			if !q.ChargeOnly {
 				d.PaymentIntent = &pi.ID
 			}
 		} else if disputeClosed(d.Status) {
-			bad = badControl("the dispute %s is closed (%s)", d.ID, d.Status)
-			return nil
+			return nil, badControl("the dispute %s is closed (%s)", d.ID, d.Status)
 		}
 		if q.Reason != "" {
 			d.Reason = q.Reason
@@ -295,99 +266,63 @@ func (s *Simulator) handleDispute(w http.ResponseWriter, r *http.Request) {
 			if due == 0 {
 				due = 7 * 86400
 			}
-			t := now.Unix() + due
+			t := em.now.Unix() + due
 			d.EvidenceDetails.DueBy = &t
 		}
-		if err := putJSON(bucket(tx, bucketDisputes), []byte(ch.ID), d); err != nil {
-			return err
+		if err := putJSON(bucket(em.tx, bucketDisputes), []byte(ch.ID), d); err != nil {
+			return nil, err
 		}
-		out = &d
-		em := emitter{s: s, tx: tx, now: now}
-		return em.emit(typ, pi.ID, jsonBody(d))
+		return &d, em.emit(typ, pi.ID, jsonBody(d))
 	})
-	switch {
-	case err != nil:
-		s.writeControlError(w, err)
-	case bad != nil:
-		s.writeControlError(w, bad)
-	case out == nil:
-		problem.Error(w, http.StatusNotFound, "no such payment_intent")
-	default:
-		s.wake()
-		writeJSON(w, http.StatusOK, out)
-	}
 }
 
 // eventListParams are the accepted parameters of GET /v1/events.
 type eventListParams struct {
-	Limit           int
-	StartingAfter   string
-	EndingBefore    string
+	pageParams
 	Types           []string
-	Created         createdRange
 	DeliverySuccess *bool
 }
 
 func parseEventList(v url.Values) (eventListParams, *ParamError) {
-	p := eventListParams{Limit: 10}
-	for key, vs := range v {
-		base, segs, ok := splitParam(key)
-		if !ok {
-			return p, unknownParam(key)
+	p := eventListParams{pageParams: pageParams{Limit: 10}}
+	err := eachField(v, func(f field) *ParamError {
+		if ok, err := p.pageParams.field(f); ok {
+			return err
 		}
-		val := last(vs)
 		switch {
-		case base == "created":
-			if err := parseCreated(key, segs, val, &p.Created); err != nil {
-				return p, err
-			}
-			continue
-		case base == "types" && len(segs) == 1:
-			for _, t := range vs {
+		case f.base == "types" && len(f.segs) == 1:
+			for _, t := range f.vs {
 				if len(t) == 0 || len(t) > 100 {
-					return p, &ParamError{Code: "parameter_invalid_string", Param: "types", Message: "Invalid event type."}
+					return &ParamError{Code: "parameter_invalid_string", Param: "types", Message: "Invalid event type."}
 				}
 				p.Types = append(p.Types, t)
 			}
 			if len(p.Types) > 20 {
-				return p, &ParamError{Code: "parameter_invalid_array", Param: "types", Message: "types may list at most 20 event types."}
+				return &ParamError{Code: "parameter_invalid_array", Param: "types", Message: "types may list at most 20 event types."}
 			}
-			continue
-		case len(segs) > 0:
-			return p, unknownParam(key)
-		}
-		switch base {
-		case "limit":
-			n, err := parseLimit(val)
-			if err != nil {
-				return p, err
+		case len(f.segs) > 0:
+			return unknownParam(f.key)
+		case f.base == "type":
+			if len(f.val) == 0 || len(f.val) > 100 {
+				return &ParamError{Code: "parameter_invalid_string", Param: "type", Message: "Invalid event type."}
 			}
-			p.Limit = n
-		case "starting_after":
-			p.StartingAfter = val
-		case "ending_before":
-			p.EndingBefore = val
-		case "type":
-			if len(val) == 0 || len(val) > 100 {
-				return p, &ParamError{Code: "parameter_invalid_string", Param: "type", Message: "Invalid event type."}
-			}
-			p.Types = append(p.Types, val)
-		case "delivery_success":
-			b := val == "true"
-			if !b && val != "false" {
-				return p, &ParamError{Code: "parameter_invalid_boolean", Param: "delivery_success",
-					Message: "Invalid boolean: " + val}
+			p.Types = append(p.Types, f.val)
+		case f.base == "delivery_success":
+			b := f.val == "true"
+			if !b && f.val != "false" {
+				return &ParamError{Code: "parameter_invalid_boolean", Param: "delivery_success",
+					Message: "Invalid boolean: " + f.val}
 			}
 			p.DeliverySuccess = &b
 		default:
-			return p, unknownParam(key)
+			return unknownParam(f.key)
 		}
+		return nil
+	})
+	if err == nil {
+		err = p.oneCursor("parameter_invalid_string")
 	}
-	if p.StartingAfter != "" && p.EndingBefore != "" {
-		return p, &ParamError{Code: "parameter_invalid_string", Param: "ending_before",
-			Message: "You may only specify one of these parameters: ending_before, starting_after."}
-	}
-	return p, nil
+	return p, err
 }
 
 // typeMatches is Stripe's type filter: exact, or a prefix wildcard ("charge.dispute.*").
@@ -408,76 +343,31 @@ func typeMatches(types []string, t string) bool {
 // never delivered: pending, retrying, failed, dropped, or recorded without a send), paged by
 // limit, starting_after and ending_before with has_more.
 func (s *Simulator) handleEventList(w http.ResponseWriter, r *http.Request) {
-	form, ok := parseRequest(w, r)
+	p, _, ok := parseParams(w, r, parseEventList)
 	if !ok {
 		return
 	}
-	p, perr := parseEventList(form)
-	if perr != nil {
-		writeParamError(w, perr)
-		return
-	}
-	list := listResponse{Object: "list", URL: "/v1/events", Data: []json.RawMessage{}}
-	missing := ""
+	list := listResponse{Object: "list", URL: "/v1/events"}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		bodies := bucket(tx, bucketEvents)
 		c := bucket(tx, bucketEvState).Cursor()
-		forward := p.EndingBefore != ""
-		var k, v []byte
-		switch {
-		case p.StartingAfter != "":
-			if k, _ = c.Seek([]byte(p.StartingAfter)); k == nil || !bytes.Equal(k, []byte(p.StartingAfter)) {
-				missing = p.StartingAfter
-				return nil
-			}
-			k, v = c.Prev()
-		case forward:
-			if k, _ = c.Seek([]byte(p.EndingBefore)); k == nil || !bytes.Equal(k, []byte(p.EndingBefore)) {
-				missing = p.EndingBefore
-				return nil
-			}
-			k, v = c.Next()
-		default:
-			k, v = c.Last()
+		k, v, missing := startByID(c, p.pageParams)
+		if missing != "" {
+			return &missingError{param: "starting_after", object: "event", id: missing}
 		}
-		for ; k != nil; k, v = stepKV(c, forward) {
+		var err error
+		list.Data, list.HasMore, err = collectPage(c, k, v, p.EndingBefore != "", p.Limit, func(k, v []byte) (json.RawMessage, bool, error) {
 			var se storedEvent
 			if err := json.Unmarshal(v, &se); err != nil {
-				return err
+				return nil, false, err
 			}
-			if !p.Created.contains(se.Created) || !typeMatches(p.Types, se.Type) {
-				continue
+			if !p.Created.contains(se.Created) || !typeMatches(p.Types, se.Type) ||
+				p.DeliverySuccess != nil && (se.State == DeliveryDelivered) != *p.DeliverySuccess {
+				return nil, false, nil
 			}
-			if p.DeliverySuccess != nil && (se.State == DeliveryDelivered) != *p.DeliverySuccess {
-				continue
-			}
-			if len(list.Data) == p.Limit {
-				list.HasMore = true
-				break
-			}
-			list.Data = append(list.Data, bytes.Clone(bodies.Get(k)))
-		}
-		if forward {
-			slices.Reverse(list.Data)
-		}
-		return nil
+			return bytes.Clone(bodies.Get(k)), true, nil
+		})
+		return err
 	})
-	if err != nil {
-		s.log.Error("list events", "err", err)
-		writeInternal(w)
-		return
-	}
-	if missing != "" {
-		writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
-			Param: "starting_after", Message: fmt.Sprintf("No such event: '%s'", missing)})
-		return
-	}
-	writeResponse(w, response{status: http.StatusOK, body: jsonBody(list)})
-}
-
-func stepKV(c *bolt.Cursor, forward bool) ([]byte, []byte) {
-	if forward {
-		return c.Next()
-	}
-	return c.Prev()
+	s.writeList(w, "list events", list, err)
 }

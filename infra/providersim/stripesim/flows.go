@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
+	"net/url"
 	"time"
 
-	"github.com/runtwice/twice/shared/problem"
 	"github.com/runtwice/twice/shared/provider"
 	bolt "go.etcd.io/bbolt"
 )
@@ -23,35 +22,26 @@ type captureParams struct {
 	AmountToCapture int64
 }
 
-func parseCapture(form map[string][]string) (captureParams, *ParamError) {
+func parseCapture(form url.Values) (captureParams, *ParamError) {
 	var p captureParams
-	for key, vs := range form {
-		base, segs, ok := splitParam(key)
+	err := eachField(form, func(f field) *ParamError {
+		var err *ParamError
 		switch {
-		case ok && base == "expand":
-			if err := parseExpand(segs, vs, &p.common); err != nil {
-				return p, err
-			}
-		case ok && base == "amount_to_capture" && len(segs) == 0:
-			n, err := parseInt("amount_to_capture", last(vs))
-			if err != nil {
-				return p, err
-			}
-			if n < 1 {
-				return p, &ParamError{Code: "parameter_invalid_integer", Param: "amount_to_capture",
-					Message: "This value must be greater than or equal to 1."}
-			}
-			p.AmountToCapture = n
+		case f.base == "expand":
+			err = p.expand(f)
+		case f.base == "amount_to_capture" && len(f.segs) == 0:
+			p.AmountToCapture, err = parseAmount("amount_to_capture", f.val)
 		default:
-			return p, unknownParam(key)
+			err = unknownParam(f.key)
 		}
-	}
-	return p, nil
+		return err
+	})
+	return p, err
 }
 
 func unexpectedState(msg string) response {
 	return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "payment_intent_unexpected_state",
-		Message: msg, DocURL: "https://stripe.com/docs/error-codes/payment-intent-unexpected-state"})
+		Message: msg}.withDoc())
 }
 
 // handleCapture is POST /v1/payment_intents/{id}/capture: a requires_capture intent takes
@@ -59,20 +49,9 @@ func unexpectedState(msg string) response {
 // released (the charge's amount_captured says what was taken, nothing is refunded). Events:
 // charge.captured and payment_intent.succeeded.
 func (s *Simulator) handleCapture(w http.ResponseWriter, r *http.Request) {
-	form, ok := parseRequest(w, r)
-	if !ok {
-		return
-	}
-	p, perr := parseCapture(form)
-	if perr != nil {
-		writeParamError(w, perr)
-		return
-	}
 	id := r.PathValue("id")
-	req := requestOf(r)
-	idemKey := r.Header.Get("Idempotency-Key")
-	resp, replayed, err := s.idempotent(r, form, func(tx *bolt.Tx, now time.Time) (response, bool, error) {
-		pi, err := loadPI(tx, id)
+	resp, replayed, ok := apiWrite(s, w, r, "capture payment intent", parseCapture, func(p captureParams, em *emitter) (response, bool, error) {
+		pi, err := loadPI(em.tx, id)
 		if err != nil || pi == nil {
 			return noSuchPI(id), false, err
 		}
@@ -87,7 +66,7 @@ func (s *Simulator) handleCapture(w http.ResponseWriter, r *http.Request) {
 			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "amount_too_large", Param: "amount_to_capture",
 				Message: fmt.Sprintf("The amount to capture (%d) must be less than or equal to the amount capturable (%d).", amount, pi.AmountCapturable)}), true, nil
 		}
-		charges := bucket(tx, bucketCharges)
+		charges := bucket(em.tx, bucketCharges)
 		var ch charge
 		if _, err := getJSON(charges, []byte(*pi.LatestCharge), &ch); err != nil {
 			return response{}, false, err
@@ -98,28 +77,14 @@ func (s *Simulator) handleCapture(w http.ResponseWriter, r *http.Request) {
 		if err := putJSON(charges, []byte(ch.ID), ch); err != nil {
 			return response{}, false, err
 		}
-		if err := s.savePI(tx, pi); err != nil {
-			return response{}, false, err
-		}
-		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
 		if err := em.emit(provider.EventChargeCaptured, pi.ID, jsonBody(ch)); err != nil {
 			return response{}, false, err
 		}
-		body := jsonBody(pi)
-		if err := em.emit(provider.EventPaymentIntentSucceeded, pi.ID, body); err != nil {
-			return response{}, false, err
-		}
-		if slices.Contains(p.Expand, "latest_charge") {
-			body = withCharge(body, ch)
-		}
-		return response{status: http.StatusOK, body: body}, true, nil
+		return em.answer(pi, provider.EventPaymentIntentSucceeded, p.Expand)
 	})
-	if err != nil {
-		s.log.Error("capture payment intent", "err", err)
-		writeInternal(w)
-		return
+	if ok {
+		s.finish(w, resp, replayed)
 	}
-	s.finish(w, resp, replayed)
 }
 
 // AuthenticateRequest is the body of POST /_sim/payment_intents/{id}/authenticate: the
@@ -153,67 +118,44 @@ func (s *Simulator) handleAuthenticate(w http.ResponseWriter, r *http.Request) {
 		s.writeControlError(w, err)
 		return
 	}
-	id := r.PathValue("id")
-	var resp response
-	var bad error
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		resp, bad = response{}, nil
-		pi, err := loadPI(tx, id)
-		if err != nil || pi == nil {
-			return err
-		}
+	s.changePI(w, r.PathValue("id"), func(em *emitter, pi *PaymentIntent) (any, error) {
 		if pi.Status != StatusRequiresAction || pi.PaymentMethod == nil {
-			bad = badControl("the PaymentIntent is %s, not requires_action", pi.Status)
-			return nil
+			return nil, badControl("the PaymentIntent is %s, not requires_action", pi.Status)
 		}
-		now := s.now()
-		em := emitter{s: s, tx: tx, now: now}
 		pm := *pi.PaymentMethod
 		if q.Result == "succeeded" {
-			resp, _, err = s.confirmPI(tx, &em, pi, pm, now, nil, confirmOpts{authenticated: true})
-			return err
+			resp, _, err := s.confirmPI(em, pi, pm, nil, confirmOpts{authenticated: true})
+			return intentOf(resp), err
 		}
-		card, err := paymentMethodObject(tx, pm, now)
+		card, err := paymentMethodObject(em.tx, pm, em.now)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pi.Status, pi.NextAction, pi.PaymentMethod = StatusRequiresPaymentMethod, nil, nil
 		pi.LastPaymentError = &CardError{Type: errTypeInvalidRequest, Code: "payment_intent_authentication_failure", Message: msgAuthFail,
-			DocURL: "https://stripe.com/docs/error-codes/payment-intent-authentication-failure", PaymentMethod: card}
+			DocURL: docURL("payment_intent_authentication_failure"), PaymentMethod: card}
 		if card != nil {
 			card.Customer = pi.Customer
 		}
-		if err := s.savePI(tx, pi); err != nil {
-			return err
-		}
-		body := jsonBody(pi)
-		resp = response{status: http.StatusOK, body: body}
-		return em.emit(provider.EventPaymentIntentPaymentFailed, pi.ID, body)
+		body, err := em.save(pi, provider.EventPaymentIntentPaymentFailed)
+		return json.RawMessage(body), err
 	})
-	switch {
-	case err != nil:
-		s.writeControlError(w, err)
-	case bad != nil:
-		s.writeControlError(w, bad)
-	case resp.status == 0:
-		problem.Error(w, http.StatusNotFound, "no such payment_intent")
-	default:
-		s.wake()
-		// The intent as it is now, whatever the charge's answer was (a card that also declines
-		// answers 402 through the API; the control reports the intent).
-		var out json.RawMessage = resp.body
-		if resp.status != http.StatusOK {
-			var env struct {
-				Error struct {
-					PaymentIntent json.RawMessage `json:"payment_intent"`
-				} `json:"error"`
-			}
-			if json.Unmarshal(resp.body, &env) == nil && len(env.Error.PaymentIntent) > 0 {
-				out = env.Error.PaymentIntent
-			}
+}
+
+// intentOf is the PaymentIntent in a confirm's answer, whatever the charge's answer was: a
+// card that also declines answers 402 through the API, with the intent in the error.
+func intentOf(resp response) json.RawMessage {
+	if resp.status != http.StatusOK {
+		var env struct {
+			Error struct {
+				PaymentIntent json.RawMessage `json:"payment_intent"`
+			} `json:"error"`
 		}
-		writeJSON(w, http.StatusOK, out)
+		if json.Unmarshal(resp.body, &env) == nil && len(env.Error.PaymentIntent) > 0 {
+			return env.Error.PaymentIntent
+		}
 	}
+	return resp.body
 }
 
 // refundFailure is a refund due to fail later (pm_card_refundFail).
@@ -308,139 +250,75 @@ func (s *Simulator) failRefund(tx *bolt.Tx, id string, now time.Time) error {
 
 // refundListParams are the accepted parameters of GET /v1/refunds.
 type refundListParams struct {
-	Limit         int
-	StartingAfter string
-	EndingBefore  string
+	pageParams
 	PaymentIntent string
 	Charge        string
-	Created       createdRange
 }
 
-func parseRefundList(v map[string][]string) (refundListParams, *ParamError) {
-	p := refundListParams{Limit: 10}
-	for key, vs := range v {
-		base, segs, ok := splitParam(key)
-		if !ok {
-			return p, unknownParam(key)
+func parseRefundList(v url.Values) (refundListParams, *ParamError) {
+	p := refundListParams{pageParams: pageParams{Limit: 10}}
+	err := eachField(v, func(f field) *ParamError {
+		if f.base == "expand" {
+			var c common // accepted, and nothing to expand
+			return c.expand(f)
 		}
-		val := last(vs)
+		if ok, err := p.pageParams.field(f); ok {
+			return err
+		}
 		switch {
-		case base == "created":
-			if err := parseCreated(key, segs, val, &p.Created); err != nil {
-				return p, err
-			}
-			continue
-		case base == "expand":
-			var c common
-			if err := parseExpand(segs, vs, &c); err != nil {
-				return p, err
-			}
-			continue
-		case len(segs) > 0:
-			return p, unknownParam(key)
-		}
-		switch base {
-		case "limit":
-			n, err := parseLimit(val)
-			if err != nil {
-				return p, err
-			}
-			p.Limit = n
-		case "starting_after":
-			p.StartingAfter = val
-		case "ending_before":
-			p.EndingBefore = val
-		case "payment_intent":
-			p.PaymentIntent = val
-		case "charge":
-			p.Charge = val
+		case f.base == "payment_intent" && len(f.segs) == 0:
+			p.PaymentIntent = f.val
+		case f.base == "charge" && len(f.segs) == 0:
+			p.Charge = f.val
 		default:
-			return p, unknownParam(key)
+			return unknownParam(f.key)
 		}
+		return nil
+	})
+	if err == nil {
+		err = p.oneCursor("parameter_invalid_empty")
 	}
-	if p.StartingAfter != "" && p.EndingBefore != "" {
-		return p, &ParamError{Code: "parameter_invalid_empty", Param: "ending_before",
-			Message: "You may only specify one of these parameters: ending_before, starting_after."}
-	}
-	return p, nil
+	return p, err
 }
 
 // handleRefundList is GET /v1/refunds: newest first (ids are in creation order), filtered by
 // payment_intent, charge and created, paged by limit, starting_after and ending_before.
 func (s *Simulator) handleRefundList(w http.ResponseWriter, r *http.Request) {
-	form, ok := parseRequest(w, r)
+	p, _, ok := parseParams(w, r, parseRefundList)
 	if !ok {
 		return
 	}
-	p, perr := parseRefundList(form)
-	if perr != nil {
-		writeParamError(w, perr)
-		return
-	}
-	list := listResponse{Object: "list", URL: "/v1/refunds", Data: []json.RawMessage{}}
-	missing := ""
+	list := listResponse{Object: "list", URL: "/v1/refunds"}
 	err := s.db.View(func(tx *bolt.Tx) error {
+		c := bucket(tx, bucketRefunds).Cursor()
+		k, v, missing := startByID(c, p.pageParams)
 		if p.PaymentIntent != "" && bucket(tx, bucketPIs).Get([]byte(p.PaymentIntent)) == nil {
 			missing = p.PaymentIntent
-			return nil
 		}
-		c := bucket(tx, bucketRefunds).Cursor()
-		forward := p.EndingBefore != ""
-		var k, v []byte
 		switch {
-		case p.StartingAfter != "":
-			if k, _ = c.Seek([]byte(p.StartingAfter)); k == nil || !bytes.Equal(k, []byte(p.StartingAfter)) {
-				missing = p.StartingAfter
-				return nil
-			}
-			k, v = c.Prev()
-		case forward:
-			if k, _ = c.Seek([]byte(p.EndingBefore)); k == nil || !bytes.Equal(k, []byte(p.EndingBefore)) {
-				missing = p.EndingBefore
-				return nil
-			}
-			k, v = c.Next()
+		case missing == "":
+		case missing == p.PaymentIntent:
+			return &missingError{param: "payment_intent", object: "payment_intent", id: missing}
+		case missing == p.EndingBefore:
+			return &missingError{param: "ending_before", object: "refund", id: missing}
 		default:
-			k, v = c.Last()
+			return &missingError{param: "starting_after", object: "refund", id: missing}
 		}
-		for ; k != nil; k, v = stepKV(c, forward) {
+		var err error
+		list.Data, list.HasMore, err = collectPage(c, k, v, p.EndingBefore != "", p.Limit, func(_, v []byte) (json.RawMessage, bool, error) {
 			var re refund
 			if err := json.Unmarshal(v, &re); err != nil {
-				return err
+				return nil, false, err
 			}
 			if (p.PaymentIntent != "" && re.PaymentIntent != p.PaymentIntent) || (p.Charge != "" && re.Charge != p.Charge) ||
 				!p.Created.contains(re.Created) {
-				continue
+				return nil, false, nil
 			}
-			if len(list.Data) == p.Limit {
-				list.HasMore = true
-				break
-			}
-			list.Data = append(list.Data, bytes.Clone(v))
-		}
-		if forward {
-			slices.Reverse(list.Data)
-		}
-		return nil
+			return bytes.Clone(v), true, nil
+		})
+		return err
 	})
-	if err != nil {
-		s.log.Error("list refunds", "err", err)
-		writeInternal(w)
-		return
-	}
-	if missing != "" {
-		param, object := "starting_after", "refund"
-		switch {
-		case missing == p.PaymentIntent:
-			param, object = "payment_intent", "payment_intent"
-		case missing == p.EndingBefore:
-			param = "ending_before"
-		}
-		writeAPIError(w, http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
-			Param: param, Message: fmt.Sprintf("No such %s: '%s'", object, missing)})
-		return
-	}
-	writeResponse(w, response{status: http.StatusOK, body: jsonBody(list)})
+	s.writeList(w, "list refunds", list, err)
 }
 
 // handleRefundRetrieve is GET /v1/refunds/{id}.
@@ -455,8 +333,7 @@ func (s *Simulator) handleRefundRetrieve(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	if body == nil {
-		writeAPIError(w, http.StatusNotFound, apiError{Type: errTypeInvalidRequest, Code: "resource_missing", Param: "id",
-			Message: fmt.Sprintf("No such refund: '%s'", id)})
+		writeAPIError(w, http.StatusNotFound, resourceMissing("id", "refund", id))
 		return
 	}
 	writeResponse(w, response{status: http.StatusOK, body: body})

@@ -64,6 +64,30 @@ func last(vs []string) string {
 	return vs[len(vs)-1]
 }
 
+// field is one form key as Stripe's decoder reads it.
+type field struct {
+	key  string   // as sent: metadata[order]
+	base string   // before the brackets: metadata
+	segs []string // inside the brackets: order
+	vs   []string // every value sent
+	val  string   // the last value, the one Stripe keeps
+}
+
+// eachField calls f for every key of form and stops at the first error; a malformed key is
+// an unknown parameter.
+func eachField(form url.Values, f func(field) *ParamError) *ParamError {
+	for key, vs := range form {
+		base, segs, ok := splitParam(key)
+		if !ok {
+			return unknownParam(key)
+		}
+		if err := f(field{key: key, base: base, segs: segs, vs: vs, val: last(vs)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func parseBool(name, s string) (bool, *ParamError) {
 	switch s {
 	case "true":
@@ -84,24 +108,32 @@ func parseInt(name, s string) (int64, *ParamError) {
 	return n, nil
 }
 
+// parseAmount reads an amount: an integer of at least 1.
+func parseAmount(name, s string) (int64, *ParamError) {
+	n, err := parseInt(name, s)
+	if err == nil && n < 1 {
+		err = &ParamError{Code: "parameter_invalid_integer", Param: name,
+			Message: "This value must be greater than or equal to 1."}
+	}
+	return n, err
+}
+
 // common holds what every PaymentIntent route may carry.
 type common struct {
 	Expand []string
 }
 
-// createParams are the accepted parameters of POST /v1/payment_intents.
+// createParams are the accepted parameters of POST /v1/payment_intents: a create with
+// confirm=true takes what a confirm takes.
 type createParams struct {
-	common
+	confirmParams
 	Amount        int64
 	Currency      string
 	Customer      string
-	PaymentMethod string
 	Description   string
 	ReceiptEmail  string
 	CaptureMethod string
 	Confirm       bool
-	OffSession    bool
-	ReturnURL     string
 	Metadata      map[string]string
 }
 
@@ -116,11 +148,48 @@ type confirmParams struct {
 // listParams are the accepted parameters of GET /v1/payment_intents.
 type listParams struct {
 	common
+	pageParams
+	Customer string
+}
+
+// pageParams are what every list route takes to choose its page.
+type pageParams struct {
 	Limit         int
 	StartingAfter string
 	EndingBefore  string
-	Customer      string
 	Created       createdRange
+}
+
+// field takes f if it is a paging parameter; ok is false for any other key.
+func (p *pageParams) field(f field) (ok bool, err *ParamError) {
+	switch {
+	case f.base == "created":
+		return true, p.Created.parse(f)
+	case len(f.segs) > 0:
+		return false, nil
+	}
+	switch f.base {
+	case "limit":
+		p.Limit, err = parseLimit(f.val)
+	case "starting_after":
+		p.StartingAfter = f.val
+	case "ending_before":
+		p.EndingBefore = f.val
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// oneCursor refuses a page asked both after and before a cursor. The routes differ in the
+// code they answer: the event list says parameter_invalid_string, the others
+// parameter_invalid_empty.
+func (p *pageParams) oneCursor(code string) *ParamError {
+	if p.StartingAfter != "" && p.EndingBefore != "" {
+		return &ParamError{Code: code, Param: "ending_before",
+			Message: "You may only specify one of these parameters: ending_before, starting_after."}
+	}
+	return nil
 }
 
 // createdRange is an inclusive range of unix seconds; zero bounds are open.
@@ -151,17 +220,17 @@ var ignoredConfirm = map[string]bool{
 	"receipt_email": true, "capture_method": true, "radar_options": true,
 }
 
-// parseExpand accepts expand[]=x and expand[0]=x as stripe-go sends it.
-func parseExpand(segs []string, vs []string, c *common) *ParamError {
-	if len(segs) != 1 {
+// expand takes expand[]=x and expand[0]=x as stripe-go sends it.
+func (c *common) expand(f field) *ParamError {
+	if len(f.segs) != 1 {
 		return unknownParam("expand")
 	}
-	if segs[0] != "" {
-		if _, err := strconv.Atoi(segs[0]); err != nil {
-			return unknownParam("expand[" + segs[0] + "]")
+	if f.segs[0] != "" {
+		if _, err := strconv.Atoi(f.segs[0]); err != nil {
+			return unknownParam("expand[" + f.segs[0] + "]")
 		}
 	}
-	c.Expand = append(c.Expand, vs...)
+	c.Expand = append(c.Expand, f.vs...)
 	return nil
 }
 
@@ -187,93 +256,59 @@ const (
 
 func parseCreate(v url.Values) (createParams, *ParamError) {
 	var p createParams
-	for key, vs := range v {
-		base, segs, ok := splitParam(key)
-		if !ok {
-			return p, unknownParam(key)
+	err := eachField(v, func(f field) *ParamError {
+		if len(f.val) > maxStringParam {
+			return &ParamError{Code: "parameter_invalid_string", Param: f.key,
+				Message: fmt.Sprintf("Invalid string: %s...; must be at most %d characters", f.val[:20], maxStringParam)}
 		}
-		val := last(vs)
-		if len(val) > maxStringParam {
-			return p, &ParamError{Code: "parameter_invalid_string", Param: key,
-				Message: fmt.Sprintf("Invalid string: %s...; must be at most %d characters", val[:20], maxStringParam)}
+		switch {
+		case f.base == "expand":
+			return p.expand(f)
+		case f.base == "metadata":
+			return p.metadata(f)
+		case ignoredCreate[f.base]:
+			return nil
+		case len(f.segs) > 0:
+			return unknownParam(f.key)
 		}
-		if base == "expand" {
-			if err := parseExpand(segs, vs, &p.common); err != nil {
-				return p, err
-			}
-			continue
-		}
-		if base == "metadata" {
-			if len(segs) != 1 || segs[0] == "" {
-				return p, unknownParam(key)
-			}
-			if len(segs[0]) > maxMetadataKeyLen || len(val) > maxMetadataValueLen {
-				return p, &ParamError{Code: "parameter_invalid_string", Param: key,
-					Message: "Metadata keys can have up to 40 characters and values up to 500 characters."}
-			}
-			if p.Metadata == nil {
-				p.Metadata = map[string]string{}
-			}
-			if val != "" { // an empty value unsets a key, as in Stripe.
-				p.Metadata[segs[0]] = val
-			}
-			if len(p.Metadata) > maxMetadataKeys {
-				return p, &ParamError{Code: "parameter_invalid_string", Param: "metadata",
-					Message: "You can specify up to 50 keys in metadata."}
-			}
-			continue
-		}
-		if ignoredCreate[base] {
-			continue
-		}
-		if len(segs) > 0 {
-			return p, unknownParam(key)
+		if ok, err := p.confirmParams.field(f); ok {
+			return err
 		}
 		var err *ParamError
-		switch base {
+		switch f.base {
 		case "amount":
-			p.Amount, err = parseInt("amount", val)
-			switch {
-			case err != nil:
-			case p.Amount < 1:
-				err = &ParamError{Code: "parameter_invalid_integer", Param: "amount",
-					Message: "This value must be greater than or equal to 1."}
-			case p.Amount > maxAmount:
+			p.Amount, err = parseAmount("amount", f.val)
+			if err == nil && p.Amount > maxAmount {
 				err = &ParamError{Code: "amount_too_large", Param: "amount",
 					Message: "Amount must be no more than 99999999 in the smallest currency unit."}
 			}
 		case "currency":
-			p.Currency = strings.ToLower(val)
+			p.Currency = strings.ToLower(f.val)
 			if !validCurrency(p.Currency) {
 				err = &ParamError{Code: "parameter_invalid_string", Param: "currency",
-					Message: fmt.Sprintf("Invalid currency: %s. Stripe currently supports these currencies: usd, eur, gbp, ...", val)}
+					Message: fmt.Sprintf("Invalid currency: %s. Stripe currently supports these currencies: usd, eur, gbp, ...", f.val)}
 			}
 		case "customer":
-			p.Customer = val
-		case "payment_method":
-			p.PaymentMethod = val
+			p.Customer = f.val
 		case "description":
-			p.Description = val
+			p.Description = f.val
 		case "receipt_email":
-			p.ReceiptEmail = val
+			p.ReceiptEmail = f.val
 		case "capture_method":
-			p.CaptureMethod = val
-			if val != "automatic" && val != "automatic_async" && val != "manual" {
+			p.CaptureMethod = f.val
+			if f.val != "automatic" && f.val != "automatic_async" && f.val != "manual" {
 				err = &ParamError{Code: "parameter_invalid_string", Param: "capture_method",
 					Message: fmt.Sprintf("Invalid capture_method: must be one of automatic, automatic_async, or manual")}
 			}
 		case "confirm":
-			p.Confirm, err = parseBool("confirm", val)
-		case "off_session":
-			p.OffSession, err = parseOffSession(val)
-		case "return_url":
-			p.ReturnURL, err = parseReturnURL(val)
+			p.Confirm, err = parseBool("confirm", f.val)
 		default:
-			err = unknownParam(key)
+			err = unknownParam(f.key)
 		}
-		if err != nil {
-			return p, err
-		}
+		return err
+	})
+	if err != nil {
+		return p, err
 	}
 	if !v.Has("amount") {
 		return p, missingParam("amount")
@@ -295,6 +330,28 @@ func parseCreate(v url.Values) (createParams, *ParamError) {
 	return p, nil
 }
 
+// metadata takes metadata[key]=value within Stripe's limits; an empty value unsets a key.
+func (p *createParams) metadata(f field) *ParamError {
+	if len(f.segs) != 1 || f.segs[0] == "" {
+		return unknownParam(f.key)
+	}
+	if len(f.segs[0]) > maxMetadataKeyLen || len(f.val) > maxMetadataValueLen {
+		return &ParamError{Code: "parameter_invalid_string", Param: f.key,
+			Message: "Metadata keys can have up to 40 characters and values up to 500 characters."}
+	}
+	if p.Metadata == nil {
+		p.Metadata = map[string]string{}
+	}
+	if f.val != "" {
+		p.Metadata[f.segs[0]] = f.val
+	}
+	if len(p.Metadata) > maxMetadataKeys {
+		return &ParamError{Code: "parameter_invalid_string", Param: "metadata",
+			Message: "You can specify up to 50 keys in metadata."}
+	}
+	return nil
+}
+
 func validCurrency(c string) bool {
 	if len(c) != 3 {
 		return false
@@ -309,40 +366,36 @@ func validCurrency(c string) bool {
 
 func parseConfirm(v url.Values) (confirmParams, *ParamError) {
 	var p confirmParams
-	for key, vs := range v {
-		base, segs, ok := splitParam(key)
-		if !ok {
-			return p, unknownParam(key)
+	err := eachField(v, func(f field) *ParamError {
+		switch {
+		case f.base == "expand":
+			return p.expand(f)
+		case ignoredConfirm[f.base]:
+			return nil
+		case len(f.segs) > 0:
+			return unknownParam(f.key)
 		}
-		val := last(vs)
-		if base == "expand" {
-			if err := parseExpand(segs, vs, &p.common); err != nil {
-				return p, err
-			}
-			continue
+		if ok, err := p.field(f); ok {
+			return err
 		}
-		if ignoredConfirm[base] {
-			continue
-		}
-		if len(segs) > 0 {
-			return p, unknownParam(key)
-		}
-		var err *ParamError
-		switch base {
-		case "payment_method":
-			p.PaymentMethod = val
-		case "off_session":
-			p.OffSession, err = parseOffSession(val)
-		case "return_url":
-			p.ReturnURL, err = parseReturnURL(val)
-		default:
-			err = unknownParam(key)
-		}
-		if err != nil {
-			return p, err
-		}
+		return unknownParam(f.key)
+	})
+	return p, err
+}
+
+// field takes the plain keys a confirm sets; ok is false for any other key.
+func (p *confirmParams) field(f field) (ok bool, err *ParamError) {
+	switch f.base {
+	case "payment_method":
+		p.PaymentMethod = f.val
+	case "off_session":
+		p.OffSession, err = parseOffSession(f.val)
+	case "return_url":
+		p.ReturnURL, err = parseReturnURL(f.val)
+	default:
+		return false, nil
 	}
-	return p, nil
+	return true, err
 }
 
 // parseReturnURL accepts an absolute http(s) URL, as Stripe does for return_url.
@@ -355,58 +408,32 @@ func parseReturnURL(val string) (string, *ParamError) {
 }
 
 func parseList(v url.Values) (listParams, *ParamError) {
-	p := listParams{Limit: 10}
-	for key, vs := range v {
-		base, segs, ok := splitParam(key)
-		if !ok {
-			return p, unknownParam(key)
+	p := listParams{pageParams: pageParams{Limit: 10}}
+	err := eachField(v, func(f field) *ParamError {
+		if f.base == "expand" {
+			return p.expand(f)
 		}
-		val := last(vs)
-		if base == "expand" {
-			if err := parseExpand(segs, vs, &p.common); err != nil {
-				return p, err
-			}
-			continue
+		if ok, err := p.pageParams.field(f); ok {
+			return err
 		}
-		if base == "created" {
-			if err := parseCreated(key, segs, val, &p.Created); err != nil {
-				return p, err
-			}
-			continue
+		if f.base == "customer" && len(f.segs) == 0 {
+			p.Customer = f.val
+			return nil
 		}
-		if len(segs) > 0 {
-			return p, unknownParam(key)
-		}
-		switch base {
-		case "limit":
-			n, err := parseLimit(val)
-			if err != nil {
-				return p, err
-			}
-			p.Limit = n
-		case "starting_after":
-			p.StartingAfter = val
-		case "ending_before":
-			p.EndingBefore = val
-		case "customer":
-			p.Customer = val
-		default:
-			return p, unknownParam(key)
-		}
+		return unknownParam(f.key)
+	})
+	if err == nil {
+		err = p.oneCursor("parameter_invalid_empty")
 	}
-	if p.StartingAfter != "" && p.EndingBefore != "" {
-		return p, &ParamError{Code: "parameter_invalid_empty", Param: "ending_before",
-			Message: "You may only specify one of these parameters: ending_before, starting_after."}
-	}
-	return p, nil
+	return p, err
 }
 
-// parseCreated folds created=T and created[gt|gte|lt|lte]=T into one inclusive range.
-func parseCreated(key string, segs []string, val string, r *createdRange) *ParamError {
-	if len(segs) > 1 {
-		return unknownParam(key)
+// parse folds created=T and created[gt|gte|lt|lte]=T into one inclusive range.
+func (r *createdRange) parse(f field) *ParamError {
+	if len(f.segs) > 1 {
+		return unknownParam(f.key)
 	}
-	t, err := parseInt(key, val)
+	t, err := parseInt(f.key, f.val)
 	if err != nil {
 		return err
 	}
@@ -414,8 +441,8 @@ func parseCreated(key string, segs []string, val string, r *createdRange) *Param
 		*r = createdRange{GTE: minInt64, LTE: maxInt64, set: true}
 	}
 	op := ""
-	if len(segs) == 1 {
-		op = segs[0]
+	if len(f.segs) == 1 {
+		op = f.segs[0]
 	}
 	switch op {
 	case "":
@@ -439,7 +466,7 @@ func parseCreated(key string, segs []string, val string, r *createdRange) *Param
 			r.LTE = min(r.LTE, t-1)
 		}
 	default:
-		return unknownParam(key)
+		return unknownParam(f.key)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/boltstore"
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/metrics"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
@@ -23,19 +24,6 @@ import (
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/stripeprovider"
 )
-
-// fakeClock is shared by the simulator and the reconciler, so created times and windows agree.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // recordingSink is the dead-letter table's stand-in: it records every Open.
 type recordingSink struct {
@@ -100,7 +88,7 @@ type env struct {
 	counted *countingStore
 	t       *testing.T
 	lists   *listCalls
-	clock   *fakeClock
+	clock   *clock.Fake // shared by the simulator and the reconciler, so created times and windows agree
 	simURL  string
 	prov    *stripeprovider.Client
 	store   store.Store
@@ -112,15 +100,15 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	clock := &fakeClock{now: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
-	sim, err := stripesim.New(stripesim.Config{DataDir: t.TempDir(), Now: clock.Now, NoSync: true})
+	clk := clock.NewFake(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	sim, err := stripesim.New(stripesim.Config{DataDir: t.TempDir(), Now: clk.Now, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(sim) // 127.0.0.1
 	t.Cleanup(func() { srv.Close(); sim.Close() })
 	lists := &listCalls{}
-	prov, err := stripeprovider.New(stripeprovider.Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Now: clock.Now, Observer: lists})
+	prov, err := stripeprovider.New(stripeprovider.Client{APIKey: stripesim.DefaultAPIKey, BaseURL: srv.URL, Now: clk.Now, Observer: lists})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +118,8 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	counted := &countingStore{Store: st}
-	e := &env{t: t, counted: counted, lists: lists, clock: clock, simURL: srv.URL, prov: prov, store: counted, sink: &recordingSink{}, metrics: &bytes.Buffer{}}
-	e.rec = &recon.Reconciler{Store: counted, Provider: prov, Sink: e.sink, Now: clock.Now,
+	e := &env{t: t, counted: counted, lists: lists, clock: clk, simURL: srv.URL, prov: prov, store: counted, sink: &recordingSink{}, metrics: &bytes.Buffer{}}
+	e.rec = &recon.Reconciler{Store: counted, Provider: prov, Sink: e.sink, Now: clk.Now,
 		Metrics: &recon.Metrics{Out: &metrics.EMF{W: e.metrics}}, Log: slog.New(slog.DiscardHandler)}
 	return e
 }

@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/runtwice/twice/shared/provider"
 )
@@ -23,57 +20,43 @@ type refundParams struct {
 
 func parseRefund(v url.Values) (refundParams, *ParamError) {
 	var p refundParams
-	for key, vs := range v {
-		base, segs, ok := splitParam(key)
-		if !ok {
-			return p, unknownParam(key)
-		}
-		val := last(vs)
+	err := eachField(v, func(f field) *ParamError {
 		switch {
-		case base == "expand":
-			if err := parseExpand(segs, vs, &p.common); err != nil {
-				return p, err
-			}
-			continue
-		case base == "metadata" && len(segs) == 1 && segs[0] != "":
+		case f.base == "expand":
+			return p.expand(f)
+		case f.base == "metadata" && len(f.segs) == 1 && f.segs[0] != "":
 			if p.Metadata == nil {
 				p.Metadata = map[string]string{}
 			}
-			p.Metadata[segs[0]] = val
-			continue
-		case len(segs) > 0:
-			return p, unknownParam(key)
+			p.Metadata[f.segs[0]] = f.val
+			return nil
+		case len(f.segs) > 0:
+			return unknownParam(f.key)
 		}
 		var err *ParamError
-		switch base {
+		switch f.base {
 		case "payment_intent":
-			p.PaymentIntent = val
+			p.PaymentIntent = f.val
 		case "charge":
-			p.Charge = val
+			p.Charge = f.val
 		case "amount":
-			p.Amount, err = parseInt("amount", val)
-			if err == nil && p.Amount < 1 {
-				err = &ParamError{Code: "parameter_invalid_integer", Param: "amount",
-					Message: "This value must be greater than or equal to 1."}
-			}
+			p.Amount, err = parseAmount("amount", f.val)
 		case "reason":
-			p.Reason = val
-			if val != "duplicate" && val != "fraudulent" && val != "requested_by_customer" {
+			p.Reason = f.val
+			if f.val != "duplicate" && f.val != "fraudulent" && f.val != "requested_by_customer" {
 				err = &ParamError{Code: "parameter_invalid_string", Param: "reason",
 					Message: "Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer"}
 			}
 		default:
-			err = unknownParam(key)
+			err = unknownParam(f.key)
 		}
-		if err != nil {
-			return p, err
-		}
-	}
-	if p.PaymentIntent == "" && p.Charge == "" {
-		return p, &ParamError{Code: "parameter_missing", Param: "charge",
+		return err
+	})
+	if err == nil && p.PaymentIntent == "" && p.Charge == "" {
+		err = &ParamError{Code: "parameter_missing", Param: "charge",
 			Message: "One of the following params should be provided for this request: payment_intent or charge."}
 	}
-	return p, nil
+	return p, err
 }
 
 // handleRefund refunds a succeeded charge (by payment_intent or charge), fully by
@@ -82,21 +65,10 @@ func parseRefund(v url.Values) (refundParams, *ParamError) {
 // charge_already_refunded), as at Stripe. A refund of pm_card_refundFail is succeeded now and
 // fails RefundFailureDelay later (RunDue).
 func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
-	form, ok := parseRequest(w, r)
-	if !ok {
-		return
-	}
-	p, perr := parseRefund(form)
-	if perr != nil {
-		writeParamError(w, perr)
-		return
-	}
-	req := requestOf(r)
-	idemKey := r.Header.Get("Idempotency-Key")
-	resp, replayed, err := s.idempotent(r, form, func(tx *bolt.Tx, now time.Time) (response, bool, error) {
+	resp, replayed, ok := apiWrite(s, w, r, "refund", parseRefund, func(p refundParams, em *emitter) (response, bool, error) {
 		chID := p.Charge
 		if p.PaymentIntent != "" {
-			pi, err := loadPI(tx, p.PaymentIntent)
+			pi, err := loadPI(em.tx, p.PaymentIntent)
 			if err != nil || pi == nil {
 				return noSuchPI(p.PaymentIntent), false, err
 			}
@@ -106,12 +78,11 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 			}
 			chID = *pi.LatestCharge
 		}
-		charges := bucket(tx, bucketCharges)
+		charges := bucket(em.tx, bucketCharges)
 		var ch charge
 		found, err := getJSON(charges, []byte(chID), &ch)
 		if err != nil || !found {
-			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "resource_missing",
-				Param: "charge", Message: fmt.Sprintf("No such charge: '%s'", chID)}), false, err
+			return errorResponse(http.StatusBadRequest, resourceMissing("charge", "charge", chID)), false, err
 		}
 		remaining := ch.AmountCaptured - ch.AmountRefunded
 		if ch.Status != "succeeded" || remaining <= 0 {
@@ -126,7 +97,7 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 			return errorResponse(http.StatusBadRequest, apiError{Type: errTypeInvalidRequest, Code: "amount_too_large", Param: "amount",
 				Message: fmt.Sprintf("Refund amount (%d) is greater than unrefunded amount on charge (%d)", amount, remaining)}), true, nil
 		}
-		id, err := newID(bucket(tx, bucketRefunds), "re_")
+		id, err := newID(bucket(em.tx, bucketRefunds), "re_")
 		if err != nil {
 			return response{}, false, err
 		}
@@ -134,14 +105,14 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 		if md == nil {
 			md = map[string]string{}
 		}
-		re := refund{ID: id, Object: "refund", Amount: amount, Charge: chID, Created: now.Unix(), Currency: ch.Currency,
+		re := refund{ID: id, Object: "refund", Amount: amount, Charge: chID, Created: em.now.Unix(), Currency: ch.Currency,
 			Metadata: md, PaymentIntent: ch.PaymentIntent, Reason: strPtr(p.Reason), Status: "succeeded"}
-		if err := putJSON(bucket(tx, bucketRefunds), []byte(id), re); err != nil {
+		if err := putJSON(bucket(em.tx, bucketRefunds), []byte(id), re); err != nil {
 			return response{}, false, err
 		}
 		if testCards[ch.PaymentMethod].refundFail {
 			// Accepted now, failed later: the money could not reach the card.
-			if err := scheduleRefundFailure(tx, id, now.Add(s.cfg.RefundFailureDelay)); err != nil {
+			if err := scheduleRefundFailure(em.tx, id, em.now.Add(s.cfg.RefundFailureDelay)); err != nil {
 				return response{}, false, err
 			}
 		}
@@ -150,7 +121,6 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 		if err := putJSON(charges, []byte(chID), ch); err != nil {
 			return response{}, false, err
 		}
-		em := emitter{s: s, tx: tx, now: now, requestID: req.requestID, idemKey: idemKey}
 		// charge.refunded first: it is the event that moves a payment, and a caller that drops
 		// the next delivery (POST /_sim/webhooks/drop {"count":1}) to lose a refund loses it.
 		if err := em.emit(provider.EventChargeRefunded, ch.PaymentIntent, jsonBody(ch)); err != nil {
@@ -162,10 +132,7 @@ func (s *Simulator) handleRefund(w http.ResponseWriter, r *http.Request) {
 		}
 		return response{status: http.StatusOK, body: body}, true, nil
 	})
-	if err != nil {
-		s.log.Error("refund", "err", err)
-		writeInternal(w)
-		return
+	if ok {
+		s.finish(w, resp, replayed)
 	}
-	s.finish(w, resp, replayed)
 }

@@ -76,12 +76,7 @@ func (s *Simulator) handleSearch(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	if err != nil {
-		s.log.Error("search payment intents", "err", err)
-		writeInternal(w)
-		return
-	}
-	writeResponse(w, response{status: http.StatusOK, body: jsonBody(out)})
+	s.writeList(w, "search payment intents", out, err)
 }
 
 // ExpireRequest is the body of POST /_sim/idempotency/expire.

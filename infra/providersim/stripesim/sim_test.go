@@ -20,32 +20,15 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/provider"
 )
 
 const testSecret = "whsec_test_secret"
 
-// fakeClock is the injected clock for tests.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
 // newClock starts at the wall time: stripe-go's webhook.ConstructEvent, which these tests use
 // to verify the simulator's signatures, checks the timestamp against the wall clock.
-func newClock() *fakeClock { return &fakeClock{t: time.Now().Truncate(time.Second)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clock.Fake { return clock.NewFake(time.Now().Truncate(time.Second)) }
 
 // receiver is a webhook endpoint that verifies every delivery with stripe-go.
 type receiver struct {
@@ -96,7 +79,7 @@ func byID(evs []stripe.Event) []stripe.Event {
 type harness struct {
 	sim    *Simulator
 	srv    *httptest.Server
-	clock  *fakeClock
+	clock  *clock.Fake
 	client *stripe.Client
 	hooks  *receiver
 	dir    string

@@ -66,20 +66,15 @@ func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
 	if sh.Signatures == 0 {
 		return webhooks.ErrNoValidSignature
 	}
-	for _, wh := range v.hooks {
-		err = wh.VerifyIgnoringTimestamp(body, h)
-		if err == nil {
-			return window{v.Now, v.Tolerance}.checkTimestamp(sh.Timestamp)
-		}
-		if !errors.Is(err, standardwebhooks.ErrNoMatchingSignature) {
-			return mapStandardErr(err)
-		}
-	}
-	return webhooks.ErrNoValidSignature
+	return firstMatch(window{v.Now, v.Tolerance}, sh.Timestamp, v.hooks, func(wh *standardwebhooks.Webhook) error {
+		return mapStandardErr(wh.VerifyIgnoringTimestamp(body, h))
+	})
 }
 
 func mapStandardErr(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, standardwebhooks.ErrRequiredHeaders):
 		return webhooks.ErrMissingHeader
 	case errors.Is(err, standardwebhooks.ErrNoMatchingSignature):

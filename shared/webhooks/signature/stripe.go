@@ -66,20 +66,15 @@ func (v *StripeVerifier) Verify(h http.Header, body []byte) error {
 	}
 	// stripe-go's tolerance check reads time.Now; ours uses the injected clock, so the library
 	// only does what it is best at: the MAC comparison.
-	for _, sec := range v.secrets {
-		err = webhook.ValidatePayloadIgnoringTolerance(body, vals[0], sec)
-		if err == nil {
-			return window{v.Now, v.Tolerance}.checkTimestamp(sh.Timestamp)
-		}
-		if !errors.Is(err, webhook.ErrNoValidSignature) {
-			return mapStripeErr(err)
-		}
-	}
-	return webhooks.ErrNoValidSignature
+	return firstMatch(window{v.Now, v.Tolerance}, sh.Timestamp, v.secrets, func(sec string) error {
+		return mapStripeErr(webhook.ValidatePayloadIgnoringTolerance(body, vals[0], sec))
+	})
 }
 
 func mapStripeErr(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, webhook.ErrNotSigned):
 		return webhooks.ErrMissingHeader
 	case errors.Is(err, webhook.ErrInvalidHeader):

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"errors"
 	"time"
 
 	"github.com/runtwice/twice/shared/webhooks"
@@ -30,4 +31,21 @@ func (w window) checkTimestamp(ts time.Time) error {
 		return webhooks.ErrTooNew
 	}
 	return nil
+}
+
+// firstMatch is how both verifiers use their active secrets: mac checks the delivery under one
+// secret (the library's MAC comparison, the timestamp ignored, its error mapped to ours). The
+// first secret that matches hands over to the timestamp check; an error other than
+// webhooks.ErrNoValidSignature (a malformed header) ends the search.
+func firstMatch[S any](w window, ts time.Time, secrets []S, mac func(S) error) error {
+	for _, sec := range secrets {
+		err := mac(sec)
+		if err == nil {
+			return w.checkTimestamp(ts)
+		}
+		if !errors.Is(err, webhooks.ErrNoValidSignature) {
+			return err
+		}
+	}
+	return webhooks.ErrNoValidSignature
 }
