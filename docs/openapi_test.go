@@ -102,7 +102,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 // documented either.
 func registered(t *testing.T) []string {
 	t.Helper()
-	ops, err := opsapi.New(opsapi.Handler{Records: (*deadletter.Table)(nil), Attempts: (*attempts.Log)(nil), Token: "t",
+	ops, err := opsapi.New(opsapi.Handler{Records: (*deadletter.Records)(nil), Attempts: (*attempts.Log)(nil), Token: "t",
 		Payments: opsapi.StorePayments{}, Recoveries: opsapi.StorePayments{}, Steer: (*recovery.Steerer)(nil),
 		Reconcile: (*recon.Reconciler)(nil)})
 	if err != nil {

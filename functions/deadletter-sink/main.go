@@ -21,16 +21,16 @@ func main() {
 		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
-	tables := env.Tables(deadletter.TableName)
+	tables := env.Tables(deadletter.Table)
 	if err := env.Err(); err != nil {
 		logs.Fatal(log, "config", err)
 	}
 	// The open count goes to stdout as EMF; the dead-letter growth alarm watches it.
 	emf := &deadletter.EMF{Out: env.Metrics()}
 	// No Requeuer: the sink only opens records; retries are the operator API's.
-	table := &deadletter.Table{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables),
+	table := &deadletter.Records{Store: dynamo.New(lambdaenv.DynamoDB(cfg), tables),
 		Log: log, Metrics: emf}
-	sink := &deadletter.Sink{Table: table, Metrics: emf, Count: table.OpenCount}
+	sink := &deadletter.Sink{Records: table, Metrics: emf, Count: table.OpenCount}
 	// One record per message (ReportBatchItemFailures), then the open count for the batch.
 	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: sink.Handle, Log: log, AfterBatch: sink.ReportOpen}).Handle))
 }

@@ -37,7 +37,7 @@ func main() {
 		logs.Fatal(log, "aws config", err)
 	}
 	env := &lambdaenv.Env{}
-	tables := env.Tables(deadletter.TableName, attempts.Table, payments.Table, outbox.Table)
+	tables := env.Tables(deadletter.Table, attempts.Table, payments.Table, outbox.Table)
 	login, sessionKey := consoleLogin(cfg, env, log)
 	if err := env.Err(); err != nil {
 		logs.Fatal(log, "config", err)
@@ -47,7 +47,7 @@ func main() {
 	// A retry and a steering signal are committed with an outbox message that outbox-relay
 	// delivers (re-enqueue, restart the recovery, end the parked wait): this function calls
 	// DynamoDB only, so it links no SQS or Step Functions client.
-	table := &deadletter.Table{Store: st, Log: log, Metrics: emf}
+	table := &deadletter.Records{Store: st, Log: log, Metrics: emf}
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {
 		logs.Fatal(log, "config", err)

@@ -59,7 +59,7 @@ func main() {
 // and mark done: the part of the payments service that delivers follow-on work, without the
 // provider, so the relay holds no Stripe key and calls no provider.
 func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.Store, map[string]outbox.Handler, error) {
-	tables := env.Tables(payments.Table, outbox.Table, deadletter.TableName)
+	tables := env.Tables(payments.Table, outbox.Table, deadletter.Table)
 	queueURL := env.Get(envResolveQueueURL)
 	webhookURL := env.Get(envWebhookQueueURL)
 	bus := env.Get(envEventBusName)
@@ -78,7 +78,7 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 		Steerer: recoveryfn.Steerer(cfg, st),
 		// An operator's retry of a dead letter, committed by operator-api: back to the queue the
 		// message died on, a new recovery round, or the reconciler's next run.
-		DeadLetters: &deadletter.Table{Store: st, Log: log, Requeuer: deadletter.ByTarget{
+		DeadLetters: &deadletter.Records{Store: st, Log: log, Requeuer: deadletter.ByTarget{
 			deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{
 				recoveryfn.QueueName(webhookURL): webhookQueue,
 				recoveryfn.QueueName(queueURL):   resolveQueue,

@@ -28,12 +28,12 @@ func main() {
 	env := &lambdaenv.Env{}
 	// A job an operator retried closes its dead-letter record (deadletter.Retries, beside the
 	// resolver in the batch).
-	dl := env.Tables(deadletter.TableName)
+	dl := env.Tables(deadletter.Table)
 	svc, err := paymentsfn.Build(cfg, env, log)
 	if err != nil {
 		logs.Fatal(log, "config", err)
 	}
-	retries := &deadletter.Retries{Loop: &deadletter.Table{Store: dynamo.New(lambdaenv.DynamoDB(cfg), dl), Log: log},
+	retries := &deadletter.Retries{Loop: &deadletter.Records{Store: dynamo.New(lambdaenv.DynamoDB(cfg), dl), Log: log},
 		Log: log, Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: resolvequeue.Consumer{Service: svc}.Handle, Report: retries, Log: log}).Handle)) // ReportBatchItemFailures
 }

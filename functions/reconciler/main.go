@@ -41,7 +41,7 @@ func main() {
 	}
 	env := &lambdaenv.Env{}
 	// The backfill pass applies the provider's events as the webhook worker does: its tables too.
-	tables := env.Tables(payments.Table, recon.RunsTable, recon.DifferencesTable, deadletter.TableName, attempts.Table,
+	tables := env.Tables(payments.Table, recon.RunsTable, recon.DifferencesTable, deadletter.Table, attempts.Table,
 		payments.EventsTable, outbox.Table)
 	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
 	if err := env.Err(); err != nil {
@@ -60,7 +60,7 @@ func main() {
 	// Listing is a read: every failure may be retried, with the policy's budget.
 	policy := retry.New(retry.Policy{Rand: paymentsfn.NewRand(), Log: log})
 	emf := env.Metrics()
-	deadletters := &deadletter.Table{Store: st, Log: log, Metrics: &deadletter.EMF{Out: emf}}
+	deadletters := &deadletter.Records{Store: st, Log: log, Metrics: &deadletter.EMF{Out: emf}}
 	events, ok := stripe.(provider.EventLister)
 	if !ok {
 		logs.Fatal(log, "config", errors.New("the Stripe adapter lists no events"))

@@ -31,7 +31,7 @@ func main() {
 	}
 	env := &lambdaenv.Env{}
 	// A charge's outcome commits with its change on the outbound event feed (outbox).
-	tables := env.Tables(payments.Table, deadletter.TableName, attempts.Table, outbox.Table)
+	tables := env.Tables(payments.Table, deadletter.Table, attempts.Table, outbox.Table)
 	keyParam := env.Get(paymentsfn.EnvStripeKeyParam)
 	if err := env.Err(); err != nil {
 		logs.Fatal(log, "config", err)
@@ -48,7 +48,7 @@ func main() {
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		Store:    st,
 		// An exhausted or hard-declined recovery opens a record: DeadLetterOpen moves with it.
-		DeadLetters: recovery.DeadLetterRecords{Table: &deadletter.Table{Store: st, Log: log,
+		DeadLetters: recovery.DeadLetterRecords{Records: &deadletter.Records{Store: st, Log: log,
 			Metrics: &deadletter.EMF{Out: env.Metrics()}}},
 		Policy: recovery.DefaultPolicy(),
 		Now:    time.Now,

@@ -28,14 +28,14 @@ func main() {
 	// payment_intent.payment_failed starts recovery through the outbox (functions/outbox-relay).
 	// A delivery an operator retried closes its dead-letter record (deadletter.Retries, beside
 	// the worker in the batch).
-	tables := env.Tables(payments.EventsTable, payments.Table, outbox.Table, deadletter.TableName)
+	tables := env.Tables(payments.EventsTable, payments.Table, outbox.Table, deadletter.Table)
 	if err := env.Err(); err != nil {
 		logs.Fatal(log, "config", err)
 	}
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	w := &worker.Worker{Applier: &payments.Applier{Store: st, Classify: declines.ClassOf,
 		Steer: recovery.SteerMessages, Replan: recovery.ReplanMessages, Log: log}}
-	retries := &deadletter.Retries{Loop: &deadletter.Table{Store: st, Log: log}, Log: log,
+	retries := &deadletter.Retries{Loop: &deadletter.Records{Store: st, Log: log}, Log: log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
 	lambda.Start(logs.Handler((&sqsbatch.Batch{Each: w.Handle, Report: retries, Log: log}).Handle)) // ReportBatchItemFailures
 }

@@ -107,7 +107,7 @@ func checkEnd(t *testing.T, r apiRecord, want deadletter.Status, attemptsBefore 
 // deadMessage opens the record the dead-letter sink opens for a message that died on queue.
 func deadMessage(t *testing.T, s *Stack, dlq, id, body string) deadletter.Record {
 	t.Helper()
-	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
+	sink := &deadletter.Sink{Records: s.deadletters, Now: s.clock.Now}
 	m := queue.Message{ID: id, Body: []byte(body), Source: arn(dlq), ReceiveCount: 5}
 	r, _, err := s.deadletters.Open(context.Background(), sink.Record(m))
 	if err != nil {

@@ -201,7 +201,7 @@ type Stack struct {
 	runner   *asl.Runner
 	// recoverer starts recoveries; deadletters is the dead-letter table; recon reconciles.
 	recoverer   *recovery.Recoverer
-	deadletters *deadletter.Table
+	deadletters *deadletter.Records
 	recon       *recon.Reconciler
 	// backfill replays the provider's event log through the worker (before each scheduled
 	// reconciliation, and on demand: POST /ops/backfill).
@@ -320,7 +320,7 @@ func (s *Stack) build() error {
 	}
 	// The dead-letter table as the recovery steps, reconciliation and the consumers use it; the
 	// operator's table, whose retries go back to those parts, is made from it once they exist.
-	records := &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log}
+	records := &deadletter.Records{Store: s.store, Now: s.clock.Now, Log: s.log}
 	recoverer, err := s.buildRecovery(client, seed, records)
 	if err != nil {
 		return err
@@ -343,7 +343,7 @@ func (s *Stack) build() error {
 	for name, q := range s.queues {
 		queues[name] = q
 	}
-	s.deadletters = &deadletter.Table{Store: s.store, Now: s.clock.Now, Log: s.log, Requeuer: deadletter.ByTarget{
+	s.deadletters = &deadletter.Records{Store: s.store, Now: s.clock.Now, Log: s.log, Requeuer: deadletter.ByTarget{
 		deadletter.TargetQueue:     deadletter.QueueRequeuer{Queues: queues},
 		deadletter.TargetRecovery:  recovery.Requeuer{Store: s.store, Recoverer: recoverer},
 		deadletter.TargetReconcile: recon.Requeuer{Run: s.recon.Handle, Loop: records},
@@ -375,13 +375,13 @@ const (
 
 // buildRecovery runs payment-recovery.asl.json on the local runner, its tasks on the same
 // recovery steps the recovery-steps function runs, and returns what starts a recovery.
-func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters *deadletter.Table) (*recovery.Recoverer, error) {
+func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters *deadletter.Records) (*recovery.Recoverer, error) {
 	// Recovery charges carry an attempt key, so an unknown outcome may be repeated inline.
 	policy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed+1, seed^0x6a09e667f3bcc909)), Log: s.log})
 	steps, err := recovery.NewSteps(recovery.Steps{
 		Provider:    &retry.Provider{Next: client, Policy: policy},
 		Store:       s.store,
-		DeadLetters: recovery.DeadLetterRecords{Table: deadletters},
+		DeadLetters: recovery.DeadLetterRecords{Records: deadletters},
 		Policy:      recovery.DefaultPolicy(),
 		Now:         s.clock.Now, // each recovery's own, faster time comes with its steps' input
 		Rand:        rand.New(rand.NewPCG(seed+2, seed^0xbb67ae8584caa73b)),
@@ -471,7 +471,7 @@ func (s *Stack) Start() {
 		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Log: s.log},
 	}
-	sink := &deadletter.Sink{Table: s.deadletters, Now: s.clock.Now}
+	sink := &deadletter.Sink{Records: s.deadletters, Now: s.clock.Now}
 	for _, dlq := range []string{webhookDLQ, resolveDLQ} {
 		consumers = append(consumers, &queue.Consumer{Queue: s.queues[dlq], Handler: (&sqsbatch.Batch{Each: sink.Handle, Log: s.log}).Handle, Visibility: 30 * time.Second,
 			Wait: 5 * time.Second, SourceARN: arn(dlq), Region: "local", Log: s.log})

@@ -141,7 +141,7 @@ func TestEachWayEntersAPackageOnce(t *testing.T) {
 	wst := tracedStore{Store: bolt, t: wk}
 	w := &worker.Worker{Applier: &payments.Applier{Store: wst, Classify: declines.ClassOf,
 		Steer: recovery.SteerMessages, Replan: recovery.ReplanMessages, Log: log}}
-	retries := &deadletter.Retries{Loop: &deadletter.Table{Store: wst, Log: log}, Log: log,
+	retries := &deadletter.Retries{Loop: &deadletter.Records{Store: wst, Log: log}, Log: log,
 		Done: deadletter.WorkerDone, Failed: deadletter.WorkerFailed}
 	out, err := (&sqsbatch.Batch{Each: w.Handle, Report: retries, Log: log}).Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{{
 		MessageId: "m-1", Body: string(q.sent[0]), EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:webhooks",

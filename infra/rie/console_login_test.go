@@ -49,7 +49,7 @@ func TestConsoleLoginInAWS(t *testing.T) {
 	keyParam, secretParam := e.consoleSecrets(t, idp.ClientSecret)
 
 	// A dead webhook delivery whose retry goes back to the fixture's webhook queue.
-	table := &deadletter.Table{Store: e.store()}
+	table := &deadletter.Records{Store: e.store()}
 	rec, _, err := table.Open(ctx, deadletter.Record{Source: deadletter.SourceWebhook, Key: "webhook:stripe:evt_browser",
 		Class: deadletter.ClassProcessing, EventID: "evt_browser", Payload: json.RawMessage(`{"id":"evt_browser"}`),
 		Facts:    deadletter.Facts{EventID: "evt_browser", Provider: "stripe", Deliveries: 5},

@@ -394,7 +394,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 
 	t.Run("deadletter-sink", func(t *testing.T) {
 		em := e.start(t, "deadletter-sink")
-		table := &deadletter.Table{Store: e.store()}
+		table := &deadletter.Records{Store: e.store()}
 		before, err := table.OpenCount(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -443,7 +443,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		// retry's outbox message are written; outbox-relay, handed the message as the outbox
 		// stream hands it, starts a new round on moto's Step Functions. (The queue records'
 		// targets are the sample events' queue names, which this fixture does not have.)
-		page, err := (&deadletter.Table{Store: e.store()}).List(ctx, deadletter.Filter{Status: deadletter.StatusOpen, Source: deadletter.SourceRecovery})
+		page, err := (&deadletter.Records{Store: e.store()}).List(ctx, deadletter.Filter{Status: deadletter.StatusOpen, Source: deadletter.SourceRecovery})
 		if err != nil || len(page.Records) == 0 {
 			t.Fatalf("open recovery records: %d (%v)", len(page.Records), err)
 		}
@@ -515,7 +515,7 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		// An operator's retry of a failed run, which the relay leaves retrying (there is no
 		// reconciler at hand: recon.RequeueAtNextRun), is carried out after the next pass of
 		// either schedule, here the backfill's: resolved when its run completes.
-		table := &deadletter.Table{Store: e.store()}
+		table := &deadletter.Records{Store: e.store()}
 		failed, _, err := table.Open(ctx, deadletter.ReconRunFailed(e.event(t, "reconciler/explicit-window.json"),
 			time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)))
 		if err != nil {

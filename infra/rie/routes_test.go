@@ -101,7 +101,7 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := opsapi.New(opsapi.Handler{Records: &deadletter.Table{Store: st}, Attempts: attemptLog,
+	ops, err := opsapi.New(opsapi.Handler{Records: &deadletter.Records{Store: st}, Attempts: attemptLog,
 		Payments: opsapi.StorePayments{Store: st}, Recoveries: opsapi.StorePayments{Store: st},
 		Steer: &recovery.Steerer{Store: st}, Principal: func(*http.Request) (string, bool) { return "", false },
 		OIDC: &opsapi.OIDCLogin{}})
@@ -120,7 +120,7 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 
 	// What the requests act on: dead letters, a payment with a timeline, running recoveries.
 	now := time.Now().UTC()
-	table := &deadletter.Table{Store: st}
+	table := &deadletter.Records{Store: st}
 	deadLetter := func(name string) string {
 		rec, _, err := table.Open(ctx, deadletter.Record{Source: deadletter.SourceWebhook, Key: "webhook:stripe:evt_" + name,
 			Class: deadletter.ClassProcessing, EventID: "evt_" + name, Payload: json.RawMessage(`{"id":"evt_` + name + `"}`),

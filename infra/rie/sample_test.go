@@ -277,7 +277,7 @@ func samplePaymentIs(t *testing.T, fx *rie.Fixture, status string) {
 
 func openRecords(n int64) func(t *testing.T, fx *rie.Fixture) {
 	return func(t *testing.T, fx *rie.Fixture) {
-		got, err := (&deadletter.Table{Store: sampleStore(fx)}).OpenCount(t.Context())
+		got, err := (&deadletter.Records{Store: sampleStore(fx)}).OpenCount(t.Context())
 		if err != nil || got != n {
 			t.Errorf("open dead-letter records: %d (%v), want %d", got, err, n)
 		}

@@ -15,14 +15,14 @@ import (
 // it read; when someone else changed the record first it reads again and re-applies fn, which
 // sees the new state (a second click sees retrying and does nothing). fn returns false to
 // leave the record as it is.
-func (t *Table) change(ctx context.Context, id string, fn func(r *Record, now time.Time) (bool, error)) (Record, bool, error) {
+func (t *Records) change(ctx context.Context, id string, fn func(r *Record, now time.Time) (bool, error)) (Record, bool, error) {
 	return t.changeWith(ctx, id, nil, fn)
 }
 
 // changeWith is change with extra writes committed in the same transaction as the record
 // (built from the changed record). A failed condition on an extra write leaves the record as
 // it is (changed false, no error): the extra write is a guard that says the change was made.
-func (t *Table) changeWith(ctx context.Context, id string, extra func(r Record, now time.Time) ([]store.Write, error),
+func (t *Records) changeWith(ctx context.Context, id string, extra func(r Record, now time.Time) ([]store.Write, error),
 	fn func(r *Record, now time.Time) (bool, error)) (Record, bool, error) {
 	for try := 0; try < maxTries; try++ {
 		old, err := t.Get(ctx, id)
@@ -53,7 +53,7 @@ func (t *Table) changeWith(ctx context.Context, id string, extra func(r Record, 
 				return old, false, err
 			}
 		}
-		n, err := t.commit(ctx, store.Write{Table: TableName, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: old.Version}}, delta, now, ex...)
+		n, err := t.commit(ctx, store.Write{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: old.Version}}, delta, now, ex...)
 		var ce *store.ConditionError
 		if errors.As(err, &ce) && len(ex) > 0 && ce.Index >= extraIndex(delta, 0) {
 			return old, false, nil
@@ -83,7 +83,7 @@ func checkNote(note string) error {
 // retrying is left as it is (retried false): a double click, or two operators at once, retries
 // once. When the target refuses the retry, the relay returns the record to its previous status
 // with a retry_failed audit entry.
-func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool, error) {
+func (t *Records) Retry(ctx context.Context, id, actor, note string) (Record, bool, error) {
 	return t.RetrySeen(ctx, id, actor, note, -1)
 }
 
@@ -91,7 +91,7 @@ func (t *Table) Retry(ctx context.Context, id, actor, note string) (Record, bool
 // body): when the record has had a retry since (a double click whose first click's retry
 // already ended, resolved or open again), it is left as it is (retried false), so the work is
 // done once however fast the first retry ends. seen < 0 checks nothing.
-func (t *Table) RetrySeen(ctx context.Context, id, actor, note string, seen int) (Record, bool, error) {
+func (t *Records) RetrySeen(ctx context.Context, id, actor, note string, seen int) (Record, bool, error) {
 	if err := checkNote(note); err != nil {
 		return Record{}, false, err
 	}
@@ -142,7 +142,7 @@ func requeueTarget(r Record) Target {
 // retryNotSent returns the record from retry n back to from, with a retry_failed audit entry:
 // the relay could not hand its retry to the target. A record no longer
 // in that retry (it ended, or was retried again) is left as it is.
-func (t *Table) retryNotSent(ctx context.Context, id string, n int, from Status) (Record, error) {
+func (t *Records) retryNotSent(ctx context.Context, id string, n int, from Status) (Record, error) {
 	retryID := RetryID(id, n)
 	back, _, err := t.change(ctx, id, func(r *Record, now time.Time) (bool, error) {
 		if r.Status != StatusRetrying || r.Retries != n {
@@ -157,7 +157,7 @@ func (t *Table) retryNotSent(ctx context.Context, id string, n int, from Status)
 }
 
 // Override closes the record with a manual outcome. Both outcome and note are required.
-func (t *Table) Override(ctx context.Context, id, actor, outcome, note string) (Record, error) {
+func (t *Records) Override(ctx context.Context, id, actor, outcome, note string) (Record, error) {
 	outcome, note = strings.TrimSpace(outcome), strings.TrimSpace(note)
 	if outcome == "" || note == "" {
 		return Record{}, ErrNoteRequired
@@ -182,17 +182,17 @@ func (t *Table) Override(ctx context.Context, id, actor, outcome, note string) (
 // MarkResolved closes the record as resolved: the work is done, by a retry or by hand. (To
 // resolve, in this code, is what the payment resolver does to an unknown outcome; a record is
 // marked resolved.)
-func (t *Table) MarkResolved(ctx context.Context, id, actor, note string) (Record, error) {
+func (t *Records) MarkResolved(ctx context.Context, id, actor, note string) (Record, error) {
 	return t.closeAs(ctx, id, actor, note, ActionResolve, StatusResolved)
 }
 
 // Ignore sets the record aside: nothing will be done. An ignored record can still be retried
 // or resolved later.
-func (t *Table) Ignore(ctx context.Context, id, actor, note string) (Record, error) {
+func (t *Records) Ignore(ctx context.Context, id, actor, note string) (Record, error) {
 	return t.closeAs(ctx, id, actor, note, ActionIgnore, StatusIgnored)
 }
 
-func (t *Table) closeAs(ctx context.Context, id, actor, note, action string, to Status) (Record, error) {
+func (t *Records) closeAs(ctx context.Context, id, actor, note, action string, to Status) (Record, error) {
 	if err := checkNote(strings.TrimSpace(note)); err != nil {
 		return Record{}, err
 	}
@@ -225,7 +225,7 @@ const MaxBulk = 500
 // BulkRetry retries every record matching f (open by default), up to MaxBulk. Each retry is
 // audited on its record like a single retry; records that cannot be retried, and those whose
 // suggestion says not to (Record.RetryAdvised), are skipped.
-func (t *Table) BulkRetry(ctx context.Context, f Filter, actor, note string) (BulkResult, error) {
+func (t *Records) BulkRetry(ctx context.Context, f Filter, actor, note string) (BulkResult, error) {
 	if f.Status == "" {
 		f.Status = StatusOpen
 	}

@@ -11,8 +11,8 @@ import (
 )
 
 // OpenCount returns the number of open records.
-func (t *Table) OpenCount(ctx context.Context) (int64, error) {
-	it, err := t.Store.Get(ctx, TableName, counterPK, "")
+func (t *Records) OpenCount(ctx context.Context) (int64, error) {
+	it, err := t.Store.Get(ctx, Table, counterPK, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
 	}
@@ -34,7 +34,7 @@ type HourCount struct {
 
 // OpenHistory returns one count per hour for the hours ending at now, oldest first. Hours in
 // which nothing changed carry the previous hour's count.
-func (t *Table) OpenHistory(ctx context.Context, hours int) ([]HourCount, error) {
+func (t *Records) OpenHistory(ctx context.Context, hours int) ([]HourCount, error) {
 	if hours <= 0 || hours > 24*31 {
 		return nil, fmt.Errorf("%w: hours %d", ErrInvalid, hours)
 	}
@@ -42,7 +42,7 @@ func (t *Table) OpenHistory(ctx context.Context, hours int) ([]HourCount, error)
 	start := end.Add(-time.Duration(hours-1) * time.Hour)
 	// The hour before the window gives the starting level.
 	var before int64
-	prev, err := t.Store.Query(ctx, store.Query{Table: TableName, Index: true, PK: hourlyPK,
+	prev, err := t.Store.Query(ctx, store.Query{Table: Table, Index: true, PK: hourlyPK,
 		SKTo: start.Add(-time.Hour).Format(hourLayout), Desc: true, Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: read history: %w", err)
@@ -54,7 +54,7 @@ func (t *Table) OpenHistory(ctx context.Context, hours int) ([]HourCount, error)
 		}
 	}
 	known := map[string]int64{}
-	q := store.Query{Table: TableName, Index: true, PK: hourlyPK, SKFrom: start.Format(hourLayout), SKTo: end.Format(hourLayout)}
+	q := store.Query{Table: Table, Index: true, PK: hourlyPK, SKFrom: start.Format(hourLayout), SKTo: end.Format(hourLayout)}
 	for {
 		page, err := t.Store.Query(ctx, q)
 		if err != nil {

@@ -7,21 +7,20 @@
 // an operator), the status (open, retrying, resolved, overridden, ignored), the retry target
 // and an audit trail of every action.
 //
-// The record id derives from the source's own key (RecordID), and Table.Open is a conditional
+// The record id derives from the source's own key (RecordID), and Records.Open is a conditional
 // put, so the same dead work opened twice is one record. Operator actions (Retry, Override,
 // Resolve, Ignore, BulkRetry) read the record and write it back conditioned on its version;
 // a loser re-reads and re-decides. Retry moves the record to retrying and commits, in the
 // same transaction, an outbox message (KindRetry) for RetryID(record, retry number): a second
 // click sees retrying and does nothing, so a double click retries once. The outbox relay's
-// Table sends it with its Requeuer (RetryFollowOn), once, and returns the record to its
+// Records sends it with its Requeuer (RetryFollowOn), once, and returns the record to its
 // previous status with a retry_failed audit entry when the target refuses or RelayAttempts
 // attempts fail. A retried message that dies again reopens its record. The Requeuer is
 // ByTarget, one per target kind: QueueRequeuer here, and recovery.Requeuer and recon.Requeuer
 // with the producers of those records, which also own what opens them
 // (recovery.DeadLetterRecords, recon.DeadLetterRecords, payments.DisputeFollowOns); this package
-// imports none of them. A retry target that needs the table itself is built on the table
-// first, and the relay's table after it (a second Table literal on the same store, with the
-// Requeuer).
+// imports none of them. A retry target that needs a Records itself is built on one first, and
+// the relay's Records after it (a second Records literal on the same store, with the Requeuer).
 //
 // Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Beside each
 // queue consumer, in its batch (sqsbatch.Batch's Report), Retries skips a retry id that already

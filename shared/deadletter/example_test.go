@@ -23,7 +23,7 @@ func ExampleExplain() {
 	// Tell the customer the payment failed and retry once they confirm funds are available.
 }
 
-func ExampleTable_Retry() {
+func ExampleRecords_Retry() {
 	dir, _ := os.MkdirTemp("", "dl")
 	defer os.RemoveAll(dir)
 	s, _ := boltstore.Open(filepath.Join(dir, "twice.db"))
@@ -32,7 +32,7 @@ func ExampleTable_Retry() {
 		fmt.Println("sent to", t.Queue)
 		return nil
 	})
-	table := &deadletter.Table{Store: s, Requeuer: requeue, Log: slog.New(slog.DiscardHandler)}
+	table := &deadletter.Records{Store: s, Requeuer: requeue, Log: slog.New(slog.DiscardHandler)}
 	// A retry is an outbox message committed with the record; the relay sends it.
 	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{deadletter.KindRetry: table.RetryFollowOn()},
 		Log: slog.New(slog.DiscardHandler)}

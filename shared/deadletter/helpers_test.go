@@ -51,7 +51,7 @@ func (s *sent) count() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.ids)
 
 // env is one table with the Requeuer and the outbox relay that sends its retries.
 type env struct {
-	table   *deadletter.Table
+	table   *deadletter.Records
 	relay   *outbox.Relay
 	clock   *clock
 	sent    *sent
@@ -69,7 +69,7 @@ func newEnv(t testing.TB) env {
 	q := &sent{}
 	var m bytes.Buffer
 	quiet := slog.New(slog.DiscardHandler)
-	tb := &deadletter.Table{Store: s, Requeuer: q, Now: c.Now,
+	tb := &deadletter.Records{Store: s, Requeuer: q, Now: c.Now,
 		Log:     quiet,
 		Metrics: &deadletter.EMF{Out: &metrics.EMF{W: &m}}}
 	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{deadletter.KindRetry: tb.RetryFollowOn()},

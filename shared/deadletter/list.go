@@ -41,7 +41,7 @@ type Page struct {
 // and then returns a cursor (perhaps with fewer than Limit records), so a page is bounded in
 // time and the caller pages on. The cursor is the position in the index, so records opened
 // meanwhile never shift a page.
-func (t *Table) List(ctx context.Context, f Filter) (Page, error) {
+func (t *Records) List(ctx context.Context, f Filter) (Page, error) {
 	if f.Status == "" {
 		f.Status = StatusOpen
 	}
@@ -54,7 +54,7 @@ func (t *Table) List(ctx context.Context, f Filter) (Page, error) {
 	if f.Limit > MaxLimit {
 		f.Limit = MaxLimit
 	}
-	q := store.Query{Table: TableName, Index: true, PK: "status#" + string(f.Status), Desc: true, Limit: 100}
+	q := store.Query{Table: Table, Index: true, PK: "status#" + string(f.Status), Desc: true, Limit: 100}
 	if !f.From.IsZero() {
 		q.SKFrom = f.From.UTC().Format(skTime)
 	}

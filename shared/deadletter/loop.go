@@ -28,14 +28,14 @@ func RetryAttributes(t Target, retryID string) map[string]string {
 
 // Loop closes the loop of a retry: the consumer of the retried work asks whether the retry is
 // already done (a second delivery, a second click that slipped through), and reports how it
-// ended. *Table implements it.
+// ended. *Records implements it.
 type Loop interface {
 	RetryDone(ctx context.Context, retryID string) (bool, error)
 	RetrySucceeded(ctx context.Context, recordID, retryID, outcome string) (Record, bool, error)
 	RetryFailed(ctx context.Context, recordID, retryID string, a Attempt) (Record, bool, error)
 }
 
-var _ Loop = (*Table)(nil)
+var _ Loop = (*Records)(nil)
 
 // RetryResult is what the retry ledger keeps per retry id: that it ended, and how.
 type RetryResult struct {
@@ -72,8 +72,8 @@ func validID(s, prefix string) bool {
 
 // RetryDone reports whether the retry with the id has ended (succeeded or failed): its ledger
 // entry is written in the same transaction as the record's move out of retrying.
-func (t *Table) RetryDone(ctx context.Context, retryID string) (bool, error) {
-	_, err := t.Store.Get(ctx, TableName, retryPK(retryID), "")
+func (t *Records) RetryDone(ctx context.Context, retryID string) (bool, error) {
+	_, err := t.Store.Get(ctx, Table, retryPK(retryID), "")
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil
@@ -88,7 +88,7 @@ func (t *Table) RetryDone(ctx context.Context, retryID string) (bool, error) {
 // retry's ledger entry in the same transaction, conditioned on there being none, so a second
 // report of the same retry changes nothing (changed false). A record no longer retrying under
 // this retry id (an operator resolved it meanwhile, or retried it again) is left as it is.
-func (t *Table) RetrySucceeded(ctx context.Context, recordID, retryID, outcome string) (Record, bool, error) {
+func (t *Records) RetrySucceeded(ctx context.Context, recordID, retryID, outcome string) (Record, bool, error) {
 	outcome = capText(outcome, MaxOutcome)
 	return t.endRetry(ctx, recordID, retryID, RetryResult{Succeeded: true, Outcome: outcome}, func(r *Record, now time.Time) {
 		r.Audit = append(r.Audit, Audit{At: now, Actor: "system", Action: ActionRetrySucceeded, From: StatusRetrying,
@@ -100,7 +100,7 @@ func (t *Table) RetrySucceeded(ctx context.Context, recordID, retryID, outcome s
 // RetryFailed returns the record from retrying to open with a appended to its attempts,
 // because the retried work with retryID failed again: the same record, never a new one. Like
 // RetrySucceeded it writes the retry's ledger entry with it, once.
-func (t *Table) RetryFailed(ctx context.Context, recordID, retryID string, a Attempt) (Record, bool, error) {
+func (t *Records) RetryFailed(ctx context.Context, recordID, retryID string, a Attempt) (Record, bool, error) {
 	a.Error = capText(a.Error, MaxNote)
 	return t.endRetry(ctx, recordID, retryID, RetryResult{Outcome: a.Error}, func(r *Record, now time.Time) {
 		if a.At.IsZero() {
@@ -113,7 +113,7 @@ func (t *Table) RetryFailed(ctx context.Context, recordID, retryID string, a Att
 	})
 }
 
-func (t *Table) endRetry(ctx context.Context, recordID, retryID string, res RetryResult, apply func(r *Record, now time.Time)) (Record, bool, error) {
+func (t *Records) endRetry(ctx context.Context, recordID, retryID string, res RetryResult, apply func(r *Record, now time.Time)) (Record, bool, error) {
 	if !validIDs(recordID, retryID) {
 		return Record{}, false, fmt.Errorf("%w: record %q retry %q", ErrInvalid, recordID, retryID)
 	}
@@ -121,7 +121,7 @@ func (t *Table) endRetry(ctx context.Context, recordID, retryID string, res Retr
 	ledger := func(_ Record, now time.Time) ([]store.Write, error) {
 		res.At = now
 		doc, _ := json.Marshal(res)
-		return []store.Write{{Table: TableName, Put: &store.Item{PK: retryPK(retryID), Doc: doc,
+		return []store.Write{{Table: Table, Put: &store.Item{PK: retryPK(retryID), Doc: doc,
 			ExpiresAt: now.Add(RetryLedgerRetention).Unix()}, Cond: store.Cond{Kind: store.NotExists}}}, nil
 	}
 	r, changed, err := t.changeWith(ctx, recordID, ledger, func(r *Record, now time.Time) (bool, error) {

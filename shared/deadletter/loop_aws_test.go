@@ -46,7 +46,7 @@ var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 // recovery state machine on moto, the functions' handlers as their mains wire them.
 type awsEnv struct {
 	store    *dynamo.Store
-	table    *deadletter.Table
+	table    *deadletter.Records
 	relay    *outbox.Relay
 	queues   map[string]*sqsqueue.Queue
 	sfn      *sfn.Client
@@ -63,7 +63,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 	ctx := context.Background()
 	db := testenv.DynamoDB(t)
 	st := dynamo.New(db, map[string]string{
-		deadletter.TableName: testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
+		deadletter.Table:     testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
 		payments.Table:       testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
 		payments.EventsTable: testenv.CreateTable(t, db, testenv.Schema{}),
 		outbox.Table:         testenv.CreateTable(t, db, testenv.Schema{GSI1: true}),
@@ -107,11 +107,11 @@ func newAWSEnv(t *testing.T) *awsEnv {
 			Recoverer: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: e.sfn, StateMachineArn: e.machine}, Log: quiet}},
 		deadletter.TargetReconcile: recon.RequeueAtNextRun{},
 	}
-	e.table = &deadletter.Table{Store: st, Now: now, Log: quiet}
+	e.table = &deadletter.Records{Store: st, Now: now, Log: quiet}
 	e.relay = &outbox.Relay{Store: st, Now: now, Log: quiet, Handlers: map[string]outbox.Handler{
-		deadletter.KindRetry: (&deadletter.Table{Store: st, Requeuer: requeue, Now: now, Log: quiet}).RetryFollowOn()}}
+		deadletter.KindRetry: (&deadletter.Records{Store: st, Requeuer: requeue, Now: now, Log: quiet}).RetryFollowOn()}}
 	// recovery-steps, with the dead-letter sink it wires.
-	e.steps, err = recovery.NewSteps(recovery.Steps{Provider: e.provider, Store: st, DeadLetters: recovery.DeadLetterRecords{Table: e.table},
+	e.steps, err = recovery.NewSteps(recovery.Steps{Provider: e.provider, Store: st, DeadLetters: recovery.DeadLetterRecords{Records: e.table},
 		Now: now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func newAWSEnv(t *testing.T) *awsEnv {
 // open opens the record deadletter-sink opens for a message that died on prefix-name's DLQ.
 func (e *awsEnv) open(t *testing.T, name, id, body string) deadletter.Record {
 	t.Helper()
-	sink := &deadletter.Sink{Table: e.table, Now: func() time.Time { return t0 }}
+	sink := &deadletter.Sink{Records: e.table, Now: func() time.Time { return t0 }}
 	r, _, err := e.table.Open(context.Background(), sink.Record(queue.Message{ID: id, Body: []byte(body),
 		Source: "arn:aws:sqs:us-east-1:123456789012:" + e.prefix + "-" + name + "-dlq", ReceiveCount: 5}))
 	if err != nil {

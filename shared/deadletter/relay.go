@@ -43,7 +43,7 @@ func retryMessage(r Record, from Status, now time.Time) (store.Write, error) {
 // message sends nothing (the relay may die between the send and its delete).
 func sentPK(retryID string) string { return "sent#" + retryID }
 
-// RetryFollowOn is the outbox relay's handler of KindRetry, on a Table with the Requeuer. It
+// RetryFollowOn is the outbox relay's handler of KindRetry, on a Records with the Requeuer. It
 // sends the retry the message names if the record is still retrying under it: a record whose
 // retry ended meanwhile, or that was retried again, needs nothing, and a retry already sent
 // is not sent again, so delivering a message twice is harmless. When the target refuses the
@@ -51,7 +51,7 @@ func sentPK(retryID string) string { return "sent#" + retryID }
 // to its previous status with a retry_failed audit entry and the message is done; a failure before that is returned, and the relay tries again
 // with backoff. Either way the retry's loop closes: the target's consumer resolves or
 // reopens the record (Retries, recovery.DeadLetterRecords), or the operator has it back.
-func (t *Table) RetryFollowOn() outbox.Handler {
+func (t *Records) RetryFollowOn() outbox.Handler {
 	return func(ctx context.Context, m outbox.Message) error {
 		var p retryPayload
 		if err := json.Unmarshal(m.Payload, &p); err != nil || p.RecordID == "" || p.Retry < 1 {
@@ -74,7 +74,7 @@ func (t *Table) RetryFollowOn() outbox.Handler {
 		if r.Status != StatusRetrying || r.Retries != p.Retry {
 			return nil // ended, or retried again (its own message sends that one)
 		}
-		_, err = t.Store.Get(ctx, TableName, sentPK(retryID), "")
+		_, err = t.Store.Get(ctx, Table, sentPK(retryID), "")
 		switch {
 		case err == nil:
 			return nil // sent already: its consumer closes the loop
@@ -85,7 +85,7 @@ func (t *Table) RetryFollowOn() outbox.Handler {
 		if err == nil {
 			now := t.now().UTC()
 			mark := store.Item{PK: sentPK(retryID), Doc: []byte(`{}`), ExpiresAt: now.Add(RetryLedgerRetention).Unix()}
-			if perr := t.Store.Put(ctx, TableName, mark, store.Cond{Kind: store.Always}); perr != nil {
+			if perr := t.Store.Put(ctx, Table, mark, store.Cond{Kind: store.Always}); perr != nil {
 				// Sent: a second delivery would send it again, and its consumer dedupes on the
 				// retry id (Retries).
 				t.log().WarnContext(ctx, "dead-letter retry sent but not marked", "record", r.ID, "retry_id", retryID, "err", perr)

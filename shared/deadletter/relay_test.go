@@ -17,13 +17,13 @@ import (
 )
 
 // relayStores are the stores the relayed retry runs on: the local one and DynamoDB Local.
-var relayStores = testenv.Stores(deadletter.TableName, outbox.Table)
+var relayStores = testenv.Stores(deadletter.Table, outbox.Table)
 
 // relayEnv is operator-api's table (with no Requeuer) and outbox-relay's (with the Requeuer), on one store, with the relay that delivers the retries.
 type relayEnv struct {
 	store   store.Store
-	ops     *deadletter.Table
-	relayed *deadletter.Table
+	ops     *deadletter.Records
+	relayed *deadletter.Records
 	relay   *outbox.Relay
 	clock   *clock
 	sent    *sent
@@ -36,8 +36,8 @@ func newRelayEnv(t *testing.T, newStore func(t *testing.T) store.Store) relayEnv
 	q := &sent{}
 	quiet := slog.New(slog.DiscardHandler)
 	e := relayEnv{store: s, clock: c, sent: q,
-		ops:     &deadletter.Table{Store: s, Now: c.Now, Log: quiet},
-		relayed: &deadletter.Table{Store: s, Requeuer: q, Now: c.Now, Log: quiet}}
+		ops:     &deadletter.Records{Store: s, Now: c.Now, Log: quiet},
+		relayed: &deadletter.Records{Store: s, Requeuer: q, Now: c.Now, Log: quiet}}
 	e.relay = &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{deadletter.KindRetry: e.relayed.RetryFollowOn()},
 		Now: c.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: quiet}
 	return e
@@ -228,7 +228,7 @@ func TestRetryFollowOnWithoutRequeuerKeepsTheMessage(t *testing.T) {
 		t.Fatalf("retry: %v %v", ok, err)
 	}
 	m, _ := e.message(t, r.ID, 1)
-	err := (&deadletter.Table{Store: e.store, Now: e.clock.Now}).RetryFollowOn()(ctx, m)
+	err := (&deadletter.Records{Store: e.store, Now: e.clock.Now}).RetryFollowOn()(ctx, m)
 	if !errors.Is(err, deadletter.ErrRequeue) {
 		t.Fatalf("err %v, want ErrRequeue", err)
 	}

@@ -36,9 +36,9 @@ func TestOperatorTableRetriesByTargetKind(t *testing.T) {
 	ctx := context.Background()
 	now := func() time.Time { return time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC) }
 	quiet := slog.New(slog.DiscardHandler)
-	records := &deadletter.Table{Store: s, Now: now, Log: quiet}
+	records := &deadletter.Records{Store: s, Now: now, Log: quiet}
 	webhooks := &queueSends{}
-	ops := &deadletter.Table{Store: s, Now: now, Log: quiet, Requeuer: deadletter.ByTarget{
+	ops := &deadletter.Records{Store: s, Now: now, Log: quiet, Requeuer: deadletter.ByTarget{
 		deadletter.TargetQueue: deadletter.QueueRequeuer{Queues: map[string]deadletter.Sender{"twice-webhooks": webhooks}},
 	}}
 	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{deadletter.KindRetry: ops.RetryFollowOn()}, Now: now, Log: quiet}

@@ -11,21 +11,21 @@ import (
 	"github.com/runtwice/twice/shared/webhooks"
 )
 
-// Opener opens records; the sink and the recovery adapter depend on it, not on Table.
+// Opener opens records; the sink and the recovery adapter depend on it, not on Records.
 type Opener interface {
 	Open(ctx context.Context, r Record) (Record, bool, error)
 }
 
-var _ Opener = (*Table)(nil)
+var _ Opener = (*Records)(nil)
 
 // Sink turns dead SQS messages into records: the deadletter-sink function's handler.
 type Sink struct {
-	Table Opener
+	Records Opener
 	// Now stamps attempts whose message carries no SentTimestamp (default time.Now).
 	Now func() time.Time
 	// Metrics, when set, gets the open count from ReportOpen.
 	Metrics *EMF
-	// Count reads the open count for Metrics (Table.OpenCount).
+	// Count reads the open count for Metrics (Records.OpenCount).
 	Count func(ctx context.Context) (int64, error)
 }
 
@@ -33,7 +33,7 @@ type Sink struct {
 // deadletter-sink function. A message that cannot be stored fails alone, so SQS keeps it and
 // delivers it again; the rest of the batch is kept.
 func (s *Sink) Handle(ctx context.Context, m queue.Message) error {
-	_, _, err := s.Table.Open(ctx, s.Record(m))
+	_, _, err := s.Records.Open(ctx, s.Record(m))
 	return err
 }
 

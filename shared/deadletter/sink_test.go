@@ -55,7 +55,7 @@ func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			sink := &deadletter.Sink{Table: e.table, Metrics: &deadletter.EMF{Out: &metrics.EMF{W: e.metrics}}, Count: e.table.OpenCount}
+			sink := &deadletter.Sink{Records: e.table, Metrics: &deadletter.EMF{Out: &metrics.EMF{W: e.metrics}}, Count: e.table.OpenCount}
 			msg := tc.msg(t)
 			// The same dead message delivered twice (SQS is at least once) is one record.
 			for i := 0; i < 2; i++ {
@@ -96,7 +96,7 @@ func TestSinkFailsTheMessageItCannotStore(t *testing.T) {
 		}
 		return e.table.Open(ctx, r)
 	})
-	sink := &deadletter.Sink{Table: failing}
+	sink := &deadletter.Sink{Records: failing}
 	if err := sink.Handle(context.Background(), sqsMessage(t, "good", "webhooks-dlq", "x", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func (f openerFunc) Open(ctx context.Context, r deadletter.Record) (deadletter.R
 // destination record and as the schedule's own dead letter. Both are one record about the run.
 func TestSinkOpensOneRecordPerFailedReconciliationRun(t *testing.T) {
 	e := newEnv(t)
-	sink := &deadletter.Sink{Table: e.table, Metrics: &deadletter.EMF{Out: &metrics.EMF{W: e.metrics}}, Count: e.table.OpenCount}
+	sink := &deadletter.Sink{Records: e.table, Metrics: &deadletter.EMF{Out: &metrics.EMF{W: e.metrics}}, Count: e.table.OpenCount}
 	const run = "2026-11-29T08:00:00Z"
 	destination := map[string]any{
 		"version":         "1.0",

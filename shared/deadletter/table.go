@@ -12,7 +12,7 @@ import (
 	"github.com/runtwice/twice/shared/store"
 )
 
-// TableName is the store table of dead-letter records.
+// Table is the store table of dead-letter records.
 //
 // Items:
 //
@@ -22,7 +22,7 @@ import (
 //
 // The status index lists one status newest first; other filters are applied in memory over
 // the index pages (see List for the cost).
-const TableName = "deadletters"
+const Table = "deadletters"
 
 const (
 	skTime     = "2006-01-02T15:04:05.000000000Z"
@@ -77,22 +77,22 @@ func (f RequeueFunc) Requeue(ctx context.Context, t Target, retryID string) erro
 	return f(ctx, t, retryID)
 }
 
-// Table is the dead-letter table on a store.Store, built as a literal:
+// Records are the dead-letter records on a store.Store (the Table), built as a literal:
 //
-//	t := &deadletter.Table{Store: s, Log: log}
+//	t := &deadletter.Records{Store: s, Log: log}
 //
 // Store is required. Now defaults to time.Now, Log to slog.Default(), and a nil Metrics
 // writes no metric lines.
 //
 // A retry commits an outbox message (KindRetry) with the record's move to retrying, so no
 // crash leaves a record retrying with nothing sent and the operator's function links no queue
-// or Step Functions client. The outbox relay's table, which has the Requeuer, sends it
+// or Step Functions client. The outbox relay's Records, which has the Requeuer, sends it
 // (RetryFollowOn):
 //
-//	ops := &deadletter.Table{Store: s}
+//	ops := &deadletter.Records{Store: s}
 //	relay := &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{
-//		deadletter.KindRetry: (&deadletter.Table{Store: s, Requeuer: r}).RetryFollowOn()}}
-type Table struct {
+//		deadletter.KindRetry: (&deadletter.Records{Store: s, Requeuer: r}).RetryFollowOn()}}
+type Records struct {
 	Store store.Store
 	// Requeuer sends retries to their target, from RetryFollowOn in the outbox relay.
 	Requeuer Requeuer
@@ -102,14 +102,14 @@ type Table struct {
 	Metrics *EMF
 }
 
-func (t *Table) now() time.Time {
+func (t *Records) now() time.Time {
 	if t.Now == nil {
 		return time.Now()
 	}
 	return t.Now()
 }
 
-func (t *Table) log() *slog.Logger {
+func (t *Records) log() *slog.Logger {
 	if t.Log == nil {
 		return slog.Default()
 	}
@@ -145,7 +145,7 @@ func decode(it store.Item) (Record, error) {
 // Opening is idempotent: a second Open of the same key appends nothing. The one exception is
 // a record in retrying whose retry died again: a new attempt (a message id the record has not
 // seen) reopens it, so a failed retry comes back to the operator.
-func (t *Table) Open(ctx context.Context, r Record) (Record, bool, error) {
+func (t *Records) Open(ctx context.Context, r Record) (Record, bool, error) {
 	if r.Key == "" && r.ID == "" {
 		return Record{}, false, fmt.Errorf("%w: a record needs a key", ErrInvalid)
 	}
@@ -176,7 +176,7 @@ func (t *Table) Open(ctx context.Context, r Record) (Record, bool, error) {
 		if err != nil {
 			return Record{}, false, err
 		}
-		n, err := t.commit(ctx, store.Write{Table: TableName, Put: &it, Cond: store.Cond{Kind: store.NotExists}}, +1, now)
+		n, err := t.commit(ctx, store.Write{Table: Table, Put: &it, Cond: store.Cond{Kind: store.NotExists}}, +1, now)
 		if err == nil {
 			t.log().InfoContext(ctx, "dead-lettered", "record", r.ID, "source", r.Source, "class", r.Class, "key", r.Key)
 			t.emit(n, now)
@@ -224,7 +224,7 @@ func hasNewAttempt(r Record, in []Attempt) bool {
 	return false
 }
 
-func (t *Table) reopen(ctx context.Context, old Record, attempts []Attempt, now time.Time) (Record, int64, error) {
+func (t *Records) reopen(ctx context.Context, old Record, attempts []Attempt, now time.Time) (Record, int64, error) {
 	r := old
 	r.Attempts = append(append([]Attempt{}, old.Attempts...), attempts...)
 	r.Status, r.UpdatedAt, r.Version = StatusOpen, now, old.Version+1
@@ -234,7 +234,7 @@ func (t *Table) reopen(ctx context.Context, old Record, attempts []Attempt, now 
 	if err != nil {
 		return Record{}, 0, err
 	}
-	n, err := t.commit(ctx, store.Write{Table: TableName, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: old.Version}}, +1, now)
+	n, err := t.commit(ctx, store.Write{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionIs, Version: old.Version}}, +1, now)
 	if err != nil {
 		return Record{}, 0, err
 	}
@@ -247,11 +247,11 @@ func (t *Table) reopen(ctx context.Context, old Record, attempts []Attempt, now 
 //
 // Extra writes (a retry's ledger entry) go in the same transaction after those; a failed
 // condition on one of them is a *store.ConditionError whose Index is extraIndex(delta, i).
-func (t *Table) commit(ctx context.Context, w store.Write, delta int64, now time.Time, extra ...store.Write) (int64, error) {
+func (t *Records) commit(ctx context.Context, w store.Write, delta int64, now time.Time, extra ...store.Write) (int64, error) {
 	if delta == 0 {
 		return -1, t.Store.Transact(ctx, append([]store.Write{w}, extra...)...)
 	}
-	cur, err := t.Store.Get(ctx, TableName, counterPK, "")
+	cur, err := t.Store.Get(ctx, Table, counterPK, "")
 	cond := store.Cond{Kind: store.VersionIs, Version: cur.Version}
 	var c counter
 	switch {
@@ -272,8 +272,8 @@ func (t *Table) commit(ctx context.Context, w store.Write, delta int64, now time
 	hour := now.UTC().Format(hourLayout)
 	hdoc, _ := json.Marshal(HourCount{Hour: now.UTC().Truncate(time.Hour), Open: c.Open})
 	err = t.Store.Transact(ctx, append([]store.Write{w,
-		store.Write{Table: TableName, Put: &store.Item{PK: counterPK, Doc: doc, Version: cur.Version + 1}, Cond: cond},
-		store.Write{Table: TableName, Put: &store.Item{PK: "hour#" + hour, Doc: hdoc, IndexPK: hourlyPK, IndexSK: hour}},
+		store.Write{Table: Table, Put: &store.Item{PK: counterPK, Doc: doc, Version: cur.Version + 1}, Cond: cond},
+		store.Write{Table: Table, Put: &store.Item{PK: "hour#" + hour, Doc: hdoc, IndexPK: hourlyPK, IndexSK: hour}},
 	}, extra...)...)
 	if err != nil {
 		return 0, err
@@ -293,18 +293,18 @@ type counter struct {
 	Open int64 `json:"open"`
 }
 
-func (t *Table) emit(n int64, at time.Time) {
+func (t *Records) emit(n int64, at time.Time) {
 	if n >= 0 && t.Metrics != nil {
 		t.Metrics.Open(n, at)
 	}
 }
 
 // Get returns the record with the id, or ErrNotFound.
-func (t *Table) Get(ctx context.Context, id string) (Record, error) {
+func (t *Records) Get(ctx context.Context, id string) (Record, error) {
 	if !strings.HasPrefix(id, "dl_") || len(id) > 64 {
 		return Record{}, fmt.Errorf("%w: %q", ErrNotFound, id)
 	}
-	it, err := t.Store.Get(ctx, TableName, id, "")
+	it, err := t.Store.Get(ctx, Table, id, "")
 	if errors.Is(err, store.ErrNotFound) {
 		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}

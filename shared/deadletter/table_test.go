@@ -129,43 +129,43 @@ func TestRetryThatDiesAgainReopens(t *testing.T) {
 
 func TestActions(t *testing.T) {
 	tests := map[string]struct {
-		act        func(tb *deadletter.Table, id string) (deadletter.Record, error)
+		act        func(tb *deadletter.Records, id string) (deadletter.Record, error)
 		wantErr    error
 		wantStatus deadletter.Status
 		wantAudit  string
 	}{
 		"override without a note is refused": {
-			act: func(tb *deadletter.Table, id string) (deadletter.Record, error) {
+			act: func(tb *deadletter.Records, id string) (deadletter.Record, error) {
 				return tb.Override(context.Background(), id, "dan", "paid", "  ")
 			},
 			wantErr: deadletter.ErrNoteRequired, wantStatus: deadletter.StatusOpen,
 		},
 		"override without an outcome is refused": {
-			act: func(tb *deadletter.Table, id string) (deadletter.Record, error) {
+			act: func(tb *deadletter.Records, id string) (deadletter.Record, error) {
 				return tb.Override(context.Background(), id, "dan", "", "called the customer")
 			},
 			wantErr: deadletter.ErrNoteRequired, wantStatus: deadletter.StatusOpen,
 		},
 		"override": {
-			act: func(tb *deadletter.Table, id string) (deadletter.Record, error) {
+			act: func(tb *deadletter.Records, id string) (deadletter.Record, error) {
 				return tb.Override(context.Background(), id, "dan", "paid by bank transfer", "customer sent proof")
 			},
 			wantStatus: deadletter.StatusOverridden, wantAudit: deadletter.ActionOverride,
 		},
 		"resolve": {
-			act: func(tb *deadletter.Table, id string) (deadletter.Record, error) {
+			act: func(tb *deadletter.Records, id string) (deadletter.Record, error) {
 				return tb.MarkResolved(context.Background(), id, "erin", "")
 			},
 			wantStatus: deadletter.StatusResolved, wantAudit: deadletter.ActionResolve,
 		},
 		"ignore": {
-			act: func(tb *deadletter.Table, id string) (deadletter.Record, error) {
+			act: func(tb *deadletter.Records, id string) (deadletter.Record, error) {
 				return tb.Ignore(context.Background(), id, "erin", "test noise")
 			},
 			wantStatus: deadletter.StatusIgnored, wantAudit: deadletter.ActionIgnore,
 		},
 		"unknown id": {
-			act: func(tb *deadletter.Table, _ string) (deadletter.Record, error) {
+			act: func(tb *deadletter.Records, _ string) (deadletter.Record, error) {
 				return tb.MarkResolved(context.Background(), "dl_nope", "erin", "")
 			},
 			wantErr: deadletter.ErrNotFound, wantStatus: deadletter.StatusOpen,

@@ -16,7 +16,7 @@
 // cost INIT time a function never uses), and clients connect on their first request.
 //
 //	env := &lambdaenv.Env{}
-//	tables := env.Tables(deadletter.TableName)
+//	tables := env.Tables(deadletter.Table)
 //	if err := env.Err(); err != nil { // names every missing variable at once
 //		logs.Fatal(log, "config", err)
 //	}

@@ -39,7 +39,7 @@ type Records interface {
 	OpenHistory(ctx context.Context, hours int) ([]deadletter.HourCount, error)
 }
 
-var _ Records = (*deadletter.Table)(nil)
+var _ Records = (*deadletter.Records)(nil)
 
 // Attempts answers "was this delivered?".
 type Attempts interface {

@@ -36,7 +36,7 @@ func (c *counter) Requeue(context.Context, deadletter.Target, string) error {
 
 type fixture struct {
 	srv    *httptest.Server
-	table  *deadletter.Table
+	table  *deadletter.Records
 	relay  *outbox.Relay
 	sent   *counter
 	record deadletter.Record
@@ -52,7 +52,7 @@ func newFixture(t *testing.T) fixture {
 	t.Cleanup(func() { _ = s.Close() })
 	now := func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) }
 	sent := &counter{}
-	tb := &deadletter.Table{Store: s, Requeuer: sent, Now: now, Log: slog.New(slog.DiscardHandler)}
+	tb := &deadletter.Records{Store: s, Requeuer: sent, Now: now, Log: slog.New(slog.DiscardHandler)}
 	log, err := attempts.NewLog(attempts.Log{Store: s, Now: now})
 	if err != nil {
 		t.Fatal(err)

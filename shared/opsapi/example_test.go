@@ -17,7 +17,7 @@ func Example() {
 	defer os.RemoveAll(dir)
 	s, _ := boltstore.Open(filepath.Join(dir, "twice.db"))
 	defer s.Close()
-	table := &deadletter.Table{Store: s, Log: slog.New(slog.DiscardHandler)}
+	table := &deadletter.Records{Store: s, Log: slog.New(slog.DiscardHandler)}
 	h, _ := opsapi.New(opsapi.Handler{Records: table, Token: "local-operator-token"})
 
 	req := httptest.NewRequest("GET", "/ops/deadletters", nil)

@@ -29,7 +29,7 @@ func recoveryFixture(t *testing.T) fixture {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	now := func() time.Time { return time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC) }
-	tb := &deadletter.Table{Store: s, Requeuer: &counter{}, Now: now, Log: slog.New(slog.DiscardHandler)}
+	tb := &deadletter.Records{Store: s, Requeuer: &counter{}, Now: now, Log: slog.New(slog.DiscardHandler)}
 	log, err := attempts.NewLog(attempts.Log{Store: s, Now: now})
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ func TestTimelineShowsRefundsCaptureAndTheAuthenticationWait(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 	now := func() time.Time { return at(60) }
-	tb := &deadletter.Table{Store: s, Requeuer: &counter{}, Now: now, Log: slog.New(slog.DiscardHandler)}
+	tb := &deadletter.Records{Store: s, Requeuer: &counter{}, Now: now, Log: slog.New(slog.DiscardHandler)}
 	log, err := attempts.NewLog(attempts.Log{Store: s, Now: now})
 	if err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func (RequeueAtNextRun) Requeue(_ context.Context, t deadletter.Target, _ string
 // fails. A record it could not close stays retrying and the next pass tries again, so a retry
 // waits at most the shortest schedule period.
 type PendingRetries struct {
-	Table *deadletter.Table
+	Table *deadletter.Records
 	Run   func(ctx context.Context, input json.RawMessage) (Report, error)
 	Log   *slog.Logger
 }

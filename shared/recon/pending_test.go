@@ -17,11 +17,11 @@ import (
 // function's next pass of either kind; After runs the pass, answers its result and error, and
 // then the retry: resolved when its run completes, open again with the attempt when it fails.
 func TestRetriesRunAfterEveryPass(t *testing.T) {
-	for name, open := range testenv.Stores(deadletter.TableName, outbox.Table) {
+	for name, open := range testenv.Stores(deadletter.Table, outbox.Table) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			at := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
-			table := &deadletter.Table{Store: open(t), Now: func() time.Time { return at }}
+			table := &deadletter.Records{Store: open(t), Now: func() time.Time { return at }}
 			retried := func(input string) deadletter.Record {
 				rec, _, err := table.Open(ctx, deadletter.ReconRunFailed(json.RawMessage(input), at))
 				if err != nil {

@@ -11,9 +11,9 @@ import (
 )
 
 // DeadLetterRecords is the DeadLetterSink and RetryCloser on the dead-letter table: a stopped
-// recovery is a record an operator can work. Table.Open is idempotent on the record id derived
+// recovery is a record an operator can work. Records.Open is idempotent on the record id derived
 // from DeadLetter.Key, as Steps requires.
-type DeadLetterRecords struct{ Table deadletter.Opener }
+type DeadLetterRecords struct{ Records deadletter.Opener }
 
 var (
 	_ DeadLetterSink = DeadLetterRecords{}
@@ -33,7 +33,7 @@ func (s DeadLetterRecords) Open(ctx context.Context, d DeadLetter) error {
 	if d.RetryOf != nil {
 		// An operator's retry that stopped again: the same record, open again, with the
 		// retry's attempt (what it did, or why it did not charge) appended.
-		loop, ok := s.Table.(deadletter.Loop)
+		loop, ok := s.Records.(deadletter.Loop)
 		if !ok {
 			return fmt.Errorf("recovery: the dead-letter table cannot reopen record %s", d.RetryOf.DeadLetterID)
 		}
@@ -54,13 +54,13 @@ func (s DeadLetterRecords) Open(ctx context.Context, d DeadLetter) error {
 	if n := len(d.Attempts); n > 0 && d.Reason != "exhausted" && d.Attempts[n-1].Class != "" {
 		rd.Reason = string(deadletter.DeclineClass(string(d.Attempts[n-1].Class)))
 	}
-	_, _, err := s.Table.Open(ctx, deadletter.FromRecovery(rd))
+	_, _, err := s.Records.Open(ctx, deadletter.FromRecovery(rd))
 	return err
 }
 
 // RetrySucceeded implements RetryCloser: the record of a retried recovery is resolved.
 func (s DeadLetterRecords) RetrySucceeded(ctx context.Context, l RetryLink, outcome string) error {
-	loop, ok := s.Table.(deadletter.Loop)
+	loop, ok := s.Records.(deadletter.Loop)
 	if !ok {
 		return fmt.Errorf("recovery: the dead-letter table cannot resolve record %s", l.DeadLetterID)
 	}

@@ -24,7 +24,7 @@ type Targets struct {
 	Steerer *recovery.Steerer
 	// DeadLetters, with its Requeuer, sends operators' retries; it also opens the records of
 	// disputes that need evidence and of refunds that failed.
-	DeadLetters *deadletter.Table
+	DeadLetters *deadletter.Records
 	// WebhookQueue takes the events a backfill pass could not apply.
 	WebhookQueue ingest.Sender
 	// Publisher publishes every applied payment change.

@@ -165,7 +165,7 @@ func targets() followon.Targets {
 	return followon.Targets{
 		Payments:     &payments.Service{Store: st, Resolver: resolver{}, OnDecline: decline{}},
 		Steerer:      &recovery.Steerer{Store: st, Signal: signaler{}},
-		DeadLetters:  &deadletter.Table{Store: st, Requeuer: deadletter.RequeueFunc(func(context.Context, deadletter.Target, string) error { return nil })},
+		DeadLetters:  &deadletter.Records{Store: st, Requeuer: deadletter.RequeueFunc(func(context.Context, deadletter.Target, string) error { return nil })},
 		WebhookQueue: sender{},
 		Publisher:    &feed.Publisher{Store: st, Sink: publishing{}},
 	}
