@@ -241,7 +241,7 @@ func TestEveryRetryClosesItsLoop(t *testing.T) {
 			t.Fatal("the run succeeded against a failing provider")
 		}
 		recs := opsList(t, s, "source=reconciliation")
-		if len(recs) != 1 || recs[0]["class"] != string(deadletter.ClassReconRunFailed) {
+		if len(recs) != 1 || recs[0]["class"] != string(deadletter.CauseReconRunFailed) {
 			t.Fatalf("records %v", recs)
 		}
 		id := recs[0]["id"].(string)
@@ -267,7 +267,7 @@ func TestEveryRetryClosesItsLoop(t *testing.T) {
 func TestReconciliationDifferenceOffersOnlyWhatApplies(t *testing.T) {
 	s := newStack(t, Config{ReconcileEvery: -1})
 	r, _, err := s.deadletters.Open(context.Background(), deadletter.Record{Source: deadletter.SourceReconciliation,
-		Key: "recon:amount:pay_x", Class: deadletter.ClassReconAmountMismatch, PaymentID: "pay_x"})
+		Key: "recon:amount:pay_x", Cause: deadletter.CauseReconAmountMismatch, PaymentID: "pay_x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestConsoleRetryClosesTheLoopInBrowser(t *testing.T) {
 	s := newStack(t, Config{ReconcileEvery: -1})
 	rec := deadMessage(t, s, webhookDLQ, "m-console", stripeDelivery(t, "evt_console", true))
 	diff, _, err := s.deadletters.Open(context.Background(), deadletter.Record{Source: deadletter.SourceReconciliation,
-		Key: "recon:amount:pay_console", Class: deadletter.ClassReconAmountMismatch, PaymentID: "pay_console"})
+		Key: "recon:amount:pay_console", Cause: deadletter.CauseReconAmountMismatch, PaymentID: "pay_console"})
 	if err != nil {
 		t.Fatal(err)
 	}

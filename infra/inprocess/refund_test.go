@@ -205,7 +205,7 @@ func TestAFailedRefundRestoresTheAmountAndOpensADeadLetter(t *testing.T) {
 	}
 	var open []deadletter.Record
 	eventually(t, 10*time.Second, "a dead-letter record for the failed refund", func() bool {
-		page, err := s.deadletters.List(context.Background(), deadletter.Filter{Class: deadletter.ClassRefundFailed})
+		page, err := s.deadletters.List(context.Background(), deadletter.Filter{Cause: deadletter.CauseRefundFailed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +228,7 @@ func TestAFailedRefundRestoresTheAmountAndOpensADeadLetter(t *testing.T) {
 		return len(v.Refunds) == 2 && v.Refunds[1].Status == "failed" && v.AmountRefunded == 0
 	})
 	eventually(t, 10*time.Second, "two dead-letter records", func() bool {
-		page, err := s.deadletters.List(context.Background(), deadletter.Filter{Class: deadletter.ClassRefundFailed})
+		page, err := s.deadletters.List(context.Background(), deadletter.Filter{Cause: deadletter.CauseRefundFailed})
 		return err == nil && len(page.Records) == 2
 	})
 }

@@ -116,7 +116,7 @@ func (t *Records) RetrySeen(ctx context.Context, id, actor, note string, seen in
 			return false, fmt.Errorf("%w: %s", ErrNotRetryable, r.ID)
 		}
 		if !r.RetryAdvised() && strings.TrimSpace(note) == "" {
-			return false, fmt.Errorf("%w: %s is %s", ErrRetryNoteRequired, r.ID, r.Class)
+			return false, fmt.Errorf("%w: %s is %s", ErrRetryNoteRequired, r.ID, r.Cause)
 		}
 		from = r.Status
 		r.Retries++

@@ -1,11 +1,11 @@
 // Package deadletter is the dead-letter table: work twice could not finish, kept as records an
 // operator can work, not as log lines.
 //
-// A Record holds the source (webhook, resolve, recovery, reconciliation), the failure class,
-// the full original payload, every attempt, an error in plain language with a suggested action
-// (Explain, one text per class, built only from Facts so that no internal error text reaches
-// an operator), the status (open, retrying, resolved, overridden, ignored), the retry target
-// and an audit trail of every action.
+// A Record holds the source (webhook, resolve, recovery, reconciliation), the cause of the
+// failure, the full original payload, every attempt, an error in plain language with a
+// suggested action (Explain, one text per cause, built only from Facts so that no internal
+// error text reaches an operator), the status (open, retrying, resolved, overridden,
+// ignored), the retry target and an audit trail of every action.
 //
 // The record id derives from the source's own key (RecordID), and Records.Open is a conditional
 // put, so the same dead work opened twice is one record. Operator actions (Retry, Override,

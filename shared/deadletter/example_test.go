@@ -14,7 +14,7 @@ import (
 )
 
 func ExampleExplain() {
-	text, action := deadletter.Explain(deadletter.ClassDeclineLimit, deadletter.Facts{
+	text, action := deadletter.Explain(deadletter.CauseDeclineLimit, deadletter.Facts{
 		DeclineCode: "insufficient_funds", StopReason: "window", Window: 14 * 24 * time.Hour})
 	fmt.Println(text)
 	fmt.Println(action)
@@ -39,7 +39,7 @@ func ExampleRecords_Retry() {
 	ctx := context.Background()
 
 	rec, _, _ := table.Open(ctx, deadletter.Record{Source: deadletter.SourceResolve, Key: "resolve:pay_1",
-		Class: deadletter.ClassHTTPUnknown, Facts: deadletter.Facts{PaymentID: "pay_1"},
+		Cause: deadletter.CauseHTTPUnknown, Facts: deadletter.Facts{PaymentID: "pay_1"},
 		Target: deadletter.Target{Kind: deadletter.TargetQueue, Queue: "resolve", Body: []byte(`{"payment_id":"pay_1"}`)}})
 	_, first, _ := table.Retry(ctx, rec.ID, "ada", "")
 	_, second, _ := table.Retry(ctx, rec.ID, "ada", "") // the double click

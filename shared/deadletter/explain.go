@@ -6,77 +6,78 @@ import (
 	"time"
 )
 
-// Class is the failure class of a record: what kind of failure killed the work. The
-// plain-language error and the suggested action are written per class.
-type Class string
+// Cause is what killed a record's work, from a fixed vocabulary. The plain-language error and
+// the suggested action are written per cause. (A decline's class, declines.Class, is one input:
+// DeclineCause.) It is stored and filtered on as "class".
+type Cause string
 
-// The failure classes.
+// The causes.
 const (
 	// Card declines, one per declines.Class.
-	ClassDeclineHard         Class = "decline_hard"
-	ClassDeclineCancellation Class = "decline_cancellation"
-	ClassDeclineData         Class = "decline_data"
-	ClassDeclineAuth         Class = "decline_auth"
-	ClassDeclineLimit        Class = "decline_limit"
-	ClassDeclineTechnical    Class = "decline_technical"
-	ClassDeclineGeneric      Class = "decline_generic"
-	ClassDeclineReview       Class = "decline_review"
-	ClassDeclineConfig       Class = "decline_config"
+	CauseDeclineHard         Cause = "decline_hard"
+	CauseDeclineCancellation Cause = "decline_cancellation"
+	CauseDeclineData         Cause = "decline_data"
+	CauseDeclineAuth         Cause = "decline_auth"
+	CauseDeclineLimit        Cause = "decline_limit"
+	CauseDeclineTechnical    Cause = "decline_technical"
+	CauseDeclineGeneric      Cause = "decline_generic"
+	CauseDeclineReview       Cause = "decline_review"
+	CauseDeclineConfig       Cause = "decline_config"
 
 	// HTTP-level outcomes of calls to the provider.
-	ClassHTTPThrottled   Class = "http_throttled"
-	ClassHTTPTransient   Class = "http_transient"
-	ClassHTTPUnknown     Class = "http_unknown_outcome"
-	ClassHTTPPermanent   Class = "http_permanent"
-	ClassHTTPCredentials Class = "http_credentials"
+	CauseHTTPThrottled   Cause = "http_throttled"
+	CauseHTTPTransient   Cause = "http_transient"
+	CauseHTTPUnknown     Cause = "http_unknown_outcome"
+	CauseHTTPPermanent   Cause = "http_permanent"
+	CauseHTTPCredentials Cause = "http_credentials"
 
-	ClassSignature         Class = "signature"
-	ClassValidation        Class = "validation"
-	ClassExhaustedRecovery Class = "exhausted_recovery"
-	// ClassProcessing is a well-formed message its consumer failed on every delivery.
-	ClassProcessing Class = "processing_failed"
-	// ClassFollowOnUndelivered is outbox work (a resolve job, a recovery start) whose delivery
+	CauseSignature         Cause = "signature"
+	CauseValidation        Cause = "validation"
+	CauseExhaustedRecovery Cause = "exhausted_recovery"
+	// CauseProcessing is a well-formed message its consumer failed on every delivery.
+	CauseProcessing Cause = "processing_failed"
+	// CauseFollowOnUndelivered is outbox work (a resolve job, a recovery start) whose delivery
 	// kept failing; the message is still in the outbox and the relay's sweep keeps trying.
-	ClassFollowOnUndelivered Class = "follow_on_undelivered"
-	// ClassPoison is a message nobody can decode.
-	ClassPoison Class = "poison_message"
+	CauseFollowOnUndelivered Cause = "follow_on_undelivered"
+	// CausePoison is a message nobody can decode.
+	CausePoison Cause = "poison_message"
 
 	// Reconciliation differences.
-	ClassReconMissingLocally    Class = "recon_missing_locally"
-	ClassReconMissingAtProvider Class = "recon_missing_at_provider"
-	ClassReconStatusMismatch    Class = "recon_status_mismatch"
-	ClassReconAmountMismatch    Class = "recon_amount_mismatch"
-	ClassReconDuplicateCharge   Class = "recon_duplicate_charge"
-	ClassReconStuck             Class = "recon_stuck"
+	CauseReconMissingLocally    Cause = "recon_missing_locally"
+	CauseReconMissingAtProvider Cause = "recon_missing_at_provider"
+	CauseReconStatusMismatch    Cause = "recon_status_mismatch"
+	CauseReconAmountMismatch    Cause = "recon_amount_mismatch"
+	CauseReconDuplicateCharge   Cause = "recon_duplicate_charge"
+	CauseReconStuck             Cause = "recon_stuck"
 	// Refund differences: a refund missing on either side, or in another status.
-	ClassReconRefundMissingLocally    Class = "recon_refund_missing_locally"
-	ClassReconRefundMissingAtProvider Class = "recon_refund_missing_at_provider"
-	ClassReconRefundStatusMismatch    Class = "recon_refund_status_mismatch"
-	// ClassReconRunFailed is a scheduled reconciliation run that failed after its retries (the
+	CauseReconRefundMissingLocally    Cause = "recon_refund_missing_locally"
+	CauseReconRefundMissingAtProvider Cause = "recon_refund_missing_at_provider"
+	CauseReconRefundStatusMismatch    Cause = "recon_refund_status_mismatch"
+	// CauseReconRunFailed is a scheduled reconciliation run that failed after its retries (the
 	// reconciler's on-failure destination or the schedule's dead-letter queue).
-	ClassReconRunFailed Class = "recon_run_failed"
-	// ClassDisputeEvidenceDue is a dispute of a payment that waits for our evidence: only a
+	CauseReconRunFailed Cause = "recon_run_failed"
+	// CauseDisputeEvidenceDue is a dispute of a payment that waits for our evidence: only a
 	// person can answer it, before the provider's deadline.
-	ClassDisputeEvidenceDue Class = "dispute_evidence_due"
-	// ClassRefundFailed is a refund the provider accepted that then failed: the customer has
+	CauseDisputeEvidenceDue Cause = "dispute_evidence_due"
+	// CauseRefundFailed is a refund the provider accepted that then failed: the customer has
 	// not got the money back.
-	ClassRefundFailed Class = "refund_failed"
+	CauseRefundFailed Cause = "refund_failed"
 )
 
-// Classes lists every class with a text, in the order the console's filter shows them.
-var Classes = []Class{
-	ClassDeclineHard, ClassDeclineCancellation, ClassDeclineData, ClassDeclineAuth, ClassDeclineLimit,
-	ClassDeclineTechnical, ClassDeclineGeneric, ClassDeclineReview, ClassDeclineConfig,
-	ClassHTTPThrottled, ClassHTTPTransient, ClassHTTPUnknown, ClassHTTPPermanent, ClassHTTPCredentials,
-	ClassSignature, ClassValidation, ClassExhaustedRecovery, ClassProcessing, ClassFollowOnUndelivered, ClassPoison,
-	ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconStatusMismatch,
-	ClassReconAmountMismatch, ClassReconDuplicateCharge, ClassReconStuck, ClassReconRunFailed, ClassDisputeEvidenceDue,
-	ClassRefundFailed, ClassReconRefundMissingLocally, ClassReconRefundMissingAtProvider, ClassReconRefundStatusMismatch,
+// Causes lists every cause with a text, in the order the console's filter shows them.
+var Causes = []Cause{
+	CauseDeclineHard, CauseDeclineCancellation, CauseDeclineData, CauseDeclineAuth, CauseDeclineLimit,
+	CauseDeclineTechnical, CauseDeclineGeneric, CauseDeclineReview, CauseDeclineConfig,
+	CauseHTTPThrottled, CauseHTTPTransient, CauseHTTPUnknown, CauseHTTPPermanent, CauseHTTPCredentials,
+	CauseSignature, CauseValidation, CauseExhaustedRecovery, CauseProcessing, CauseFollowOnUndelivered, CausePoison,
+	CauseReconMissingLocally, CauseReconMissingAtProvider, CauseReconStatusMismatch,
+	CauseReconAmountMismatch, CauseReconDuplicateCharge, CauseReconStuck, CauseReconRunFailed, CauseDisputeEvidenceDue,
+	CauseRefundFailed, CauseReconRefundMissingLocally, CauseReconRefundMissingAtProvider, CauseReconRefundStatusMismatch,
 }
 
-// DeclineClass maps a decline class (a declines.Class, taken as its string so that the table
-// links no decline vocabulary) to its failure class.
-func DeclineClass(c string) Class { return Class("decline_" + c) }
+// DeclineCause maps a decline class (a declines.Class, taken as its string so that the table
+// links no decline vocabulary) to its cause.
+func DeclineCause(c string) Cause { return Cause("decline_" + c) }
 
 // Facts are the details a plain-language text may mention. Every field is something twice
 // itself decided or a short code from a fixed vocabulary; free text from outside (error
@@ -105,8 +106,8 @@ type Facts struct {
 	Remote string `json:"remote,omitempty"`
 }
 
-// Explain returns the plain-language error and the suggested action for a class.
-func Explain(c Class, f Facts) (explanation, action string) {
+// Explain returns the plain-language error and the suggested action for a cause.
+func Explain(c Cause, f Facts) (explanation, action string) {
 	if fn, ok := texts[c]; ok {
 		return fn(f)
 	}
@@ -114,74 +115,74 @@ func Explain(c Class, f Facts) (explanation, action string) {
 		"Open the payload and attempts below, fix the cause, then retry or resolve."
 }
 
-var texts = map[Class]func(Facts) (string, string){
-	ClassDeclineHard:         declineHard,
-	ClassDeclineCancellation: declineCancellation,
-	ClassDeclineData:         declineData,
-	ClassDeclineAuth:         declineAuth,
-	ClassDeclineLimit:        declineLimit,
-	ClassDeclineTechnical:    declineTechnical,
-	ClassDeclineGeneric:      declineGeneric,
-	ClassDeclineReview:       declineReview,
-	ClassDeclineConfig:       declineConfig,
-	ClassHTTPThrottled:       httpThrottled,
-	ClassHTTPTransient:       httpTransient,
-	ClassHTTPUnknown:         httpUnknown,
-	ClassHTTPPermanent:       httpPermanent,
-	ClassHTTPCredentials:     httpCredentials,
-	ClassSignature:           signature,
-	ClassValidation:          validation,
-	ClassExhaustedRecovery:   exhaustedRecovery,
-	ClassProcessing:          processing,
-	ClassDisputeEvidenceDue: func(f Facts) (string, string) {
+var texts = map[Cause]func(Facts) (string, string){
+	CauseDeclineHard:         declineHard,
+	CauseDeclineCancellation: declineCancellation,
+	CauseDeclineData:         declineData,
+	CauseDeclineAuth:         declineAuth,
+	CauseDeclineLimit:        declineLimit,
+	CauseDeclineTechnical:    declineTechnical,
+	CauseDeclineGeneric:      declineGeneric,
+	CauseDeclineReview:       declineReview,
+	CauseDeclineConfig:       declineConfig,
+	CauseHTTPThrottled:       httpThrottled,
+	CauseHTTPTransient:       httpTransient,
+	CauseHTTPUnknown:         httpUnknown,
+	CauseHTTPPermanent:       httpPermanent,
+	CauseHTTPCredentials:     httpCredentials,
+	CauseSignature:           signature,
+	CauseValidation:          validation,
+	CauseExhaustedRecovery:   exhaustedRecovery,
+	CauseProcessing:          processing,
+	CauseDisputeEvidenceDue: func(f Facts) (string, string) {
 		return "The customer disputed payment " + name(f.PaymentID, "a payment") + " and the provider needs our evidence before its deadline, or the money goes back to the customer.",
 			"Submit the order's evidence in the provider's dashboard before the deadline, or accept the dispute; then resolve this record with a note."
 	},
-	ClassRefundFailed: func(f Facts) (string, string) {
+	CauseRefundFailed: func(f Facts) (string, string) {
 		return fmt.Sprintf("A refund of payment %s failed at the payment provider (%s), so the customer has not got the money back. The amount is refundable again.",
 				name(f.PaymentID, "a payment"), word(codeWords(f.Remote), "no reason given")),
 			"Contact the customer for another way to return the money (a new card or a bank transfer); refund again with a new Idempotency-Key, or record the payout, then resolve this record with a note."
 	},
-	ClassFollowOnUndelivered: func(f Facts) (string, string) {
+	CauseFollowOnUndelivered: func(f Facts) (string, string) {
 		return "Follow-on work (queueing a payment's resolution or starting its recovery) could not be delivered" + times(f.Deliveries) +
 				" after Lambda's retries. The work is not lost: it is still in the outbox table, and the relay's sweep tries it again every 15 minutes.",
 			"Find the cause in the outbox-relay function's logs (the batch's shard and sequence numbers are in the payload); once fixed, the sweep delivers it. Resolve this record then."
 	},
-	ClassPoison:              poison,
-	ClassReconMissingLocally: reconMissingLocally,
-	ClassReconRunFailed:      reconRunFailed,
-	ClassReconMissingAtProvider: func(f Facts) (string, string) {
+	CausePoison:              poison,
+	CauseReconMissingLocally: reconMissingLocally,
+	CauseReconRunFailed:      reconRunFailed,
+	CauseReconMissingAtProvider: func(f Facts) (string, string) {
 		return fmt.Sprintf("Payment %s is recorded here but the payment provider has no record of it.", name(f.PaymentID, "a payment")),
 			"Check whether the customer was charged; if not, mark the payment failed and ask the customer to pay again."
 	},
-	ClassReconStatusMismatch: func(f Facts) (string, string) {
+	CauseReconStatusMismatch: func(f Facts) (string, string) {
 		return fmt.Sprintf("Payment %s is %s here but %s at the payment provider.", name(f.PaymentID, "a payment"), word(f.Local, "in one state"), word(f.Remote, "in another")),
 			"Trust the provider's status: check the webhook deliveries for this payment, then override with the provider's status."
 	},
-	ClassReconAmountMismatch: func(f Facts) (string, string) {
+	CauseReconAmountMismatch: func(f Facts) (string, string) {
 		return fmt.Sprintf("Payment %s is for %s here but %s at the payment provider.", name(f.PaymentID, "a payment"), word(f.Local, "one amount"), word(f.Remote, "another")),
 			"Find which amount the customer agreed to; refund or correct the difference, then override with a note."
 	},
-	ClassReconStuck: func(f Facts) (string, string) {
+	CauseReconStuck: func(f Facts) (string, string) {
 		return fmt.Sprintf("Payment %s has been %s for longer than it should be, and nobody has told us how it ended.", name(f.PaymentID, "a payment"), word(f.Local, "unfinished")),
 			"Look the payment up at the provider: record the outcome it shows (replay its webhook or override), or, if there is no charge, mark it failed and tell the customer."
 	},
-	ClassReconRefundMissingLocally: func(f Facts) (string, string) {
+	CauseReconRefundMissingLocally: func(f Facts) (string, string) {
 		return fmt.Sprintf("The payment provider has a refund of payment %s (%s) that our records lack: its webhook was probably lost, or it was made in the provider's dashboard.",
 				name(f.PaymentID, "a payment"), word(f.Remote, "status unknown")),
 			"Replay the refund's latest event so our records adopt it, then check what the refund reverses."
 	},
-	ClassReconRefundMissingAtProvider: func(f Facts) (string, string) {
+	CauseReconRefundMissingAtProvider: func(f Facts) (string, string) {
 		return fmt.Sprintf("We hold a refund of payment %s (%s) that the payment provider does not have: the customer has not got that money back.",
 				name(f.PaymentID, "a payment"), word(f.Local, "status unknown")),
 			"Repeat the refund request with its own Idempotency-Key (it refunds at most once), or refund again with a new key; then resolve with a note."
 	},
-	ClassReconRefundStatusMismatch: func(f Facts) (string, string) {
+	CauseReconRefundStatusMismatch: func(f Facts) (string, string) {
 		return fmt.Sprintf("A refund of payment %s is %s here but %s at the payment provider.", name(f.PaymentID, "a payment"),
 				word(f.Local, "in one state"), word(f.Remote, "in another")),
 			"Trust the provider's status: replay the refund's latest event, or override with a note."
 	},
-	ClassReconDuplicateCharge: func(f Facts) (string, string) {
+	CauseReconDuplicateCharge: func(f Facts) (string, string) {
 		return fmt.Sprintf("The customer appears to have been charged more than once for %s.", name(first(f.Invoice, f.PaymentID), "one payment")),
 			"Confirm the duplicate at the provider and refund it, then resolve."
 	},

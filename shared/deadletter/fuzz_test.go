@@ -29,11 +29,11 @@ func FuzzSinkRecord(f *testing.F) {
 			t.Fatalf("record does not encode: %v", err)
 		}
 		known := false
-		for _, c := range deadletter.Classes {
-			known = known || c == r.Class
+		for _, c := range deadletter.Causes {
+			known = known || c == r.Cause
 		}
 		if !known || r.Key == "" {
-			t.Fatalf("class %q key %q", r.Class, r.Key)
+			t.Fatalf("class %q key %q", r.Cause, r.Key)
 		}
 		if again := sink.Record(m); again.Key != r.Key || again.Source != r.Source {
 			t.Fatalf("the same message gave two keys")

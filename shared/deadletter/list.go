@@ -15,7 +15,7 @@ import (
 type Filter struct {
 	Status Status
 	Source Source
-	Class  Class
+	Cause  Cause
 	// From and To bound the creation time, both inclusive; zero means unbounded.
 	From, To time.Time
 	// Text matches, case-insensitively, the id, key, payment and event ids, the explanation
@@ -36,7 +36,7 @@ type Page struct {
 // List returns the records matching f, newest first.
 //
 // Cost: one index query per 100 records of the status partition within the time range;
-// source, class and text filters are applied in memory. A selective filter over a large
+// source, cause and text filters are applied in memory. A selective filter over a large
 // partition therefore reads many items for few results: one call reads at most MaxScan items
 // and then returns a cursor (perhaps with fewer than Limit records), so a page is bounded in
 // time and the caller pages on. The cursor is the position in the index, so records opened
@@ -111,13 +111,13 @@ func (f Filter) matches(r Record, lowerText string) bool {
 	if f.Source != "" && r.Source != f.Source {
 		return false
 	}
-	if f.Class != "" && r.Class != f.Class {
+	if f.Cause != "" && r.Cause != f.Cause {
 		return false
 	}
 	if lowerText == "" {
 		return true
 	}
-	for _, s := range []string{r.ID, r.Key, r.PaymentID, r.EventID, r.IdempotencyKey, r.Explanation, string(r.Class), string(r.Payload)} {
+	for _, s := range []string{r.ID, r.Key, r.PaymentID, r.EventID, r.IdempotencyKey, r.Explanation, string(r.Cause), string(r.Payload)} {
 		if strings.Contains(strings.ToLower(s), lowerText) {
 			return true
 		}

@@ -290,26 +290,26 @@ func (r Record) Actions() []string {
 	return out
 }
 
-// againstRetry are the classes whose own suggestion says not to retry: the issuer refuses this
+// againstRetry are the causes whose own suggestion says not to retry: the issuer refuses this
 // card for good (hard), the customer withdrew the authorization (cancellation), the customer
 // must authenticate first (auth), or the payment may be a duplicate (review).
-var againstRetry = map[Class]bool{ClassDeclineHard: true, ClassDeclineCancellation: true, ClassDeclineAuth: true, ClassDeclineReview: true}
+var againstRetry = map[Cause]bool{CauseDeclineHard: true, CauseDeclineCancellation: true, CauseDeclineAuth: true, CauseDeclineReview: true}
 
 // RetryAdvised reports whether the record's suggestion allows a retry as it stands: it has a
-// retry target and its class does not say a retry cannot help. A retry against the advice
+// retry target and its cause does not say a retry cannot help. A retry against the advice
 // needs a note (ErrRetryNoteRequired), and a bulk retry skips the record.
-func (r Record) RetryAdvised() bool { return r.Target.Retryable() && !againstRetry[r.Class] }
+func (r Record) RetryAdvised() bool { return r.Target.Retryable() && !againstRetry[r.Cause] }
 
 // OverrideEffect says what an override of the record changes. Today every override changes
 // only the record (its status, outcome and audit): nothing at the provider, no payment of
 // ours. For a reconciliation difference it says where the real correction is made.
 func (r Record) OverrideEffect() string {
 	const only = "An override changes only this record: it closes it with your outcome and note, and changes nothing at the provider or on the payment."
-	switch r.Class {
-	case ClassReconAmountMismatch:
+	switch r.Cause {
+	case CauseReconAmountMismatch:
 		return only + " The amounts stay different: to correct the charge, refund or charge the difference at the provider; the next reconciliation then finds nothing."
-	case ClassReconStatusMismatch, ClassReconMissingLocally, ClassReconMissingAtProvider, ClassReconDuplicateCharge, ClassReconStuck,
-		ClassReconRefundMissingLocally, ClassReconRefundMissingAtProvider, ClassReconRefundStatusMismatch:
+	case CauseReconStatusMismatch, CauseReconMissingLocally, CauseReconMissingAtProvider, CauseReconDuplicateCharge, CauseReconStuck,
+		CauseReconRefundMissingLocally, CauseReconRefundMissingAtProvider, CauseReconRefundStatusMismatch:
 		return only + " The difference stays where it is (at the provider or in twice); reconciliation does not open it again while it remembers it (35 days by default)."
 	}
 	return only

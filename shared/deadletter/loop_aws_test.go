@@ -274,7 +274,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 	t.Run("reconciliation run", func(t *testing.T) {
 		// The schedule's own dead letter of a failed run: the input is the body.
 		rec := e.open(t, "reconcile", "m-run", `{"scheduled_time":"2026-12-01T09:00:00Z"}`)
-		if rec.Class != deadletter.ClassReconRunFailed || rec.Target.Kind != deadletter.TargetReconcile {
+		if rec.Cause != deadletter.CauseReconRunFailed || rec.Target.Kind != deadletter.TargetReconcile {
 			t.Fatalf("record %+v", rec)
 		}
 		// operator-api leaves it retrying; the reconciler's next run carries it out.

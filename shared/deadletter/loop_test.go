@@ -322,9 +322,9 @@ func TestActionsAreOnlyThoseThatApply(t *testing.T) {
 		"open with a target": {deadletter.Record{Status: deadletter.StatusOpen, Target: queue}, "[retry override resolve ignore]"},
 		"retrying":           {deadletter.Record{Status: deadletter.StatusRetrying, Target: queue}, "[override resolve ignore]"},
 		"ignored":            {deadletter.Record{Status: deadletter.StatusIgnored, Target: queue}, "[retry override resolve]"},
-		"a hard decline: retry last": {deadletter.Record{Status: deadletter.StatusOpen, Class: deadletter.ClassDeclineHard,
+		"a hard decline: retry last": {deadletter.Record{Status: deadletter.StatusOpen, Cause: deadletter.CauseDeclineHard,
 			Target: deadletter.Target{Kind: deadletter.TargetRecovery, PaymentID: "pay_x"}}, "[override resolve ignore retry]"},
-		"a difference: no target": {deadletter.Record{Status: deadletter.StatusOpen, Class: deadletter.ClassReconAmountMismatch}, "[override resolve ignore]"},
+		"a difference: no target": {deadletter.Record{Status: deadletter.StatusOpen, Cause: deadletter.CauseReconAmountMismatch}, "[override resolve ignore]"},
 		"resolved":                {deadletter.Record{Status: deadletter.StatusResolved, Target: queue}, "[]"},
 		"overridden":              {deadletter.Record{Status: deadletter.StatusOverridden}, "[]"},
 	}
@@ -338,7 +338,7 @@ func TestActionsAreOnlyThoseThatApply(t *testing.T) {
 			}
 		})
 	}
-	amount := deadletter.Record{Class: deadletter.ClassReconAmountMismatch}.OverrideEffect()
+	amount := deadletter.Record{Cause: deadletter.CauseReconAmountMismatch}.OverrideEffect()
 	if !strings.Contains(amount, "refund or charge the difference at the provider") {
 		t.Fatalf("amount mismatch override effect %q", amount)
 	}

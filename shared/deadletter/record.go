@@ -137,7 +137,7 @@ type Record struct {
 	// Key is the source's own key for the work (provider and event id, payment id, message
 	// id); the record id derives from it.
 	Key   string `json:"key"`
-	Class Class  `json:"class"`
+	Cause Cause  `json:"class"`
 	// Facts are the safe details the plain-language texts are written from.
 	Facts Facts `json:"facts"`
 	// Payload is the full original message or evidence.

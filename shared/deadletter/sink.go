@@ -96,7 +96,7 @@ func (s *Sink) Record(m queue.Message) Record {
 		q, _ := json.Marshal(string(m.Body)) // keep the bytes, as a JSON string
 		body = q
 	}
-	r := Record{Source: src, Key: "msg:" + m.ID, Class: ClassPoison, Payload: body,
+	r := Record{Source: src, Key: "msg:" + m.ID, Cause: CausePoison, Payload: body,
 		Attempts: []Attempt{att}, Facts: Facts{Deliveries: deliveries}}
 	target := Target{Kind: TargetQueue, Queue: strings.TrimSuffix(dlq, "-dlq"), Body: json.RawMessage(m.Body)}
 
@@ -109,10 +109,10 @@ func (s *Sink) Record(m queue.Message) Record {
 		r.Facts.Provider = d.Provider
 		r.Target = target
 		if d.EventID == "" { // verified but without an id: the worker could never apply it
-			r.Class = ClassValidation
+			r.Cause = CauseValidation
 			break
 		}
-		r.Class, r.Key, r.EventID, r.Facts.EventID = ClassProcessing, "webhook:"+d.Provider+":"+d.EventID, d.EventID, d.EventID
+		r.Cause, r.Key, r.EventID, r.Facts.EventID = CauseProcessing, "webhook:"+d.Provider+":"+d.EventID, d.EventID, d.EventID
 	case SourceOutbox:
 		// Lambda's on-failure record for a stream batch: where the batch was, not the messages.
 		var f struct {
@@ -125,13 +125,13 @@ func (s *Sink) Record(m queue.Message) Record {
 		if json.Unmarshal(m.Body, &f) != nil || f.Batch.ShardID == "" || f.Batch.Start == "" {
 			break
 		}
-		r.Class, r.Key = ClassFollowOnUndelivered, "outbox:"+f.Batch.ShardID+":"+f.Batch.Start+"-"+f.Batch.End
+		r.Cause, r.Key = CauseFollowOnUndelivered, "outbox:"+f.Batch.ShardID+":"+f.Batch.Start+"-"+f.Batch.End
 	case SourceResolve:
 		var j resolveJob
 		if json.Unmarshal(m.Body, &j) != nil || j.PaymentID == "" {
 			break
 		}
-		r.Class, r.Key, r.PaymentID, r.Facts.PaymentID = ClassHTTPUnknown, "resolve:"+j.PaymentID, j.PaymentID, j.PaymentID
+		r.Cause, r.Key, r.PaymentID, r.Facts.PaymentID = CauseHTTPUnknown, "resolve:"+j.PaymentID, j.PaymentID, j.PaymentID
 		r.IdempotencyKey = j.Key
 		r.Target = target
 	case SourceReconciliation:
@@ -201,7 +201,7 @@ func reconFailure(r *Record, m queue.Message) {
 		return
 	}
 	// Retry runs reconciliation over the same input again (the run id is the window).
-	r.Class, r.Key, r.Facts.Local = ClassReconRunFailed, "reconcile:"+run, run
+	r.Cause, r.Key, r.Facts.Local = CauseReconRunFailed, "reconcile:"+run, run
 	r.Target = Target{Kind: TargetReconcile, Body: r.Payload}
 	if cause != "" && cause != ":" {
 		r.Attempts[0].Error = cause
@@ -213,7 +213,7 @@ func reconFailure(r *Record, m queue.Message) {
 // JSON, a window), which names the run, so a failure of the same run twice is one record. Its
 // Retry runs reconciliation over the same input again (TargetReconcile).
 func ReconRunFailed(input json.RawMessage, at time.Time) Record {
-	return Record{Source: SourceReconciliation, Key: "reconcile:" + string(input), Class: ClassReconRunFailed,
+	return Record{Source: SourceReconciliation, Key: "reconcile:" + string(input), Cause: CauseReconRunFailed,
 		Facts: Facts{Local: string(input)}, Payload: input,
 		Attempts: []Attempt{{At: at.UTC(), Error: "the reconciliation run failed; the log says why"}},
 		Target:   Target{Kind: TargetReconcile, Body: input}}
@@ -234,16 +234,16 @@ type RecoveryDeadLetter struct {
 }
 
 // FromRecovery builds the record for a recovery dead letter: recovery stopped for good. A
-// decline class in Reason ("decline_hard") is kept as the class; anything else is
+// decline in Reason ("decline_hard") is kept as the cause; anything else is
 // exhausted_recovery. Retry restarts recovery for the payment.
 func FromRecovery(d RecoveryDeadLetter) Record {
-	class := ClassExhaustedRecovery
-	if c := Class(d.Reason); strings.HasPrefix(d.Reason, "decline_") {
+	cause := CauseExhaustedRecovery
+	if c := Cause(d.Reason); strings.HasPrefix(d.Reason, "decline_") {
 		if _, ok := texts[c]; ok {
-			class = c
+			cause = c
 		}
 	}
-	return Record{Source: SourceRecovery, Key: d.Key, Class: class, PaymentID: d.PaymentID,
+	return Record{Source: SourceRecovery, Key: d.Key, Cause: cause, PaymentID: d.PaymentID,
 		Facts:       Facts{PaymentID: d.PaymentID, Invoice: d.Invoice, Attempts: len(d.Attempts)},
 		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: d.Attempts, Payload: d.Payload,
 		// The stopped state rides with the target: a retry's charge counts its attempts.

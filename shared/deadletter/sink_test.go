@@ -35,22 +35,22 @@ func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 	tests := map[string]struct {
 		msg         func(t *testing.T) queue.Message
 		wantSource  deadletter.Source
-		wantClass   deadletter.Class
+		wantClass   deadletter.Cause
 		wantKey     string
 		wantQueue   string
 		wantPayment string
 	}{
 		"webhook": {func(t *testing.T) queue.Message { return sqsMessage(t, "m1", "twice-webhooks-dlq", delivery, 5) },
-			deadletter.SourceWebhook, deadletter.ClassProcessing, "webhook:stripe:evt_sink", "twice-webhooks", ""},
+			deadletter.SourceWebhook, deadletter.CauseProcessing, "webhook:stripe:evt_sink", "twice-webhooks", ""},
 		"resolve": {func(t *testing.T) queue.Message { return sqsMessage(t, "m2", "resolve-dlq", job, 3) },
-			deadletter.SourceResolve, deadletter.ClassHTTPUnknown, "resolve:pay_sink", "resolve", "pay_sink"},
+			deadletter.SourceResolve, deadletter.CauseHTTPUnknown, "resolve:pay_sink", "resolve", "pay_sink"},
 		"webhook without event id": {func(t *testing.T) queue.Message {
 			return sqsMessage(t, "m3", "webhooks-dlq", webhooks.Delivery{Provider: "standard"}, 5)
-		}, deadletter.SourceWebhook, deadletter.ClassValidation, "msg:m3", "webhooks", ""},
+		}, deadletter.SourceWebhook, deadletter.CauseValidation, "msg:m3", "webhooks", ""},
 		"poison": {func(t *testing.T) queue.Message { return sqsMessage(t, "m4", "webhooks-dlq", "not json {", 5) },
-			deadletter.SourceWebhook, deadletter.ClassPoison, "msg:m4", "", ""},
+			deadletter.SourceWebhook, deadletter.CausePoison, "msg:m4", "", ""},
 		"unknown queue": {func(t *testing.T) queue.Message { return sqsMessage(t, "m5", "other-dlq", job, 1) },
-			deadletter.SourceUnknown, deadletter.ClassPoison, "msg:m5", "", ""},
+			deadletter.SourceUnknown, deadletter.CausePoison, "msg:m5", "", ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -68,8 +68,8 @@ func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 				t.Fatalf("%d records, want 1", len(p.Records))
 			}
 			r := p.Records[0]
-			if r.Source != tc.wantSource || r.Class != tc.wantClass || r.Key != tc.wantKey || r.Target.Queue != tc.wantQueue || r.PaymentID != tc.wantPayment {
-				t.Errorf("got source %s class %s key %s queue %q payment %q", r.Source, r.Class, r.Key, r.Target.Queue, r.PaymentID)
+			if r.Source != tc.wantSource || r.Cause != tc.wantClass || r.Key != tc.wantKey || r.Target.Queue != tc.wantQueue || r.PaymentID != tc.wantPayment {
+				t.Errorf("got source %s class %s key %s queue %q payment %q", r.Source, r.Cause, r.Key, r.Target.Queue, r.PaymentID)
 			}
 			if len(r.Attempts) != 1 || r.Attempts[0].MessageID != msg.ID || r.Attempts[0].ReceiveCount == 0 {
 				t.Errorf("attempts %+v", r.Attempts)
@@ -134,7 +134,7 @@ func TestSinkOpensOneRecordPerFailedReconciliationRun(t *testing.T) {
 	}
 	first := sink.Record(batch[0])
 	second := sink.Record(batch[1])
-	if first.Source != deadletter.SourceReconciliation || first.Class != deadletter.ClassReconRunFailed ||
+	if first.Source != deadletter.SourceReconciliation || first.Cause != deadletter.CauseReconRunFailed ||
 		first.Key != "reconcile:"+run || second.Key != first.Key || first.Target.Kind != deadletter.TargetReconcile {
 		t.Fatalf("records %+v / %+v", first, second)
 	}
@@ -167,10 +167,10 @@ func TestOutboxBatchFailureBecomesARecord(t *testing.T) {
 	body := `{"requestContext":{"requestId":"r1","functionArn":"arn:aws:lambda:us-east-1:1:function:twice-dev-outbox-relay","condition":"RetryAttemptsExhausted","approximateInvokeCount":11},` +
 		`"version":"1.0","timestamp":"2026-12-01T10:00:00.000Z","DDBStreamBatchInfo":{"shardId":"shardId-0001","startSequenceNumber":"100","endSequenceNumber":"109","batchSize":10,"streamArn":"arn:aws:dynamodb:us-east-1:1:table/twice-dev-outbox/stream/x"}}`
 	r := s.Record(queue.Message{ID: "m1", Body: []byte(body), Source: "arn:aws:sqs:us-east-1:1:twice-dev-outbox-dlq", ReceiveCount: 1})
-	if r.Source != deadletter.SourceOutbox || r.Class != deadletter.ClassFollowOnUndelivered || r.Key != "outbox:shardId-0001:100-109" || r.Target.Retryable() {
+	if r.Source != deadletter.SourceOutbox || r.Cause != deadletter.CauseFollowOnUndelivered || r.Key != "outbox:shardId-0001:100-109" || r.Target.Retryable() {
 		t.Fatalf("record %+v", r)
 	}
-	if text, _ := deadletter.Explain(r.Class, r.Facts); !strings.Contains(text, "still in the outbox") {
+	if text, _ := deadletter.Explain(r.Cause, r.Facts); !strings.Contains(text, "still in the outbox") {
 		t.Fatalf("explanation %q", text)
 	}
 }

@@ -140,7 +140,7 @@ func decode(it store.Item) (Record, error) {
 
 // Open stores r as a new open record, or returns the record already stored under the same id
 // (created false). ID is derived from Source and Key when empty; the explanation and
-// suggested action are written from Class and Facts when empty.
+// suggested action are written from Cause and Facts when empty.
 //
 // Opening is idempotent: a second Open of the same key appends nothing. The one exception is
 // a record in retrying whose retry died again: a new attempt (a message id the record has not
@@ -157,7 +157,7 @@ func (t *Records) Open(ctx context.Context, r Record) (Record, bool, error) {
 	}
 	now := t.now().UTC()
 	if r.Explanation == "" || r.SuggestedAction == "" {
-		e, a := Explain(r.Class, r.Facts)
+		e, a := Explain(r.Cause, r.Facts)
 		if r.Explanation == "" {
 			r.Explanation = e
 		}
@@ -178,7 +178,7 @@ func (t *Records) Open(ctx context.Context, r Record) (Record, bool, error) {
 		}
 		n, err := t.commit(ctx, store.Write{Table: Table, Put: &it, Cond: store.Cond{Kind: store.NotExists}}, +1, now)
 		if err == nil {
-			t.log().InfoContext(ctx, "dead-lettered", "record", r.ID, "source", r.Source, "class", r.Class, "key", r.Key)
+			t.log().InfoContext(ctx, "dead-lettered", "record", r.ID, "source", r.Source, "class", r.Cause, "key", r.Key)
 			t.emit(n, now)
 			return r, true, nil
 		}

@@ -215,7 +215,7 @@ func TestRetryWithoutTarget(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	r, _, _ := e.table.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: "run1:pi_1",
-		Class: deadletter.ClassReconMissingLocally, Facts: deadletter.Facts{PaymentID: "pi_1"}})
+		Cause: deadletter.CauseReconMissingLocally, Facts: deadletter.Facts{PaymentID: "pi_1"}})
 	if _, _, err := e.table.Retry(ctx, r.ID, "x", ""); !errors.Is(err, deadletter.ErrNotRetryable) {
 		t.Fatalf("err %v, want ErrNotRetryable", err)
 	}
@@ -227,7 +227,7 @@ func TestListFiltersAndPages(t *testing.T) {
 	for i := 0; i < 7; i++ {
 		r := webhookRecord("evt_list_" + string(rune('a'+i)))
 		if i%2 == 1 {
-			r.Source, r.Class, r.Key = deadletter.SourceResolve, deadletter.ClassHTTPUnknown, "resolve:pay_"+string(rune('a'+i))
+			r.Source, r.Cause, r.Key = deadletter.SourceResolve, deadletter.CauseHTTPUnknown, "resolve:pay_"+string(rune('a'+i))
 		}
 		if _, _, err := e.table.Open(ctx, r); err != nil {
 			t.Fatal(err)
@@ -241,7 +241,7 @@ func TestListFiltersAndPages(t *testing.T) {
 	}{
 		"all open":      {deadletter.Filter{}, 7},
 		"by source":     {deadletter.Filter{Source: deadletter.SourceResolve}, 3},
-		"by class":      {deadletter.Filter{Class: deadletter.ClassProcessing}, 4},
+		"by class":      {deadletter.Filter{Cause: deadletter.CauseProcessing}, 4},
 		"by text":       {deadletter.Filter{Text: "EVT_LIST_C"}, 1},
 		"time range":    {deadletter.Filter{From: start.Add(2 * time.Hour), To: start.Add(4 * time.Hour)}, 3},
 		"other status":  {deadletter.Filter{Status: deadletter.StatusResolved}, 0},
@@ -285,7 +285,7 @@ func TestBulkRetry(t *testing.T) {
 	for _, ev := range []string{"evt_b1", "evt_b2", "evt_b3"} {
 		_, _, _ = e.table.Open(ctx, webhookRecord(ev))
 	}
-	_, _, _ = e.table.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: "k", Class: deadletter.ClassReconDuplicateCharge})
+	_, _, _ = e.table.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: "k", Cause: deadletter.CauseReconDuplicateCharge})
 	res, err := e.table.BulkRetry(ctx, deadletter.Filter{}, "frank", "")
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +334,7 @@ func TestRetryAgainstTheSuggestionNeedsANote(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	hard, _, err := e.table.Open(ctx, deadletter.Record{Source: deadletter.SourceRecovery, Key: "recovery:pay_h:1",
-		Class: deadletter.ClassDeclineHard, PaymentID: "pay_h",
+		Cause: deadletter.CauseDeclineHard, PaymentID: "pay_h",
 		Target: deadletter.Target{Kind: deadletter.TargetRecovery, PaymentID: "pay_h"}})
 	if err != nil {
 		t.Fatal(err)

@@ -349,8 +349,8 @@ func ParseFilter(q url.Values) (deadletter.Filter, error) {
 		}
 	}
 	if s := q.Get("class"); s != "" {
-		f.Class = deadletter.Class(s)
-		if !oneOf(f.Class, deadletter.Classes) {
+		f.Cause = deadletter.Cause(s)
+		if !oneOf(f.Cause, deadletter.Causes) {
 			return f, &FieldError{Field: "class", Reason: "not a class"}
 		}
 	}

@@ -307,7 +307,7 @@ func filterQuery(f deadletter.Filter, cursor string) url.Values {
 	}
 	set("status", string(f.Status))
 	set("source", string(f.Source))
-	set("class", string(f.Class))
+	set("class", string(f.Cause))
 	if !f.From.IsZero() {
 		set("from", f.From.Format(time.RFC3339))
 	}
@@ -329,12 +329,12 @@ type listData struct {
 	Chart    chart
 	Statuses []deadletter.Status
 	Sources  []deadletter.Source
-	Classes  []deadletter.Class
+	Causes   []deadletter.Cause
 	From, To string
 }
 
 func (h *Handler) listPage(w http.ResponseWriter, r *http.Request, s session) {
-	d := listData{Statuses: deadletter.Statuses, Sources: deadletter.Sources, Classes: deadletter.Classes}
+	d := listData{Statuses: deadletter.Statuses, Sources: deadletter.Sources, Causes: deadletter.Causes}
 	v := view{Title: "Dead letters", Session: s, Notice: notice(r.URL.Query().Get("done"))}
 	q := r.URL.Query()
 	d.Sort, d.Desc = readSort(q)

@@ -79,18 +79,18 @@ func nextAction(r deadletter.Record) string {
 	case r.RetryAdvised():
 		return "retry"
 	}
-	if next, ok := nextByClass[r.Class]; ok {
+	if next, ok := nextByCause[r.Cause]; ok {
 		return next
 	}
 	return "resolve or override"
 }
 
-// nextByClass is the short next step of the classes whose suggestion says not to retry.
-var nextByClass = map[deadletter.Class]string{
-	deadletter.ClassDeclineHard:         "ask for another card",
-	deadletter.ClassDeclineCancellation: "cancel the order",
-	deadletter.ClassDeclineAuth:         "send a payment link",
-	deadletter.ClassDeclineReview:       "check for a duplicate",
+// nextByCause is the short next step of the causes whose suggestion says not to retry.
+var nextByCause = map[deadletter.Cause]string{
+	deadletter.CauseDeclineHard:         "ask for another card",
+	deadletter.CauseDeclineCancellation: "cancel the order",
+	deadletter.CauseDeclineAuth:         "send a payment link",
+	deadletter.CauseDeclineReview:       "check for a duplicate",
 }
 
 // tries counts a record's attempts: "1 try", "5 tries".
@@ -114,7 +114,7 @@ func sortRows(rows []listRow, by string, desc bool) {
 		case "status":
 			return strings.Compare(string(a.Status), string(b.Status))
 		case "class":
-			return strings.Compare(string(a.Class), string(b.Class))
+			return strings.Compare(string(a.Cause), string(b.Cause))
 		}
 		return int(a.Age - b.Age)
 	}

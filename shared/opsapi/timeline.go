@@ -261,11 +261,11 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 			continue
 		}
 		if tl.Recovery != nil && rec.ID == tl.Recovery.DeadLetter &&
-			(rec.Class == deadletter.ClassDeclineHard || rec.Class == deadletter.ClassDeclineCancellation) {
+			(rec.Cause == deadletter.CauseDeclineHard || rec.Cause == deadletter.CauseDeclineCancellation) {
 			tl.cardRefused = true
 		}
 		tl.Rows = append(tl.Rows, Row{At: rec.CreatedAt, Kind: RowDeadLetter, Title: "dead letter opened (" + string(rec.Source) + ")",
-			Outcome: string(rec.Class), Detail: rec.Explanation, Record: rec.ID})
+			Outcome: string(rec.Cause), Detail: rec.Explanation, Record: rec.ID})
 		for _, au := range rec.Audit {
 			if au.Action == deadletter.ActionOpened {
 				continue // the row above: one row per event

@@ -219,7 +219,7 @@ func DisputeFollowOns(t deadletter.Opener) map[string]outbox.Handler {
 		expl := fmt.Sprintf("The customer disputed payment %s (%s %d %s, reason %q); the dispute %s is %s and the provider needs our evidence %s, or the money goes back to the customer.",
 			de.PaymentID, de.ProviderPaymentID, de.Dispute.Amount, de.Currency, de.Dispute.Reason, de.Dispute.ID, de.Dispute.Status, due)
 		_, _, err := t.Open(ctx, deadletter.Record{Source: deadletter.SourceWebhook, Key: "dispute#" + de.Dispute.ID,
-			Class: deadletter.ClassDisputeEvidenceDue, PaymentID: de.PaymentID, EventID: de.EventID, Payload: m.Payload,
+			Cause: deadletter.CauseDisputeEvidenceDue, PaymentID: de.PaymentID, EventID: de.EventID, Payload: m.Payload,
 			Facts:       deadletter.Facts{PaymentID: de.PaymentID, Provider: "stripe", Remote: de.Dispute.Status},
 			Explanation: expl,
 			SuggestedAction: "Gather the order's evidence (receipt, delivery proof, the customer's communication) and submit it in the provider's dashboard before the deadline, " +

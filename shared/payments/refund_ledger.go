@@ -391,9 +391,9 @@ func RefundFollowOns(t deadletter.Opener) map[string]outbox.Handler {
 		e := rf.Refund
 		facts := deadletter.Facts{PaymentID: rf.PaymentID, EventID: rf.EventID, Provider: "stripe", Remote: e.FailureReason,
 			Local: fmt.Sprintf("%d %s", e.Amount, e.Currency)}
-		expl, action := deadletter.Explain(deadletter.ClassRefundFailed, facts)
+		expl, action := deadletter.Explain(deadletter.CauseRefundFailed, facts)
 		expl += fmt.Sprintf(" Refund %s (%s) of %d %s; %d %s can be refunded again.", e.ID, e.ProviderRefundID, e.Amount, e.Currency, rf.Remaining, e.Currency)
-		_, _, err := t.Open(ctx, deadletter.Record{Source: src, Key: "refund#" + e.ID, Class: deadletter.ClassRefundFailed,
+		_, _, err := t.Open(ctx, deadletter.Record{Source: src, Key: "refund#" + e.ID, Cause: deadletter.CauseRefundFailed,
 			PaymentID: rf.PaymentID, EventID: rf.EventID, IdempotencyKey: e.Key, Payload: m.Payload, Facts: facts,
 			Explanation: expl, SuggestedAction: action,
 			Attempts: []deadletter.Attempt{{At: m.CreatedAt, Error: "refund failed: " + orNone(e.FailureReason)}}})

@@ -40,7 +40,7 @@ func (r DeadLetterRecords) Open(ctx context.Context, d Difference) error {
 		}
 	}
 	_, _, err = r.Table.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: d.Key,
-		Class: deadletter.Class("recon_" + string(d.Class)), Facts: facts, Payload: payload, PaymentID: d.PaymentID,
+		Cause: deadletter.Cause("recon_" + string(d.Class)), Facts: facts, Payload: payload, PaymentID: d.PaymentID,
 		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction,
 		Attempts: []deadletter.Attempt{{At: d.FoundAt, Error: "found by reconciliation run " + d.RunID}}})
 	return err
@@ -115,7 +115,7 @@ func (p PendingRetries) After(next func(context.Context, json.RawMessage) (any, 
 
 // RunPending carries out the waiting retries and returns how many it closed.
 func (p PendingRetries) RunPending(ctx context.Context) (int, error) {
-	page, err := p.Table.List(ctx, deadletter.Filter{Status: deadletter.StatusRetrying, Class: deadletter.ClassReconRunFailed, Limit: deadletter.MaxLimit})
+	page, err := p.Table.List(ctx, deadletter.Filter{Status: deadletter.StatusRetrying, Cause: deadletter.CauseReconRunFailed, Limit: deadletter.MaxLimit})
 	if err != nil {
 		return 0, err
 	}

@@ -52,7 +52,7 @@ func (s DeadLetterRecords) Open(ctx context.Context, d DeadLetter) error {
 	// A recovery that stopped on the decline itself (not on its
 	// schedule) is filed under the decline's class, so the console says what the issuer said.
 	if n := len(d.Attempts); n > 0 && d.Reason != "exhausted" && d.Attempts[n-1].Class != "" {
-		rd.Reason = string(deadletter.DeclineClass(string(d.Attempts[n-1].Class)))
+		rd.Reason = string(deadletter.DeclineCause(string(d.Attempts[n-1].Class)))
 	}
 	_, _, err := s.Records.Open(ctx, deadletter.FromRecovery(rd))
 	return err

@@ -223,10 +223,10 @@ func TestRefundDifferenceDeadLetterFacts(t *testing.T) {
 	if err := sink.Open(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
-	if opened.Class != deadletter.ClassReconRefundMissingAtProvider || opened.Facts.Local != "500 usd reserved" || opened.Facts.Remote != "" {
-		t.Fatalf("record class %s facts %+v", opened.Class, opened.Facts)
+	if opened.Cause != deadletter.CauseReconRefundMissingAtProvider || opened.Facts.Local != "500 usd reserved" || opened.Facts.Remote != "" {
+		t.Fatalf("record class %s facts %+v", opened.Cause, opened.Facts)
 	}
-	text, _ := deadletter.Explain(opened.Class, opened.Facts)
+	text, _ := deadletter.Explain(opened.Cause, opened.Facts)
 	if !strings.Contains(text, "500 usd reserved") {
 		t.Fatalf("text %q", text)
 	}
