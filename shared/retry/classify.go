@@ -13,34 +13,34 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 )
 
-// Class is what an outbound result means for a repeat. It is decided here and nowhere else.
-type Class int
+// Verdict is what an outbound result means for a repeat. It is decided here and nowhere else.
+type Verdict int
 
 const (
-	Success        Class = iota
-	Throttled            // 429: wait Retry-After, or back off when it is absent
-	Transient            // not applied (5xx, refused connection): back off with full jitter
-	UnknownOutcome       // maybe applied: repeat only with the same provider idempotency key
-	Decline              // 402 card decline: a final business outcome, never repeated here
-	Permanent            // 400/404/422 and other 4xx: the same request fails again
-	Credentials          // 401/403: needs an operator
+	Success        Verdict = iota
+	Throttled              // 429: wait Retry-After, or back off when it is absent
+	Transient              // not applied (5xx, refused connection): back off with full jitter
+	UnknownOutcome         // maybe applied: repeat only with the same provider idempotency key
+	Decline                // 402 card decline: a final business outcome, never repeated here
+	Permanent              // 400/404/422 and other 4xx: the same request fails again
+	Credentials            // 401/403: needs an operator
 )
 
-var classNames = [...]string{"success", "throttled", "transient", "unknown_outcome", "decline", "permanent", "credentials"}
+var verdictNames = [...]string{"success", "throttled", "transient", "unknown_outcome", "decline", "permanent", "credentials"}
 
-func (c Class) String() string {
-	if c < 0 || int(c) >= len(classNames) {
-		return "class(" + strconv.Itoa(int(c)) + ")"
+func (v Verdict) String() string {
+	if v < 0 || int(v) >= len(verdictNames) {
+		return "verdict(" + strconv.Itoa(int(v)) + ")"
 	}
-	return classNames[c]
+	return verdictNames[v]
 }
 
-// ClassifyStatus classifies an HTTP status from the provider.
+// ClassifyStatus is the verdict on an HTTP status from the provider.
 //
 // 409 is an unknown outcome, not a permanent error: Stripe answers 409 when another request with
 // the same idempotency key is still in flight, and that request may yet charge. Repeating with the
 // same key later returns its result.
-func ClassifyStatus(status int) Class {
+func ClassifyStatus(status int) Verdict {
 	switch {
 	case status >= 200 && status < 300:
 		return Success
@@ -69,7 +69,7 @@ func ClassifyStatus(status int) Class {
 // A connection that was never made (dial failure, DNS) cannot have applied the request:
 // Transient. Everything else - timeout, reset, EOF, a cancelled context - happened after the
 // request may have left: UnknownOutcome.
-func ClassifyTransport(err error) Class {
+func ClassifyTransport(err error) Verdict {
 	if err == nil {
 		return Success
 	}
@@ -89,7 +89,7 @@ func ClassifyTransport(err error) Class {
 
 // Classify classifies an error of package provider (or nil). Errors of other types are
 // Permanent: the policy never repeats what it does not understand.
-func Classify(err error) Class {
+func Classify(err error) Verdict {
 	if err == nil {
 		return Success
 	}

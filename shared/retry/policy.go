@@ -155,19 +155,19 @@ func BackoffCeiling(base, cap time.Duration, retry int) time.Duration {
 
 // Decision is what the policy would do after a failed attempt.
 type Decision struct {
-	Class Class
-	Retry bool
-	Wait  time.Duration
-	Cost  int    // budget tokens the retry takes
-	Why   string // why not, when Retry is false
+	Verdict Verdict
+	Retry   bool
+	Wait    time.Duration
+	Cost    int    // budget tokens the retry takes
+	Why     string // why not, when Retry is false
 }
 
-// Decide classifies err and decides whether retry number retry (0-based) may follow.
+// Decide takes the verdict on err (Classify) and decides whether retry number retry (0-based) may follow.
 // idempotent says the repeat is safe for an unknown outcome: a read, or a write carrying a
 // provider idempotency key.
 func (p *Policy) Decide(err error, idempotent bool, retry int) Decision {
 	c := Classify(err)
-	d := Decision{Class: c}
+	d := Decision{Verdict: c}
 	switch c {
 	case Throttled:
 		d.Cost = p.RetryCost
@@ -228,7 +228,7 @@ func (p *Policy) Do(ctx context.Context, op string, idempotent bool, fn func(con
 		}
 		if attempt >= p.MaxAttempts {
 			p.Log.LogAttrs(ctx, slog.LevelWarn, "retry exhausted",
-				slog.String("op", op), slog.Int("attempts", attempt), slog.String("class", d.Class.String()))
+				slog.String("op", op), slog.Int("attempts", attempt), slog.String("class", d.Verdict.String()))
 			return err
 		}
 		if ctx.Err() != nil {
@@ -239,18 +239,18 @@ func (p *Policy) Do(ctx context.Context, op string, idempotent bool, fn func(con
 			// deadline (a Lambda's, an API request's): the caller could not use the answer, and a
 			// call cut off by the deadline is one more unknown outcome. Fail now instead.
 			p.Log.LogAttrs(ctx, slog.LevelInfo, "retry skipped: deadline before the wait and the call end",
-				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()),
+				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Verdict.String()),
 				slog.Duration("wait", d.Wait), slog.Duration("call", longest))
 			return err
 		}
 		if !p.Budget.Take(d.Cost) {
 			p.Log.LogAttrs(ctx, slog.LevelWarn, "retry budget exhausted",
-				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()))
+				slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Verdict.String()))
 			return err
 		}
 		taken += d.Cost
 		p.Log.LogAttrs(ctx, slog.LevelInfo, "retry scheduled",
-			slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Class.String()),
+			slog.String("op", op), slog.Int("attempt", attempt), slog.String("class", d.Verdict.String()),
 			slog.Duration("wait", d.Wait), slog.Int("budget", p.Budget.Tokens()))
 		if serr := p.Sleeper.Sleep(ctx, d.Wait); serr != nil {
 			return errors.Join(err, serr)

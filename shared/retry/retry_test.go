@@ -38,7 +38,7 @@ func testPolicy(seed uint64) (*Policy, *fakeSleeper) {
 func TestClassifyStatus(t *testing.T) {
 	tests := map[string]struct {
 		status int
-		want   Class
+		want   Verdict
 	}{
 		"200 ok":                {200, Success},
 		"201 created":           {201, Success},
@@ -75,7 +75,7 @@ func TestClassifyTransport(t *testing.T) {
 	post := func(err error) error { return &url.Error{Op: "Post", URL: "http://x/v1/payment_intents", Err: err} }
 	tests := map[string]struct {
 		err  error
-		want Class
+		want Verdict
 	}{
 		"nil":                {nil, Success},
 		"dial refused":       {post(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), Transient},
@@ -160,12 +160,12 @@ func trimZeros(s string) string {
 func TestDecide(t *testing.T) {
 	throttled := func(d time.Duration) error { return &provider.ThrottledError{Op: "create", RetryAfter: d} }
 	tests := map[string]struct {
-		err        error
-		idempotent bool
-		wantClass  Class
-		wantRetry  bool
-		wantWait   time.Duration // -1: any full-jitter wait within the ceiling
-		wantCost   int
+		err         error
+		idempotent  bool
+		wantVerdict Verdict
+		wantRetry   bool
+		wantWait    time.Duration // -1: any full-jitter wait within the ceiling
+		wantCost    int
 	}{
 		"throttled with retry-after waits exactly":        {throttled(3 * time.Second), false, Throttled, true, 3 * time.Second, DefaultRetryCost},
 		"throttled without retry-after backs off":         {throttled(0), false, Throttled, true, -1, DefaultRetryCost},
@@ -184,8 +184,8 @@ func TestDecide(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, _ := testPolicy(1)
 			d := p.Decide(tc.err, tc.idempotent, 1)
-			if d.Class != tc.wantClass || d.Retry != tc.wantRetry {
-				t.Fatalf("Decide = %+v, want class %v retry %v", d, tc.wantClass, tc.wantRetry)
+			if d.Verdict != tc.wantVerdict || d.Retry != tc.wantRetry {
+				t.Fatalf("Decide = %+v, want verdict %v retry %v", d, tc.wantVerdict, tc.wantRetry)
 			}
 			if d.Retry && d.Cost != tc.wantCost {
 				t.Fatalf("cost = %d, want %d", d.Cost, tc.wantCost)
