@@ -164,7 +164,7 @@ var parsers = map[string]func(t *testing.T, b []byte){
 func step(t *testing.T, b []byte, want string) {
 	var in recovery.StepInput
 	strict(t, b, &in)
-	if in.Step != want || in.State.PaymentID == "" || in.State.Round < 1 || in.State.Attempts == nil || in.Now.IsZero() {
+	if in.Step != want || in.State.PaymentID == "" || in.State.Round < 1 || in.State.Charges == nil || in.Now.IsZero() {
 		t.Fatalf("step input %+v", in)
 	}
 }

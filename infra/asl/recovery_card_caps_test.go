@@ -51,7 +51,7 @@ func (h *harness) recoverToEnd(p payments.Payment) recovery.State {
 	return output(h.t, ex)
 }
 
-func reattempts(st recovery.State) int { return len(st.Attempts) - 1 }
+func reattempts(st recovery.State) int { return len(st.Charges) - 1 }
 
 // TestVisaCapAcrossPayments: three payments on one Visa card, each declined for a technical
 // reason every time. The first two recoveries use their 8 retries each; the third gets the 4
@@ -85,7 +85,7 @@ func TestVisaCapAcrossPayments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := outs[0].Attempts[1].At
+	first := outs[0].Charges[1].At
 	for _, c := range []struct {
 		at   time.Time
 		left int

@@ -451,10 +451,10 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 		t.Errorf("provider saw keys %v and %d charges, want 2 and 2", calls, effects["pm_funds"])
 	}
 	out := output(t, ex)
-	if out.Outcome != recovery.OutcomeSucceeded || len(out.Attempts) != 3 {
+	if out.Outcome != recovery.OutcomeSucceeded || len(out.Charges) != 3 {
 		t.Fatalf("output %s", ex.Output)
 	}
-	if got := []recovery.Outcome{out.Attempts[0].Outcome, out.Attempts[1].Outcome, out.Attempts[2].Outcome}; got[0] != recovery.OutcomeDeclined || got[1] != recovery.OutcomeDeclined || got[2] != recovery.OutcomeSucceeded {
+	if got := []recovery.Outcome{out.Charges[0].Outcome, out.Charges[1].Outcome, out.Charges[2].Outcome}; got[0] != recovery.OutcomeDeclined || got[1] != recovery.OutcomeDeclined || got[2] != recovery.OutcomeSucceeded {
 		t.Errorf("history outcomes %v", got)
 	}
 	stored := storedPayment(t, h, "pay_soft")
@@ -519,7 +519,7 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 				t.Fatalf("dead letters %v", dls)
 			}
 			if d.Source != "recovery" || d.Reason != string(tc.reason) || d.PaymentID != "pay_1" || d.Invoice != "inv_1" ||
-				len(d.Attempts) != tc.attempts+1 || !strings.HasPrefix(d.Explanation, "Not retrying because") ||
+				len(d.Charges) != tc.attempts+1 || !strings.HasPrefix(d.Explanation, "Not retrying because") ||
 				!strings.Contains(d.SuggestedAction, tc.suggestion) || !json.Valid(d.Payload) {
 				t.Errorf("dead letter %+v", d)
 			}
@@ -624,7 +624,7 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	if effects["pm"] != len(calls) {
 		t.Errorf("%d effective charges for %d distinct keys: an attempt ran twice", effects["pm"], len(calls))
 	}
-	if out := output(t, ex); len(out.Attempts) != 3 || out.Outcome != recovery.OutcomeSucceeded {
+	if out := output(t, ex); len(out.Charges) != 3 || out.Outcome != recovery.OutcomeSucceeded {
 		t.Errorf("output %s", ex.Output)
 	}
 	if stored := storedPayment(t, h, "pay_c"); stored.Status != provider.StatusSucceeded {

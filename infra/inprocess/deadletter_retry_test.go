@@ -95,8 +95,8 @@ func checkEnd(t *testing.T, r apiRecord, want deadletter.Status, attemptsBefore 
 			t.Fatalf("a resolved record offers %v", r.Actions)
 		}
 	case deadletter.StatusOpen:
-		if r.Status != want || len(r.Attempts) != attemptsBefore+1 || last.Action != deadletter.ActionRetryFailedAgain {
-			t.Fatalf("record %s with %d attempts (was %d), last audit %+v", r.Status, len(r.Attempts), attemptsBefore, last)
+		if r.Status != want || len(r.Tries) != attemptsBefore+1 || last.Action != deadletter.ActionRetryFailedAgain {
+			t.Fatalf("record %s with %d attempts (was %d), last audit %+v", r.Status, len(r.Tries), attemptsBefore, last)
 		}
 		if !slices.Contains(r.Actions, deadletter.ActRetry) {
 			t.Fatalf("a reopened record offers %v", r.Actions)
@@ -178,7 +178,7 @@ func TestEveryRetryClosesItsLoop(t *testing.T) {
 		v := createDeclined(t, s, "dl-now", "pm_tenth_time")
 		rec := recoveryRecord(t, s, v.ID)
 		doubleClick(t, s, rec.ID)
-		checkEnd(t, awaitEnd(t, s, rec.ID), deadletter.StatusResolved, len(rec.Attempts))
+		checkEnd(t, awaitEnd(t, s, rec.ID), deadletter.StatusResolved, len(rec.Tries))
 		if got := simEvents(t, s, deref(v.ProviderPaymentID)); len(got) != 10 || got[9] != "succeeded" {
 			t.Fatalf("charges at the provider: %v", got)
 		}
@@ -199,8 +199,8 @@ func TestEveryRetryClosesItsLoop(t *testing.T) {
 		rec := recoveryRecord(t, s, v.ID)
 		doubleClick(t, s, rec.ID)
 		got := awaitEnd(t, s, rec.ID)
-		checkEnd(t, got, deadletter.StatusOpen, len(rec.Attempts))
-		if a := got.Attempts[len(got.Attempts)-1]; !strings.Contains(a.Error, "operator asked for was declined") {
+		checkEnd(t, got, deadletter.StatusOpen, len(rec.Tries))
+		if a := got.Tries[len(got.Tries)-1]; !strings.Contains(a.Error, "operator asked for was declined") {
 			t.Fatalf("appended attempt %+v", a)
 		}
 		if n := len(opsList(t, s, "source=recovery")); n != 1 {
@@ -218,8 +218,8 @@ func TestEveryRetryClosesItsLoop(t *testing.T) {
 		rec := recoveryRecord(t, s, v.ID)
 		doubleClick(t, s, rec.ID)
 		got := awaitEnd(t, s, rec.ID)
-		checkEnd(t, got, deadletter.StatusOpen, len(rec.Attempts))
-		if a := got.Attempts[len(got.Attempts)-1]; !strings.Contains(a.Error, "Not charging now") {
+		checkEnd(t, got, deadletter.StatusOpen, len(rec.Tries))
+		if a := got.Tries[len(got.Tries)-1]; !strings.Contains(a.Error, "Not charging now") {
 			t.Fatalf("appended attempt %+v", a)
 		}
 		if ev := simEvents(t, s, deref(v.ProviderPaymentID)); fmt.Sprint(ev) != "[payment_failed]" {

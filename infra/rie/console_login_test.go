@@ -52,9 +52,9 @@ func TestConsoleLoginInAWS(t *testing.T) {
 	table := &deadletter.Records{Store: e.store()}
 	rec, _, err := table.Open(ctx, deadletter.Record{Source: deadletter.SourceWebhook, Key: "webhook:stripe:evt_browser",
 		Cause: deadletter.CauseProcessing, EventID: "evt_browser", Payload: json.RawMessage(`{"id":"evt_browser"}`),
-		Facts:    deadletter.Facts{EventID: "evt_browser", Provider: "stripe", Deliveries: 5},
-		Attempts: []deadletter.Attempt{{At: time.Unix(1795939200, 0).UTC(), Error: "delivered 5 times without success"}},
-		Target:   deadletter.Target{Kind: deadletter.TargetQueue, Queue: e.fx.Prefix + "-webhooks", Body: json.RawMessage(`{"provider":"stripe","event_id":"evt_browser"}`)}})
+		Facts:  deadletter.Facts{EventID: "evt_browser", Provider: "stripe", Deliveries: 5},
+		Tries:  []deadletter.Try{{At: time.Unix(1795939200, 0).UTC(), Error: "delivered 5 times without success"}},
+		Target: deadletter.Target{Kind: deadletter.TargetQueue, Queue: e.fx.Prefix + "-webhooks", Body: json.RawMessage(`{"provider":"stripe","event_id":"evt_browser"}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}

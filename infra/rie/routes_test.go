@@ -124,9 +124,9 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 	deadLetter := func(name string) string {
 		rec, _, err := table.Open(ctx, deadletter.Record{Source: deadletter.SourceWebhook, Key: "webhook:stripe:evt_" + name,
 			Cause: deadletter.CauseProcessing, EventID: "evt_" + name, Payload: json.RawMessage(`{"id":"evt_` + name + `"}`),
-			Facts:    deadletter.Facts{EventID: "evt_" + name, Provider: "stripe", Deliveries: 5},
-			Attempts: []deadletter.Attempt{{At: now, Error: "delivered 5 times without success"}},
-			Target:   deadletter.Target{Kind: deadletter.TargetQueue, Queue: e.fx.Prefix + "-webhooks", Body: json.RawMessage(`{"provider":"stripe","event_id":"evt_` + name + `"}`)}})
+			Facts:  deadletter.Facts{EventID: "evt_" + name, Provider: "stripe", Deliveries: 5},
+			Tries:  []deadletter.Try{{At: now, Error: "delivered 5 times without success"}},
+			Target: deadletter.Target{Kind: deadletter.TargetQueue, Queue: e.fx.Prefix + "-webhooks", Body: json.RawMessage(`{"provider":"stripe","event_id":"evt_` + name + `"}`)}})
 		if err != nil {
 			t.Fatal(err)
 		}

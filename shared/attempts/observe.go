@@ -258,7 +258,7 @@ type IngestObserver struct{ Record RecordFunc }
 var _ ingest.Observer = IngestObserver{}
 
 // Observe implements ingest.Observer.
-func (i IngestObserver) Observe(ctx context.Context, in ingest.Attempt) {
+func (i IngestObserver) Observe(ctx context.Context, in ingest.Receipt) {
 	a := Attempt{
 		Direction: Inbound, Provider: in.Provider, Operation: "webhook " + in.Provider,
 		Method: http.MethodPost, Path: "/webhooks/" + in.Provider, RequestHeader: redact.Header(in.Header),
@@ -295,7 +295,7 @@ func (i IngestObserver) Observe(ctx context.Context, in ingest.Attempt) {
 	i.Record(ctx, a)
 }
 
-func claimedEventID(in ingest.Attempt) string {
+func claimedEventID(in ingest.Receipt) string {
 	if id := in.Header.Get("Webhook-Id"); id != "" {
 		return id
 	}

@@ -29,7 +29,7 @@ func TestObserversKeepTheProvidersMode(t *testing.T) {
 			rec := func(_ context.Context, a Attempt) { got = append(got, a) }
 			StripeObserver{Record: rec}.Observe(context.Background(), provider.Call{Method: http.MethodPost, Path: "/v1/payment_intents",
 				StatusCode: 200, ResponseBody: []byte(tc.body), Started: time.Unix(1, 0)})
-			IngestObserver{Record: rec}.Observe(context.Background(), ingest.Attempt{Provider: "stripe", EventID: "evt_1", Status: 200,
+			IngestObserver{Record: rec}.Observe(context.Background(), ingest.Receipt{Provider: "stripe", EventID: "evt_1", Status: 200,
 				Body: []byte(tc.body), Header: http.Header{}, ReceivedAt: time.Unix(1, 0)})
 			for _, a := range got {
 				s := a.Summary()

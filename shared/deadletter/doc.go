@@ -2,7 +2,7 @@
 // operator can work, not as log lines.
 //
 // A Record holds the source (webhook, resolve, recovery, reconciliation), the cause of the
-// failure, the full original payload, every attempt, an error in plain language with a
+// failure, the full original payload, every try, an error in plain language with a
 // suggested action (Explain, one text per cause, built only from Facts so that no internal
 // error text reaches an operator), the status (open, retrying, resolved, overridden,
 // ignored), the retry target and an audit trail of every action.
@@ -25,7 +25,7 @@
 // Every retry closes its loop (loop.go): the work's consumer ends it through Loop. Beside each
 // queue consumer, in its batch (sqsbatch.Batch's Report), Retries skips a retry id that already
 // ended and reports the result the consumer returned; it never calls the consumer itself; recovery's steps report a charge-now's result through recovery.DeadLetterRecords;
-// RetrySucceeded moves the record to resolved and RetryFailed back to open with the attempt
+// RetrySucceeded moves the record to resolved and RetryFailed back to open with the try
 // appended, each with a ledger item for the retry id in the same conditional transaction.
 // Record.Actions lists only the actions that apply; Record.OverrideEffect says what an
 // override changes (only the record).

@@ -92,8 +92,8 @@ type Facts struct {
 	HTTPStatus  int    `json:"http_status,omitempty"`
 	// Deliveries is how many times the message was delivered before it died.
 	Deliveries int `json:"deliveries,omitempty"`
-	// Attempts is how many charges recovery made.
-	Attempts int `json:"attempts,omitempty"`
+	// Charges is how many charges recovery made.
+	Charges int `json:"attempts,omitempty"`
 	// Window is the recovery window that ended, or the reconciliation window.
 	Window time.Duration `json:"window_ns,omitempty"`
 	// StopReason says why recovery could not retry again: "window" (the recovery window
@@ -253,8 +253,8 @@ func stopSentence(f Facts) string {
 	case "caps":
 		return " Next automatic retry was not possible because the card network's limit on retries was reached."
 	case "max_attempts":
-		if f.Attempts > 0 {
-			return fmt.Sprintf(" Automatic retries stopped after %d attempts, the configured maximum.", f.Attempts)
+		if f.Charges > 0 {
+			return fmt.Sprintf(" Automatic retries stopped after %d attempts, the configured maximum.", f.Charges)
 		}
 		return " Automatic retries stopped at the configured maximum."
 	case "hard":

@@ -21,7 +21,7 @@ func TestExplain(t *testing.T) {
 		"cancellation":     {CauseDeclineCancellation, Facts{DeclineCode: "stop_payment_order"}, []string{"withdrew"}, "cancellation"},
 		"data":             {CauseDeclineData, Facts{DeclineCode: "expired_card"}, []string{"expired card", "out of date"}, "update their card"},
 		"auth":             {CauseDeclineAuth, Facts{DeclineCode: "authentication_required"}, []string{"confirm this payment"}, "payment link"},
-		"technical":        {CauseDeclineTechnical, Facts{DeclineCode: "processing_error", StopReason: "max_attempts", Attempts: 8}, []string{"processor", "after 8 attempts"}, "status page"},
+		"technical":        {CauseDeclineTechnical, Facts{DeclineCode: "processing_error", StopReason: "max_attempts", Charges: 8}, []string{"processor", "after 8 attempts"}, "status page"},
 		"generic no code":  {CauseDeclineGeneric, Facts{}, []string{"declined the payment", "no specific reason"}, "bank"},
 		"review":           {CauseDeclineReview, Facts{DeclineCode: "duplicate_transaction"}, []string{"duplicate"}, "existing payment"},
 		"config":           {CauseDeclineConfig, Facts{DeclineCode: "testmode_decline"}, []string{"integration"}, "developer"},

@@ -89,7 +89,7 @@ func webhookRecord(event string) deadletter.Record {
 	body, _ := json.Marshal(map[string]string{"provider": "stripe", "event_id": event})
 	return deadletter.Record{Source: deadletter.SourceWebhook, Key: "webhook:stripe:" + event,
 		Cause: deadletter.CauseProcessing, EventID: event, Payload: body,
-		Facts:    deadletter.Facts{EventID: event, Provider: "stripe", Deliveries: 5},
-		Attempts: []deadletter.Attempt{{At: time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC), Error: "apply failed", MessageID: "m-" + event}},
-		Target:   deadletter.Target{Kind: deadletter.TargetQueue, Queue: "webhooks", Body: body}}
+		Facts:  deadletter.Facts{EventID: event, Provider: "stripe", Deliveries: 5},
+		Tries:  []deadletter.Try{{At: time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC), Error: "apply failed", MessageID: "m-" + event}},
+		Target: deadletter.Target{Kind: deadletter.TargetQueue, Queue: "webhooks", Body: body}}
 }

@@ -32,7 +32,7 @@ func RetryAttributes(t Target, retryID string) map[string]string {
 type Loop interface {
 	RetryDone(ctx context.Context, retryID string) (bool, error)
 	RetrySucceeded(ctx context.Context, recordID, retryID, outcome string) (Record, bool, error)
-	RetryFailed(ctx context.Context, recordID, retryID string, a Attempt) (Record, bool, error)
+	RetryFailed(ctx context.Context, recordID, retryID string, a Try) (Record, bool, error)
 }
 
 var _ Loop = (*Records)(nil)
@@ -97,16 +97,16 @@ func (t *Records) RetrySucceeded(ctx context.Context, recordID, retryID, outcome
 	})
 }
 
-// RetryFailed returns the record from retrying to open with a appended to its attempts,
+// RetryFailed returns the record from retrying to open with a appended to its tries,
 // because the retried work with retryID failed again: the same record, never a new one. Like
 // RetrySucceeded it writes the retry's ledger entry with it, once.
-func (t *Records) RetryFailed(ctx context.Context, recordID, retryID string, a Attempt) (Record, bool, error) {
+func (t *Records) RetryFailed(ctx context.Context, recordID, retryID string, a Try) (Record, bool, error) {
 	a.Error = capText(a.Error, MaxNote)
 	return t.endRetry(ctx, recordID, retryID, RetryResult{Outcome: a.Error}, func(r *Record, now time.Time) {
 		if a.At.IsZero() {
 			a.At = now
 		}
-		r.Attempts = append(append([]Attempt{}, r.Attempts...), a)
+		r.Tries = append(append([]Try{}, r.Tries...), a)
 		r.Audit = append(r.Audit, Audit{At: now, Actor: "system", Action: ActionRetryFailedAgain,
 			Note: "the retried work failed again", From: StatusRetrying, To: StatusOpen, RetryID: retryID})
 		r.Status = StatusOpen
@@ -178,7 +178,7 @@ const (
 //
 // A retry already done is not worked again (Ended: the message succeeds at once); a retried
 // message the consumer processed resolves its record; one it failed reopens its record with
-// the attempt appended and succeeds, so the message is deleted and the operator gets the
+// the try appended and succeeds, so the message is deleted and the operator gets the
 // record back now rather than after the queue's redeliveries. Messages without retry
 // attributes are not looked at. When the record cannot be read or updated the message fails,
 // so it comes back and the report is made again.
@@ -187,7 +187,7 @@ const (
 //	lambda.Start((&sqsbatch.Batch{Each: w.Handle, Report: retries}).Handle)
 type Retries struct {
 	Loop Loop
-	// Done and Failed complete "the retried message ..." in the outcome and the attempt
+	// Done and Failed complete "the retried message ..." in the outcome and the try
 	// ("was applied by the webhook worker", "could not be applied by the webhook worker").
 	Done, Failed string
 	Now          func() time.Time
@@ -229,10 +229,10 @@ func (h *Retries) Report(ctx context.Context, m queue.Message, result error) err
 	}
 	var err error
 	if result != nil {
-		// The message is done with (deleted); the attempt points here for the cause.
+		// The message is done with (deleted); the try points here for the cause.
 		h.log().WarnContext(ctx, "retried message failed again; its record goes back to open", "message_id", m.ID,
 			"record", rec, "retry_id", rt, "error", result)
-		_, _, err = h.Loop.RetryFailed(ctx, rec, rt, Attempt{At: h.now().UTC(), MessageID: m.ID,
+		_, _, err = h.Loop.RetryFailed(ctx, rec, rt, Try{At: h.now().UTC(), MessageID: m.ID,
 			ReceiveCount: 1, Error: "The retried message " + h.Failed + " (retry " + rt + ")."})
 	} else {
 		_, _, err = h.Loop.RetrySucceeded(ctx, rec, rt, "The retried message "+h.Done+" (message "+m.ID+").")

@@ -224,8 +224,8 @@ func ended(t *testing.T, r deadletter.Record, want deadletter.Status, attempts i
 	if want == deadletter.StatusOpen {
 		wantAction = deadletter.ActionRetryFailedAgain
 	}
-	if r.Status != want || len(r.Attempts) != attempts || last.Action != wantAction || last.RetryID != deadletter.RetryID(r.ID, r.Retries) {
-		t.Fatalf("record %s with %d attempts, last audit %+v; want %s with %d", r.Status, len(r.Attempts), last, want, attempts)
+	if r.Status != want || len(r.Tries) != attempts || last.Action != wantAction || last.RetryID != deadletter.RetryID(r.ID, r.Retries) {
+		t.Fatalf("record %s with %d attempts, last audit %+v; want %s with %d", r.Status, len(r.Tries), last, want, attempts)
 	}
 }
 
@@ -341,7 +341,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Round 1 stopped (its schedule used up): the dead-letter step opened the record.
-			stopped := recovery.State{PaymentID: id, Round: 1, Attempts: []recovery.Attempt{{At: t0.Add(-time.Hour), Outcome: recovery.OutcomeDeclined, Class: "insufficient_funds"}},
+			stopped := recovery.State{PaymentID: id, Round: 1, Charges: []recovery.Charge{{At: t0.Add(-time.Hour), Outcome: recovery.OutcomeDeclined, Class: "insufficient_funds"}},
 				Plan: &recovery.Plan{Attempt: 1, Reason: recovery.ReasonExhausted, Explanation: "Not retrying."}}
 			step(t, e.steps, recovery.StepDeadLetter, stopped)
 			recs, err := e.table.List(ctx, deadletter.Filter{Source: deadletter.SourceRecovery, Text: id})
@@ -369,7 +369,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 				}
 			}
 			var st recovery.State
-			if err := json.Unmarshal([]byte(input), &st); err != nil || st.ChargeNow == nil || st.Round != 2 || len(st.Attempts) != 1 {
+			if err := json.Unmarshal([]byte(input), &st); err != nil || st.ChargeNow == nil || st.Round != 2 || len(st.Charges) != 1 {
 				t.Fatalf("execution input %s (%v)", input, err)
 			}
 			// The state machine's path, step by step: Plan, Charge, and DeadLetter after a decline.
@@ -382,7 +382,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 				step(t, e.steps, recovery.StepDeadLetter, st)
 			}
 			got := e.get(t, rec.ID)
-			ended(t, got, tc.want, len(rec.Attempts)+map[bool]int{true: 1}[tc.want == deadletter.StatusOpen])
+			ended(t, got, tc.want, len(rec.Tries)+map[bool]int{true: 1}[tc.want == deadletter.StatusOpen])
 			if n, _ := e.table.List(ctx, deadletter.Filter{Source: deadletter.SourceRecovery, Text: id}); len(n.Records) != map[bool]int{true: 1}[tc.want == deadletter.StatusOpen] {
 				t.Fatalf("%d open records for %s: a new record was opened", len(n.Records), id)
 			}

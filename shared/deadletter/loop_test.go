@@ -118,12 +118,12 @@ func TestRetriedMessageClosesItsLoop(t *testing.T) {
 				t.Fatal(err)
 			}
 			last := got.Audit[len(got.Audit)-1]
-			if got.Status != tc.wantStatus || len(got.Attempts) != tc.attempts || last.Action != tc.wantAudit ||
+			if got.Status != tc.wantStatus || len(got.Tries) != tc.attempts || last.Action != tc.wantAudit ||
 				last.RetryID != deadletter.RetryID(rec.ID, 1) {
-				t.Fatalf("record %s, %d attempts, last audit %+v", got.Status, len(got.Attempts), last)
+				t.Fatalf("record %s, %d attempts, last audit %+v", got.Status, len(got.Tries), last)
 			}
-			if tc.fail && got.Attempts[1].MessageID != "m-retry" {
-				t.Fatalf("appended attempt %+v", got.Attempts[1])
+			if tc.fail && got.Tries[1].MessageID != "m-retry" {
+				t.Fatalf("appended attempt %+v", got.Tries[1])
 			}
 			if !tc.fail && last.Outcome == "" {
 				t.Fatalf("the resolution names no outcome: %+v", last)
@@ -159,8 +159,8 @@ func TestRetriesPassesABatchFailureOn(t *testing.T) {
 	if err := handle(ctx, h, each, retriedMessage("m-retry", rec)); err != down {
 		t.Fatalf("got %v, want the batch failure itself", err)
 	}
-	if got, _ := e.table.Get(ctx, rec.ID); got.Status != deadletter.StatusRetrying || len(got.Attempts) != 1 {
-		t.Fatalf("record %s with %d attempts after a batch failure", got.Status, len(got.Attempts))
+	if got, _ := e.table.Get(ctx, rec.ID); got.Status != deadletter.StatusRetrying || len(got.Tries) != 1 {
+		t.Fatalf("record %s with %d attempts after a batch failure", got.Status, len(got.Tries))
 	}
 	next = func(context.Context, queue.Message) error { return nil }
 	if err := handle(ctx, h, each, retriedMessage("m-retry", rec)); err != nil {
@@ -187,7 +187,7 @@ func (brokenLoop) RetrySucceeded(context.Context, string, string, string) (deadl
 	return deadletter.Record{}, false, errTableDown
 }
 
-func (brokenLoop) RetryFailed(context.Context, string, string, deadletter.Attempt) (deadletter.Record, bool, error) {
+func (brokenLoop) RetryFailed(context.Context, string, string, deadletter.Try) (deadletter.Record, bool, error) {
 	return deadletter.Record{}, false, errTableDown
 }
 
@@ -240,7 +240,7 @@ func TestRetryEndsOnce(t *testing.T) {
 			if i%2 == 0 {
 				_, ok, err = e.table.RetrySucceeded(ctx, rec.ID, rt, "applied")
 			} else {
-				_, ok, err = e.table.RetryFailed(ctx, rec.ID, rt, deadletter.Attempt{Error: "failed"})
+				_, ok, err = e.table.RetryFailed(ctx, rec.ID, rt, deadletter.Try{Error: "failed"})
 			}
 			if err != nil {
 				t.Error(err)
@@ -277,7 +277,7 @@ func TestSecondClickAfterTheRetryEnded(t *testing.T) {
 		t.Fatalf("first click: %v %v", ok, err)
 	}
 	e.deliver(t)
-	if _, _, err := e.table.RetryFailed(ctx, rec.ID, deadletter.RetryID(rec.ID, 1), deadletter.Attempt{Error: "failed"}); err != nil {
+	if _, _, err := e.table.RetryFailed(ctx, rec.ID, deadletter.RetryID(rec.ID, 1), deadletter.Try{Error: "failed"}); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := e.table.RetrySeen(ctx, rec.ID, "ops", "", rec.Retries)

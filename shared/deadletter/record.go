@@ -51,9 +51,10 @@ const (
 // Sources lists the known sources.
 var Sources = []Source{SourceWebhook, SourceResolve, SourceRecovery, SourceReconciliation, SourceOutbox, SourceUnknown}
 
-// Attempt is one try at the work before it died: a delivery of the message, a charge, a
-// reconciliation run.
-type Attempt struct {
+// Try is one try at the work before it died: a delivery of the message, a charge, a
+// reconciliation run. (The attempt log's exchanges are attempts.Attempt; a record links to
+// them by its ids.) It is stored under "attempts".
+type Try struct {
 	At time.Time `json:"at"`
 	// Error is what went wrong, already safe to show an operator (redacted).
 	Error string `json:"error,omitempty"`
@@ -124,7 +125,7 @@ const (
 	ActionResolve    = "resolve"
 	ActionIgnore     = "ignore"
 	// ActionRetrySucceeded closes a record whose retried work succeeded (Outcome says what it
-	// did); ActionRetryFailedAgain reopens one whose retried work failed, with the attempt
+	// did); ActionRetryFailedAgain reopens one whose retried work failed, with the try
 	// appended. Both carry the retry id.
 	ActionRetrySucceeded   = "retry_succeeded"
 	ActionRetryFailedAgain = "retry_failed_again"
@@ -147,11 +148,11 @@ type Record struct {
 	EventID        string `json:"event_id,omitempty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 
-	Attempts        []Attempt `json:"attempts"`
-	Explanation     string    `json:"explanation"`
-	SuggestedAction string    `json:"suggested_action"`
-	Status          Status    `json:"status"`
-	Target          Target    `json:"target"`
+	Tries           []Try  `json:"attempts"`
+	Explanation     string `json:"explanation"`
+	SuggestedAction string `json:"suggested_action"`
+	Status          Status `json:"status"`
+	Target          Target `json:"target"`
 	// Retries counts retries started; the next retry's id derives from it.
 	Retries int `json:"retries"`
 	// Outcome is the manual outcome an override recorded.

@@ -55,7 +55,7 @@ func TestOperatorTableRetriesByTargetKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _, err := records.Open(ctx, deadletter.FromRecovery(deadletter.RecoveryDeadLetter{Key: "rec_by_target", PaymentID: "pay_1",
-		Reason: "exhausted", Attempts: []deadletter.Attempt{{At: now(), Error: "declined"}}}))
+		Reason: "exhausted", Tries: []deadletter.Try{{At: now(), Error: "declined"}}}))
 	if err != nil || rec.Target.Kind != deadletter.TargetRecovery {
 		t.Fatalf("recovery record %+v %v", rec.Target, err)
 	}

@@ -21,7 +21,7 @@ var _ Opener = (*Records)(nil)
 // Sink turns dead SQS messages into records: the deadletter-sink function's handler.
 type Sink struct {
 	Records Opener
-	// Now stamps attempts whose message carries no SentTimestamp (default time.Now).
+	// Now stamps tries whose message carries no SentTimestamp (default time.Now).
 	Now func() time.Time
 	// Metrics, when set, gets the open count from ReportOpen.
 	Metrics *EMF
@@ -89,7 +89,7 @@ func (s *Sink) Record(m queue.Message) Record {
 	if !m.SentAt.IsZero() {
 		at = m.SentAt.UTC()
 	}
-	att := Attempt{At: at, MessageID: m.ID, ReceiveCount: deliveries,
+	att := Try{At: at, MessageID: m.ID, ReceiveCount: deliveries,
 		Error: "delivered " + strconv.Itoa(deliveries) + " times without success; moved to " + dlq}
 	body := json.RawMessage(m.Body)
 	if !json.Valid(body) {
@@ -97,7 +97,7 @@ func (s *Sink) Record(m queue.Message) Record {
 		body = q
 	}
 	r := Record{Source: src, Key: "msg:" + m.ID, Cause: CausePoison, Payload: body,
-		Attempts: []Attempt{att}, Facts: Facts{Deliveries: deliveries}}
+		Tries: []Try{att}, Facts: Facts{Deliveries: deliveries}}
 	target := Target{Kind: TargetQueue, Queue: strings.TrimSuffix(dlq, "-dlq"), Body: json.RawMessage(m.Body)}
 
 	switch src {
@@ -204,7 +204,7 @@ func reconFailure(r *Record, m queue.Message) {
 	r.Cause, r.Key, r.Facts.Local = CauseReconRunFailed, "reconcile:"+run, run
 	r.Target = Target{Kind: TargetReconcile, Body: r.Payload}
 	if cause != "" && cause != ":" {
-		r.Attempts[0].Error = cause
+		r.Tries[0].Error = cause
 	}
 }
 
@@ -215,8 +215,8 @@ func reconFailure(r *Record, m queue.Message) {
 func ReconRunFailed(input json.RawMessage, at time.Time) Record {
 	return Record{Source: SourceReconciliation, Key: "reconcile:" + string(input), Cause: CauseReconRunFailed,
 		Facts: Facts{Local: string(input)}, Payload: input,
-		Attempts: []Attempt{{At: at.UTC(), Error: "the reconciliation run failed; the log says why"}},
-		Target:   Target{Kind: TargetReconcile, Body: input}}
+		Tries:  []Try{{At: at.UTC(), Error: "the reconciliation run failed; the log says why"}},
+		Target: Target{Kind: TargetReconcile, Body: input}}
 }
 
 // RecoveryDeadLetter mirrors recovery.DeadLetter, which this package does not import (neither
@@ -229,7 +229,7 @@ type RecoveryDeadLetter struct {
 	Reason          string
 	Explanation     string
 	SuggestedAction string
-	Attempts        []Attempt
+	Tries           []Try
 	Payload         json.RawMessage
 }
 
@@ -244,8 +244,8 @@ func FromRecovery(d RecoveryDeadLetter) Record {
 		}
 	}
 	return Record{Source: SourceRecovery, Key: d.Key, Cause: cause, PaymentID: d.PaymentID,
-		Facts:       Facts{PaymentID: d.PaymentID, Invoice: d.Invoice, Attempts: len(d.Attempts)},
-		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: d.Attempts, Payload: d.Payload,
+		Facts:       Facts{PaymentID: d.PaymentID, Invoice: d.Invoice, Charges: len(d.Tries)},
+		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Tries: d.Tries, Payload: d.Payload,
 		// The stopped state rides with the target: a retry's charge counts its attempts.
 		Target: Target{Kind: TargetRecovery, PaymentID: d.PaymentID, Invoice: d.Invoice, Body: d.Payload}}
 }

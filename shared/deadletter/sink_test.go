@@ -71,8 +71,8 @@ func TestSinkTurnsDeadMessagesIntoRecords(t *testing.T) {
 			if r.Source != tc.wantSource || r.Cause != tc.wantClass || r.Key != tc.wantKey || r.Target.Queue != tc.wantQueue || r.PaymentID != tc.wantPayment {
 				t.Errorf("got source %s class %s key %s queue %q payment %q", r.Source, r.Cause, r.Key, r.Target.Queue, r.PaymentID)
 			}
-			if len(r.Attempts) != 1 || r.Attempts[0].MessageID != msg.ID || r.Attempts[0].ReceiveCount == 0 {
-				t.Errorf("attempts %+v", r.Attempts)
+			if len(r.Tries) != 1 || r.Tries[0].MessageID != msg.ID || r.Tries[0].ReceiveCount == 0 {
+				t.Errorf("attempts %+v", r.Tries)
 			}
 			if !json.Valid(r.Payload) {
 				t.Errorf("payload not kept as JSON: %s", r.Payload)
@@ -138,8 +138,8 @@ func TestSinkOpensOneRecordPerFailedReconciliationRun(t *testing.T) {
 		first.Key != "reconcile:"+run || second.Key != first.Key || first.Target.Kind != deadletter.TargetReconcile {
 		t.Fatalf("records %+v / %+v", first, second)
 	}
-	if first.Attempts[0].Error != "Runtime.ExitError: provider list failed (RetriesExhausted)" || second.Attempts[0].Error != msg {
-		t.Fatalf("causes %q / %q", first.Attempts[0].Error, second.Attempts[0].Error)
+	if first.Tries[0].Error != "Runtime.ExitError: provider list failed (RetriesExhausted)" || second.Tries[0].Error != msg {
+		t.Fatalf("causes %q / %q", first.Tries[0].Error, second.Tries[0].Error)
 	}
 	if string(first.Payload) != `{"scheduled_time":"`+run+`"}` {
 		t.Fatalf("payload %s", first.Payload)

@@ -143,7 +143,7 @@ func decode(it store.Item) (Record, error) {
 // suggested action are written from Cause and Facts when empty.
 //
 // Opening is idempotent: a second Open of the same key appends nothing. The one exception is
-// a record in retrying whose retry died again: a new attempt (a message id the record has not
+// a record in retrying whose retry died again: a new try (a message id the record has not
 // seen) reopens it, so a failed retry comes back to the operator.
 func (t *Records) Open(ctx context.Context, r Record) (Record, bool, error) {
 	if r.Key == "" && r.ID == "" {
@@ -166,8 +166,8 @@ func (t *Records) Open(ctx context.Context, r Record) (Record, bool, error) {
 		}
 	}
 	r.Status, r.CreatedAt, r.UpdatedAt, r.Version, r.Retries = StatusOpen, now, now, 1, 0
-	if r.Attempts == nil {
-		r.Attempts = []Attempt{}
+	if r.Tries == nil {
+		r.Tries = []Try{}
 	}
 	r.Audit = []Audit{{At: now, Actor: "system", Action: ActionOpened, To: StatusOpen}}
 
@@ -193,10 +193,10 @@ func (t *Records) Open(ctx context.Context, r Record) (Record, bool, error) {
 		if err != nil {
 			return Record{}, false, err
 		}
-		if old.Status != StatusRetrying || !hasNewAttempt(old, r.Attempts) {
+		if old.Status != StatusRetrying || !hasNewTry(old, r.Tries) {
 			return old, false, nil
 		}
-		reopened, n, err := t.reopen(ctx, old, r.Attempts, now)
+		reopened, n, err := t.reopen(ctx, old, r.Tries, now)
 		if errors.Is(err, store.ErrConditionFailed) {
 			continue
 		}
@@ -209,9 +209,9 @@ func (t *Records) Open(ctx context.Context, r Record) (Record, bool, error) {
 	return Record{}, false, fmt.Errorf("%w: %s", ErrBusy, r.ID)
 }
 
-func hasNewAttempt(r Record, in []Attempt) bool {
-	seen := make(map[string]bool, len(r.Attempts))
-	for _, a := range r.Attempts {
+func hasNewTry(r Record, in []Try) bool {
+	seen := make(map[string]bool, len(r.Tries))
+	for _, a := range r.Tries {
 		if a.MessageID != "" {
 			seen[a.MessageID] = true
 		}
@@ -224,9 +224,9 @@ func hasNewAttempt(r Record, in []Attempt) bool {
 	return false
 }
 
-func (t *Records) reopen(ctx context.Context, old Record, attempts []Attempt, now time.Time) (Record, int64, error) {
+func (t *Records) reopen(ctx context.Context, old Record, attempts []Try, now time.Time) (Record, int64, error) {
 	r := old
-	r.Attempts = append(append([]Attempt{}, old.Attempts...), attempts...)
+	r.Tries = append(append([]Try{}, old.Tries...), attempts...)
 	r.Status, r.UpdatedAt, r.Version = StatusOpen, now, old.Version+1
 	r.Audit = append(append([]Audit{}, old.Audit...), Audit{At: now, Actor: "system", Action: ActionReopened,
 		Note: "the retried work failed again", From: StatusRetrying, To: StatusOpen})

@@ -29,8 +29,8 @@ func TestOpenIsIdempotent(t *testing.T) {
 	if err != nil || created {
 		t.Fatalf("second open: created %v err %v", created, err)
 	}
-	if len(again.Attempts) != 1 || len(again.Audit) != 1 || again.Version != first.Version {
-		t.Errorf("second open changed the record: %d attempts, %d audit, version %d->%d", len(again.Attempts), len(again.Audit), first.Version, again.Version)
+	if len(again.Tries) != 1 || len(again.Audit) != 1 || again.Version != first.Version {
+		t.Errorf("second open changed the record: %d attempts, %d audit, version %d->%d", len(again.Tries), len(again.Audit), first.Version, again.Version)
 	}
 	if n, _ := e.table.OpenCount(ctx); n != 1 {
 		t.Errorf("open count %d, want 1", n)
@@ -106,13 +106,13 @@ func TestRetryThatDiesAgainReopens(t *testing.T) {
 	}
 	// The retried message (a new message id) died again.
 	again := webhookRecord("evt_3")
-	again.Attempts[0].MessageID = "m-retry"
+	again.Tries[0].MessageID = "m-retry"
 	got, created, err := e.table.Open(ctx, again)
 	if err != nil || created {
 		t.Fatalf("created %v err %v", created, err)
 	}
-	if got.Status != deadletter.StatusOpen || len(got.Attempts) != 2 || got.Audit[len(got.Audit)-1].Action != deadletter.ActionReopened {
-		t.Errorf("status %s, %d attempts, last audit %+v", got.Status, len(got.Attempts), got.Audit[len(got.Audit)-1])
+	if got.Status != deadletter.StatusOpen || len(got.Tries) != 2 || got.Audit[len(got.Audit)-1].Action != deadletter.ActionReopened {
+		t.Errorf("status %s, %d attempts, last audit %+v", got.Status, len(got.Tries), got.Audit[len(got.Audit)-1])
 	}
 	if n, _ := e.table.OpenCount(ctx); n != 1 {
 		t.Errorf("open count %d, want 1", n)

@@ -60,9 +60,9 @@ func newFixture(t *testing.T) fixture {
 	body := json.RawMessage(`{"provider":"stripe","event_id":"evt_seed","body":"e30="}`)
 	rec, _, err := tb.Open(context.Background(), deadletter.Record{Source: deadletter.SourceWebhook, Key: "webhook:stripe:evt_seed",
 		Cause: deadletter.CauseProcessing, EventID: "evt_seed", Payload: body,
-		Facts:    deadletter.Facts{EventID: "evt_seed", Provider: "stripe", Deliveries: 5},
-		Attempts: []deadletter.Attempt{{At: now().Add(-time.Hour), Error: "delivered 5 times without success", MessageID: "m-1", ReceiveCount: 5}},
-		Target:   deadletter.Target{Kind: deadletter.TargetQueue, Queue: "webhooks", Body: body}})
+		Facts:  deadletter.Facts{EventID: "evt_seed", Provider: "stripe", Deliveries: 5},
+		Tries:  []deadletter.Try{{At: now().Add(-time.Hour), Error: "delivered 5 times without success", MessageID: "m-1", ReceiveCount: 5}},
+		Target: deadletter.Target{Kind: deadletter.TargetQueue, Queue: "webhooks", Body: body}})
 	if err != nil {
 		t.Fatal(err)
 	}

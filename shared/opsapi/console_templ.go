@@ -1081,15 +1081,15 @@ func listView(v view, d listData) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if len(r.Attempts) > 0 {
+				if len(r.Tries) > 0 {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 85, "<br><span class=\"muted\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var62 string
-					templ_7745c5c3_Var62, templ_7745c5c3_Err = templ.JoinStringErrs(tries(len(r.Attempts)))
+					templ_7745c5c3_Var62, templ_7745c5c3_Err = templ.JoinStringErrs(tries(len(r.Tries)))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `console.templ`, Line: 225, Col: 58}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `console.templ`, Line: 225, Col: 55}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var62))
 					if templ_7745c5c3_Err != nil {
@@ -1873,7 +1873,7 @@ func detailView(v view, r deadletter.Record) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for _, a := range r.Attempts {
+			for _, a := range r.Tries {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 151, "<tr><td>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -1959,7 +1959,7 @@ func detailView(v view, r deadletter.Record) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			if len(r.Attempts) == 0 {
+			if len(r.Tries) == 0 {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 161, "<tr><td colspan=\"4\" class=\"muted\">No attempts recorded.</td></tr>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

@@ -224,7 +224,7 @@ func DisputeFollowOns(t deadletter.Opener) map[string]outbox.Handler {
 			Explanation: expl,
 			SuggestedAction: "Gather the order's evidence (receipt, delivery proof, the customer's communication) and submit it in the provider's dashboard before the deadline, " +
 				"or accept the dispute; then resolve this record with a note.",
-			Attempts: []deadletter.Attempt{{At: m.CreatedAt, Error: "dispute " + de.Dispute.Status}}})
+			Tries: []deadletter.Try{{At: m.CreatedAt, Error: "dispute " + de.Dispute.Status}}})
 		return err
 	}}
 }

@@ -396,7 +396,7 @@ func RefundFollowOns(t deadletter.Opener) map[string]outbox.Handler {
 		_, _, err := t.Open(ctx, deadletter.Record{Source: src, Key: "refund#" + e.ID, Cause: deadletter.CauseRefundFailed,
 			PaymentID: rf.PaymentID, EventID: rf.EventID, IdempotencyKey: e.Key, Payload: m.Payload, Facts: facts,
 			Explanation: expl, SuggestedAction: action,
-			Attempts: []deadletter.Attempt{{At: m.CreatedAt, Error: "refund failed: " + orNone(e.FailureReason)}}})
+			Tries: []deadletter.Try{{At: m.CreatedAt, Error: "refund failed: " + orNone(e.FailureReason)}}})
 		return err
 	}}
 }

@@ -42,7 +42,7 @@ func (r DeadLetterRecords) Open(ctx context.Context, d Difference) error {
 	_, _, err = r.Table.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: d.Key,
 		Cause: deadletter.Cause("recon_" + string(d.Class)), Facts: facts, Payload: payload, PaymentID: d.PaymentID,
 		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction,
-		Attempts: []deadletter.Attempt{{At: d.FoundAt, Error: "found by reconciliation run " + d.RunID}}})
+		Tries: []deadletter.Try{{At: d.FoundAt, Error: "found by reconciliation run " + d.RunID}}})
 	return err
 }
 
@@ -65,7 +65,7 @@ func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID stri
 	}
 	rep, err := q.Run(ctx, t.Body)
 	if err != nil {
-		_, _, lerr := q.Loop.RetryFailed(ctx, t.RecordID, retryID, deadletter.Attempt{
+		_, _, lerr := q.Loop.RetryFailed(ctx, t.RecordID, retryID, deadletter.Try{
 			Error: "The reconciliation run failed again (retry " + retryID + "); the log says why."})
 		return lerr
 	}

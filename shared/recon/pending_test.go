@@ -57,8 +57,8 @@ func TestRetriesRunAfterEveryPass(t *testing.T) {
 				t.Fatalf("the completed retry: %s (%v), want resolved", r.Status, err)
 			}
 			r, err := table.Get(ctx, bad.ID)
-			if err != nil || r.Status != deadletter.StatusOpen || len(r.Attempts) != 2 {
-				t.Fatalf("the failed retry: %s with %d attempts (%v), want open with the attempt appended", r.Status, len(r.Attempts), err)
+			if err != nil || r.Status != deadletter.StatusOpen || len(r.Tries) != 2 {
+				t.Fatalf("the failed retry: %s with %d attempts (%v), want open with the attempt appended", r.Status, len(r.Tries), err)
 			}
 		})
 	}

@@ -38,11 +38,11 @@ type RetryCloser interface {
 func ChargeNowPlan(in Input, now time.Time) Plan {
 	c := in.Classification
 	// Never before the attempt being answered (a recovery's own clock may have run ahead).
-	if n := len(in.Attempts); n > 0 {
-		now = latest(now, in.Attempts[n-1].At.Add(time.Second))
+	if n := len(in.Charges); n > 0 {
+		now = latest(now, in.Charges[n-1].At.Add(time.Second))
 	}
 	now = ceilSecond(now).UTC()
-	plan := Plan{Attempt: len(in.Attempts), Class: c.Class, NeedsCustomer: c.NeedsCustomer, NeedsReview: c.NeedsReview,
+	plan := Plan{Attempt: len(in.Charges), Class: c.Class, NeedsCustomer: c.NeedsCustomer, NeedsReview: c.NeedsReview,
 		Reason: ReasonChargeNow}
 	if c.Class == declines.ClassHard || c.Class == declines.ClassCancellation {
 		plan.Reason = stopReason(c)
@@ -58,7 +58,7 @@ func ChargeNowPlan(in Input, now time.Time) Plan {
 			return plan
 		}
 	}
-	plan.Retry, plan.At, plan.Attempt = true, now, len(in.Attempts)+1
+	plan.Retry, plan.At, plan.Attempt = true, now, len(in.Charges)+1
 	plan.Explanation = "Charging now, as an operator asked (a retry of the dead-letter record)."
 	return plan
 }
@@ -66,16 +66,16 @@ func ChargeNowPlan(in Input, now time.Time) Plan {
 // ChargeNow starts the execution of a retry of a stopped recovery: round (the retry's number
 // plus one, so a second click on the same retry names the same execution and starts nothing),
 // the earlier attempts so that the caps count them, and the link to the record.
-func (r *Recoverer) ChargeNow(ctx context.Context, p payments.Payment, round int, prior []Attempt, link RetryLink) error {
+func (r *Recoverer) ChargeNow(ctx context.Context, p payments.Payment, round int, prior []Charge, link RetryLink) error {
 	key := p.Invoice
 	if key == "" {
 		key = p.ID
 	}
 	if prior == nil {
-		prior = []Attempt{}
+		prior = []Charge{}
 	}
 	name := ExecutionName(key, round)
-	input, err := json.Marshal(State{PaymentID: p.ID, Invoice: p.Invoice, Round: max(round, 1), Attempts: prior, ChargeNow: &link})
+	input, err := json.Marshal(State{PaymentID: p.ID, Invoice: p.Invoice, Round: max(round, 1), Charges: prior, ChargeNow: &link})
 	if err != nil {
 		return err
 	}

@@ -22,13 +22,13 @@ var (
 
 // Open implements DeadLetterSink.
 func (s DeadLetterRecords) Open(ctx context.Context, d DeadLetter) error {
-	attempts := make([]deadletter.Attempt, 0, len(d.Attempts))
-	for _, a := range d.Attempts {
+	attempts := make([]deadletter.Try, 0, len(d.Charges))
+	for _, a := range d.Charges {
 		msg := string(a.Outcome)
 		if a.Class != "" {
 			msg += " (" + string(a.Class) + ")"
 		}
-		attempts = append(attempts, deadletter.Attempt{At: a.At, Error: msg})
+		attempts = append(attempts, deadletter.Try{At: a.At, Error: msg})
 	}
 	if d.RetryOf != nil {
 		// An operator's retry that stopped again: the same record, open again, with the
@@ -37,22 +37,22 @@ func (s DeadLetterRecords) Open(ctx context.Context, d DeadLetter) error {
 		if !ok {
 			return fmt.Errorf("recovery: the dead-letter table cannot reopen record %s", d.RetryOf.DeadLetterID)
 		}
-		a := deadletter.Attempt{Error: d.Explanation}
-		if n := len(d.Attempts); n > 0 {
-			a.At = d.Attempts[n-1].At
-			if d.Attempts[n-1].Class != "" && d.Reason == string(ReasonChargeNow) {
-				a.Response = string(d.Attempts[n-1].Outcome) + " (" + string(d.Attempts[n-1].Class) + ")"
+		a := deadletter.Try{Error: d.Explanation}
+		if n := len(d.Charges); n > 0 {
+			a.At = d.Charges[n-1].At
+			if d.Charges[n-1].Class != "" && d.Reason == string(ReasonChargeNow) {
+				a.Response = string(d.Charges[n-1].Outcome) + " (" + string(d.Charges[n-1].Class) + ")"
 			}
 		}
 		_, _, err := loop.RetryFailed(ctx, d.RetryOf.DeadLetterID, d.RetryOf.RetryID, a)
 		return err
 	}
 	rd := deadletter.RecoveryDeadLetter{Key: d.Key, Source: d.Source, PaymentID: d.PaymentID, Invoice: d.Invoice,
-		Reason: d.Reason, Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Attempts: attempts, Payload: d.Payload}
+		Reason: d.Reason, Explanation: d.Explanation, SuggestedAction: d.SuggestedAction, Tries: attempts, Payload: d.Payload}
 	// A recovery that stopped on the decline itself (not on its
 	// schedule) is filed under the decline's class, so the console says what the issuer said.
-	if n := len(d.Attempts); n > 0 && d.Reason != "exhausted" && d.Attempts[n-1].Class != "" {
-		rd.Reason = string(deadletter.DeclineCause(string(d.Attempts[n-1].Class)))
+	if n := len(d.Charges); n > 0 && d.Reason != "exhausted" && d.Charges[n-1].Class != "" {
+		rd.Reason = string(deadletter.DeclineCause(string(d.Charges[n-1].Class)))
 	}
 	_, _, err := s.Records.Open(ctx, deadletter.FromRecovery(rd))
 	return err
@@ -95,6 +95,6 @@ func (q Requeuer) Requeue(ctx context.Context, t deadletter.Target, retryID stri
 	if err := json.Unmarshal(t.Body, &prior); err != nil {
 		return fmt.Errorf("%w: record %s holds no stopped round (%v)", deadletter.ErrNotRetryable, t.RecordID, err)
 	}
-	return q.Recoverer.ChargeNow(ctx, p, t.Retry+1, prior.Attempts,
+	return q.Recoverer.ChargeNow(ctx, p, t.Retry+1, prior.Charges,
 		RetryLink{DeadLetterID: t.RecordID, RetryID: retryID})
 }

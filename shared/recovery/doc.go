@@ -16,7 +16,7 @@
 //     a network cap moves to the first moment the cap allows, and one that cannot happen
 //     inside the window stops as exhausted.
 //
-// Plan, Input and Attempt are JSON because they travel through the recovery state machine;
+// Plan, Input and Charge are JSON because they travel through the recovery state machine;
 // Plan.At is UTC in whole seconds, ready for a Wait state's TimestampPath. Time and randomness
 // are injected (NextAttempt takes both; Planner holds a clock and a source).
 //

@@ -22,20 +22,20 @@ const (
 	OutcomeSucceeded Outcome = "succeeded" // approved
 )
 
-// Attempt is one charge attempt in a history. It is JSON because histories travel through
+// Charge is one charge attempt in a history. It is JSON because histories travel through
 // the recovery state machine.
-type Attempt struct {
+type Charge struct {
 	At      time.Time      `json:"at"`
 	Outcome Outcome        `json:"outcome"`
 	Class   declines.Class `json:"decline_class,omitempty"` // the class of this attempt's decline, if any
 	// RetryAfterSeconds is the provider's Retry-After on this attempt's answer; the next
 	// attempt is planned exactly that long after it.
 	RetryAfterSeconds int64 `json:"retry_after_seconds,omitempty"`
-	// Reattempt marks, in CardAttempts, an attempt that retried an earlier declined one (Visa
-	// counts reattempts). In Input.Attempts every attempt after the first is a reattempt.
+	// Reattempt marks, in CardCharges, a charge that retried an earlier declined one (Visa
+	// counts reattempts). In Input.Charges every charge after the first is a reattempt.
 	Reattempt bool `json:"reattempt,omitempty"`
 	// Card is the fingerprint of the card the attempt charged, when known. The network caps
-	// count an attempt of Input.Attempts only on its own card: a recovery steered to another
+	// count a charge of Input.Charges only on its own card: a recovery steered to another
 	// card does not spend the new card's allowance on the declined card's attempts.
 	Card string `json:"card,omitempty"`
 }
@@ -44,14 +44,14 @@ type Attempt struct {
 type Input struct {
 	// Classification is the verdict on the latest decline (declines.Classify).
 	Classification declines.Classification `json:"classification"`
-	// Attempts is this payment's history, oldest first, ending with the attempt that was just
+	// Charges is this payment's history, oldest first, ending with the attempt that was just
 	// declined. The first attempt starts the recovery window.
-	Attempts []Attempt `json:"attempts"`
-	// CardAttempts are recent attempts on the same card for other payments; the network caps
+	Charges []Charge `json:"attempts"`
+	// CardCharges are recent charges on the same card for other payments; the network caps
 	// are per card. Optional.
-	CardAttempts []Attempt `json:"card_attempts,omitempty"`
-	// Card is the fingerprint of the card the planned attempt charges, when known; attempts
-	// of Attempts marked with another card do not count towards its caps.
+	CardCharges []Charge `json:"card_attempts,omitempty"`
+	// Card is the fingerprint of the card the planned attempt charges, when known; charges
+	// of Charges marked with another card do not count towards its caps.
 	Card string `json:"card,omitempty"`
 	// AnchorDay is the subscription's billing anchor day of the month (1-31), if any.
 	AnchorDay int `json:"anchor_day,omitempty"`
@@ -191,7 +191,7 @@ func (pl *Planner) PlanAt(in Input, now time.Time) (Plan, error) {
 // now, never beyond the recovery window, and never where a network cap or Policy.MaxAttempts
 // would be broken; a time that would break a cap moves to the first moment the cap allows.
 func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error) {
-	if len(in.Attempts) == 0 {
+	if len(in.Charges) == 0 {
 		return Plan{}, ErrNoAttempts
 	}
 	p = p.withDefaults()
@@ -199,7 +199,7 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 		return Plan{}, err
 	}
 	c := in.Classification
-	made := len(in.Attempts)
+	made := len(in.Charges)
 	plan := Plan{Attempt: made, Class: c.Class, NeedsCustomer: c.NeedsCustomer, NeedsReview: c.NeedsReview}
 
 	// All three must agree: a classification that arrived as JSON is outside input.
@@ -216,8 +216,8 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 		return exhausted(plan, c, LimitMaxAttempts, fmt.Sprintf("the configured maximum of %d retries is used up", p.MaxAttempts)), nil
 	}
 
-	last := in.Attempts[made-1]
-	windowEnd := in.Attempts[0].At.Add(p.Window)
+	last := in.Charges[made-1]
+	windowEnd := in.Charges[0].At.Add(p.Window)
 	at, reason, why, ok := baseTime(p, in, last, windowEnd, rng)
 	if !ok {
 		return exhausted(plan, c, LimitSchedule, fmt.Sprintf("the %d spaced retries for this decline are used up", len(p.GenericGaps))), nil
@@ -268,7 +268,7 @@ func NextAttempt(p Policy, in Input, now time.Time, rng *rand.Rand) (Plan, error
 // ok is false when the rule has no retries left. Calendar rules (paydays, billing anchors, the
 // next day) pick their moment inside the window (see calendarRetry); the others may fall
 // beyond it, and NextAttempt then stops.
-func baseTime(p Policy, in Input, last Attempt, windowEnd time.Time, rng *rand.Rand) (at time.Time, r Reason, why string, ok bool) {
+func baseTime(p Policy, in Input, last Charge, windowEnd time.Time, rng *rand.Rand) (at time.Time, r Reason, why string, ok bool) {
 	c := in.Classification
 	if last.RetryAfterSeconds > 0 {
 		d := seconds(last.RetryAfterSeconds)
@@ -295,13 +295,13 @@ func baseTime(p Policy, in Input, last Attempt, windowEnd time.Time, rng *rand.R
 	case declines.ActionRetryBackoff:
 		// min(cap, base*2^n), doubling step by step so that it cannot overflow.
 		ceiling := p.TechnicalBase
-		for n := tail(in.Attempts, c.Class) - 1; n > 0 && ceiling < p.TechnicalCap; n-- {
+		for n := tail(in.Charges, c.Class) - 1; n > 0 && ceiling < p.TechnicalCap; n-- {
 			ceiling *= 2
 		}
 		ceiling = min(ceiling, p.TechnicalCap)
 		return last.At.Add(spread(rng, ceiling)), ReasonBackoff, "after a short backoff with jitter", true
 	default: // generic, and any retrying action added later: the cautious, spaced rule
-		k := count(in.Attempts, c.Class) - 1
+		k := count(in.Charges, c.Class) - 1
 		if k >= len(p.GenericGaps) {
 			return time.Time{}, "", "", false
 		}
@@ -372,7 +372,7 @@ func seconds(n int64) time.Duration {
 
 // tail counts the attempts at the end of the history with this class; the latest decline
 // counts even if its class was not recorded.
-func tail(as []Attempt, class declines.Class) int {
+func tail(as []Charge, class declines.Class) int {
 	n := 1
 	for i := len(as) - 2; i >= 0 && as[i].Class == class; i-- {
 		n++
@@ -381,7 +381,7 @@ func tail(as []Attempt, class declines.Class) int {
 }
 
 // count counts the attempts with this class, the latest one always included.
-func count(as []Attempt, class declines.Class) int {
+func count(as []Charge, class declines.Class) int {
 	n := 1
 	for _, a := range as[:len(as)-1] {
 		if a.Class == class {

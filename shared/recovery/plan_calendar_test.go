@@ -136,7 +136,7 @@ func sweepYear(t *testing.T, year int, stride time.Duration, newYork *time.Locat
 // the first plan. It returns the plans and retries checked.
 func sweepOne(p Policy, c declines.Classification, first time.Time, seed uint64, full bool) (int, int, error) {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	in := Input{Classification: c, Attempts: []Attempt{{At: first, Outcome: OutcomeDeclined, Class: c.Class}}}
+	in := Input{Classification: c, Charges: []Charge{{At: first, Outcome: OutcomeDeclined, Class: c.Class}}}
 	windowEnd := first.Add(p.Window)
 	now := first
 	retries := 0
@@ -159,7 +159,7 @@ func sweepOne(p Policy, c declines.Classification, first time.Time, seed uint64,
 			return n, retries, fmt.Errorf("%d plans for %d retries allowed", n, p.MaxAttempts)
 		}
 		now = plan.At
-		in.Attempts = append(in.Attempts, Attempt{At: plan.At, Outcome: OutcomeDeclined, Class: c.Class})
+		in.Charges = append(in.Charges, Charge{At: plan.At, Outcome: OutcomeDeclined, Class: c.Class})
 	}
 }
 
@@ -167,7 +167,7 @@ func sweepOne(p Policy, c declines.Classification, first time.Time, seed uint64,
 // from the planner's code.
 func checkPlan(p Policy, in Input, plan Plan, windowEnd time.Time) error {
 	c := in.Classification
-	last := in.Attempts[len(in.Attempts)-1]
+	last := in.Charges[len(in.Charges)-1]
 	soft := c.Retryable && c.Class.MayRetry() && c.Action.Retries()
 	if !soft {
 		if plan.Retry {
@@ -176,7 +176,7 @@ func checkPlan(p Policy, in Input, plan Plan, windowEnd time.Time) error {
 		return nil
 	}
 	if !plan.Retry {
-		if len(in.Attempts) == 1 {
+		if len(in.Charges) == 1 {
 			return fmt.Errorf("a soft decline got no retry at all: %s", plan.Explanation)
 		}
 		if plan.Reason != ReasonExhausted || plan.Limit == "" {
@@ -194,8 +194,8 @@ func checkPlan(p Policy, in Input, plan Plan, windowEnd time.Time) error {
 		return fmt.Errorf("retry at %s after the window closes at %s", plan.At, windowEnd)
 	case plan.At.Location() != time.UTC || plan.At.Nanosecond() != 0:
 		return fmt.Errorf("at %v is not whole UTC seconds", plan.At)
-	case len(in.Attempts) > p.MaxAttempts:
-		return fmt.Errorf("retry %d beyond the maximum of %d", len(in.Attempts), p.MaxAttempts)
+	case len(in.Charges) > p.MaxAttempts:
+		return fmt.Errorf("retry %d beyond the maximum of %d", len(in.Charges), p.MaxAttempts)
 	case plan.Explanation == "" || !strings.HasPrefix(plan.Explanation, "Retrying on "):
 		return fmt.Errorf("explanation %q", plan.Explanation)
 	}
@@ -217,13 +217,13 @@ func checkPlan(p Policy, in Input, plan Plan, windowEnd time.Time) error {
 		return nil
 	case declines.ActionRetryBackoff:
 		n := 0
-		for i := len(in.Attempts) - 2; i >= 0 && in.Attempts[i].Class == c.Class; i-- {
+		for i := len(in.Charges) - 2; i >= 0 && in.Charges[i].Class == c.Class; i-- {
 			n++
 		}
 		ceiling := time.Duration(math.Min(float64(p.TechnicalCap), math.Ldexp(float64(p.TechnicalBase), n)))
 		return between(last.At, last.At.Add(ceiling))
 	case declines.ActionRetrySpaced:
-		gap := p.GenericGaps[len(in.Attempts)-1]
+		gap := p.GenericGaps[len(in.Charges)-1]
 		return between(last.At.Add(gap), last.At.Add(gap+p.GenericSpread))
 	}
 	// Calendar rules: Hour o'clock local on a later day, plus at most AnchorSpread.
@@ -336,7 +336,7 @@ func TestCalendarEdges(t *testing.T) {
 			if tc.loc != nil {
 				p.Location = tc.loc
 			}
-			in := Input{Classification: tc.c, Attempts: []Attempt{{At: tc.declined, Outcome: OutcomeDeclined, Class: tc.c.Class}}}
+			in := Input{Classification: tc.c, Charges: []Charge{{At: tc.declined, Outcome: OutcomeDeclined, Class: tc.c.Class}}}
 			plan, err := NextAttempt(p, in, tc.declined, rand.New(rand.NewPCG(1, 1)))
 			if err != nil {
 				t.Fatal(err)

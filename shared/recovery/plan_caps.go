@@ -14,9 +14,9 @@ type windowCap struct {
 	limit Limit
 	max   int
 	per   time.Duration
-	// counts says whether an attempt counts; i is its index in Input.Attempts, or -1 for
-	// Input.CardAttempts.
-	counts func(a Attempt, i int) bool
+	// counts says whether a charge counts; i is its index in Input.Charges, or -1 for
+	// Input.CardCharges.
+	counts func(a Charge, i int) bool
 }
 
 // capText completes "... to respect " and "... allows no retry".
@@ -26,8 +26,8 @@ var capText = map[Limit]string{
 	LimitMastercard30d: "Mastercard's limit of 35 declines per card in 30 days",
 }
 
-func reattempt(a Attempt, i int) bool { return i > 0 || (i < 0 && a.Reattempt) }
-func declined(a Attempt, _ int) bool  { return a.Outcome == OutcomeDeclined }
+func reattempt(a Charge, i int) bool { return i > 0 || (i < 0 && a.Reattempt) }
+func declined(a Charge, _ int) bool  { return a.Outcome == OutcomeDeclined }
 
 // networkCaps returns the caps of a card network, from the card ledger's rules (one home for
 // the networks' numbers). Networks without published rules get only our own caps.
@@ -48,7 +48,7 @@ func networkCaps(n declines.Network) []windowCap {
 // is in the window ending at t when a > t-per.
 func (c windowCap) earliest(in Input, t time.Time) (time.Time, bool) {
 	var times []time.Time
-	for i, a := range in.Attempts {
+	for i, a := range in.Charges {
 		if in.Card != "" && a.Card != "" && a.Card != in.Card {
 			continue // made on another card: that card's caps, not this one's
 		}
@@ -56,7 +56,7 @@ func (c windowCap) earliest(in Input, t time.Time) (time.Time, bool) {
 			times = append(times, a.At)
 		}
 	}
-	for _, a := range in.CardAttempts {
+	for _, a := range in.CardCharges {
 		if c.counts(a, -1) {
 			times = append(times, a.At)
 		}

@@ -26,8 +26,8 @@ func FuzzNextAttemptJSON(f *testing.F) {
 			return
 		}
 		if plan.Retry {
-			if plan.At.Before(now) || plan.At.After(in.Attempts[0].At.Add(DefaultPolicy().Window)) || plan.At.Nanosecond() != 0 {
-				t.Fatalf("retry at %s (now %s, first %s)", plan.At, now, in.Attempts[0].At)
+			if plan.At.Before(now) || plan.At.After(in.Charges[0].At.Add(DefaultPolicy().Window)) || plan.At.Nanosecond() != 0 {
+				t.Fatalf("retry at %s (now %s, first %s)", plan.At, now, in.Charges[0].At)
 			}
 			if !in.Classification.Retryable || !in.Classification.Class.MayRetry() {
 				t.Fatalf("retried a non-retryable classification")

@@ -64,16 +64,16 @@ func drawScenario(t *rapid.T) scenario {
 	}
 	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
 	first := now.Add(-span)
-	as := make([]Attempt, n)
+	as := make([]Charge, n)
 	for i, o := range offs {
-		as[i] = Attempt{At: first.Add(o), Outcome: rapid.SampledFrom(propOutcomes).Draw(t, "outcome"), Class: rapid.SampledFrom(propClasses).Draw(t, "class")}
+		as[i] = Charge{At: first.Add(o), Outcome: rapid.SampledFrom(propOutcomes).Draw(t, "outcome"), Class: rapid.SampledFrom(propClasses).Draw(t, "class")}
 	}
 	as[n-1].Outcome, as[n-1].Class = OutcomeDeclined, c.Class
 	if rapid.IntRange(0, 4).Draw(t, "retryAfter?") == 0 {
 		as[n-1].RetryAfterSeconds = rapid.Int64Range(1, 3*86400).Draw(t, "retryAfter")
 	}
-	card := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Attempt {
-		return Attempt{
+	card := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Charge {
+		return Charge{
 			At:        now.Add(-time.Duration(rapid.Int64Range(0, int64(40*day)).Draw(t, "cardAgo"))),
 			Outcome:   rapid.SampledFrom(propOutcomes).Draw(t, "cardOutcome"),
 			Reattempt: rapid.Bool().Draw(t, "cardReattempt"),
@@ -81,7 +81,7 @@ func drawScenario(t *rapid.T) scenario {
 	}), 0, 60).Draw(t, "card")
 	return scenario{
 		policy: p,
-		in:     Input{Classification: c, Attempts: as, CardAttempts: card, AnchorDay: rapid.IntRange(0, 31).Draw(t, "anchor")},
+		in:     Input{Classification: c, Charges: as, CardCharges: card, AnchorDay: rapid.IntRange(0, 31).Draw(t, "anchor")},
 		now:    now,
 		seed:   rapid.Uint64().Draw(t, "seed"),
 	}
@@ -89,14 +89,14 @@ func drawScenario(t *rapid.T) scenario {
 
 // countIn counts the attempts that match in the window (t-per, t], written plainly rather
 // than shared with the code under test.
-func countIn(in Input, t time.Time, per time.Duration, match func(a Attempt, i int) bool) int {
+func countIn(in Input, t time.Time, per time.Duration, match func(a Charge, i int) bool) int {
 	n := 0
-	for i, a := range in.Attempts {
+	for i, a := range in.Charges {
 		if a.At.After(t.Add(-per)) && match(a, i) {
 			n++
 		}
 	}
-	for _, a := range in.CardAttempts {
+	for _, a := range in.CardCharges {
 		if a.At.After(t.Add(-per)) && match(a, -1) {
 			n++
 		}
@@ -111,12 +111,12 @@ func TestPlanProperties(t *testing.T) {
 		if err != nil {
 			t.Fatalf("NextAttempt: %v", err)
 		}
-		c, last := s.in.Classification, s.in.Attempts[len(s.in.Attempts)-1]
+		c, last := s.in.Classification, s.in.Charges[len(s.in.Charges)-1]
 		if plan.Explanation == "" || plan.Class != c.Class {
 			t.Fatalf("plan %+v", plan)
 		}
 		if !plan.Retry {
-			if !plan.At.IsZero() || plan.Attempt != len(s.in.Attempts) {
+			if !plan.At.IsZero() || plan.Attempt != len(s.in.Charges) {
 				t.Fatalf("stop with a time or wrong attempt: %+v", plan)
 			}
 			return
@@ -125,11 +125,11 @@ func TestPlanProperties(t *testing.T) {
 		if !c.Retryable || c.Class == declines.ClassHard || c.NeedsCustomer || c.NeedsReview {
 			t.Fatalf("retry of a non-retryable decline %+v", c)
 		}
-		if len(s.in.Attempts)-1 >= s.policy.MaxAttempts || plan.Attempt != len(s.in.Attempts)+1 {
-			t.Fatalf("attempt %d with %d made, max %d retries", plan.Attempt, len(s.in.Attempts), s.policy.MaxAttempts)
+		if len(s.in.Charges)-1 >= s.policy.MaxAttempts || plan.Attempt != len(s.in.Charges)+1 {
+			t.Fatalf("attempt %d with %d made, max %d retries", plan.Attempt, len(s.in.Charges), s.policy.MaxAttempts)
 		}
 		// Never in the past, never after the window, always a Wait-ready timestamp.
-		if plan.At.Before(s.now) || plan.At.After(s.in.Attempts[0].At.Add(s.policy.Window)) {
+		if plan.At.Before(s.now) || plan.At.After(s.in.Charges[0].At.Add(s.policy.Window)) {
 			t.Fatalf("at %s outside [now %s, window end]", plan.At, s.now)
 		}
 		if plan.At.Location() != time.UTC || plan.At.Nanosecond() != 0 {
@@ -138,11 +138,11 @@ func TestPlanProperties(t *testing.T) {
 		// Never breaks a network cap, counting the planned attempt.
 		switch c.Network {
 		case declines.NetworkVisa:
-			if n := countIn(s.in, plan.At, 30*day, func(a Attempt, i int) bool { return i > 0 || (i < 0 && a.Reattempt) }); n+1 > 20 {
+			if n := countIn(s.in, plan.At, 30*day, func(a Charge, i int) bool { return i > 0 || (i < 0 && a.Reattempt) }); n+1 > 20 {
 				t.Fatalf("Visa: %d reattempts in 30 days with the planned one", n+1)
 			}
 		case declines.NetworkMastercard:
-			dec := func(a Attempt, _ int) bool { return a.Outcome == OutcomeDeclined }
+			dec := func(a Charge, _ int) bool { return a.Outcome == OutcomeDeclined }
 			if n := countIn(s.in, plan.At, 24*time.Hour, dec); n+1 > 10 {
 				t.Fatalf("Mastercard: %d declines in 24 h if the planned one declines", n+1)
 			}
@@ -178,7 +178,7 @@ func TestPlanProperties(t *testing.T) {
 			// Full jitter: within [0, min(cap, base*2^n)), n the technical declines in a row
 			// before this one, computed in floating point so that it cannot overflow.
 			n := 0
-			for i := len(s.in.Attempts) - 2; i >= 0 && s.in.Attempts[i].Class == c.Class; i-- {
+			for i := len(s.in.Charges) - 2; i >= 0 && s.in.Charges[i].Class == c.Class; i-- {
 				n++
 			}
 			ceiling := time.Duration(math.Min(float64(s.policy.TechnicalCap), math.Ldexp(float64(s.policy.TechnicalBase), n)))

@@ -24,10 +24,10 @@ func classify(code string, network declines.Network) declines.Classification {
 }
 
 // history is n attempts of the same class, the last at last, each gap apart.
-func history(c declines.Classification, n int, last time.Time, gap time.Duration) []Attempt {
-	as := make([]Attempt, n)
+func history(c declines.Classification, n int, last time.Time, gap time.Duration) []Charge {
+	as := make([]Charge, n)
 	for i := range as {
-		as[i] = Attempt{At: last.Add(-time.Duration(n-1-i) * gap), Outcome: OutcomeDeclined, Class: c.Class}
+		as[i] = Charge{At: last.Add(-time.Duration(n-1-i) * gap), Outcome: OutcomeDeclined, Class: c.Class}
 	}
 	return as
 }
@@ -59,103 +59,103 @@ func TestNextAttemptRetries(t *testing.T) {
 		says   string // a fragment the explanation must contain
 	}{
 		"insufficient funds waits for the 1st": {
-			in: Input{Classification: visaFunds, Attempts: history(visaFunds, 1, now, 0)},
+			in: Input{Classification: visaFunds, Charges: history(visaFunds, 1, now, 0)},
 			at: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), reason: ReasonFundedMoment,
 			says: "Retrying on 1 Dec at 09:00 UTC, the next payday (the 1st or 15th of the month), because the card issuer declined: insufficient funds.",
 		},
 		"insufficient funds on a payday waits for the next one, not hours": {
 			policy: func(p *Policy) { p.Window = 30 * day },
-			in:     Input{Classification: visaFunds, Attempts: history(visaFunds, 1, time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC), 0)},
+			in:     Input{Classification: visaFunds, Charges: history(visaFunds, 1, time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC), 0)},
 			now:    time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC),
 			at:     time.Date(2026, 12, 15, 9, 0, 0, 0, time.UTC), reason: ReasonFundedMoment,
 		},
 		"insufficient funds at the billing anchor": {
 			policy: func(p *Policy) { p.UseBillingAnchor = true },
-			in:     Input{Classification: visaFunds, Attempts: history(visaFunds, 1, now, 0), AnchorDay: 7},
+			in:     Input{Classification: visaFunds, Charges: history(visaFunds, 1, now, 0), AnchorDay: 7},
 			at:     time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC), reason: ReasonFundedMoment,
 			says: "the next billing-cycle boundary (the 7th)",
 		},
 		"anchor ignored unless configured": {
-			in: Input{Classification: visaFunds, Attempts: history(visaFunds, 1, now, 0), AnchorDay: 7},
+			in: Input{Classification: visaFunds, Charges: history(visaFunds, 1, now, 0), AnchorDay: 7},
 			at: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), reason: ReasonFundedMoment,
 		},
 		"payday 31 in February is its last day": {
 			policy: func(p *Policy) { p.Paydays = []int{31}; p.Window = 30 * day },
-			in:     Input{Classification: visaFunds, Attempts: history(visaFunds, 1, time.Date(2027, 2, 10, 8, 0, 0, 0, time.UTC), 0)},
+			in:     Input{Classification: visaFunds, Charges: history(visaFunds, 1, time.Date(2027, 2, 10, 8, 0, 0, 0, time.UTC), 0)},
 			now:    time.Date(2027, 2, 10, 8, 0, 0, 0, time.UTC),
 			at:     time.Date(2027, 2, 28, 9, 0, 0, 0, time.UTC), reason: ReasonFundedMoment,
 		},
 		"payday in the configured time zone": {
 			policy: func(p *Policy) { p.Location = est },
-			in:     Input{Classification: visaFunds, Attempts: history(visaFunds, 1, now, 0)},
+			in:     Input{Classification: visaFunds, Charges: history(visaFunds, 1, now, 0)},
 			at:     time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC), reason: ReasonFundedMoment,
 			says: "1 Dec at 09:00 EST",
 		},
 		"funded moment spread over the hour": {
 			policy: func(p *Policy) { p.AnchorSpread = time.Hour },
-			in:     Input{Classification: visaFunds, Attempts: history(visaFunds, 1, now, 0)},
+			in:     Input{Classification: visaFunds, Charges: history(visaFunds, 1, now, 0)},
 			at:     ceilSecond(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC).Add(firstDraw(time.Hour))), reason: ReasonFundedMoment,
 		},
 		"daily limit: next day": {
-			in:  Input{Classification: velocity, Attempts: history(velocity, 1, time.Date(2026, 11, 29, 23, 30, 0, 0, time.UTC), 0)},
+			in:  Input{Classification: velocity, Charges: history(velocity, 1, time.Date(2026, 11, 29, 23, 30, 0, 0, time.UTC), 0)},
 			now: time.Date(2026, 11, 29, 23, 30, 0, 0, time.UTC),
 			at:  time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), reason: ReasonNextDay,
 			says: "the next day, after the daily limit resets",
 		},
 		"cycle limit: next anchor day": {
-			in: Input{Classification: invalidAmount, Attempts: history(invalidAmount, 1, now, 0), AnchorDay: 5},
+			in: Input{Classification: invalidAmount, Charges: history(invalidAmount, 1, now, 0), AnchorDay: 5},
 			at: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC), reason: ReasonNextCycle,
 		},
 		"technical: first retry within a minute": {
-			in: Input{Classification: technical, Attempts: history(technical, 1, now, 0)},
+			in: Input{Classification: technical, Charges: history(technical, 1, now, 0)},
 			at: ceilSecond(now.Add(firstDraw(time.Minute))), reason: ReasonBackoff,
 		},
 		"technical: third in a row within four minutes": {
-			in: Input{Classification: technical, Attempts: history(technical, 3, now, time.Minute)},
+			in: Input{Classification: technical, Charges: history(technical, 3, now, time.Minute)},
 			at: ceilSecond(now.Add(firstDraw(4 * time.Minute))), reason: ReasonBackoff,
 		},
 		"technical: backoff stops growing at the cap": {
 			policy: func(p *Policy) { p.MaxAttempts = 50 },
-			in:     Input{Classification: technicalAmex, Attempts: history(technicalAmex, 40, now, time.Minute)},
+			in:     Input{Classification: technicalAmex, Charges: history(technicalAmex, 40, now, time.Minute)},
 			at:     ceilSecond(now.Add(firstDraw(time.Hour))), reason: ReasonBackoff,
 		},
 		"technical: a generic decline in between restarts the backoff": {
-			in: Input{Classification: technical, Attempts: append(history(technical, 3, now.Add(-time.Hour), time.Minute),
-				Attempt{At: now.Add(-30 * time.Minute), Outcome: OutcomeDeclined, Class: declines.ClassGeneric},
-				Attempt{At: now, Outcome: OutcomeDeclined, Class: declines.ClassTechnical})},
+			in: Input{Classification: technical, Charges: append(history(technical, 3, now.Add(-time.Hour), time.Minute),
+				Charge{At: now.Add(-30 * time.Minute), Outcome: OutcomeDeclined, Class: declines.ClassGeneric},
+				Charge{At: now, Outcome: OutcomeDeclined, Class: declines.ClassTechnical})},
 			at: ceilSecond(now.Add(firstDraw(time.Minute))), reason: ReasonBackoff,
 		},
 		"generic: first retry a day later plus up to 6 hours": {
-			in: Input{Classification: generic, Attempts: history(generic, 1, now, 0)},
+			in: Input{Classification: generic, Charges: history(generic, 1, now, 0)},
 			lo: now.Add(day), hi: now.Add(day + 6*time.Hour), reason: ReasonSpaced,
 			says: "spaced retry 1 of 4, about 1 day after the last attempt",
 		},
 		"generic: third retry two days later": {
-			in: Input{Classification: generic, Attempts: history(generic, 3, now, 2*day)},
+			in: Input{Classification: generic, Charges: history(generic, 3, now, 2*day)},
 			lo: now.Add(2 * day), hi: now.Add(2*day + 6*time.Hour), reason: ReasonSpaced,
 			says: "spaced retry 3 of 4",
 		},
 		"MAC 25: exactly 24 hours, no jitter": {
-			in: Input{Classification: mac25, Attempts: history(mac25, 1, now, 0)},
+			in: Input{Classification: mac25, Charges: history(mac25, 1, now, 0)},
 			at: now.Add(24 * time.Hour), reason: ReasonAdvisedDelay,
 			says: "exactly the delay the card network advised (1 day), because Mastercard advised: retry after 24 hours.",
 		},
 		"MAC 02: 72 hours": {
-			in: Input{Classification: mac02, Attempts: history(mac02, 1, now, 0)},
+			in: Input{Classification: mac02, Charges: history(mac02, 1, now, 0)},
 			at: now.Add(72 * time.Hour), reason: ReasonAdvisedDelay,
 		},
 		"Retry-After honoured exactly": {
-			in: Input{Classification: technical, Attempts: []Attempt{{At: now, Outcome: OutcomeFailed, Class: technical.Class, RetryAfterSeconds: 120}}},
+			in: Input{Classification: technical, Charges: []Charge{{At: now, Outcome: OutcomeFailed, Class: technical.Class, RetryAfterSeconds: 120}}},
 			at: now.Add(2 * time.Minute), reason: ReasonRetryAfter,
 			says: "as the provider's Retry-After of 2 minutes asked",
 		},
 		"Retry-After already past: now": {
-			in:  Input{Classification: technical, Attempts: []Attempt{{At: now, Outcome: OutcomeFailed, Class: technical.Class, RetryAfterSeconds: 30}}},
+			in:  Input{Classification: technical, Charges: []Charge{{At: now, Outcome: OutcomeFailed, Class: technical.Class, RetryAfterSeconds: 30}}},
 			now: now.Add(time.Minute),
 			at:  now.Add(time.Minute), reason: ReasonRetryAfter,
 		},
 		"planned in the past moves to now": {
-			in:  Input{Classification: mac25, Attempts: history(mac25, 1, now, 0)},
+			in:  Input{Classification: mac25, Charges: history(mac25, 1, now, 0)},
 			now: now.Add(30 * time.Hour),
 			at:  now.Add(30 * time.Hour), reason: ReasonAdvisedDelay,
 		},
@@ -174,8 +174,8 @@ func TestNextAttemptRetries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !plan.Retry || plan.Reason != tc.reason || plan.Attempt != len(tc.in.Attempts)+1 || plan.Limit != "" {
-				t.Fatalf("plan %+v; want a retry for %s, attempt %d", plan, tc.reason, len(tc.in.Attempts)+1)
+			if !plan.Retry || plan.Reason != tc.reason || plan.Attempt != len(tc.in.Charges)+1 || plan.Limit != "" {
+				t.Fatalf("plan %+v; want a retry for %s, attempt %d", plan, tc.reason, len(tc.in.Charges)+1)
 			}
 			if !tc.at.IsZero() && !plan.At.Equal(tc.at) {
 				t.Errorf("at %s, want %s", plan.At, tc.at)
@@ -213,7 +213,7 @@ func TestNextAttemptStops(t *testing.T) {
 	for name, tc := range stops {
 		t.Run(name, func(t *testing.T) {
 			c := classify(tc.code, declines.NetworkVisa)
-			plan, err := NextAttempt(DefaultPolicy(), Input{Classification: c, Attempts: history(c, 1, now, 0)}, now, seeded())
+			plan, err := NextAttempt(DefaultPolicy(), Input{Classification: c, Charges: history(c, 1, now, 0)}, now, seeded())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,13 +235,13 @@ func TestNextAttemptCaps(t *testing.T) {
 	big := func(p *Policy) { p.MaxAttempts = 100 }
 
 	// 19 reattempts on the card for other payments, the oldest 29 days ago.
-	var visaCard []Attempt
-	visaCard = append(visaCard, Attempt{At: now.Add(-29 * day), Outcome: OutcomeDeclined, Reattempt: true})
+	var visaCard []Charge
+	visaCard = append(visaCard, Charge{At: now.Add(-29 * day), Outcome: OutcomeDeclined, Reattempt: true})
 	for i := range 18 {
-		visaCard = append(visaCard, Attempt{At: now.Add(-time.Duration(i+1) * time.Hour), Outcome: OutcomeDeclined, Reattempt: true})
+		visaCard = append(visaCard, Charge{At: now.Add(-time.Duration(i+1) * time.Hour), Outcome: OutcomeDeclined, Reattempt: true})
 	}
 	// Other payments' original charges are not reattempts and must not count.
-	visaCard = append(visaCard, Attempt{At: now.Add(-2 * time.Hour), Outcome: OutcomeDeclined})
+	visaCard = append(visaCard, Charge{At: now.Add(-2 * time.Hour), Outcome: OutcomeDeclined})
 
 	tests := map[string]struct {
 		policy func(*Policy)
@@ -252,46 +252,46 @@ func TestNextAttemptCaps(t *testing.T) {
 		reason Reason
 	}{
 		"Visa: the 21st reattempt in 30 days waits for the oldest to age out": {
-			in:    Input{Classification: technicalVisa, Attempts: history(technicalVisa, 2, now, time.Minute), CardAttempts: visaCard},
+			in:    Input{Classification: technicalVisa, Charges: history(technicalVisa, 2, now, time.Minute), CardCharges: visaCard},
 			retry: true, at: now.Add(day), limit: LimitVisa30d, reason: ReasonBackoff,
 		},
 		"Visa: the 20th reattempt is allowed": {
-			in:    Input{Classification: technicalVisa, Attempts: history(technicalVisa, 1, now, 0), CardAttempts: visaCard},
+			in:    Input{Classification: technicalVisa, Charges: history(technicalVisa, 1, now, 0), CardCharges: visaCard},
 			retry: true, at: ceilSecond(now.Add(firstDraw(time.Minute))), reason: ReasonBackoff,
 		},
 		"Mastercard: an 11th decline in 24 hours waits": {
 			policy: big,
-			in:     Input{Classification: technicalMC, Attempts: history(technicalMC, 10, now, time.Hour)},
+			in:     Input{Classification: technicalMC, Charges: history(technicalMC, 10, now, time.Hour)},
 			retry:  true, at: now.Add(-9 * time.Hour).Add(24 * time.Hour), limit: LimitMastercard24h, reason: ReasonBackoff,
 		},
 		"Mastercard: failed attempts are not declines": {
 			policy: big,
-			in: Input{Classification: technicalMC, Attempts: append(history(technicalMC, 9, now.Add(-time.Minute), time.Minute),
-				Attempt{At: now, Outcome: OutcomeFailed, Class: technicalMC.Class})},
+			in: Input{Classification: technicalMC, Charges: append(history(technicalMC, 9, now.Add(-time.Minute), time.Minute),
+				Charge{At: now, Outcome: OutcomeFailed, Class: technicalMC.Class})},
 			retry: true, at: ceilSecond(now.Add(firstDraw(time.Hour))), reason: ReasonBackoff,
 		},
 		"Mastercard: 35 declines in 30 days exhausts the window": {
 			policy: big,
-			in: Input{Classification: technicalMC, Attempts: history(technicalMC, 5, now, time.Minute),
-				CardAttempts: history(technicalMC, 30, now.Add(-time.Hour), 2*time.Hour)},
+			in: Input{Classification: technicalMC, Charges: history(technicalMC, 5, now, time.Minute),
+				CardCharges: history(technicalMC, 30, now.Add(-time.Hour), 2*time.Hour)},
 			limit: LimitMastercard30d, reason: ReasonExhausted,
 		},
 		"no network caps for Amex, only ours": {
 			policy: big,
-			in:     Input{Classification: technicalAmex, Attempts: history(technicalAmex, 30, now, time.Minute)},
+			in:     Input{Classification: technicalAmex, Charges: history(technicalAmex, 30, now, time.Minute)},
 			retry:  true, at: ceilSecond(now.Add(firstDraw(time.Hour))), reason: ReasonBackoff,
 		},
 		"our maximum attempts": {
-			in:    Input{Classification: technicalAmex, Attempts: history(technicalAmex, 9, now, time.Minute)},
+			in:    Input{Classification: technicalAmex, Charges: history(technicalAmex, 9, now, time.Minute)},
 			limit: LimitMaxAttempts, reason: ReasonExhausted,
 		},
 		"the recovery window": {
-			in:    Input{Classification: generic, Attempts: history(generic, 2, now, 13*day)},
+			in:    Input{Classification: generic, Charges: history(generic, 2, now, 13*day)},
 			limit: LimitWindow, reason: ReasonExhausted,
 		},
 		"the generic schedule": {
 			policy: func(p *Policy) { p.Window = 60 * day },
-			in:     Input{Classification: generic, Attempts: history(generic, 5, now, 2*day)},
+			in:     Input{Classification: generic, Charges: history(generic, 5, now, 2*day)},
 			limit:  LimitSchedule, reason: ReasonExhausted,
 		},
 	}
@@ -339,7 +339,7 @@ func TestNextAttemptErrors(t *testing.T) {
 			if _, err := NewPlanner(Planner{Policy: p, Now: func() time.Time { return now }, Rand: seeded()}); !errors.Is(err, ErrInvalidPolicy) {
 				t.Errorf("NewPlanner: %v", err)
 			}
-			if _, err := NextAttempt(p, Input{Classification: c, Attempts: history(c, 1, now, 0)}, now, seeded()); !errors.Is(err, ErrInvalidPolicy) {
+			if _, err := NextAttempt(p, Input{Classification: c, Charges: history(c, 1, now, 0)}, now, seeded()); !errors.Is(err, ErrInvalidPolicy) {
 				t.Errorf("NextAttempt: %v", err)
 			}
 		})
@@ -362,7 +362,7 @@ func TestPlannerUsesItsClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := pl.Plan(Input{Classification: c, Attempts: history(c, 1, now, 0)})
+	plan, err := pl.Plan(Input{Classification: c, Charges: history(c, 1, now, 0)})
 	if err != nil || !plan.At.Equal(later) {
 		t.Fatalf("plan %+v, %v; want a retry at the planner's now %s", plan, err, later)
 	}
@@ -370,7 +370,7 @@ func TestPlannerUsesItsClock(t *testing.T) {
 
 func TestPlanJSON(t *testing.T) {
 	c := classify("insufficient_funds", declines.NetworkVisa)
-	in := Input{Classification: c, Attempts: history(c, 1, now, 0)}
+	in := Input{Classification: c, Charges: history(c, 1, now, 0)}
 	raw, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +387,7 @@ func TestPlanJSON(t *testing.T) {
 	if !strings.Contains(string(b), `"at":"2026-12-01T09:00:00Z"`) || !strings.Contains(string(b), `"attempt":2`) {
 		t.Errorf("plan JSON %s", b)
 	}
-	stop, _ := NextAttempt(exact(), Input{Classification: classify("lost_card", ""), Attempts: in.Attempts}, now, seeded())
+	stop, _ := NextAttempt(exact(), Input{Classification: classify("lost_card", ""), Charges: in.Charges}, now, seeded())
 	b, _ = json.Marshal(stop)
 	if strings.Contains(string(b), `"at"`) || !strings.Contains(string(b), `"retry":false`) {
 		t.Errorf("stop JSON %s", b)
@@ -398,7 +398,7 @@ func TestPlanLogValue(t *testing.T) {
 	var buf strings.Builder
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	c := declines.Classify(declines.Decline{NetworkAdviceCode: "24", Network: declines.NetworkMastercard})
-	plan, err := NextAttempt(DefaultPolicy(), Input{Classification: c, Attempts: history(c, 1, now, 0)}, now, seeded())
+	plan, err := NextAttempt(DefaultPolicy(), Input{Classification: c, Charges: history(c, 1, now, 0)}, now, seeded())
 	if err != nil {
 		t.Fatal(err)
 	}

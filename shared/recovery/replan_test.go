@@ -62,8 +62,8 @@ func TestReclassifiedDeclineReplans(t *testing.T) {
 			st := e.parked(t, "tok-c")
 			e.reclassify(t, "authentication_required")
 			next, err := e.step(t, recovery.StepCharge, st, "")
-			if err != nil || next.Plan == nil || next.Plan.Retry || len(next.Attempts) != len(st.Attempts) {
-				t.Fatalf("charge after a reclassification: %+v attempts %d, %v", next.Plan, len(next.Attempts), err)
+			if err != nil || next.Plan == nil || next.Plan.Retry || len(next.Charges) != len(st.Charges) {
+				t.Fatalf("charge after a reclassification: %+v attempts %d, %v", next.Plan, len(next.Charges), err)
 			}
 		})
 	}

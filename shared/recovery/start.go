@@ -64,11 +64,11 @@ func nameSafe(s string) bool {
 func StartInput(p payments.Payment, round int) ([]byte, error) {
 	// The execution input names the recovery only; the steps add the rest.
 	return json.Marshal(struct {
-		PaymentID string    `json:"payment_id"`
-		Invoice   string    `json:"invoice"`
-		Round     int       `json:"round"`
-		Attempts  []Attempt `json:"attempts"`
-	}{p.ID, p.Invoice, max(round, 1), []Attempt{}})
+		PaymentID string   `json:"payment_id"`
+		Invoice   string   `json:"invoice"`
+		Round     int      `json:"round"`
+		Charges   []Charge `json:"attempts"`
+	}{p.ID, p.Invoice, max(round, 1), []Charge{}})
 }
 
 // Recoverer starts recoveries for declined payments: it is the payments API's DeclineHandler

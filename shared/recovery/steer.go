@@ -316,7 +316,7 @@ func (s *Steps) steer(ctx context.Context, st State, now time.Time) (State, erro
 // stop ends the recovery on a stop signal: settled when the invoice was paid another way,
 // stopped by an operator otherwise. No dead letter: nobody needs to act.
 func (s *Steps) stop(ctx context.Context, st State, p payments.Payment, sg Steer, now time.Time) (State, error) {
-	plan := Plan{Attempt: len(st.Attempts)}
+	plan := Plan{Attempt: len(st.Charges)}
 	if st.Plan != nil {
 		plan = *st.Plan
 	}

@@ -51,8 +51,8 @@ func steeredCharge(t *testing.T, now time.Time) json.RawMessage {
 	t.Helper()
 	in, err := json.Marshal(map[string]any{"step": recovery.StepCharge, "state": recovery.State{
 		PaymentID: "pay_1", Invoice: "inv_pay_1", Round: 1, PaymentMethod: "pm_new",
-		Attempts: []recovery.Attempt{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical", Card: "fp_old"}},
-		Plan:     &recovery.Plan{Retry: true, At: now, Attempt: 2, Reason: recovery.ReasonSteered}}})
+		Charges: []recovery.Charge{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical", Card: "fp_old"}},
+		Plan:    &recovery.Plan{Retry: true, At: now, Attempt: 2, Reason: recovery.ReasonSteered}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestSteeredChargeIsCheckedOnTheNewCard(t *testing.T) {
 	if old := ledger(t, st, "fp_old"); len(old.Entries) != 20 || old.Has(key) {
 		t.Fatalf("old card ledger has %d entries (attempt recorded: %v), want its 20 untouched", len(old.Entries), old.Has(key))
 	}
-	if a := out.Attempts[len(out.Attempts)-1]; a.Card != "fp_new" {
+	if a := out.Charges[len(out.Charges)-1]; a.Card != "fp_new" {
 		t.Fatalf("the attempt is marked on card %q, want fp_new", a.Card)
 	}
 	p, err := payments.Get(context.Background(), st, "pay_1")
@@ -181,8 +181,8 @@ func TestSteerPlansFromTheNewCard(t *testing.T) {
 	}
 	in, _ := json.Marshal(map[string]any{"step": recovery.StepSteer, "state": recovery.State{
 		PaymentID: "pay_1", Invoice: "inv_pay_1", Round: 1,
-		Attempts: []recovery.Attempt{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical", Card: "fp_old"}},
-		Plan:     &recovery.Plan{Retry: true, At: t0.Add(48 * time.Hour), Attempt: 2, Reason: recovery.ReasonBackoff}}})
+		Charges: []recovery.Charge{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical", Card: "fp_old"}},
+		Plan:    &recovery.Plan{Retry: true, At: t0.Add(48 * time.Hour), Attempt: 2, Reason: recovery.ReasonBackoff}}})
 	out := handleState(t, steps, in)
 	if want := clk.Now().Add(time.Second); out.Plan == nil || !out.Plan.Retry || !out.Plan.At.Equal(want) || out.Plan.Limit != "" ||
 		out.PaymentMethod != "pm_new" || !strings.HasPrefix(out.Plan.Explanation, "Charging now") {
@@ -203,9 +203,9 @@ func TestSteerPlansFromTheNewCard(t *testing.T) {
 func TestPlannerCountsOwnAttemptsOnTheirCard(t *testing.T) {
 	c := declines.Classify(declines.FromProvider(provider.Decline{Code: "processing_error", ErrorCode: "processing_error", Network: "mastercard"}))
 	now := t0.Add(time.Hour)
-	var others []recovery.Attempt
+	var others []recovery.Charge
 	for i := range 9 {
-		others = append(others, recovery.Attempt{At: now.Add(-time.Duration(30-i) * time.Minute), Outcome: recovery.OutcomeDeclined, Reattempt: true})
+		others = append(others, recovery.Charge{At: now.Add(-time.Duration(30-i) * time.Minute), Outcome: recovery.OutcomeDeclined, Reattempt: true})
 	}
 	for name, tc := range map[string]struct {
 		attemptCard string
@@ -216,8 +216,8 @@ func TestPlannerCountsOwnAttemptsOnTheirCard(t *testing.T) {
 		"own attempt on a card unknown": {attemptCard: "", wantLimit: recovery.LimitMastercard24h},
 	} {
 		t.Run(name, func(t *testing.T) {
-			in := recovery.Input{Classification: c, Card: "fp_new", CardAttempts: others,
-				Attempts: []recovery.Attempt{{At: now.Add(-10 * time.Minute), Outcome: recovery.OutcomeDeclined, Class: c.Class, Card: tc.attemptCard}}}
+			in := recovery.Input{Classification: c, Card: "fp_new", CardCharges: others,
+				Charges: []recovery.Charge{{At: now.Add(-10 * time.Minute), Outcome: recovery.OutcomeDeclined, Class: c.Class, Card: tc.attemptCard}}}
 			plan, err := recovery.NextAttempt(recovery.DefaultPolicy(), in, now, rand.New(rand.NewPCG(1, 2)))
 			if err != nil {
 				t.Fatal(err)

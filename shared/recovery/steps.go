@@ -41,13 +41,13 @@ const OutcomeSettled Outcome = "settled"
 // and the outcome; a Catch adds Error. It stays small: ids, at most Policy.MaxAttempts+1
 // attempts and one plan.
 type State struct {
-	PaymentID string    `json:"payment_id"`
-	Invoice   string    `json:"invoice"`
-	Round     int       `json:"round"`
-	Attempts  []Attempt `json:"attempts"` // never omitted: the Task ResultSelectors read it
-	Plan      *Plan     `json:"plan,omitempty"`
-	Outcome   Outcome   `json:"outcome,omitempty"`
-	Error     *Failure  `json:"error,omitempty"`
+	PaymentID string   `json:"payment_id"`
+	Invoice   string   `json:"invoice"`
+	Round     int      `json:"round"`
+	Charges   []Charge `json:"attempts"` // never omitted: the Task ResultSelectors read it
+	Plan      *Plan    `json:"plan,omitempty"`
+	Outcome   Outcome  `json:"outcome,omitempty"`
+	Error     *Failure `json:"error,omitempty"`
 	// Seq orders the recovery's stored states across steps (the Task ResultSelectors carry
 	// it): each step writes above it and returns it advanced.
 	Seq int64 `json:"seq"`
@@ -91,7 +91,7 @@ type DeadLetter struct {
 	Reason          string          `json:"reason"` // a plan's Reason, or "step_failed"
 	Explanation     string          `json:"explanation"`
 	SuggestedAction string          `json:"suggested_action"`
-	Attempts        []Attempt       `json:"attempts"`
+	Charges         []Charge        `json:"attempts"`
 	Payload         json.RawMessage `json:"payload"` // the execution state as the step received it
 	// RetryOf is set when the stopped execution was an operator's retry of a dead-letter
 	// record: the sink reopens that record with these attempts instead of opening a new one.
@@ -289,7 +289,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 	}
 	c := classifyDecline(p.Decline)
 	var original *cardledger.Entry
-	if len(st.Attempts) == 0 {
+	if len(st.Charges) == 0 {
 		at := p.UpdatedAt
 		if at.IsZero() {
 			at = p.CreatedAt
@@ -297,7 +297,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		if at.IsZero() {
 			at = now
 		}
-		st.Attempts = []Attempt{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class, Card: fingerprint(p.Card)}}
+		st.Charges = []Charge{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class, Card: fingerprint(p.Card)}}
 		if st.Round == 1 {
 			// The original charge's decline enters the card's ledger here: every declined
 			// payment starts a recovery (an outbox message committed with the decline), so the
@@ -311,7 +311,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		return st, err
 	}
 	if st.ChargeNow != nil {
-		plan := ChargeNowPlan(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st), Card: card.Fingerprint}, now)
+		plan := ChargeNowPlan(Input{Classification: c, Charges: st.Charges, CardCharges: cardCharges(card, st), Card: card.Fingerprint}, now)
 		plan.ChargeNow = st.ChargeNow
 		st.Plan, st.Outcome = &plan, OutcomeDeclined
 		s.log().InfoContext(ctx, "recovery charge-now planned", "payment_id", st.PaymentID, "plan", plan)
@@ -337,10 +337,10 @@ func (s *Steps) card(ctx context.Context, p payments.Payment) (cardledger.Card, 
 	return c, nil
 }
 
-// cardAttempts are the card's attempts that this recovery's history does not hold already:
+// cardCharges are the card's charges that this recovery's history does not hold already:
 // those of other payments, and of this payment's other rounds.
-func cardAttempts(c cardledger.Card, st State) []Attempt {
-	var out []Attempt
+func cardCharges(c cardledger.Card, st State) []Charge {
+	var out []Charge
 	for _, e := range c.Entries {
 		if e.PaymentID == st.PaymentID && (e.Recovery == st.KeySubject() || (e.Recovery == "" && st.Round == 1)) {
 			continue
@@ -352,13 +352,13 @@ func cardAttempts(c cardledger.Card, st State) []Attempt {
 		case cardledger.OutcomeFailed:
 			o = OutcomeFailed
 		}
-		out = append(out, Attempt{At: e.At, Outcome: o, Reattempt: e.Reattempt})
+		out = append(out, Charge{At: e.At, Outcome: o, Reattempt: e.Reattempt})
 	}
 	return out
 }
 
 func (s *Steps) planNext(ctx context.Context, st State, c declines.Classification, now time.Time, card cardledger.Card) (State, error) {
-	plan, err := s.planner.PlanAt(Input{Classification: c, Attempts: st.Attempts, CardAttempts: cardAttempts(card, st), Card: card.Fingerprint}, now)
+	plan, err := s.planner.PlanAt(Input{Classification: c, Charges: st.Charges, CardCharges: cardCharges(card, st), Card: card.Fingerprint}, now)
 	if err != nil {
 		return st, invalid("plan: %w", err)
 	}
@@ -373,10 +373,10 @@ func (s *Steps) planNext(ctx context.Context, st State, c declines.Classificatio
 
 func (s *Steps) settle(ctx context.Context, st State, p payments.Payment) State {
 	st.Outcome = OutcomeSettled
-	if st.Attempts == nil {
-		st.Attempts = []Attempt{}
+	if st.Charges == nil {
+		st.Charges = []Charge{}
 	}
-	plan := Plan{Attempt: len(st.Attempts)}
+	plan := Plan{Attempt: len(st.Charges)}
 	if st.Plan != nil {
 		plan = *st.Plan
 	}
@@ -393,7 +393,7 @@ func (s *Steps) settle(ctx context.Context, st State, p payments.Payment) State 
 // a decline. A repeat of the step (a Lambda retry, a resumed execution) sends the same key,
 // so the provider returns the first outcome instead of charging again.
 func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, error) {
-	if st.Plan == nil || !st.Plan.Retry || st.Plan.Attempt < 2 || len(st.Attempts) == 0 {
+	if st.Plan == nil || !st.Plan.Retry || st.Plan.Attempt < 2 || len(st.Charges) == 0 {
 		return st, invalid("charge needs a retry plan for attempt 2 or later and a history")
 	}
 	p, err := s.payment(ctx, st.PaymentID)
@@ -520,7 +520,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 	switch pp.Status {
 	case provider.StatusSucceeded:
 		p.Transition(provider.StatusSucceeded, nil, nil, payments.VersionAt(shared, provider.StatusSucceeded), now)
-		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeSucceeded, Reattempt: true, Card: fingerprint(p.Card)})
+		st.Charges = append(st.Charges, Charge{At: now, Outcome: OutcomeSucceeded, Reattempt: true, Card: fingerprint(p.Card)})
 		st.Outcome = OutcomeSucceeded
 		entry.Outcome = cardledger.OutcomeSucceeded
 		if err := s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...); err != nil {
@@ -533,11 +533,11 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		c := classifyDecline(pp.Decline)
 		p.Transition(provider.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
 			payments.VersionAt(shared, provider.StatusDeclined), now)
-		st.Attempts = append(st.Attempts, Attempt{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true, Card: fingerprint(p.Card)})
+		st.Charges = append(st.Charges, Charge{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true, Card: fingerprint(p.Card)})
 		entry.Outcome = cardledger.OutcomeDeclined
 		if l := st.Plan.ChargeNow; l != nil {
 			// The charge an operator asked for is one charge: its decline goes back to them.
-			st.Plan = &Plan{Attempt: len(st.Attempts), Reason: ReasonChargeNow, Class: c.Class, NeedsCustomer: c.NeedsCustomer,
+			st.Plan = &Plan{Attempt: len(st.Charges), Reason: ReasonChargeNow, Class: c.Class, NeedsCustomer: c.NeedsCustomer,
 				NeedsReview: c.NeedsReview, ChargeNow: l,
 				Explanation: fmt.Sprintf("The charge an operator asked for was declined because %s.", clause(c.Explanation))}
 			st.Outcome = OutcomeDeclined
@@ -644,7 +644,7 @@ func recoverySeq(st State, phase int64, _ time.Time) int64 {
 
 // recoveryRecord is the recovery's stored state after a step.
 func (s *Steps) recoveryRecord(st State, p payments.Payment, now time.Time, phase int64) payments.Recovery {
-	r := payments.Recovery{PaymentID: st.PaymentID, Round: st.Round, Attempts: len(st.Attempts), Customer: p.Customer, Invoice: p.Invoice,
+	r := payments.Recovery{PaymentID: st.PaymentID, Round: st.Round, Attempts: len(st.Charges), Customer: p.Customer, Invoice: p.Invoice,
 		Amount: p.Amount, Currency: p.Currency, UpdatedAt: now.UTC(),
 		Seq: recoverySeq(st, phase, now)}
 	if p.Card != nil {
@@ -721,7 +721,7 @@ func (s *Steps) deadLetter(ctx context.Context, st State) (DeadLetterResult, err
 		return DeadLetterResult{}, invalid("encode state: %w", err)
 	}
 	d := DeadLetter{Key: DeadLetterKey(st), Source: "recovery", PaymentID: st.PaymentID, Invoice: st.Invoice,
-		Attempts: st.Attempts, Payload: payload, RetryOf: retryLink(st)}
+		Charges: st.Charges, Payload: payload, RetryOf: retryLink(st)}
 	switch {
 	case st.Error != nil:
 		d.Reason = "step_failed"
@@ -736,8 +736,8 @@ func (s *Steps) deadLetter(ctx context.Context, st State) (DeadLetterResult, err
 		d.Explanation = "Automatic recovery stopped before it could plan an attempt."
 		d.SuggestedAction = "Check the payment, then retry the recovery."
 	}
-	if d.Attempts == nil {
-		d.Attempts = []Attempt{}
+	if d.Charges == nil {
+		d.Charges = []Charge{}
 	}
 	if err := s.DeadLetters.Open(ctx, d); err != nil {
 		return DeadLetterResult{}, &TransientError{Op: StepDeadLetter, Err: err}

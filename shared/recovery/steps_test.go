@@ -77,8 +77,8 @@ func chargeInput(t *testing.T, id string) json.RawMessage {
 	t.Helper()
 	in, err := json.Marshal(map[string]any{"step": recovery.StepCharge, "state": recovery.State{
 		PaymentID: id, Invoice: "inv_" + id, Round: 1,
-		Attempts: []recovery.Attempt{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical"}},
-		Plan:     &recovery.Plan{Retry: true, At: t0, Attempt: 2}}})
+		Charges: []recovery.Charge{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical"}},
+		Plan:    &recovery.Plan{Retry: true, At: t0, Attempt: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,11 +33,12 @@ type Queue interface {
 // Observer is told about every delivery, accepted or rejected, for the attempt log. It is called
 // synchronously before the response is written, so it should be quick.
 type Observer interface {
-	Observe(ctx context.Context, a Attempt)
+	Observe(ctx context.Context, rec Receipt)
 }
 
-// Attempt is one inbound delivery as the attempt log sees it.
-type Attempt struct {
+// Receipt is one inbound delivery as the handler received it, accepted or refused: an
+// Observer turns it into the attempt log's entry.
+type Receipt struct {
 	Provider string
 	EventID  string // empty unless verified
 	Status   int
@@ -99,27 +100,27 @@ const (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	start := h.now()
-	a := Attempt{Provider: r.PathValue("provider"), ReceivedAt: start, Source: r.RemoteAddr}
+	rec := Receipt{Provider: r.PathValue("provider"), ReceivedAt: start, Source: r.RemoteAddr}
 	defer func() {
-		a.Duration = h.now().Sub(start)
+		rec.Duration = h.now().Sub(start)
 		if h.Observer != nil {
-			a.Header = header.Mask(r.Header)
-			h.Observer.Observe(ctx, a)
+			rec.Header = header.Mask(r.Header)
+			h.Observer.Observe(ctx, rec)
 		}
 	}()
 	// The provider name comes from the path: cap it before it reaches a log line.
-	log := h.log().With("provider", capField(a.Provider))
+	log := h.log().With("provider", capField(rec.Provider))
 
-	v, err := h.Verifiers.Verifier(ctx, a.Provider)
+	v, err := h.Verifiers.Verifier(ctx, rec.Provider)
 	if err != nil {
 		if errors.Is(err, webhooks.ErrUnknownProvider) {
 			log.WarnContext(ctx, "webhook for unknown provider")
-			refuse(w, &a, err, problem.New(problem.NotFound, detailUnknown))
+			refuse(w, &rec, err, problem.New(problem.NotFound, detailUnknown))
 			return
 		}
 		// Secrets not loadable: refuse with 503 so the provider retries later.
 		log.ErrorContext(ctx, "webhook verifier unavailable", "err", err)
-		refuse(w, &a, err, unavailable())
+		refuse(w, &rec, err, unavailable())
 		return
 	}
 
@@ -132,35 +133,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			log.WarnContext(ctx, "webhook rejected", "reason", webhooks.ErrTooLarge.Error(), "limit", max)
-			refuse(w, &a, webhooks.ErrTooLarge, problem.New(problem.BodyTooLarge, detailTooLarge))
+			refuse(w, &rec, webhooks.ErrTooLarge, problem.New(problem.BodyTooLarge, detailTooLarge))
 			return
 		}
 		log.WarnContext(ctx, "webhook body unreadable", "err", err)
-		refuse(w, &a, err, problem.New(problem.WebhookUnverified, detailRejected))
+		refuse(w, &rec, err, problem.New(problem.WebhookUnverified, detailRejected))
 		return
 	}
-	a.Body = body
+	rec.Body = body
 
 	if err := v.Verify(r.Header, body); err != nil {
 		// The verifier's errors name the failed check, never a secret or a signature.
 		log.WarnContext(ctx, "webhook rejected", "reason", err.Error(), "bytes", len(body),
 			"claimed_event_id", capField(claimedID(r.Header, body)), "source", capField(r.RemoteAddr))
-		refuse(w, &a, err, problem.New(problem.WebhookUnverified, detailRejected))
+		refuse(w, &rec, err, problem.New(problem.WebhookUnverified, detailRejected))
 		return
 	}
 
-	d := webhooks.NewDelivery(a.Provider, r.Header, body, start)
-	a.EventID = d.EventID
+	d := webhooks.NewDelivery(rec.Provider, r.Header, body, start)
+	rec.EventID = d.EventID
 	log = log.With("event_id", d.EventID)
 	if err := h.Queue.Enqueue(ctx, d); err != nil {
 		log.ErrorContext(ctx, "webhook verified but not enqueued", "err", err)
-		refuse(w, &a, err, unavailable())
+		refuse(w, &rec, err, unavailable())
 		return
 	}
 	if d.EventID == "" {
 		log.WarnContext(ctx, "webhook verified without an event id; the worker will dead-letter it")
 	}
-	a.Status = http.StatusOK
+	rec.Status = http.StatusOK
 	log.InfoContext(ctx, "webhook accepted", "bytes", len(body))
 	hd := w.Header()
 	hd.Set("Content-Type", "application/json")
@@ -197,9 +198,9 @@ func capField(s string) string {
 }
 
 // refuse answers p, the one way a delivery is refused, and records its status and cause on
-// the delivery's attempt.
-func refuse(w http.ResponseWriter, a *Attempt, cause error, p problem.Problem) {
-	a.Status, a.Err = p.Status, cause
+// the delivery's receipt.
+func refuse(w http.ResponseWriter, rec *Receipt, cause error, p problem.Problem) {
+	rec.Status, rec.Err = p.Status, cause
 	problem.Write(w, p)
 }
 

@@ -49,9 +49,9 @@ func (q *memQueue) Enqueue(_ context.Context, d webhooks.Delivery) error {
 	return nil
 }
 
-type recorder struct{ got []Attempt }
+type recorder struct{ got []Receipt }
 
-func (r *recorder) Observe(_ context.Context, a Attempt) { r.got = append(r.got, a) }
+func (r *recorder) Observe(_ context.Context, a Receipt) { r.got = append(r.got, a) }
 
 type brokenVerifiers struct{}
 
