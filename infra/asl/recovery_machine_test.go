@@ -451,10 +451,10 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 		t.Errorf("provider saw keys %v and %d charges, want 2 and 2", calls, effects["pm_funds"])
 	}
 	out := output(t, ex)
-	if out.Outcome != recovery.OutcomeSucceeded || len(out.Charges) != 3 {
+	if out.Result != recovery.ResultSucceeded || len(out.Charges) != 3 {
 		t.Fatalf("output %s", ex.Output)
 	}
-	if got := []recovery.Outcome{out.Charges[0].Outcome, out.Charges[1].Outcome, out.Charges[2].Outcome}; got[0] != recovery.OutcomeDeclined || got[1] != recovery.OutcomeDeclined || got[2] != recovery.OutcomeSucceeded {
+	if got := []recovery.Result{out.Charges[0].Result, out.Charges[1].Result, out.Charges[2].Result}; got[0] != recovery.ResultDeclined || got[1] != recovery.ResultDeclined || got[2] != recovery.ResultSucceeded {
 		t.Errorf("history outcomes %v", got)
 	}
 	stored := storedPayment(t, h, "pay_soft")
@@ -624,7 +624,7 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	if effects["pm"] != len(calls) {
 		t.Errorf("%d effective charges for %d distinct keys: an attempt ran twice", effects["pm"], len(calls))
 	}
-	if out := output(t, ex); len(out.Charges) != 3 || out.Outcome != recovery.OutcomeSucceeded {
+	if out := output(t, ex); len(out.Charges) != 3 || out.Result != recovery.ResultSucceeded {
 		t.Errorf("output %s", ex.Output)
 	}
 	if stored := storedPayment(t, h, "pay_c"); stored.Status != provider.StatusSucceeded {
@@ -655,7 +655,7 @@ func TestAlreadyPaidEndsWithoutACharge(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := h.await(h.arn("inv_paid"))
-	if ex.Status != asl.StatusSucceeded || output(t, ex).Outcome != recovery.OutcomeSettled {
+	if ex.Status != asl.StatusSucceeded || output(t, ex).Result != recovery.ResultSettled {
 		t.Fatalf("status %s output %s (%s %s)", ex.Status, ex.Output, ex.Error, ex.Cause)
 	}
 	if calls, _, _ := prov.snapshot(); len(calls) != 0 {

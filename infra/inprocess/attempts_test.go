@@ -101,11 +101,11 @@ func TestTimedOutCallFoundByCallerKeyAndPaymentID(t *testing.T) {
 	var kinds []string
 	sawTimeout := false
 	for i, r := range tl.Rows {
-		kinds = append(kinds, r.Kind+":"+r.Outcome)
+		kinds = append(kinds, r.Kind+":"+r.Result)
 		if i > 0 && r.At.Before(tl.Rows[i-1].At) {
 			t.Errorf("row %d at %s is before row %d", i, r.At, i-1)
 		}
-		if r.Outcome == attempts.OutcomeTimeout {
+		if r.Result == attempts.OutcomeTimeout {
 			sawTimeout = true
 			if r.Attempt == nil || !strings.Contains(r.Attempt.RequestBody, "amount=2000") || strings.Contains(r.Duration, "ms") && strings.Contains(r.Duration, ".") && len(r.Duration) > 8 {
 				t.Errorf("timed-out row without its request, or a Go duration: %+v", r)
@@ -174,7 +174,7 @@ func TestForgedDeliveriesQuarantined(t *testing.T) {
 	var tl opsapi.Timeline
 	opsJSON(t, s, "/ops/payments/"+v.ID+"/timeline", &tl)
 	for _, r := range tl.Rows {
-		if r.Kind == opsapi.RowRefused || r.Outcome == attempts.OutcomeRejectedSignature {
+		if r.Kind == opsapi.RowRefused || r.Result == attempts.OutcomeRejectedSignature {
 			t.Errorf("the forged delivery is in the timeline: %+v", r)
 		}
 	}

@@ -88,7 +88,7 @@ func checkEnd(t *testing.T, r apiRecord, want deadletter.Status, attemptsBefore 
 	last := r.Audit[len(r.Audit)-1]
 	switch want {
 	case deadletter.StatusResolved:
-		if r.Status != want || last.Action != deadletter.ActionRetrySucceeded || last.Outcome == "" || last.RetryID != deadletter.RetryID(r.ID, 1) {
+		if r.Status != want || last.Action != deadletter.ActionRetrySucceeded || last.Result == "" || last.RetryID != deadletter.RetryID(r.ID, 1) {
 			t.Fatalf("record %s, last audit %+v", r.Status, last)
 		}
 		if len(r.Actions) != 0 {
@@ -255,7 +255,7 @@ func TestEveryRetryClosesItsLoop(t *testing.T) {
 		}
 		r := awaitEnd(t, s, id)
 		if last := r.Audit[len(r.Audit)-1]; r.Status != deadletter.StatusResolved || last.Action != deadletter.ActionRetrySucceeded ||
-			!strings.Contains(last.Outcome, "completed") {
+			!strings.Contains(last.Result, "completed") {
 			t.Fatalf("record %s, last audit %+v", r.Status, last)
 		}
 	})

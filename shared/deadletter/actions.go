@@ -156,13 +156,14 @@ func (t *Records) retryNotSent(ctx context.Context, id string, n int, from Statu
 	return back, err
 }
 
-// Override closes the record with a manual outcome. Both outcome and note are required.
-func (t *Records) Override(ctx context.Context, id, actor, outcome, note string) (Record, error) {
-	outcome, note = strings.TrimSpace(outcome), strings.TrimSpace(note)
-	if outcome == "" || note == "" {
+// Override closes the record with a manual result (the API's "outcome"). Both result and
+// note are required.
+func (t *Records) Override(ctx context.Context, id, actor, result, note string) (Record, error) {
+	result, note = strings.TrimSpace(result), strings.TrimSpace(note)
+	if result == "" || note == "" {
 		return Record{}, ErrNoteRequired
 	}
-	if len(outcome) > MaxOutcome || !utf8.ValidString(outcome) {
+	if len(result) > MaxResult || !utf8.ValidString(result) {
 		return Record{}, fmt.Errorf("%w: outcome too long or not UTF-8", ErrInvalid)
 	}
 	if err := checkNote(note); err != nil {
@@ -172,8 +173,8 @@ func (t *Records) Override(ctx context.Context, id, actor, outcome, note string)
 		if r.Status == StatusResolved || r.Status == StatusOverridden {
 			return false, fmt.Errorf("%w: %s is %s", ErrClosed, r.ID, r.Status)
 		}
-		r.Audit = append(r.Audit, Audit{At: now, Actor: actor, Action: ActionOverride, Note: note, Outcome: outcome, From: r.Status, To: StatusOverridden})
-		r.Status, r.Outcome = StatusOverridden, outcome
+		r.Audit = append(r.Audit, Audit{At: now, Actor: actor, Action: ActionOverride, Note: note, Result: result, From: r.Status, To: StatusOverridden})
+		r.Status, r.Result = StatusOverridden, result
 		return true, nil
 	})
 	return r, err

@@ -31,18 +31,18 @@ func RetryAttributes(t Target, retryID string) map[string]string {
 // ended. *Records implements it.
 type Loop interface {
 	RetryDone(ctx context.Context, retryID string) (bool, error)
-	RetrySucceeded(ctx context.Context, recordID, retryID, outcome string) (Record, bool, error)
+	RetrySucceeded(ctx context.Context, recordID, retryID, result string) (Record, bool, error)
 	RetryFailed(ctx context.Context, recordID, retryID string, a Try) (Record, bool, error)
 }
 
 var _ Loop = (*Records)(nil)
 
-// RetryResult is what the retry ledger keeps per retry id: that it ended, and how.
-type RetryResult struct {
+// RetryEnd is what the retry ledger keeps per retry id: that it ended, and how.
+type RetryEnd struct {
 	RecordID  string    `json:"record_id"`
 	RetryID   string    `json:"retry_id"`
 	Succeeded bool      `json:"succeeded"`
-	Outcome   string    `json:"outcome,omitempty"`
+	Result    string    `json:"outcome,omitempty"`
 	At        time.Time `json:"at"`
 }
 
@@ -84,15 +84,15 @@ func (t *Records) RetryDone(ctx context.Context, retryID string) (bool, error) {
 }
 
 // RetrySucceeded moves the record from retrying to resolved because the retried work with
-// retryID succeeded; outcome says what it did, and the audit entry links it. It writes the
+// retryID succeeded; result says what it did, and the audit entry links it. It writes the
 // retry's ledger entry in the same transaction, conditioned on there being none, so a second
 // report of the same retry changes nothing (changed false). A record no longer retrying under
 // this retry id (an operator resolved it meanwhile, or retried it again) is left as it is.
-func (t *Records) RetrySucceeded(ctx context.Context, recordID, retryID, outcome string) (Record, bool, error) {
-	outcome = capText(outcome, MaxOutcome)
-	return t.endRetry(ctx, recordID, retryID, RetryResult{Succeeded: true, Outcome: outcome}, func(r *Record, now time.Time) {
+func (t *Records) RetrySucceeded(ctx context.Context, recordID, retryID, result string) (Record, bool, error) {
+	result = capText(result, MaxResult)
+	return t.endRetry(ctx, recordID, retryID, RetryEnd{Succeeded: true, Result: result}, func(r *Record, now time.Time) {
 		r.Audit = append(r.Audit, Audit{At: now, Actor: "system", Action: ActionRetrySucceeded, From: StatusRetrying,
-			To: StatusResolved, RetryID: retryID, Outcome: outcome})
+			To: StatusResolved, RetryID: retryID, Result: result})
 		r.Status = StatusResolved
 	})
 }
@@ -102,7 +102,7 @@ func (t *Records) RetrySucceeded(ctx context.Context, recordID, retryID, outcome
 // RetrySucceeded it writes the retry's ledger entry with it, once.
 func (t *Records) RetryFailed(ctx context.Context, recordID, retryID string, a Try) (Record, bool, error) {
 	a.Error = capText(a.Error, MaxNote)
-	return t.endRetry(ctx, recordID, retryID, RetryResult{Outcome: a.Error}, func(r *Record, now time.Time) {
+	return t.endRetry(ctx, recordID, retryID, RetryEnd{Result: a.Error}, func(r *Record, now time.Time) {
 		if a.At.IsZero() {
 			a.At = now
 		}
@@ -113,7 +113,7 @@ func (t *Records) RetryFailed(ctx context.Context, recordID, retryID string, a T
 	})
 }
 
-func (t *Records) endRetry(ctx context.Context, recordID, retryID string, res RetryResult, apply func(r *Record, now time.Time)) (Record, bool, error) {
+func (t *Records) endRetry(ctx context.Context, recordID, retryID string, res RetryEnd, apply func(r *Record, now time.Time)) (Record, bool, error) {
 	if !validIDs(recordID, retryID) {
 		return Record{}, false, fmt.Errorf("%w: record %q retry %q", ErrInvalid, recordID, retryID)
 	}
@@ -187,7 +187,7 @@ const (
 //	lambda.Start((&sqsbatch.Batch{Each: w.Handle, Report: retries}).Handle)
 type Retries struct {
 	Loop Loop
-	// Done and Failed complete "the retried message ..." in the outcome and the try
+	// Done and Failed complete "the retried message ..." in the result and the try
 	// ("was applied by the webhook worker", "could not be applied by the webhook worker").
 	Done, Failed string
 	Now          func() time.Time

@@ -341,7 +341,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Round 1 stopped (its schedule used up): the dead-letter step opened the record.
-			stopped := recovery.State{PaymentID: id, Round: 1, Charges: []recovery.Charge{{At: t0.Add(-time.Hour), Outcome: recovery.OutcomeDeclined, Class: "insufficient_funds"}},
+			stopped := recovery.State{PaymentID: id, Round: 1, Charges: []recovery.Charge{{At: t0.Add(-time.Hour), Result: recovery.ResultDeclined, Class: "insufficient_funds"}},
 				Plan: &recovery.Plan{Attempt: 1, Reason: recovery.ReasonExhausted, Explanation: "Not retrying."}}
 			step(t, e.steps, recovery.StepDeadLetter, stopped)
 			recs, err := e.table.List(ctx, deadletter.Filter{Source: deadletter.SourceRecovery, Text: id})
@@ -378,7 +378,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 				t.Fatalf("charge now planned %+v", st.Plan)
 			}
 			st = step(t, e.steps, recovery.StepCharge, st)
-			if st.Outcome != recovery.OutcomeSucceeded {
+			if st.Result != recovery.ResultSucceeded {
 				step(t, e.steps, recovery.StepDeadLetter, st)
 			}
 			got := e.get(t, rec.ID)

@@ -125,7 +125,7 @@ func TestRetriedMessageClosesItsLoop(t *testing.T) {
 			if tc.fail && got.Tries[1].MessageID != "m-retry" {
 				t.Fatalf("appended attempt %+v", got.Tries[1])
 			}
-			if !tc.fail && last.Outcome == "" {
+			if !tc.fail && last.Result == "" {
 				t.Fatalf("the resolution names no outcome: %+v", last)
 			}
 			open, _ := e.table.OpenCount(ctx)

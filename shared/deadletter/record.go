@@ -112,7 +112,7 @@ type Audit struct {
 	From    Status    `json:"from,omitempty"`
 	To      Status    `json:"to,omitempty"`
 	RetryID string    `json:"retry_id,omitempty"`
-	Outcome string    `json:"outcome,omitempty"`
+	Result  string    `json:"outcome,omitempty"`
 }
 
 // Audit actions.
@@ -124,7 +124,7 @@ const (
 	ActionOverride   = "override"
 	ActionResolve    = "resolve"
 	ActionIgnore     = "ignore"
-	// ActionRetrySucceeded closes a record whose retried work succeeded (Outcome says what it
+	// ActionRetrySucceeded closes a record whose retried work succeeded (Result says what it
 	// did); ActionRetryFailedAgain reopens one whose retried work failed, with the try
 	// appended. Both carry the retry id.
 	ActionRetrySucceeded   = "retry_succeeded"
@@ -155,8 +155,8 @@ type Record struct {
 	Target          Target `json:"target"`
 	// Retries counts retries started; the next retry's id derives from it.
 	Retries int `json:"retries"`
-	// Outcome is the manual outcome an override recorded.
-	Outcome   string    `json:"outcome,omitempty"`
+	// Result is the manual result an override recorded (the API's "outcome").
+	Result    string    `json:"outcome,omitempty"`
 	Audit     []Audit   `json:"audit"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`

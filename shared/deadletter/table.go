@@ -36,9 +36,9 @@ const (
 	// DefaultLimit and MaxLimit bound a List page.
 	DefaultLimit = 50
 	MaxLimit     = 200
-	// MaxNote and MaxOutcome bound operator text.
-	MaxNote    = 2000
-	MaxOutcome = 200
+	// MaxNote and MaxResult bound operator text.
+	MaxNote   = 2000
+	MaxResult = 200
 )
 
 // Sentinel errors.

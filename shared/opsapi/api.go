@@ -31,7 +31,7 @@ type Records interface {
 	List(ctx context.Context, f deadletter.Filter) (deadletter.Page, error)
 	Retry(ctx context.Context, id, actor, note string) (deadletter.Record, bool, error)
 	RetrySeen(ctx context.Context, id, actor, note string, seen int) (deadletter.Record, bool, error)
-	Override(ctx context.Context, id, actor, outcome, note string) (deadletter.Record, error)
+	Override(ctx context.Context, id, actor, result, note string) (deadletter.Record, error)
 	MarkResolved(ctx context.Context, id, actor, note string) (deadletter.Record, error)
 	Ignore(ctx context.Context, id, actor, note string) (deadletter.Record, error)
 	BulkRetry(ctx context.Context, f deadletter.Filter, actor, note string) (deadletter.BulkResult, error)
@@ -481,11 +481,11 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": rec.ID, "audit": rec.Audit})
 }
 
-// ActionBody is the JSON body of an action. Override needs Outcome and Note; the others take
+// ActionBody is the JSON body of an action. Override needs Result ("outcome") and Note; the others take
 // an optional Note.
 type ActionBody struct {
-	Outcome string `json:"outcome"`
-	Note    string `json:"note"`
+	Result string `json:"outcome"`
+	Note   string `json:"note"`
 	// Retries, on a retry, is the record's retries as the caller saw them: a record retried
 	// since is left alone (retried false), so a repeated request does the work once.
 	Retries *int `json:"retries,omitempty"`
@@ -515,7 +515,7 @@ func ParseActionBody(rd io.Reader) (ActionBody, error) {
 	if dec.More() {
 		return ActionBody{}, &FieldError{Field: "body", Reason: "one JSON object only"}
 	}
-	if !utf8.ValidString(b.Note) || !utf8.ValidString(b.Outcome) || len(b.Note) > deadletter.MaxNote || len(b.Outcome) > deadletter.MaxOutcome {
+	if !utf8.ValidString(b.Note) || !utf8.ValidString(b.Result) || len(b.Note) > deadletter.MaxNote || len(b.Result) > deadletter.MaxResult {
 		return ActionBody{}, &FieldError{Field: "body", Reason: "note or outcome too long"}
 	}
 	return b, nil
@@ -545,7 +545,7 @@ func (h *Handler) override(w http.ResponseWriter, r *http.Request, who string) {
 		h.fail(w, r, err)
 		return
 	}
-	rec, err := h.Records.Override(r.Context(), r.PathValue("id"), who, body.Outcome, body.Note)
+	rec, err := h.Records.Override(r.Context(), r.PathValue("id"), who, body.Result, body.Note)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -66,7 +66,7 @@ func FuzzParseActionBody(f *testing.F) {
 			}
 			return
 		}
-		if len(b.Note) > deadletter.MaxNote || len(b.Outcome) > deadletter.MaxOutcome {
+		if len(b.Note) > deadletter.MaxNote || len(b.Result) > deadletter.MaxResult {
 			t.Fatalf("over-long fields accepted")
 		}
 	})

@@ -82,7 +82,7 @@ type Row struct {
 	Kind     string    `json:"kind"`
 	Title    string    `json:"title"`
 	Status   int       `json:"status,omitempty"`
-	Outcome  string    `json:"outcome,omitempty"`
+	Result   string    `json:"outcome,omitempty"`
 	Duration string    `json:"duration,omitempty"` // human units: "3.3 ms", "1.2 s"
 	// DurationMS is the duration in milliseconds, for scripts.
 	DurationMS float64 `json:"duration_ms,omitempty"`
@@ -265,14 +265,14 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 			tl.cardRefused = true
 		}
 		tl.Rows = append(tl.Rows, Row{At: rec.CreatedAt, Kind: RowDeadLetter, Title: "dead letter opened (" + string(rec.Source) + ")",
-			Outcome: string(rec.Cause), Detail: rec.Explanation, Record: rec.ID})
+			Result: string(rec.Cause), Detail: rec.Explanation, Record: rec.ID})
 		for _, au := range rec.Audit {
 			if au.Action == deadletter.ActionOpened {
 				continue // the row above: one row per event
 			}
 			detail := au.Note
-			if au.Outcome != "" {
-				detail = strings.TrimSpace("outcome: " + au.Outcome + ". " + detail)
+			if au.Result != "" {
+				detail = strings.TrimSpace("outcome: " + au.Result + ". " + detail)
 			}
 			title := "dead letter " + au.Action + " by " + au.Actor
 			if au.From != "" {
@@ -303,9 +303,9 @@ func authenticationWait(a attempts.Attempt, p Payment) (Row, bool) {
 		r.Detail = "next action: " + ans.NextAction.Type + ". "
 	}
 	if p.Status == provider.StatusRequiresAction {
-		r.Outcome, r.Detail = "waiting", r.Detail+"The customer has not completed it yet."
+		r.Result, r.Detail = "waiting", r.Detail+"The customer has not completed it yet."
 	} else {
-		r.Outcome, r.Detail = "ended", r.Detail+"The wait is over: the payment is now "+p.Status+"."
+		r.Result, r.Detail = "ended", r.Detail+"The wait is over: the payment is now "+p.Status+"."
 	}
 	return r, true
 }
@@ -323,13 +323,13 @@ func refundRows(p Payment) []Row {
 		}
 		switch e.Status {
 		case provider.RefundSucceeded:
-			out = append(out, Row{At: e.UpdatedAt, Kind: RowRefund, Title: "refund succeeded", Outcome: e.Status, Detail: what})
+			out = append(out, Row{At: e.UpdatedAt, Kind: RowRefund, Title: "refund succeeded", Result: e.Status, Detail: what})
 		case provider.RefundFailed, provider.RefundCanceled:
 			reason := e.FailureReason
 			if reason == "" {
 				reason = e.Status
 			}
-			out = append(out, Row{At: e.UpdatedAt, Kind: RowRefund, Title: "refund failed: " + reason, Outcome: e.Status,
+			out = append(out, Row{At: e.UpdatedAt, Kind: RowRefund, Title: "refund failed: " + reason, Result: e.Status,
 				Detail: what + "; the amount is refundable again"})
 		}
 	}
@@ -342,7 +342,7 @@ var operationTitles = map[string]string{"payments.refund": "refund requested", "
 	"payments.cancel": "cancel requested"}
 
 func attemptRow(a attempts.Attempt) Row {
-	r := Row{At: a.StartedAt, Status: a.Status, Outcome: a.Outcome, Detail: a.Err, Replayed: a.IsReplay(),
+	r := Row{At: a.StartedAt, Status: a.Status, Result: a.Outcome, Detail: a.Err, Replayed: a.IsReplay(),
 		Duration: HumanDuration(a.Duration), DurationMS: float64(a.Duration) / float64(time.Millisecond)}
 	switch {
 	case a.Provider == "api":

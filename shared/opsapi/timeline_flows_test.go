@@ -121,7 +121,7 @@ func TestTimelineShowsRefundsCaptureAndTheAuthenticationWait(t *testing.T) {
 		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	wait := tl.Rows[1]
-	if wait.Outcome != "ended" || !strings.Contains(wait.Detail, "next action: use_stripe_sdk") || !strings.Contains(wait.Detail, "now succeeded") {
+	if wait.Result != "ended" || !strings.Contains(wait.Detail, "next action: use_stripe_sdk") || !strings.Contains(wait.Detail, "now succeeded") {
 		t.Errorf("the wait row: %+v", wait)
 	}
 	if p := tl.Payment; len(p.Refunds) != 3 || p.Refunds[1].Status != "failed" || p.Refunds[1].FailureReason == nil || p.AmountRefunded != 1300 {

@@ -28,7 +28,7 @@ const ReasonChargeNow Reason = "charge_now"
 // settled). The dead-letter sink implements it next to DeadLetterSink; Steps calls it when its
 // sink does. It must be idempotent: the step that calls it runs at least once.
 type RetryCloser interface {
-	RetrySucceeded(ctx context.Context, l RetryLink, outcome string) error
+	RetrySucceeded(ctx context.Context, l RetryLink, result string) error
 }
 
 // ChargeNowPlan plans the charge an operator asked for at now: at once, unless the decline or
@@ -101,13 +101,13 @@ func retryLink(st State) *RetryLink {
 }
 
 // closeRetry tells the sink that a retried recovery ended with the payment paid.
-func (s *Steps) closeRetry(ctx context.Context, st State, outcome string) error {
+func (s *Steps) closeRetry(ctx context.Context, st State, result string) error {
 	l := retryLink(st)
 	rc, ok := s.DeadLetters.(RetryCloser)
 	if l == nil || !ok {
 		return nil
 	}
-	if err := rc.RetrySucceeded(ctx, *l, outcome); err != nil {
+	if err := rc.RetrySucceeded(ctx, *l, result); err != nil {
 		return &TransientError{Op: "close retry", Err: err}
 	}
 	return nil

@@ -24,7 +24,7 @@ var (
 func (s DeadLetterRecords) Open(ctx context.Context, d DeadLetter) error {
 	attempts := make([]deadletter.Try, 0, len(d.Charges))
 	for _, a := range d.Charges {
-		msg := string(a.Outcome)
+		msg := string(a.Result)
 		if a.Class != "" {
 			msg += " (" + string(a.Class) + ")"
 		}
@@ -41,7 +41,7 @@ func (s DeadLetterRecords) Open(ctx context.Context, d DeadLetter) error {
 		if n := len(d.Charges); n > 0 {
 			a.At = d.Charges[n-1].At
 			if d.Charges[n-1].Class != "" && d.Reason == string(ReasonChargeNow) {
-				a.Response = string(d.Charges[n-1].Outcome) + " (" + string(d.Charges[n-1].Class) + ")"
+				a.Response = string(d.Charges[n-1].Result) + " (" + string(d.Charges[n-1].Class) + ")"
 			}
 		}
 		_, _, err := loop.RetryFailed(ctx, d.RetryOf.DeadLetterID, d.RetryOf.RetryID, a)
@@ -59,12 +59,12 @@ func (s DeadLetterRecords) Open(ctx context.Context, d DeadLetter) error {
 }
 
 // RetrySucceeded implements RetryCloser: the record of a retried recovery is resolved.
-func (s DeadLetterRecords) RetrySucceeded(ctx context.Context, l RetryLink, outcome string) error {
+func (s DeadLetterRecords) RetrySucceeded(ctx context.Context, l RetryLink, result string) error {
 	loop, ok := s.Records.(deadletter.Loop)
 	if !ok {
 		return fmt.Errorf("recovery: the dead-letter table cannot resolve record %s", l.DeadLetterID)
 	}
-	_, _, err := loop.RetrySucceeded(ctx, l.DeadLetterID, l.RetryID, outcome)
+	_, _, err := loop.RetrySucceeded(ctx, l.DeadLetterID, l.RetryID, result)
 	return err
 }
 

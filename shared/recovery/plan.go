@@ -12,22 +12,22 @@ import (
 	"github.com/runtwice/twice/shared/declines"
 )
 
-// Outcome is how one charge attempt ended.
-type Outcome string
+// Result is how one charge attempt ended.
+type Result string
 
-// The outcomes an attempt history records.
+// The results a charge history records.
 const (
-	OutcomeDeclined  Outcome = "declined"  // a card decline (counts towards Mastercard's decline limits)
-	OutcomeFailed    Outcome = "failed"    // no decline from the issuer: a provider or network fault
-	OutcomeSucceeded Outcome = "succeeded" // approved
+	ResultDeclined  Result = "declined"  // a card decline (counts towards Mastercard's decline limits)
+	ResultFailed    Result = "failed"    // no decline from the issuer: a provider or network fault
+	ResultSucceeded Result = "succeeded" // approved
 )
 
 // Charge is one charge attempt in a history. It is JSON because histories travel through
 // the recovery state machine.
 type Charge struct {
-	At      time.Time      `json:"at"`
-	Outcome Outcome        `json:"outcome"`
-	Class   declines.Class `json:"decline_class,omitempty"` // the class of this attempt's decline, if any
+	At     time.Time      `json:"at"`
+	Result Result         `json:"outcome"`
+	Class  declines.Class `json:"decline_class,omitempty"` // the class of this attempt's decline, if any
 	// RetryAfterSeconds is the provider's Retry-After on this attempt's answer; the next
 	// attempt is planned exactly that long after it.
 	RetryAfterSeconds int64 `json:"retry_after_seconds,omitempty"`

@@ -136,7 +136,7 @@ func sweepYear(t *testing.T, year int, stride time.Duration, newYork *time.Locat
 // the first plan. It returns the plans and retries checked.
 func sweepOne(p Policy, c declines.Classification, first time.Time, seed uint64, full bool) (int, int, error) {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	in := Input{Classification: c, Charges: []Charge{{At: first, Outcome: OutcomeDeclined, Class: c.Class}}}
+	in := Input{Classification: c, Charges: []Charge{{At: first, Result: ResultDeclined, Class: c.Class}}}
 	windowEnd := first.Add(p.Window)
 	now := first
 	retries := 0
@@ -159,7 +159,7 @@ func sweepOne(p Policy, c declines.Classification, first time.Time, seed uint64,
 			return n, retries, fmt.Errorf("%d plans for %d retries allowed", n, p.MaxAttempts)
 		}
 		now = plan.At
-		in.Charges = append(in.Charges, Charge{At: plan.At, Outcome: OutcomeDeclined, Class: c.Class})
+		in.Charges = append(in.Charges, Charge{At: plan.At, Result: ResultDeclined, Class: c.Class})
 	}
 }
 
@@ -336,7 +336,7 @@ func TestCalendarEdges(t *testing.T) {
 			if tc.loc != nil {
 				p.Location = tc.loc
 			}
-			in := Input{Classification: tc.c, Charges: []Charge{{At: tc.declined, Outcome: OutcomeDeclined, Class: tc.c.Class}}}
+			in := Input{Classification: tc.c, Charges: []Charge{{At: tc.declined, Result: ResultDeclined, Class: tc.c.Class}}}
 			plan, err := NextAttempt(p, in, tc.declined, rand.New(rand.NewPCG(1, 1)))
 			if err != nil {
 				t.Fatal(err)

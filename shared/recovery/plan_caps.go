@@ -27,7 +27,7 @@ var capText = map[Limit]string{
 }
 
 func reattempt(a Charge, i int) bool { return i > 0 || (i < 0 && a.Reattempt) }
-func declined(a Charge, _ int) bool  { return a.Outcome == OutcomeDeclined }
+func declined(a Charge, _ int) bool  { return a.Result == ResultDeclined }
 
 // networkCaps returns the caps of a card network, from the card ledger's rules (one home for
 // the networks' numbers). Networks without published rules get only our own caps.

@@ -17,7 +17,7 @@ func ExampleNextAttempt() {
 	p.AnchorSpread = 0 // exactly 09:00, for the example
 	plan, err := recovery.NextAttempt(p, recovery.Input{
 		Classification: c,
-		Charges:        []recovery.Charge{{At: now, Outcome: recovery.OutcomeDeclined, Class: c.Class}},
+		Charges:        []recovery.Charge{{At: now, Result: recovery.ResultDeclined, Class: c.Class}},
 	}, now, rand.New(rand.NewPCG(1, 2)))
 	if err != nil {
 		fmt.Println(err)

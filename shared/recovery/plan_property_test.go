@@ -20,7 +20,7 @@ var (
 	propNetCodes = []string{"", "", "05", "51", "61", "91", "41", "R1", "54", "Q9"}
 	propNetworks = []declines.Network{declines.NetworkVisa, declines.NetworkMastercard, declines.NetworkAmex, declines.NetworkUnknown}
 	propClasses  = []declines.Class{declines.ClassTechnical, declines.ClassGeneric, declines.ClassLimit, "", declines.ClassHard}
-	propOutcomes = []Outcome{OutcomeDeclined, OutcomeDeclined, OutcomeFailed, OutcomeSucceeded}
+	propOutcomes = []Result{ResultDeclined, ResultDeclined, ResultFailed, ResultSucceeded}
 )
 
 type scenario struct {
@@ -66,16 +66,16 @@ func drawScenario(t *rapid.T) scenario {
 	first := now.Add(-span)
 	as := make([]Charge, n)
 	for i, o := range offs {
-		as[i] = Charge{At: first.Add(o), Outcome: rapid.SampledFrom(propOutcomes).Draw(t, "outcome"), Class: rapid.SampledFrom(propClasses).Draw(t, "class")}
+		as[i] = Charge{At: first.Add(o), Result: rapid.SampledFrom(propOutcomes).Draw(t, "outcome"), Class: rapid.SampledFrom(propClasses).Draw(t, "class")}
 	}
-	as[n-1].Outcome, as[n-1].Class = OutcomeDeclined, c.Class
+	as[n-1].Result, as[n-1].Class = ResultDeclined, c.Class
 	if rapid.IntRange(0, 4).Draw(t, "retryAfter?") == 0 {
 		as[n-1].RetryAfterSeconds = rapid.Int64Range(1, 3*86400).Draw(t, "retryAfter")
 	}
 	card := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Charge {
 		return Charge{
 			At:        now.Add(-time.Duration(rapid.Int64Range(0, int64(40*day)).Draw(t, "cardAgo"))),
-			Outcome:   rapid.SampledFrom(propOutcomes).Draw(t, "cardOutcome"),
+			Result:    rapid.SampledFrom(propOutcomes).Draw(t, "cardOutcome"),
 			Reattempt: rapid.Bool().Draw(t, "cardReattempt"),
 		}
 	}), 0, 60).Draw(t, "card")
@@ -142,7 +142,7 @@ func TestPlanProperties(t *testing.T) {
 				t.Fatalf("Visa: %d reattempts in 30 days with the planned one", n+1)
 			}
 		case declines.NetworkMastercard:
-			dec := func(a Charge, _ int) bool { return a.Outcome == OutcomeDeclined }
+			dec := func(a Charge, _ int) bool { return a.Result == ResultDeclined }
 			if n := countIn(s.in, plan.At, 24*time.Hour, dec); n+1 > 10 {
 				t.Fatalf("Mastercard: %d declines in 24 h if the planned one declines", n+1)
 			}

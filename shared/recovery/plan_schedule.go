@@ -12,8 +12,7 @@ import (
 // final stop. Each attempt happens exactly at its planned time. It shows an operator, or a
 // README, what the policy does with a decline class.
 func Schedule(p Policy, c declines.Classification, first time.Time, rng *rand.Rand) ([]Plan, error) {
-	outcome := OutcomeDeclined
-	in := Input{Classification: c, Charges: []Charge{{At: first, Outcome: outcome, Class: c.Class}}}
+	in := Input{Classification: c, Charges: []Charge{{At: first, Result: ResultDeclined, Class: c.Class}}}
 	now := first
 	var plans []Plan
 	for range 1000 { // a valid policy stops well before; the bound keeps a bad one finite
@@ -26,7 +25,7 @@ func Schedule(p Policy, c declines.Classification, first time.Time, rng *rand.Ra
 			break
 		}
 		now = plan.At
-		in.Charges = append(in.Charges, Charge{At: plan.At, Outcome: outcome, Class: c.Class})
+		in.Charges = append(in.Charges, Charge{At: plan.At, Result: ResultDeclined, Class: c.Class})
 	}
 	return plans, nil
 }

@@ -27,7 +27,7 @@ func classify(code string, network declines.Network) declines.Classification {
 func history(c declines.Classification, n int, last time.Time, gap time.Duration) []Charge {
 	as := make([]Charge, n)
 	for i := range as {
-		as[i] = Charge{At: last.Add(-time.Duration(n-1-i) * gap), Outcome: OutcomeDeclined, Class: c.Class}
+		as[i] = Charge{At: last.Add(-time.Duration(n-1-i) * gap), Result: ResultDeclined, Class: c.Class}
 	}
 	return as
 }
@@ -121,8 +121,8 @@ func TestNextAttemptRetries(t *testing.T) {
 		},
 		"technical: a generic decline in between restarts the backoff": {
 			in: Input{Classification: technical, Charges: append(history(technical, 3, now.Add(-time.Hour), time.Minute),
-				Charge{At: now.Add(-30 * time.Minute), Outcome: OutcomeDeclined, Class: declines.ClassGeneric},
-				Charge{At: now, Outcome: OutcomeDeclined, Class: declines.ClassTechnical})},
+				Charge{At: now.Add(-30 * time.Minute), Result: ResultDeclined, Class: declines.ClassGeneric},
+				Charge{At: now, Result: ResultDeclined, Class: declines.ClassTechnical})},
 			at: ceilSecond(now.Add(firstDraw(time.Minute))), reason: ReasonBackoff,
 		},
 		"generic: first retry a day later plus up to 6 hours": {
@@ -145,12 +145,12 @@ func TestNextAttemptRetries(t *testing.T) {
 			at: now.Add(72 * time.Hour), reason: ReasonAdvisedDelay,
 		},
 		"Retry-After honoured exactly": {
-			in: Input{Classification: technical, Charges: []Charge{{At: now, Outcome: OutcomeFailed, Class: technical.Class, RetryAfterSeconds: 120}}},
+			in: Input{Classification: technical, Charges: []Charge{{At: now, Result: ResultFailed, Class: technical.Class, RetryAfterSeconds: 120}}},
 			at: now.Add(2 * time.Minute), reason: ReasonRetryAfter,
 			says: "as the provider's Retry-After of 2 minutes asked",
 		},
 		"Retry-After already past: now": {
-			in:  Input{Classification: technical, Charges: []Charge{{At: now, Outcome: OutcomeFailed, Class: technical.Class, RetryAfterSeconds: 30}}},
+			in:  Input{Classification: technical, Charges: []Charge{{At: now, Result: ResultFailed, Class: technical.Class, RetryAfterSeconds: 30}}},
 			now: now.Add(time.Minute),
 			at:  now.Add(time.Minute), reason: ReasonRetryAfter,
 		},
@@ -236,12 +236,12 @@ func TestNextAttemptCaps(t *testing.T) {
 
 	// 19 reattempts on the card for other payments, the oldest 29 days ago.
 	var visaCard []Charge
-	visaCard = append(visaCard, Charge{At: now.Add(-29 * day), Outcome: OutcomeDeclined, Reattempt: true})
+	visaCard = append(visaCard, Charge{At: now.Add(-29 * day), Result: ResultDeclined, Reattempt: true})
 	for i := range 18 {
-		visaCard = append(visaCard, Charge{At: now.Add(-time.Duration(i+1) * time.Hour), Outcome: OutcomeDeclined, Reattempt: true})
+		visaCard = append(visaCard, Charge{At: now.Add(-time.Duration(i+1) * time.Hour), Result: ResultDeclined, Reattempt: true})
 	}
 	// Other payments' original charges are not reattempts and must not count.
-	visaCard = append(visaCard, Charge{At: now.Add(-2 * time.Hour), Outcome: OutcomeDeclined})
+	visaCard = append(visaCard, Charge{At: now.Add(-2 * time.Hour), Result: ResultDeclined})
 
 	tests := map[string]struct {
 		policy func(*Policy)
@@ -267,7 +267,7 @@ func TestNextAttemptCaps(t *testing.T) {
 		"Mastercard: failed attempts are not declines": {
 			policy: big,
 			in: Input{Classification: technicalMC, Charges: append(history(technicalMC, 9, now.Add(-time.Minute), time.Minute),
-				Charge{At: now, Outcome: OutcomeFailed, Class: technicalMC.Class})},
+				Charge{At: now, Result: ResultFailed, Class: technicalMC.Class})},
 			retry: true, at: ceilSecond(now.Add(firstDraw(time.Hour))), reason: ReasonBackoff,
 		},
 		"Mastercard: 35 declines in 30 days exhausts the window": {

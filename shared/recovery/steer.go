@@ -306,7 +306,7 @@ func (s *Steps) steer(ctx context.Context, st State, now time.Time) (State, erro
 	}
 	plan.Retry, plan.At, plan.Reason = true, at.UTC(), ReasonSteered
 	plan.Explanation = why + " because " + cause + "."
-	st.Plan, st.Outcome = &plan, OutcomeDeclined
+	st.Plan, st.Result = &plan, ResultDeclined
 	s.log().InfoContext(ctx, "recovery steered: charge soon", "payment_id", st.PaymentID, "reason", pending.Reason,
 		"payment_method", st.PaymentMethod, "at", plan.At)
 	// Consumed here: the new payment method travels in the execution's state to the charge.
@@ -322,10 +322,10 @@ func (s *Steps) stop(ctx context.Context, st State, p payments.Payment, sg Steer
 	}
 	plan.Retry, plan.At, plan.WaitSeconds = false, time.Time{}, 0
 	if sg.Reason == ReasonInvoicePaid {
-		st.Outcome, plan.Reason = OutcomeSettled, ReasonSettledElsewhere
+		st.Result, plan.Reason = ResultSettled, ReasonSettledElsewhere
 		plan.Explanation = "Not retrying because the invoice was paid another way."
 	} else {
-		st.Outcome, plan.Reason = OutcomeStopped, ReasonStoppedByOperator
+		st.Result, plan.Reason = ResultStopped, ReasonStoppedByOperator
 		plan.Explanation = "Not retrying because an operator stopped the recovery"
 		if sg.Actor != "" {
 			plan.Explanation += " (" + sg.Actor + ")"

@@ -51,7 +51,7 @@ func steeredCharge(t *testing.T, now time.Time) json.RawMessage {
 	t.Helper()
 	in, err := json.Marshal(map[string]any{"step": recovery.StepCharge, "state": recovery.State{
 		PaymentID: "pay_1", Invoice: "inv_pay_1", Round: 1, PaymentMethod: "pm_new",
-		Charges: []recovery.Charge{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical", Card: "fp_old"}},
+		Charges: []recovery.Charge{{At: t0, Result: recovery.ResultDeclined, Class: "technical", Card: "fp_old"}},
 		Plan:    &recovery.Plan{Retry: true, At: now, Attempt: 2, Reason: recovery.ReasonSteered}}})
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +83,8 @@ func TestSteeredChargeIsCheckedOnTheNewCard(t *testing.T) {
 	}
 
 	out := handleState(t, steps, steeredCharge(t, clk.Now()))
-	if out.Outcome != recovery.OutcomeSucceeded {
-		t.Fatalf("outcome %s, plan %+v: want the charge on the free new card to succeed", out.Outcome, out.Plan)
+	if out.Result != recovery.ResultSucceeded {
+		t.Fatalf("outcome %s, plan %+v: want the charge on the free new card to succeed", out.Result, out.Plan)
 	}
 	if _, _, effects := prov.snapshot(); effects["pm_new"] != 1 {
 		t.Fatalf("charges per payment method %v, want pm_new once", effects)
@@ -181,7 +181,7 @@ func TestSteerPlansFromTheNewCard(t *testing.T) {
 	}
 	in, _ := json.Marshal(map[string]any{"step": recovery.StepSteer, "state": recovery.State{
 		PaymentID: "pay_1", Invoice: "inv_pay_1", Round: 1,
-		Charges: []recovery.Charge{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical", Card: "fp_old"}},
+		Charges: []recovery.Charge{{At: t0, Result: recovery.ResultDeclined, Class: "technical", Card: "fp_old"}},
 		Plan:    &recovery.Plan{Retry: true, At: t0.Add(48 * time.Hour), Attempt: 2, Reason: recovery.ReasonBackoff}}})
 	out := handleState(t, steps, in)
 	if want := clk.Now().Add(time.Second); out.Plan == nil || !out.Plan.Retry || !out.Plan.At.Equal(want) || out.Plan.Limit != "" ||
@@ -205,7 +205,7 @@ func TestPlannerCountsOwnAttemptsOnTheirCard(t *testing.T) {
 	now := t0.Add(time.Hour)
 	var others []recovery.Charge
 	for i := range 9 {
-		others = append(others, recovery.Charge{At: now.Add(-time.Duration(30-i) * time.Minute), Outcome: recovery.OutcomeDeclined, Reattempt: true})
+		others = append(others, recovery.Charge{At: now.Add(-time.Duration(30-i) * time.Minute), Result: recovery.ResultDeclined, Reattempt: true})
 	}
 	for name, tc := range map[string]struct {
 		attemptCard string
@@ -217,7 +217,7 @@ func TestPlannerCountsOwnAttemptsOnTheirCard(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := recovery.Input{Classification: c, Card: "fp_new", CardCharges: others,
-				Charges: []recovery.Charge{{At: now.Add(-10 * time.Minute), Outcome: recovery.OutcomeDeclined, Class: c.Class, Card: tc.attemptCard}}}
+				Charges: []recovery.Charge{{At: now.Add(-10 * time.Minute), Result: recovery.ResultDeclined, Class: c.Class, Card: tc.attemptCard}}}
 			plan, err := recovery.NextAttempt(recovery.DefaultPolicy(), in, now, rand.New(rand.NewPCG(1, 2)))
 			if err != nil {
 				t.Fatal(err)

@@ -29,16 +29,16 @@ const (
 	StepSteer      = "steer"       // apply a steering signal: charge soon, or stop
 )
 
-// OutcomeStopped is a state's outcome when an operator stopped the recovery.
-const OutcomeStopped Outcome = "stopped"
+// ResultStopped is a state's result when an operator stopped the recovery.
+const ResultStopped Result = "stopped"
 
-// OutcomeSettled is a state's outcome when the payment no longer needs recovering (it
-// succeeded, was refunded or cancelled outside recovery); it is never an attempt's outcome.
-const OutcomeSettled Outcome = "settled"
+// ResultSettled is a state's result when the payment no longer needs recovering (it
+// succeeded, was refunded or cancelled outside recovery); it is never a charge's result.
+const ResultSettled Result = "settled"
 
 // State is the execution state of the recovery state machine. The starter sets PaymentID,
 // Invoice and Round; the plan and charge steps return it whole with the history, the plan
-// and the outcome; a Catch adds Error. It stays small: ids, at most Policy.MaxAttempts+1
+// and the result; a Catch adds Error. It stays small: ids, at most Policy.MaxAttempts+1
 // attempts and one plan.
 type State struct {
 	PaymentID string   `json:"payment_id"`
@@ -46,7 +46,7 @@ type State struct {
 	Round     int      `json:"round"`
 	Charges   []Charge `json:"attempts"` // never omitted: the Task ResultSelectors read it
 	Plan      *Plan    `json:"plan,omitempty"`
-	Outcome   Outcome  `json:"outcome,omitempty"`
+	Result    Result   `json:"outcome,omitempty"`
 	Error     *Failure `json:"error,omitempty"`
 	// Seq orders the recovery's stored states across steps (the Task ResultSelectors carry
 	// it): each step writes above it and returns it advanced.
@@ -297,7 +297,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 		if at.IsZero() {
 			at = now
 		}
-		st.Charges = []Charge{{At: at.UTC(), Outcome: OutcomeDeclined, Class: c.Class, Card: fingerprint(p.Card)}}
+		st.Charges = []Charge{{At: at.UTC(), Result: ResultDeclined, Class: c.Class, Card: fingerprint(p.Card)}}
 		if st.Round == 1 {
 			// The original charge's decline enters the card's ledger here: every declined
 			// payment starts a recovery (an outbox message committed with the decline), so the
@@ -313,7 +313,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 	if st.ChargeNow != nil {
 		plan := ChargeNowPlan(Input{Classification: c, Charges: st.Charges, CardCharges: cardCharges(card, st), Card: card.Fingerprint}, now)
 		plan.ChargeNow = st.ChargeNow
-		st.Plan, st.Outcome = &plan, OutcomeDeclined
+		st.Plan, st.Result = &plan, ResultDeclined
 		s.log().InfoContext(ctx, "recovery charge-now planned", "payment_id", st.PaymentID, "plan", plan)
 		return st, s.commit(ctx, p, original, s.recoveryRecord(st, p, now, phasePlanned))
 	}
@@ -345,14 +345,14 @@ func cardCharges(c cardledger.Card, st State) []Charge {
 		if e.PaymentID == st.PaymentID && (e.Recovery == st.KeySubject() || (e.Recovery == "" && st.Round == 1)) {
 			continue
 		}
-		o := OutcomeDeclined // a pending attempt counts as a decline
+		o := ResultDeclined // a pending attempt counts as a decline
 		switch e.Outcome {
 		case cardledger.OutcomeSucceeded:
-			o = OutcomeSucceeded
+			o = ResultSucceeded
 		case cardledger.OutcomeFailed:
-			o = OutcomeFailed
+			o = ResultFailed
 		}
-		out = append(out, Charge{At: e.At, Outcome: o, Reattempt: e.Reattempt})
+		out = append(out, Charge{At: e.At, Result: o, Reattempt: e.Reattempt})
 	}
 	return out
 }
@@ -362,7 +362,7 @@ func (s *Steps) planNext(ctx context.Context, st State, c declines.Classificatio
 	if err != nil {
 		return st, invalid("plan: %w", err)
 	}
-	st.Plan, st.Outcome = &plan, OutcomeDeclined
+	st.Plan, st.Result = &plan, ResultDeclined
 	if plan.Retry {
 		s.log().InfoContext(ctx, "recovery retry scheduled", "payment_id", st.PaymentID, "invoice", st.Invoice, "plan", plan)
 	} else {
@@ -372,7 +372,7 @@ func (s *Steps) planNext(ctx context.Context, st State, c declines.Classificatio
 }
 
 func (s *Steps) settle(ctx context.Context, st State, p payments.Payment) State {
-	st.Outcome = OutcomeSettled
+	st.Result = ResultSettled
 	if st.Charges == nil {
 		st.Charges = []Charge{}
 	}
@@ -520,8 +520,8 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 	switch pp.Status {
 	case provider.StatusSucceeded:
 		p.Transition(provider.StatusSucceeded, nil, nil, payments.VersionAt(shared, provider.StatusSucceeded), now)
-		st.Charges = append(st.Charges, Charge{At: now, Outcome: OutcomeSucceeded, Reattempt: true, Card: fingerprint(p.Card)})
-		st.Outcome = OutcomeSucceeded
+		st.Charges = append(st.Charges, Charge{At: now, Result: ResultSucceeded, Reattempt: true, Card: fingerprint(p.Card)})
+		st.Result = ResultSucceeded
 		entry.Outcome = cardledger.OutcomeSucceeded
 		if err := s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...); err != nil {
 			return st, err
@@ -533,14 +533,14 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		c := classifyDecline(pp.Decline)
 		p.Transition(provider.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
 			payments.VersionAt(shared, provider.StatusDeclined), now)
-		st.Charges = append(st.Charges, Charge{At: now, Outcome: OutcomeDeclined, Class: c.Class, Reattempt: true, Card: fingerprint(p.Card)})
+		st.Charges = append(st.Charges, Charge{At: now, Result: ResultDeclined, Class: c.Class, Reattempt: true, Card: fingerprint(p.Card)})
 		entry.Outcome = cardledger.OutcomeDeclined
 		if l := st.Plan.ChargeNow; l != nil {
 			// The charge an operator asked for is one charge: its decline goes back to them.
 			st.Plan = &Plan{Attempt: len(st.Charges), Reason: ReasonChargeNow, Class: c.Class, NeedsCustomer: c.NeedsCustomer,
 				NeedsReview: c.NeedsReview, ChargeNow: l,
 				Explanation: fmt.Sprintf("The charge an operator asked for was declined because %s.", clause(c.Explanation))}
-			st.Outcome = OutcomeDeclined
+			st.Result = ResultDeclined
 			return st, s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phasePlanned), consume...)
 		}
 		card, err := s.card(ctx, p)
@@ -659,10 +659,10 @@ func (s *Steps) recoveryRecord(st State, p payments.Payment, now time.Time, phas
 		}
 	}
 	switch {
-	case st.Outcome == OutcomeSucceeded:
+	case st.Result == ResultSucceeded:
 		r.State = RecoveryStateSucceeded
 		r.Explanation = payments.RecoveredExplanation(r.Attempts, now)
-	case st.Outcome == OutcomeSettled:
+	case st.Result == ResultSettled:
 		r.State = payments.RecoverySettled
 	case phase == phaseCharging:
 		r.State = payments.RecoveryCharging

@@ -77,7 +77,7 @@ func chargeInput(t *testing.T, id string) json.RawMessage {
 	t.Helper()
 	in, err := json.Marshal(map[string]any{"step": recovery.StepCharge, "state": recovery.State{
 		PaymentID: id, Invoice: "inv_" + id, Round: 1,
-		Charges: []recovery.Charge{{At: t0, Outcome: recovery.OutcomeDeclined, Class: "technical"}},
+		Charges: []recovery.Charge{{At: t0, Result: recovery.ResultDeclined, Class: "technical"}},
 		Plan:    &recovery.Plan{Retry: true, At: t0, Attempt: 2}}})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestChargeNeverChargesASettledPayment(t *testing.T) {
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatal(err)
 			}
-			if got.Outcome != recovery.OutcomeSettled || got.Plan == nil || got.Plan.Retry {
+			if got.Result != recovery.ResultSettled || got.Plan == nil || got.Plan.Retry {
 				t.Errorf("state %s, want settled with no retry", out)
 			}
 			if calls, _, _ := prov.snapshot(); len(calls) != 0 {
@@ -371,8 +371,8 @@ func TestChargeReadsBackADetachedPaymentMethod(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, effects := prov.snapshot()
-	if res.Outcome != recovery.OutcomeSucceeded || effects["pm_detached"] != 1 || prov.gets != 1 || len(dl.records) != 0 {
-		t.Fatalf("outcome %q, charges %v, gets %d, dead letters %d", res.Outcome, effects, prov.gets, len(dl.records))
+	if res.Result != recovery.ResultSucceeded || effects["pm_detached"] != 1 || prov.gets != 1 || len(dl.records) != 0 {
+		t.Fatalf("outcome %q, charges %v, gets %d, dead letters %d", res.Result, effects, prov.gets, len(dl.records))
 	}
 	p, err := payments.Get(context.Background(), st, "pay_1")
 	if err != nil || p.Status != provider.StatusSucceeded || p.PaymentMethod != "pm_detached" {
