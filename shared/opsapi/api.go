@@ -308,8 +308,9 @@ func problemOf(err error) problem.Problem {
 	return problem.New(problem.Internal, "Something went wrong; it has been logged.")
 }
 
-// statusOf is the status and detail of the problem err maps to (the console shows them).
-func statusOf(err error) (int, string) {
+// httpStatus is the HTTP status and detail of the problem err maps to (the console shows
+// them).
+func httpStatus(err error) (int, string) {
 	p := problemOf(err)
 	return p.Status, p.Detail
 }

@@ -410,7 +410,7 @@ func notice(done string) string {
 }
 
 func (h *Handler) consoleFail(w http.ResponseWriter, r *http.Request, s session, err error) {
-	status, detail := statusOf(err)
+	status, detail := httpStatus(err)
 	if status == http.StatusInternalServerError {
 		h.log().ErrorContext(r.Context(), "console error", "path", r.URL.Path, "err", err)
 	}
@@ -453,7 +453,7 @@ func (h *Handler) actionForm(w http.ResponseWriter, r *http.Request, s session) 
 		return
 	}
 	if err != nil {
-		status, detail := statusOf(err)
+		status, detail := httpStatus(err)
 		switch {
 		case errors.Is(err, deadletter.ErrRetryNoteRequired):
 			detail = "This record's own suggestion says not to retry. To retry it anyway, say why in the note."
@@ -591,7 +591,7 @@ func (h *Handler) lookupPage(w http.ResponseWriter, r *http.Request, s session) 
 			res, err = h.find(r.Context(), by, value, "", "")
 			d.Page, d.PaymentID, d.Scope = res.Page, res.PaymentID, res.Scope
 			if err != nil {
-				st, detail := statusOf(err)
+				st, detail := httpStatus(err)
 				if st == http.StatusInternalServerError {
 					h.log().ErrorContext(r.Context(), "console lookup", "err", err)
 				}

@@ -89,7 +89,7 @@ func (h *Handler) recoveriesAPI(w http.ResponseWriter, r *http.Request, _ string
 func (h *Handler) recoveriesPageHandler(w http.ResponseWriter, r *http.Request, s session) {
 	p, err := h.runningRecoveries(r)
 	if err != nil {
-		status, detail := statusOf(err)
+		status, detail := httpStatus(err)
 		if errors.Is(err, errNotConfigured) {
 			status, detail = http.StatusNotFound, "Recoveries are not configured."
 		} else if status == http.StatusInternalServerError {

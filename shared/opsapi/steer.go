@@ -89,7 +89,7 @@ func (h *Handler) steerForm(w http.ResponseWriter, r *http.Request, s session) {
 	case errors.Is(err, recovery.ErrNotRunning):
 		done = "not-running"
 	case err != nil:
-		status, detail := statusOf(err)
+		status, detail := httpStatus(err)
 		if status == http.StatusInternalServerError {
 			h.log().ErrorContext(r.Context(), "console steer", "err", err)
 		}
@@ -108,7 +108,7 @@ func (h *Handler) confirmChargeNow(w http.ResponseWriter, r *http.Request, s ses
 	}
 	p, err := h.Payments.Payment(r.Context(), id)
 	if err != nil {
-		status, detail := statusOf(err)
+		status, detail := httpStatus(err)
 		if errors.Is(err, ErrNoPayment) {
 			status, detail = http.StatusNotFound, "No such payment."
 		}

@@ -402,7 +402,7 @@ func (h *Handler) failTimeline(w http.ResponseWriter, r *http.Request, err error
 func (h *Handler) timelinePage(w http.ResponseWriter, r *http.Request, s session) {
 	tl, err := h.timeline(r.Context(), r.PathValue("id"))
 	if err != nil {
-		status, detail := statusOf(err)
+		status, detail := httpStatus(err)
 		switch {
 		case errors.Is(err, ErrNoPayment):
 			status, detail = http.StatusNotFound, "No such payment."
