@@ -73,7 +73,7 @@ func main() {
 		Store:    st,
 		Provider: &retry.Provider{Next: stripe, Policy: policy},
 		// Each difference opens a dead-letter record: DeadLetterOpen moves with it.
-		Sink:    recon.DeadLetterRecords{Table: deadletters},
+		Sink:    recon.DeadLetterRecords{Records: deadletters},
 		Metrics: &recon.Metrics{Out: emf}, // EMF: the run's counts become CloudWatch metrics
 		Log:     log,
 		Events:  events, // a change in the window (a refund of an older payment) is compared too
@@ -82,7 +82,7 @@ func main() {
 		Bounds: payments.Bounds{CustomerWindow: window},
 	}
 	// Each invocation also carries out the operators' retries of failed runs (recon.PendingRetries).
-	run := recon.PendingRetries{Table: deadletters, Run: r.Handle, Log: log}
+	run := recon.PendingRetries{Records: deadletters, Run: r.Handle, Log: log}
 	// An event the backfill cannot apply now goes to the webhook queue through the outbox (the
 	// relay sends it): this function links no queue client.
 	bf := &backfill.Backfill{Store: st, Events: events, Applier: applier, Log: log, Metrics: emf}

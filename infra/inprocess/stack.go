@@ -333,7 +333,7 @@ func (s *Stack) build() error {
 	s.worker = &worker.Worker{Applier: applier}
 	readPolicy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)), Log: s.log})
 	s.recon = &recon.Reconciler{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
-		Sink: recon.DeadLetterRecords{Table: records}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
+		Sink: recon.DeadLetterRecords{Records: records}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
 		Events: client, Healer: applier, Bounds: payments.Bounds{CustomerWindow: s.cfg.CustomerWindow, CaptureWindow: s.cfg.CaptureWindow}}
 	// An operator's retry goes back to the queue a message died on, starts a new recovery
 	// round, or runs reconciliation again and closes the record's loop with the result. As in

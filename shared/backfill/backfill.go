@@ -45,7 +45,7 @@ const checkpointKey = "backfill#checkpoint#stripe"
 // Applier applies one provider event (payments.Applier.Apply: the path a webhook delivery's
 // event takes).
 type Applier interface {
-	Apply(ctx context.Context, ev webhooks.Event) (payments.Outcome, error)
+	Apply(ctx context.Context, ev webhooks.Event) (payments.Effect, error)
 }
 
 // Backfill runs passes. Store, Events and Applier are required.
@@ -132,8 +132,8 @@ type Report struct {
 	Pages  int `json:"pages"`
 	// Outcomes counts the Applier's outcome per event: applied (a change that was missing),
 	// duplicate, stale, recorded; requeued counts those handed to the webhook queue.
-	Outcomes map[payments.Outcome]int `json:"outcomes"`
-	Requeued int                      `json:"requeued"`
+	Outcomes map[payments.Effect]int `json:"outcomes"`
+	Requeued int                     `json:"requeued"`
 	// Applied lists the events that changed a payment (the lost deliveries that mattered).
 	Applied []string `json:"applied"`
 	// Checkpoint is how far the log is walked completely: the next window starts there
@@ -247,7 +247,7 @@ func (b *Backfill) Run(ctx context.Context, req Request) (Report, error) {
 	defer b.mu.Unlock()
 	lookback, overlap := orDefault(b.Lookback, DefaultLookback), orDefault(b.Overlap, DefaultOverlap)
 	now := b.now().UTC().Truncate(time.Second)
-	rep := Report{Outcomes: map[payments.Outcome]int{}, Applied: []string{}}
+	rep := Report{Outcomes: map[payments.Effect]int{}, Applied: []string{}}
 	scheduled := req.Since == ""
 	var cp checkpoint
 	if scheduled {
@@ -453,7 +453,7 @@ func (k *walk) handle(ev provider.Event) error {
 }
 
 // apply decodes d as the worker decodes a delivery and applies its event.
-func (k *walk) apply(d webhooks.Delivery) (payments.Outcome, error) {
+func (k *walk) apply(d webhooks.Delivery) (payments.Effect, error) {
 	ev, err := webhooks.Decode(d)
 	if err != nil {
 		return "", err

@@ -152,7 +152,7 @@ func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
 	if len(msgs) != 2 {
 		t.Fatalf("%d messages on the webhook queue, want one per delivery (2)", len(msgs))
 	}
-	var outcomes []payments.Outcome
+	var outcomes []payments.Effect
 	for _, msg := range msgs {
 		var d webhooks.Delivery
 		if err := json.Unmarshal(msg.Body, &d); err != nil || d.EventID != "evt_1" || msg.Attributes["provider"] != webhooks.ProviderStripe {

@@ -31,7 +31,7 @@ type applier struct {
 	fail    map[string]bool
 }
 
-func (a *applier) Apply(_ context.Context, ev webhooks.Event) (payments.Outcome, error) {
+func (a *applier) Apply(_ context.Context, ev webhooks.Event) (payments.Effect, error) {
 	a.mu.Lock()
 	if a.crashAt > 0 && len(a.seen)+1 == a.crashAt {
 		a.crashAt = 0

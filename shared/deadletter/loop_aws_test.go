@@ -291,7 +291,7 @@ func TestRetriesCloseTheirLoopOnDynamoDBAndMoto(t *testing.T) {
 			}
 			return recon.Report{RunID: "run-1"}, nil
 		}
-		pending := recon.PendingRetries{Table: e.table, Run: run}
+		pending := recon.PendingRetries{Records: e.table, Run: run}
 		if n, err := pending.RunPending(ctx); err != nil || n != 1 {
 			t.Fatalf("pending: %d %v", n, err)
 		}

@@ -204,7 +204,7 @@ func amendFollowOns(ev webhooks.Event, p *Payment, now time.Time) ([]store.Write
 }
 
 // DisputeFollowOns returns the outbox handler that opens a dispute's dead-letter record
-// (KindDisputeEvidence, which Apply commits with the dispute). Table.Open is idempotent on the
+// (KindDisputeEvidence, which Apply commits with the dispute). Records.Open is idempotent on the
 // dispute id, so a redelivered message is the same record.
 func DisputeFollowOns(t deadletter.Opener) map[string]outbox.Handler {
 	return map[string]outbox.Handler{KindDisputeEvidence: func(ctx context.Context, m outbox.Message) error {

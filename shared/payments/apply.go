@@ -36,14 +36,14 @@ const EventsTable = "webhook_events"
 // resends).
 const DefaultEventRetention = 30 * 24 * time.Hour
 
-// Outcome says what applying an observation did.
-type Outcome string
+// Effect says what applying an observation did.
+type Effect string
 
 const (
-	Applied   Outcome = "applied"   // the payment moved to the event's state
-	Duplicate Outcome = "duplicate" // this event, or another event for the same change, was seen
-	Stale     Outcome = "stale"     // the payment already holds a newer version
-	Recorded  Outcome = "recorded"  // deduped and kept, but it changes no payment of ours
+	Applied   Effect = "applied"   // the payment moved to the event's state
+	Duplicate Effect = "duplicate" // this event, or another event for the same change, was seen
+	Stale     Effect = "stale"     // the payment already holds a newer version
+	Recorded  Effect = "recorded"  // deduped and kept, but it changes no payment of ours
 )
 
 // ErrPaymentNotYet means the event names a payment of ours that is not stored yet (the API's
@@ -86,7 +86,7 @@ func (a *Applier) log() *slog.Logger {
 
 // Apply applies one event. An error (a payment not stored yet, ErrPaymentNotYet; a failed
 // commit) changes nothing, and the caller tries again.
-func (a *Applier) Apply(ctx context.Context, ev webhooks.Event) (Outcome, error) {
+func (a *Applier) Apply(ctx context.Context, ev webhooks.Event) (Effect, error) {
 	return a.apply(ctx, ev, deadletter.SourceWebhook)
 }
 
@@ -107,7 +107,7 @@ func (a *Applier) dedupeWrites(ev webhooks.Event, now time.Time) []store.Write {
 
 // apply applies one event from source: the dedupe records and the write set in one
 // transaction.
-func (a *Applier) apply(ctx context.Context, ev webhooks.Event, source deadletter.Source) (Outcome, error) {
+func (a *Applier) apply(ctx context.Context, ev webhooks.Event, source deadletter.Source) (Effect, error) {
 	now := a.now()
 	dedupe := a.dedupeWrites(ev, now)
 	if ev.ID == "" {
@@ -315,7 +315,7 @@ func eventStatus(ev webhooks.Event) (string, bool) {
 // of the caller's: reconciliation uses its run and the difference, so settling twice is a
 // duplicate). A payment waiting for its customer or for a capture has no settled state to
 // record. An outcome other than Applied means it changed nothing.
-func (a *Applier) Settle(ctx context.Context, p provider.Payment, eventID string) (Outcome, error) {
+func (a *Applier) Settle(ctx context.Context, p provider.Payment, eventID string) (Effect, error) {
 	typ := provider.StatusEvent(p.Status)
 	ok := typ != "" && p.Status != provider.StatusPending && p.Status != provider.StatusRequiresAction &&
 		p.Status != provider.StatusRequiresCapture
@@ -345,7 +345,7 @@ func (a *Applier) Settle(ctx context.Context, p provider.Payment, eventID string
 }
 
 // recordOnly keeps an event's dedupe records and changes nothing.
-func (a *Applier) recordOnly(ctx context.Context, ev webhooks.Event, dedupe []store.Write, why string) (Outcome, error) {
+func (a *Applier) recordOnly(ctx context.Context, ev webhooks.Event, dedupe []store.Write, why string) (Effect, error) {
 	if err := a.Store.Transact(ctx, dedupe...); errors.Is(err, store.ErrConditionFailed) {
 		return Duplicate, nil
 	} else if err != nil {

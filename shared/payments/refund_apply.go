@@ -24,7 +24,7 @@ var errDuplicate = errors.New("payments: duplicate refund event")
 // applyRefund applies an event about one refund: the dedupe records, the ledger, the payment's
 // amount refunded and status, and a failed refund's dead-letter message, in one transaction.
 // source names where the report came from in the dead-letter record a failed refund opens.
-func (a *Applier) applyRefund(ctx context.Context, ev webhooks.Event, dedupe []store.Write, now time.Time, source deadletter.Source) (Outcome, error) {
+func (a *Applier) applyRefund(ctx context.Context, ev webhooks.Event, dedupe []store.Write, now time.Time, source deadletter.Source) (Effect, error) {
 	r := ev.Refund
 	id := r.Metadata[MetaPaymentID]
 	if id == "" && r.PaymentIntentID != "" {
@@ -98,7 +98,7 @@ func (a *Applier) applyRefund(ctx context.Context, ev webhooks.Event, dedupe []s
 // id or our twice_refund_id metadata, or adopted when made elsewhere, moved only forward. A
 // refund it records as failed opens its dead-letter record with source reconciliation. An
 // outcome other than Applied means it changed nothing.
-func (a *Applier) SettleRefund(ctx context.Context, r provider.Refund, eventID string) (Outcome, error) {
+func (a *Applier) SettleRefund(ctx context.Context, r provider.Refund, eventID string) (Effect, error) {
 	if r.ID == "" || r.Payment == "" || eventID == "" {
 		return "", fmt.Errorf("payments: nothing to settle for refund %q of %q: %w", r.ID, r.Payment, webhooks.ErrBadPayload)
 	}

@@ -376,7 +376,7 @@ func capField(s string) string {
 }
 
 // RefundFollowOns returns the outbox handler that opens a failed refund's dead-letter record
-// (KindRefundFailed, committed with the failure). Table.Open is idempotent on the refund id, so
+// (KindRefundFailed, committed with the failure). Records.Open is idempotent on the refund id, so
 // a redelivered message is the same record.
 func RefundFollowOns(t deadletter.Opener) map[string]outbox.Handler {
 	return map[string]outbox.Handler{KindRefundFailed: func(ctx context.Context, m outbox.Message) error {

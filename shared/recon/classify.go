@@ -135,7 +135,7 @@ func (c *classifier) stuck(p *payments.Payment) {
 			p.ID, money(p.Amount, p.Currency), p.Status, since, duration(bound))
 		action = "Check the payment at the provider: if it settled, replay its webhook or override with the provider's status; if it is still processing there (a bank debit can take days), resolve this record with a note and look again later."
 	}
-	c.add(Difference{Key: diffKey(Stuck, p.ID, p.Status), Class: Stuck, PaymentID: p.ID, ProviderPaymentID: p.ProviderPaymentID,
+	c.add(Difference{Key: diffKey(Stuck, p.ID, p.Status), Kind: Stuck, PaymentID: p.ID, ProviderPaymentID: p.ProviderPaymentID,
 		Local: localEvidence(p), Explanation: expl, SuggestedAction: action}, due)
 }
 
@@ -183,7 +183,7 @@ func (c *classifier) missingLocally(r provider.Payment) {
 		expl += fmt.Sprintf(" It names our payment %s, which does not exist.", id)
 	}
 	action := "Check the customer's order: create the payment record from the provider's (replay the webhook), or refund it at the provider if nothing was sold."
-	c.add(Difference{Key: diffKey(MissingLocally, r.ID), Class: MissingLocally, PaymentID: r.Metadata["twice_payment_id"],
+	c.add(Difference{Key: diffKey(MissingLocally, r.ID), Kind: MissingLocally, PaymentID: r.Metadata["twice_payment_id"],
 		ProviderPaymentID: r.ID, Explanation: expl, SuggestedAction: action, Provider: []Remote{remoteOf(r)}}, r.Created)
 }
 
@@ -244,7 +244,7 @@ func settledAt(p *payments.Payment) time.Time {
 func (c *classifier) missingAtProvider(p *payments.Payment) {
 	local := localEvidence(p)
 	if p.ProviderPaymentID != "" {
-		c.add(Difference{Key: diffKey(MissingAtProvider, p.ID, p.ProviderPaymentID), Class: MissingAtProvider,
+		c.add(Difference{Key: diffKey(MissingAtProvider, p.ID, p.ProviderPaymentID), Kind: MissingAtProvider,
 			PaymentID: p.ID, ProviderPaymentID: p.ProviderPaymentID, Local: local,
 			Explanation: fmt.Sprintf("We recorded payment %s (%s, status %s) as provider payment %s, but the provider has no such payment.",
 				p.ID, money(p.Amount, p.Currency), p.Status, p.ProviderPaymentID),
@@ -254,7 +254,7 @@ func (c *classifier) missingAtProvider(p *payments.Payment) {
 	if provider.Status(p.Status).Final() || c.young(settledAt(p)) {
 		return // a young unknown outcome is still being resolved
 	}
-	c.add(Difference{Key: diffKey(MissingAtProvider, p.ID, ""), Class: MissingAtProvider, PaymentID: p.ID, Local: local,
+	c.add(Difference{Key: diffKey(MissingAtProvider, p.ID, ""), Kind: MissingAtProvider, PaymentID: p.ID, Local: local,
 		Explanation: fmt.Sprintf("Payment %s (%s) has been %s since %s with an unknown outcome, and the provider has no payment for it in the window.",
 			p.ID, money(p.Amount, p.Currency), p.Status, settledAt(p).UTC().Format(time.RFC3339)),
 		SuggestedAction: "The provider probably never received the request: retry it with the same Idempotency-Key (safe), or mark it failed and tell the customer."}, p.CreatedAt)
@@ -285,7 +285,7 @@ func (c *classifier) compareStatus(p *payments.Payment, r provider.Payment) {
 	case rs == provider.StatusRefunded:
 		action = "The payment was refunded at the provider: update our payment to refunded (replay charge.refunded) and reverse what it paid for."
 	}
-	c.add(Difference{Key: diffKey(StatusMismatch, p.ID, r.ID, string(ls), string(rs)), Class: StatusMismatch,
+	c.add(Difference{Key: diffKey(StatusMismatch, p.ID, r.ID, string(ls), string(rs)), Kind: StatusMismatch,
 		PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
 		Explanation:     fmt.Sprintf("Payment %s is %s in our records but %s at the provider (%s).", p.ID, ls, rs, r.ID),
 		SuggestedAction: action}, p.CreatedAt, r.Created, c.s.Changed[r.ID])
@@ -298,7 +298,7 @@ func (c *classifier) compareRefunded(p *payments.Payment, r provider.Payment) {
 		return
 	}
 	c.add(Difference{Key: diffKey(StatusMismatch, p.ID, r.ID, string(r.Status), money(p.AmountRefunded, p.Currency), money(r.AmountRefunded, r.Currency)),
-		Class: StatusMismatch, PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
+		Kind: StatusMismatch, PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
 		Explanation: fmt.Sprintf("Payment %s has %s refunded in our records but %s at the provider (%s).",
 			p.ID, money(p.AmountRefunded, p.Currency), money(r.AmountRefunded, r.Currency), r.ID),
 		SuggestedAction: "Replay the provider's charge.refunded event for this payment (or override), then check what the refund reverses."},
@@ -310,7 +310,7 @@ func (c *classifier) compareAmount(p *payments.Payment, r provider.Payment) {
 		return
 	}
 	c.add(Difference{Key: diffKey(AmountMismatch, p.ID, r.ID, money(p.Amount, p.Currency), money(r.Amount, r.Currency)),
-		Class: AmountMismatch, PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
+		Kind: AmountMismatch, PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
 		Explanation: fmt.Sprintf("Payment %s is for %s in our records but %s at the provider (%s).",
 			p.ID, money(p.Amount, p.Currency), money(r.Amount, r.Currency), r.ID),
 		SuggestedAction: "Find out which amount the customer agreed to: refund the difference at the provider, or correct our record with an override and a note."}, p.CreatedAt, r.Created, c.s.Changed[r.ID])
@@ -324,7 +324,7 @@ func (c *classifier) duplicate(p *payments.Payment, charged []provider.Payment, 
 		ev[i] = remoteOf(r)
 		created = append(created, r.Created)
 	}
-	d := Difference{Key: diffKey(DuplicateCharge, sortedIDs(charged)...), Class: DuplicateCharge, Provider: ev,
+	d := Difference{Key: diffKey(DuplicateCharge, sortedIDs(charged)...), Kind: DuplicateCharge, Provider: ev,
 		Explanation: fmt.Sprintf("The customer was charged %d times for %s: provider payments %s all succeeded.",
 			len(charged), why, joinIDs(charged)),
 		SuggestedAction: "Refund all but one of the provider payments (keep the one our record names) and tell the customer."}

@@ -33,7 +33,7 @@ func TestClassify(t *testing.T) {
 	cases := map[string]struct {
 		local  []payments.Payment
 		remote []provider.Payment
-		want   []Class
+		want   []Kind
 	}{
 		"clean": {
 			local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
@@ -45,11 +45,11 @@ func TestClassify(t *testing.T) {
 		},
 		"missing locally": {
 			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, nil)},
-			want:   []Class{MissingLocally},
+			want:   []Kind{MissingLocally},
 		},
 		"missing locally though it names our payment": {
 			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_gone"))},
-			want:   []Class{MissingLocally},
+			want:   []Kind{MissingLocally},
 		},
 		"young provider payment without local record is in flight": {
 			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, recent, nil)},
@@ -59,11 +59,11 @@ func TestClassify(t *testing.T) {
 		},
 		"missing at provider": {
 			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
-			want:  []Class{MissingAtProvider},
+			want:  []Kind{MissingAtProvider},
 		},
 		"old unknown outcome with no provider payment": {
 			local: []payments.Payment{loc("pay_1", "", "pending", 100, old)},
-			want:  []Class{MissingAtProvider},
+			want:  []Kind{MissingAtProvider},
 		},
 		"young unknown outcome is not a difference": {
 			local: []payments.Payment{loc("pay_1", "", "pending", 100, recent)},
@@ -71,12 +71,12 @@ func TestClassify(t *testing.T) {
 		"old unknown outcome that succeeded at the provider": {
 			local:  []payments.Payment{loc("pay_1", "", "pending", 100, old)},
 			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1"))},
-			want:   []Class{StatusMismatch},
+			want:   []Kind{StatusMismatch},
 		},
 		"pending locally, succeeded at provider, old": {
 			local:  []payments.Payment{loc("pay_1", "pi_1", "processing", 100, old)},
 			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1"))},
-			want:   []Class{StatusMismatch},
+			want:   []Kind{StatusMismatch},
 		},
 		"processing locally, succeeded at provider, within grace": {
 			local:  []payments.Payment{loc("pay_1", "pi_1", "processing", 100, recent)},
@@ -89,17 +89,17 @@ func TestClassify(t *testing.T) {
 		"refunded at provider only": {
 			local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
 			remote: []provider.Payment{rem("pi_1", provider.StatusRefunded, 100, old, payID("pay_1"))},
-			want:   []Class{StatusMismatch},
+			want:   []Kind{StatusMismatch},
 		},
 		"final locally, in flight at provider": {
 			local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, recent)},
 			remote: []provider.Payment{rem("pi_1", provider.StatusProcessing, 100, recent, payID("pay_1"))},
-			want:   []Class{StatusMismatch},
+			want:   []Kind{StatusMismatch},
 		},
 		"amount differs": {
 			local:  []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
 			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 1000, old, payID("pay_1"))},
-			want:   []Class{AmountMismatch},
+			want:   []Kind{AmountMismatch},
 		},
 		"currency differs": {
 			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
@@ -108,18 +108,18 @@ func TestClassify(t *testing.T) {
 				r.Currency = "eur"
 				return r
 			}()},
-			want: []Class{AmountMismatch},
+			want: []Kind{AmountMismatch},
 		},
 		"status and amount both differ": {
 			local:  []payments.Payment{loc("pay_1", "pi_1", "declined", 100, old)},
 			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 200, old, payID("pay_1"))},
-			want:   []Class{StatusMismatch, AmountMismatch},
+			want:   []Kind{StatusMismatch, AmountMismatch},
 		},
 		"two succeeded provider payments for one of ours": {
 			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old)},
 			remote: []provider.Payment{rem("pi_1", provider.StatusSucceeded, 100, old, payID("pay_1")),
 				rem("pi_2", provider.StatusSucceeded, 100, old.Add(time.Minute), payID("pay_1"))},
-			want: []Class{DuplicateCharge},
+			want: []Kind{DuplicateCharge},
 		},
 		"a declined earlier attempt is no duplicate": {
 			local: []payments.Payment{loc("pay_1", "pi_2", "succeeded", 100, old)},
@@ -131,7 +131,7 @@ func TestClassify(t *testing.T) {
 			remote: []provider.Payment{
 				rem("pi_1", provider.StatusSucceeded, 100, old, map[string]string{"twice_payment_id": "pay_1", "twice_invoice": "in_1"}),
 				rem("pi_2", provider.StatusSucceeded, 100, old, map[string]string{"twice_payment_id": "pay_2", "twice_invoice": "in_1"})},
-			want: []Class{DuplicateCharge},
+			want: []Kind{DuplicateCharge},
 		},
 		"same invoice, different amounts is no duplicate": {
 			local: []payments.Payment{loc("pay_1", "pi_1", "succeeded", 100, old), loc("pay_2", "pi_2", "succeeded", 50, old)},
@@ -149,9 +149,9 @@ func TestClassify(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			snap := Snapshot{Window: window, Now: t0, Local: tc.local, Remote: tc.remote}
 			got := Classify(snap, DefaultGrace)
-			var classes []Class
+			var classes []Kind
 			for _, d := range got {
-				classes = append(classes, d.Class)
+				classes = append(classes, d.Kind)
 				if d.Key == "" || d.Explanation == "" || d.SuggestedAction == "" {
 					t.Errorf("difference without key, explanation or action: %+v", d)
 				}
@@ -250,24 +250,24 @@ func TestClassifyStraddlingPairBelongsToTheNewerSide(t *testing.T) {
 func TestStuckStates(t *testing.T) {
 	cases := map[string]struct {
 		p    payments.Payment
-		want []Class
+		want []Kind
 	}{
-		"pending past the key horizon":         {loc("pay_1", "", "pending", 100, t0.Add(-26*time.Hour)), []Class{Stuck}},
-		"processing past a day":                {loc("pay_1", "pi_1", "processing", 100, t0.Add(-24*time.Hour-10*time.Minute)), []Class{Stuck}},
+		"pending past the key horizon":         {loc("pay_1", "", "pending", 100, t0.Add(-26*time.Hour)), []Kind{Stuck}},
+		"processing past a day":                {loc("pay_1", "pi_1", "processing", 100, t0.Add(-24*time.Hour-10*time.Minute)), []Kind{Stuck}},
 		"pending within its bound":             {loc("pay_1", "", "pending", 100, t0.Add(-23*time.Hour)), nil},
 		"due before the window: reported then": {loc("pay_1", "", "pending", 100, t0.Add(-50*time.Hour)), nil},
 		"final is never stuck":                 {loc("pay_1", "pi_1", "succeeded", 100, t0.Add(-26*time.Hour)), nil},
-		"waiting for the customer past 23 h":   {loc("pay_1", "pi_1", "requires_action", 100, t0.Add(-23*time.Hour-10*time.Minute)), []Class{Stuck}},
+		"waiting for the customer past 23 h":   {loc("pay_1", "pi_1", "requires_action", 100, t0.Add(-23*time.Hour-10*time.Minute)), []Kind{Stuck}},
 		"waiting for the customer 22 h":        {loc("pay_1", "pi_1", "requires_action", 100, t0.Add(-22*time.Hour)), nil},
-		"authorized past 6 days":               {loc("pay_1", "pi_1", "requires_capture", 100, t0.Add(-6*24*time.Hour-10*time.Minute)), []Class{Stuck}},
+		"authorized past 6 days":               {loc("pay_1", "pi_1", "requires_capture", 100, t0.Add(-6*24*time.Hour-10*time.Minute)), []Kind{Stuck}},
 		"authorized 5 days":                    {loc("pay_1", "pi_1", "requires_capture", 100, t0.Add(-5*24*time.Hour)), nil},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			got := Classify(Snapshot{Window: window, Now: t0, Open: []payments.Payment{c.p}}, 5*time.Minute)
-			var classes []Class
+			var classes []Kind
 			for _, d := range got {
-				classes = append(classes, d.Class)
+				classes = append(classes, d.Kind)
 				if d.Explanation == "" || d.SuggestedAction == "" || d.PaymentID != "pay_1" {
 					t.Errorf("difference without its words or payment: %+v", d)
 				}

@@ -12,7 +12,7 @@ import (
 
 // DeadLetterRecords is the Sink on the dead-letter table: one record per difference, idempotent
 // on the difference's key.
-type DeadLetterRecords struct{ Table deadletter.Opener }
+type DeadLetterRecords struct{ Records deadletter.Opener }
 
 var _ Sink = DeadLetterRecords{}
 
@@ -39,8 +39,8 @@ func (r DeadLetterRecords) Open(ctx context.Context, d Difference) error {
 			facts.Remote = money(rf.Provider.Amount, rf.Provider.Currency) + " " + rf.Provider.Status
 		}
 	}
-	_, _, err = r.Table.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: d.Key,
-		Cause: deadletter.Cause("recon_" + string(d.Class)), Facts: facts, Payload: payload, PaymentID: d.PaymentID,
+	_, _, err = r.Records.Open(ctx, deadletter.Record{Source: deadletter.SourceReconciliation, Key: d.Key,
+		Cause: deadletter.Cause("recon_" + string(d.Kind)), Facts: facts, Payload: payload, PaymentID: d.PaymentID,
 		Explanation: d.Explanation, SuggestedAction: d.SuggestedAction,
 		Tries: []deadletter.Try{{At: d.FoundAt, Error: "found by reconciliation run " + d.RunID}}})
 	return err
@@ -95,9 +95,9 @@ func (RequeueAtNextRun) Requeue(_ context.Context, t deadletter.Target, _ string
 // fails. A record it could not close stays retrying and the next pass tries again, so a retry
 // waits at most the shortest schedule period.
 type PendingRetries struct {
-	Table *deadletter.Records
-	Run   func(ctx context.Context, input json.RawMessage) (Report, error)
-	Log   *slog.Logger
+	Records *deadletter.Records
+	Run     func(ctx context.Context, input json.RawMessage) (Report, error)
+	Log     *slog.Logger
 }
 
 // After is next followed by the waiting retries. The reconciler function wraps every pass in
@@ -115,11 +115,11 @@ func (p PendingRetries) After(next func(context.Context, json.RawMessage) (any, 
 
 // RunPending carries out the waiting retries and returns how many it closed.
 func (p PendingRetries) RunPending(ctx context.Context) (int, error) {
-	page, err := p.Table.List(ctx, deadletter.Filter{Status: deadletter.StatusRetrying, Cause: deadletter.CauseReconRunFailed, Limit: deadletter.MaxLimit})
+	page, err := p.Records.List(ctx, deadletter.Filter{Status: deadletter.StatusRetrying, Cause: deadletter.CauseReconRunFailed, Limit: deadletter.MaxLimit})
 	if err != nil {
 		return 0, err
 	}
-	q := Requeuer{Run: p.Run, Loop: p.Table}
+	q := Requeuer{Run: p.Run, Loop: p.Records}
 	done := 0
 	var errs []error
 	for _, r := range page.Records {

@@ -11,23 +11,24 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 )
 
-// Class names a kind of difference between our records and the provider's.
-type Class string
+// Kind names a kind of difference between our records and the provider's (stored and
+// reported as its "class").
+type Kind string
 
-// The classes, in the order reports and metrics list them.
+// The kinds, in the order reports and metrics list them.
 const (
-	MissingLocally    Class = "missing_locally"     // at the provider, no local payment: a lost webhook
-	MissingAtProvider Class = "missing_at_provider" // a local payment the provider does not have: a silent failure
-	StatusMismatch    Class = "status_mismatch"
-	AmountMismatch    Class = "amount_mismatch" // amount or currency
-	DuplicateCharge   Class = "duplicate_charge"
+	MissingLocally    Kind = "missing_locally"     // at the provider, no local payment: a lost webhook
+	MissingAtProvider Kind = "missing_at_provider" // a local payment the provider does not have: a silent failure
+	StatusMismatch    Kind = "status_mismatch"
+	AmountMismatch    Kind = "amount_mismatch" // amount or currency
+	DuplicateCharge   Kind = "duplicate_charge"
 	// Stuck is a payment of ours still in a non-final status past its bound
 	// (payments.StuckAfter): nobody has told us how it ended.
-	Stuck Class = "stuck"
+	Stuck Kind = "stuck"
 )
 
-// Classes lists every class.
-var Classes = []Class{MissingLocally, MissingAtProvider, StatusMismatch, AmountMismatch, DuplicateCharge, Stuck,
+// Kinds lists every kind.
+var Kinds = []Kind{MissingLocally, MissingAtProvider, StatusMismatch, AmountMismatch, DuplicateCharge, Stuck,
 	RefundMissingLocally, RefundMissingAtProvider, RefundStatusMismatch}
 
 // Difference is one disagreement, with both sides as evidence and what an operator should do.
@@ -35,7 +36,7 @@ type Difference struct {
 	// Key identifies the difference across runs: the same disagreement found by overlapping
 	// windows has the same key; a changed one (another status, another amount) a new key.
 	Key               string    `json:"key"`
-	Class             Class     `json:"class"`
+	Kind              Kind      `json:"class"`
 	PaymentID         string    `json:"payment_id,omitempty"`
 	ProviderPaymentID string    `json:"provider_payment_id,omitempty"`
 	Explanation       string    `json:"explanation"`
@@ -74,7 +75,7 @@ func remoteOf(p provider.Payment) Remote {
 
 // diffKey derives a difference's key from its class, the ids involved and what differs, so it
 // is the same in every run that finds the same disagreement.
-func diffKey(c Class, parts ...string) string {
+func diffKey(c Kind, parts ...string) string {
 	h := sha256.New()
 	h.Write([]byte(c))
 	for _, p := range parts {

@@ -59,6 +59,6 @@
 // # Metrics
 //
 // Each run writes CloudWatch Embedded Metric Format lines through Metrics.Out (stdout in
-// Lambda; shared/metrics): Differences and NewDifferences per Class, Compared, DurationMs and
+// Lambda; shared/metrics): Differences and NewDifferences per Kind (dimension "Class"), Compared, DurationMs and
 // the total NewDifferences per run, namespace Twice, dimension Stage. A replayed run writes none.
 package recon

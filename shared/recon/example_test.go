@@ -35,7 +35,7 @@ func ExampleClassify() {
 		},
 	}
 	for _, d := range recon.Classify(snap, recon.DefaultGrace) {
-		fmt.Println(d.Class+":", d.Explanation)
+		fmt.Println(d.Kind+":", d.Explanation)
 	}
 	// Output:
 	// missing_locally: The provider has a successful payment pi_2 of 500 usd for customer "cus_9" (status succeeded) but we have no record of it: a webhook was probably lost, or our write failed after the provider call.

@@ -52,7 +52,7 @@ func healable(d Difference, remotes map[string]provider.Payment) (provider.Payme
 	if !ok {
 		return provider.Payment{}, false
 	}
-	switch d.Class {
+	switch d.Kind {
 	case MissingLocally:
 		// A payment still waiting for the customer or for a capture has no settled state to
 		// record (Settle); it stays a difference for a person.
@@ -67,7 +67,7 @@ func healable(d Difference, remotes map[string]provider.Payment) (provider.Payme
 // healableRefund returns the provider refund that settles d, if d is a refund difference the
 // provider's view settles by moving ours forward (a refund our ledger lacks, or has behind).
 func healableRefund(d Difference) (provider.Refund, bool) {
-	if (d.Class != RefundMissingLocally && d.Class != RefundStatusMismatch) || d.Refund == nil || d.Refund.Provider == nil ||
+	if (d.Kind != RefundMissingLocally && d.Kind != RefundStatusMismatch) || d.Refund == nil || d.Refund.Provider == nil ||
 		!d.Refund.ProviderAhead {
 		return provider.Refund{}, false
 	}
@@ -101,13 +101,13 @@ func (r *Reconciler) expire(ctx context.Context, d Difference) error {
 // settlement that is not applied (ours turned out newer, the payment is not ours) falls back
 // to opening the difference.
 func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]provider.Payment) (bool, error) {
-	if d.Class == Stuck && d.Local != nil && d.Local.Status == provider.StatusRequiresAction {
+	if d.Kind == Stuck && d.Local != nil && d.Local.Status == provider.StatusRequiresAction {
 		return true, r.expire(ctx, d)
 	}
 	if r.Healer == nil {
 		return false, nil
 	}
-	var out payments.Outcome
+	var out payments.Effect
 	var err error
 	var status provider.Status
 	if rf, ok := healableRefund(d); ok {
@@ -135,7 +135,7 @@ func (r *Reconciler) heal(ctx context.Context, d Difference, remotes map[string]
 	if err := r.Store.Put(ctx, DifferencesTable, store.Item{PK: d.Key, Doc: doc, ExpiresAt: now.Add(r.retention()).Unix()}, store.Cond{}); err != nil {
 		return false, fmt.Errorf("record healed %s: %w", d.Key, err)
 	}
-	r.log().InfoContext(ctx, "difference healed by reconciliation run "+d.RunID, "key", d.Key, "class", d.Class,
+	r.log().InfoContext(ctx, "difference healed by reconciliation run "+d.RunID, "key", d.Key, "class", d.Kind,
 		"payment_id", d.PaymentID, "provider_payment_id", d.ProviderPaymentID, "provider_status", status)
 	return true, nil
 }

@@ -23,7 +23,7 @@ func (m *Metrics) emit(rep Report) {
 	at := rep.FinishedAt
 	fields := map[string]any{"RunId": rep.RunID}
 	opened := 0
-	for _, c := range Classes {
+	for _, c := range Kinds {
 		opened += rep.Opened[c]
 		m.Out.Put(at, []metrics.Dim{{Name: "Class", Value: string(c)}}, fields,
 			metrics.Value{Name: "Differences", Unit: metrics.Count, V: float64(rep.Found[c])},

@@ -46,7 +46,7 @@ func TestRetriesRunAfterEveryPass(t *testing.T) {
 				ran = append(ran, "pass")
 				return "the pass's report", passErr
 			}
-			out, err := recon.PendingRetries{Table: table, Run: run}.After(pass)(ctx, json.RawMessage(`{"backfill":{}}`))
+			out, err := recon.PendingRetries{Records: table, Run: run}.After(pass)(ctx, json.RawMessage(`{"backfill":{}}`))
 			if out != "the pass's report" || !errors.Is(err, passErr) {
 				t.Fatalf("answered %v, %v: want the pass's", out, err)
 			}

@@ -40,8 +40,8 @@ type Sink interface {
 // would (payments.Applier's Settle and SettleRefund: the one path every provider observation
 // takes).
 type Healer interface {
-	Settle(ctx context.Context, p provider.Payment, eventID string) (payments.Outcome, error)
-	SettleRefund(ctx context.Context, r provider.Refund, eventID string) (payments.Outcome, error)
+	Settle(ctx context.Context, p provider.Payment, eventID string) (payments.Effect, error)
+	SettleRefund(ctx context.Context, r provider.Refund, eventID string) (payments.Effect, error)
 }
 
 // ErrConfig: a Reconciler lacks a required field.
@@ -124,9 +124,9 @@ type Report struct {
 	ComparedProvider int `json:"compared_provider"`
 	// Found counts the differences of each class this run saw; Healed those it settled through
 	// the Healer; Opened those no earlier run had reported (the rest were already open).
-	Found  map[Class]int `json:"found"`
-	Healed map[Class]int `json:"healed"`
-	Opened map[Class]int `json:"opened"`
+	Found  map[Kind]int `json:"found"`
+	Healed map[Kind]int `json:"healed"`
+	Opened map[Kind]int `json:"opened"`
 	// HealedDifferences are the keys of the differences this run healed.
 	HealedDifferences []string `json:"healed_differences"`
 	// Differences are the keys of every difference found, in classification order.
@@ -169,7 +169,7 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 	snap.Bounds = r.Bounds
 	diffs := Classify(snap, r.grace())
 	rep := Report{RunID: id, Window: w, StartedAt: started, ComparedLocal: len(snap.Local),
-		ComparedProvider: len(snap.Remote), Found: map[Class]int{}, Healed: map[Class]int{}, Opened: map[Class]int{},
+		ComparedProvider: len(snap.Remote), Found: map[Kind]int{}, Healed: map[Kind]int{}, Opened: map[Kind]int{},
 		Differences: []string{}, HealedDifferences: []string{}}
 	remotes := map[string]provider.Payment{}
 	for _, rp := range snap.Remote {
@@ -178,13 +178,13 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 	var errs []error
 	for _, d := range diffs {
 		d.RunID = id
-		rep.Found[d.Class]++
+		rep.Found[d.Kind]++
 		rep.Differences = append(rep.Differences, d.Key)
 		if healed, err := r.heal(ctx, d, remotes); err != nil {
 			errs = append(errs, err)
 			continue
 		} else if healed {
-			rep.Healed[d.Class]++
+			rep.Healed[d.Kind]++
 			rep.HealedDifferences = append(rep.HealedDifferences, d.Key)
 			continue
 		}
@@ -194,11 +194,11 @@ func (r *Reconciler) Run(ctx context.Context, w Window) (Report, error) {
 			continue
 		}
 		if opened {
-			rep.Opened[d.Class]++
-			log.InfoContext(ctx, "difference opened", "key", d.Key, "class", d.Class,
+			rep.Opened[d.Kind]++
+			log.InfoContext(ctx, "difference opened", "key", d.Key, "class", d.Kind,
 				"payment_id", d.PaymentID, "provider_payment_id", d.ProviderPaymentID)
 		} else {
-			log.DebugContext(ctx, "difference already open", "key", d.Key, "class", d.Class)
+			log.DebugContext(ctx, "difference already open", "key", d.Key, "class", d.Kind)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

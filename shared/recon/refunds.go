@@ -38,12 +38,12 @@ import (
 const (
 	// RefundMissingLocally is a provider refund of one of our payments that our refund ledger
 	// lacks.
-	RefundMissingLocally Class = "refund_missing_locally"
+	RefundMissingLocally Kind = "refund_missing_locally"
 	// RefundMissingAtProvider is a refund on our ledger that holds money and that the provider
 	// does not have.
-	RefundMissingAtProvider Class = "refund_missing_at_provider"
+	RefundMissingAtProvider Kind = "refund_missing_at_provider"
 	// RefundStatusMismatch is a refund both sides have in different statuses.
-	RefundStatusMismatch Class = "refund_status_mismatch"
+	RefundStatusMismatch Kind = "refund_status_mismatch"
 )
 
 // RefundEvidence is the two sides of a refund difference.
@@ -208,7 +208,7 @@ func (c *classifier) refundMissingLocally(p *payments.Payment, r provider.Paymen
 		rs += ": " + rf.FailureReason
 	}
 	rs += ")"
-	c.add(Difference{Key: diffKey(RefundMissingLocally, p.ID, rf.ID), Class: RefundMissingLocally, PaymentID: p.ID,
+	c.add(Difference{Key: diffKey(RefundMissingLocally, p.ID, rf.ID), Kind: RefundMissingLocally, PaymentID: p.ID,
 		ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
 		Refund: &RefundEvidence{Provider: remoteRefundOf(rf), ProviderAhead: true},
 		Explanation: fmt.Sprintf("The provider has %s on payment %s (%s), but our refund ledger has no such refund: its webhook was probably lost, or it was made in the provider's dashboard.",
@@ -230,7 +230,7 @@ func (c *classifier) compareRefundStatus(p *payments.Payment, r provider.Payment
 			action += " The refund failed: the customer has not got the money back, and the amount is refundable again."
 		}
 	}
-	c.add(Difference{Key: diffKey(RefundStatusMismatch, p.ID, e.ID, e.Status, string(rf.Status)), Class: RefundStatusMismatch,
+	c.add(Difference{Key: diffKey(RefundStatusMismatch, p.ID, e.ID, e.Status, string(rf.Status)), Kind: RefundStatusMismatch,
 		PaymentID: p.ID, ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)},
 		Refund: &RefundEvidence{Local: &e, Provider: remoteRefundOf(rf), ProviderAhead: ahead},
 		Explanation: fmt.Sprintf("Refund %s of %s on payment %s is %s in our records (%s on the ledger) but %s at the provider (%s).",
@@ -254,7 +254,7 @@ func (c *classifier) refundMissingAtProvider(p *payments.Payment, r provider.Pay
 			e.ID, orDash(e.ProviderRefundID), amount, p.ID, e.Status, r.ID)
 		action = "Look for the refund in the provider's dashboard. If there is none, refund again with a new Idempotency-Key (or pay the customer another way) and resolve this record with a note; if there is one, replay its event."
 	}
-	c.add(Difference{Key: diffKey(RefundMissingAtProvider, p.ID, e.ID), Class: RefundMissingAtProvider, PaymentID: p.ID,
+	c.add(Difference{Key: diffKey(RefundMissingAtProvider, p.ID, e.ID), Kind: RefundMissingAtProvider, PaymentID: p.ID,
 		ProviderPaymentID: r.ID, Local: localEvidence(p), Provider: []Remote{remoteOf(r)}, Refund: &RefundEvidence{Local: &e},
 		Explanation: expl, SuggestedAction: action}, p.CreatedAt, e.CreatedAt)
 }

@@ -45,10 +45,10 @@ func (e *env) withHealer() {
 	e.rec.Healer = &payments.Applier{Store: e.store, Now: e.clock.Now, Log: slog.New(slog.DiscardHandler)}
 }
 
-func (e *env) opened(c recon.Class) []recon.Difference {
+func (e *env) opened(c recon.Kind) []recon.Difference {
 	var out []recon.Difference
 	for _, d := range e.sink.all() {
-		if d.Class == c {
+		if d.Kind == c {
 			out = append(out, d)
 		}
 	}
@@ -212,11 +212,11 @@ func TestRefundStatusDifferences(t *testing.T) {
 // payment's, and its class has its own text.
 func TestRefundDifferenceDeadLetterFacts(t *testing.T) {
 	var opened deadletter.Record
-	sink := recon.DeadLetterRecords{Table: openerFunc(func(_ context.Context, r deadletter.Record) (deadletter.Record, bool, error) {
+	sink := recon.DeadLetterRecords{Records: openerFunc(func(_ context.Context, r deadletter.Record) (deadletter.Record, bool, error) {
 		opened = r
 		return r, true, nil
 	})}
-	d := recon.Difference{Key: "diff_x", Class: recon.RefundMissingAtProvider, PaymentID: "pay_1",
+	d := recon.Difference{Key: "diff_x", Kind: recon.RefundMissingAtProvider, PaymentID: "pay_1",
 		Local:       &payments.Payment{ID: "pay_1", Status: provider.StatusSucceeded},
 		Refund:      &recon.RefundEvidence{Local: &payments.RefundEntry{ID: "rf_1", Amount: 500, Currency: "usd", Status: provider.RefundReserved}},
 		Explanation: "e", SuggestedAction: "a"}

@@ -199,7 +199,7 @@ func (e *env) run() recon.Report {
 	return rep
 }
 
-func total(m map[recon.Class]int) int {
+func total(m map[recon.Kind]int) int {
 	n := 0
 	for _, v := range m {
 		n += v
@@ -232,7 +232,7 @@ func TestEveryClassAgainstSimulator(t *testing.T) {
 
 	e.clock.Advance(time.Hour)
 	rep := e.run()
-	want := map[recon.Class]int{recon.MissingLocally: 1, recon.MissingAtProvider: 1, recon.StatusMismatch: 2,
+	want := map[recon.Kind]int{recon.MissingLocally: 1, recon.MissingAtProvider: 1, recon.StatusMismatch: 2,
 		recon.AmountMismatch: 1, recon.DuplicateCharge: 1}
 	if fmt.Sprint(rep.Found) != fmt.Sprint(want) || fmt.Sprint(rep.Opened) != fmt.Sprint(want) {
 		t.Fatalf("found %v opened %v, want %v", rep.Found, rep.Opened, want)
@@ -240,18 +240,18 @@ func TestEveryClassAgainstSimulator(t *testing.T) {
 	if rep.ComparedLocal != 8 || rep.ComparedProvider != 9 {
 		t.Errorf("compared %d local, %d provider; want 8 and 9", rep.ComparedLocal, rep.ComparedProvider)
 	}
-	byPayment := map[string]recon.Class{}
+	byPayment := map[string]recon.Kind{}
 	for _, d := range e.sink.all() {
 		id := d.PaymentID
-		if d.Class == recon.MissingLocally {
+		if d.Kind == recon.MissingLocally {
 			id = d.ProviderPaymentID
 		}
-		byPayment[id] = d.Class
+		byPayment[id] = d.Kind
 		if d.RunID != rep.RunID || d.Explanation == "" || d.SuggestedAction == "" {
 			t.Errorf("difference %s lacks run id, explanation or action", d.Key)
 		}
 	}
-	wantBy := map[string]recon.Class{lost.ID: recon.MissingLocally, forgotten.ID: recon.MissingAtProvider,
+	wantBy := map[string]recon.Kind{lost.ID: recon.MissingLocally, forgotten.ID: recon.MissingAtProvider,
 		stuck.ID: recon.StatusMismatch, canceled.ID: recon.StatusMismatch, changed.ID: recon.AmountMismatch, dup.ID: recon.DuplicateCharge}
 	if fmt.Sprint(byPayment) != fmt.Sprint(wantBy) {
 		t.Fatalf("opened %v, want %v", byPayment, wantBy)
@@ -310,7 +310,7 @@ func TestPaginationAndCleanState(t *testing.T) {
 	e.clock.Advance(time.Minute)
 	rep = e.run()
 	got := e.sink.all()
-	if total(rep.Found) != 1 || len(got) != 1 || got[0].ProviderPaymentID != lost.ID || got[0].Class != recon.MissingLocally {
+	if total(rep.Found) != 1 || len(got) != 1 || got[0].ProviderPaymentID != lost.ID || got[0].Kind != recon.MissingLocally {
 		t.Fatalf("found %v, opened %+v; want %s missing locally", rep.Found, got, lost.ID)
 	}
 	if rep.ComparedProvider != n+1 {
@@ -352,8 +352,8 @@ func TestMetricsAreEMF(t *testing.T) {
 	e.clock.Advance(time.Hour)
 	rep := e.run()
 	lines := bytes.Split(bytes.TrimSpace(e.metrics.Bytes()), []byte("\n"))
-	if len(lines) != len(recon.Classes)+1 {
-		t.Fatalf("%d metric lines, want %d", len(lines), len(recon.Classes)+1)
+	if len(lines) != len(recon.Kinds)+1 {
+		t.Fatalf("%d metric lines, want %d", len(lines), len(recon.Kinds)+1)
 	}
 	var first struct {
 		AWS struct {
@@ -400,7 +400,7 @@ func TestStuckPendingPaymentIsReported(t *testing.T) {
 	}
 	var stuck []recon.Difference
 	for _, d := range e.sink.all() {
-		if d.Class == recon.Stuck {
+		if d.Kind == recon.Stuck {
 			stuck = append(stuck, d)
 		}
 	}

@@ -31,7 +31,7 @@ func (w *Worker) Handle(ctx context.Context, m queue.Message) error {
 }
 
 // Apply decodes one delivery and applies its event.
-func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (payments.Outcome, error) {
+func (w *Worker) Apply(ctx context.Context, d webhooks.Delivery) (payments.Effect, error) {
 	ev, err := webhooks.Decode(d)
 	if err != nil {
 		return "", err

@@ -101,7 +101,7 @@ func TestFiveDeliveriesApplyOnce(t *testing.T) {
 	w, s := newWorker(t)
 	seed(t, s, "pay_1")
 	d := stripeEvent("evt_1", "payment_intent.payment_failed", t0, "pi_1", "pay_1", nil)
-	var got []payments.Outcome
+	var got []payments.Effect
 	for range 5 {
 		o, err := w.Apply(context.Background(), d)
 		if err != nil {
