@@ -14,6 +14,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/recovery/recoverytest"
 )
 
 // declinedOn records a declined payment charged on a known card, as the payments API stores
@@ -26,14 +27,7 @@ func (h *harness) declinedOn(id, pm, code, brand, fp string) payments.Payment {
 		ProviderPaymentID: "pi_" + id, Decline: &provider.Decline{Code: code, ErrorCode: "card_declined", Network: brand},
 		Card:      &payments.CardRef{Fingerprint: fp, Brand: brand, Last4: "4242"},
 		CreatedAt: now, UpdatedAt: now, Version: payments.VersionAt(now, provider.StatusDeclined)}
-	w, err := p.Put()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := h.store.Put(context.Background(), w.Table, *w.Put, w.Cond); err != nil {
-		h.t.Fatal(err)
-	}
-	return p
+	return h.save(p)
 }
 
 // recoverToEnd starts the payment's recovery and runs it to its end on the fake clock.
@@ -60,9 +54,9 @@ func reattempts(st recovery.State) int { return len(st.Charges) - 1 }
 // oldest reattempt leaves the 30-day window.
 func TestVisaCapAcrossPayments(t *testing.T) {
 	clk := clock.NewFake(t0)
-	prov := newScriptedProvider(clk.Now)
-	prov.scripts["pm_tech"] = script{code: "processing_error", declines: -1, card: "fp_visa"}
-	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clk, prov, &sink{records: map[string]recovery.DeadLetter{}}, recovery.DefaultPolicy())
+	prov := recoverytest.NewProvider(clk.Now)
+	prov.SetScript("pm_tech", recoverytest.Script{Code: "processing_error", Declines: -1, Card: "fp_visa"})
+	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clk, prov, &recoverytest.DeadLetters{}, recovery.DefaultPolicy())
 
 	var outs []recovery.State
 	for i := 1; i <= 3; i++ {
@@ -72,7 +66,7 @@ func TestVisaCapAcrossPayments(t *testing.T) {
 	if got := []int{reattempts(outs[0]), reattempts(outs[1]), reattempts(outs[2])}; fmt.Sprint(got) != "[8 8 4]" {
 		t.Fatalf("reattempts per payment %v, want [8 8 4]", got)
 	}
-	if calls, _, _ := prov.snapshot(); len(calls) != 20 {
+	if calls, _, _ := prov.Snapshot(); len(calls) != 20 {
 		t.Fatalf("the provider saw %d charge keys, want 20", len(calls))
 	}
 	last := outs[2].Plan
@@ -109,9 +103,9 @@ func TestVisaCapAcrossPayments(t *testing.T) {
 // named in the plan.
 func TestMastercardCapAcrossPayments(t *testing.T) {
 	clk := clock.NewFake(t0)
-	prov := newScriptedProvider(clk.Now)
-	prov.scripts["pm_mc"] = script{code: "processing_error", declines: -1, brand: "mastercard", card: "fp_mc"}
-	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clk, prov, &sink{records: map[string]recovery.DeadLetter{}}, recovery.DefaultPolicy())
+	prov := recoverytest.NewProvider(clk.Now)
+	prov.SetScript("pm_mc", recoverytest.Script{Code: "processing_error", Declines: -1, Brand: "mastercard", Card: "fp_mc"})
+	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clk, prov, &recoverytest.DeadLetters{}, recovery.DefaultPolicy())
 
 	first := h.declinedOn("pay_m1", "pm_mc", "processing_error", "mastercard", "fp_mc")
 	out := h.recoverToEnd(first)

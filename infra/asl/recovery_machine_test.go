@@ -1,17 +1,14 @@
 package asl_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"iter"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,9 +16,11 @@ import (
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
+	"github.com/runtwice/twice/shared/logs/logstest"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/recovery/recoverytest"
 )
 
 const (
@@ -41,190 +40,19 @@ func definition(t testing.TB) []byte {
 	return asl.Substitute(raw, map[string]string{"RecoveryStepsFunctionArn": functionArn})
 }
 
-// script says how a payment method behaves: it declines with code the first declines
-// effective charges (forever when declines < 0), then succeeds.
-type script struct {
-	code     string
-	declines int
-	brand    string // visa when empty
-	card     string // the card's fingerprint; "fp_" + the payment method when empty
-}
-
-type outcome struct {
-	p   provider.Payment
-	err error
-}
-
-// scriptedProvider confirms payments by script and, like Stripe, answers a repeated
-// idempotency key with the outcome it stored for the first request: a repeat is never a
-// second charge. It counts requests per key and effective charges per payment method.
-type scriptedProvider struct {
-	now func() time.Time
-
-	mu      sync.Mutex
-	scripts map[string]script
-	stored  map[string]outcome
-	calls   map[string]int       // requests per idempotency key
-	at      map[string]time.Time // time of the effective charge per key
-	effects map[string]int       // effective charges per payment method
-	hang    map[string]bool      // keys whose first request hangs after its effect, until cancelled
-	hung    chan string
-	// cardReads counts PaymentMethodCard calls.
-	cardReads int
-}
-
-var _ provider.Provider = (*scriptedProvider)(nil)
-
-func newScriptedProvider(now func() time.Time) *scriptedProvider {
-	return &scriptedProvider{now: now, scripts: map[string]script{}, stored: map[string]outcome{},
-		calls: map[string]int{}, at: map[string]time.Time{}, effects: map[string]int{}, hang: map[string]bool{},
-		hung: make(chan string, 1)}
-}
-
-func (s *scriptedProvider) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
-	s.mu.Lock()
-	s.calls[req.IdempotencyKey]++
-	if o, ok := s.stored[req.IdempotencyKey]; ok {
-		s.mu.Unlock()
-		return o.p, o.err
-	}
-	if req.IdempotencyKey == "" || !req.OffSession {
-		s.mu.Unlock()
-		return provider.Payment{}, &provider.PermanentError{Op: "confirm", StatusCode: 400, Code: "parameter_missing", Err: errors.New("recovery charges are keyed and off-session")}
-	}
-	sc := s.scripts[req.PaymentMethod]
-	n := s.effects[req.PaymentMethod]
-	s.effects[req.PaymentMethod]++
-	s.at[req.IdempotencyKey] = s.now()
-	p := provider.Payment{ID: req.ID, Status: provider.StatusSucceeded, PaymentMethod: req.PaymentMethod, Amount: 1000, Currency: "usd"}
-	o := outcome{p: p}
-	if sc.declines < 0 || n < sc.declines {
-		p.Status = provider.StatusDeclined
-		brand, fp := sc.brand, sc.card
-		if brand == "" {
-			brand = "visa"
-		}
-		if fp == "" {
-			fp = "fp_" + req.PaymentMethod
-		}
-		p.Decline = &provider.Decline{Code: sc.code, ErrorCode: "card_declined", Network: brand}
-		p.Card = &provider.Card{Fingerprint: fp, Brand: brand, Last4: "4242"}
-		o = outcome{p: p, err: &provider.DeclineError{Payment: p}}
-	}
-	s.stored[req.IdempotencyKey] = o
-	hang := s.hang[req.IdempotencyKey]
-	delete(s.hang, req.IdempotencyKey)
-	s.mu.Unlock()
-	if hang {
-		// The charge happened; the answer is lost because the process dies.
-		s.hung <- req.IdempotencyKey
-		<-ctx.Done()
-		return provider.Payment{}, &provider.UnknownOutcomeError{Op: "confirm", IdempotencyKey: req.IdempotencyKey, Err: ctx.Err()}
-	}
-	return o.p, o.err
-}
-
-func (s *scriptedProvider) Create(context.Context, provider.CreateRequest) (provider.Payment, error) {
-	return provider.Payment{}, errors.New("recovery never creates")
-}
-
-func (s *scriptedProvider) Get(context.Context, string) (provider.Payment, error) {
-	return provider.Payment{}, errors.New("recovery never reads")
-}
-
-// PaymentMethodCard names the card a payment method's declines name.
-func (s *scriptedProvider) PaymentMethodCard(_ context.Context, pm string) (provider.Card, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cardReads++
-	sc := s.scripts[pm]
-	brand, fp := sc.brand, sc.card
-	if brand == "" {
-		brand = "visa"
-	}
-	if fp == "" {
-		fp = "fp_" + pm
-	}
-	return provider.Card{Fingerprint: fp, Brand: brand, Last4: "4242"}, nil
-}
-
-func (s *scriptedProvider) List(context.Context, provider.ListParams) iter.Seq2[provider.Payment, error] {
-	return func(yield func(provider.Payment, error) bool) { yield(provider.Payment{}, errors.New("not listed")) }
-}
-
-func (s *scriptedProvider) snapshot() (calls map[string]int, at map[string]time.Time, effects map[string]int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	calls, at, effects = map[string]int{}, map[string]time.Time{}, map[string]int{}
-	for k, v := range s.calls {
-		calls[k] = v
-	}
-	for k, v := range s.at {
-		at[k] = v
-	}
-	for k, v := range s.effects {
-		effects[k] = v
-	}
-	return calls, at, effects
-}
-
-// sink is the dead-letter sink: one record per key, like the real table's conditional put.
-type sink struct {
-	mu      sync.Mutex
-	records map[string]recovery.DeadLetter
-	opens   int
-}
-
-func (s *sink) Open(_ context.Context, d recovery.DeadLetter) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.opens++
-	if _, ok := s.records[d.Key]; !ok {
-		s.records[d.Key] = d
-	}
-	return nil
-}
-
-func (s *sink) all() map[string]recovery.DeadLetter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]recovery.DeadLetter{}
-	for k, v := range s.records {
-		out[k] = v
-	}
-	return out
-}
-
 // harness is one "process": the bbolt file holds both the payments and the runner's
 // checkpoints, as in the local stack; the provider and the dead-letter sink outlive it.
 type harness struct {
 	t      *testing.T
 	clock  *clock.Fake
-	sink   *sink
+	sink   *recoverytest.DeadLetters
 	store  *boltstore.Store
 	runner *asl.Runner
 	rec    *recovery.Recoverer
-	logs   *syncBuffer
+	logs   *logstest.Buffer
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func newHarness(t *testing.T, file string, clock *clock.Fake, prov provider.Provider, dl *sink, policy recovery.Policy) *harness {
+func newHarness(t *testing.T, file string, clock *clock.Fake, prov provider.Provider, dl *recoverytest.DeadLetters, policy recovery.Policy) *harness {
 	t.Helper()
 	st, err := boltstore.Open(file)
 	if err != nil {
@@ -234,7 +62,7 @@ func newHarness(t *testing.T, file string, clock *clock.Fake, prov provider.Prov
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logstest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	steps, err := recovery.NewSteps(recovery.Steps{Provider: prov, Store: st, DeadLetters: dl, Policy: policy,
 		Now: clock.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: log})
@@ -270,6 +98,12 @@ func (h *harness) declined(id, invoice, pm, code string) payments.Payment {
 		Amount: 1000, Currency: "usd", Customer: "cus_1", PaymentMethod: pm, Invoice: invoice,
 		ProviderPaymentID: "pi_" + id, Decline: &provider.Decline{Code: code, ErrorCode: "card_declined", Network: "visa"},
 		CreatedAt: now, UpdatedAt: now, Version: payments.VersionAt(now, provider.StatusDeclined)}
+	return h.save(p)
+}
+
+// save writes the payment to the store as the payments API writes it.
+func (h *harness) save(p payments.Payment) payments.Payment {
+	h.t.Helper()
 	w, err := p.Put()
 	if err != nil {
 		h.t.Fatal(err)
@@ -396,9 +230,9 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 	policy := recovery.DefaultPolicy()
 	policy.Window = 30 * 24 * time.Hour // room for two payday retries
 	clock := clock.NewFake(t0)
-	prov := newScriptedProvider(clock.Now)
-	prov.scripts["pm_funds"] = script{code: "insufficient_funds", declines: 1} // attempt 2 declines, 3 succeeds
-	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &sink{records: map[string]recovery.DeadLetter{}}, policy)
+	prov := recoverytest.NewProvider(clock.Now)
+	prov.SetScript("pm_funds", recoverytest.Script{Code: "insufficient_funds", Declines: 1}) // attempt 2 declines, 3 succeeds
+	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &recoverytest.DeadLetters{}, policy)
 
 	p := h.declined("pay_soft", "inv_soft", "pm_funds", "insufficient_funds")
 	if err := h.rec.Declined(context.Background(), p); err != nil {
@@ -422,7 +256,7 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 		}
 		key := provider.AttemptKey("inv_soft", attempt)
 		h.clock.Advance(plan.At.Sub(h.clock.Now()) - time.Second)
-		if calls, _, _ := prov.snapshot(); calls[key] != 0 {
+		if calls, _, _ := prov.Snapshot(); calls[key] != 0 {
 			t.Fatalf("attempt %d charged a second before its planned moment", attempt)
 		}
 		if h.clock.Waiters() != 1 {
@@ -434,7 +268,7 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 	if ex.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", ex.Status, ex.Error, ex.Cause)
 	}
-	calls, at, effects := prov.snapshot()
+	calls, at, effects := prov.Snapshot()
 	for _, plan := range plans {
 		key := provider.AttemptKey("inv_soft", plan.Attempt)
 		if calls[key] != 1 {
@@ -461,8 +295,8 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 	if stored.Status != provider.StatusSucceeded || stored.Version <= p.Version || stored.Decline != nil {
 		t.Errorf("stored payment %+v, want succeeded with a newer version than %d", stored, p.Version)
 	}
-	if len(h.sink.all()) != 0 {
-		t.Errorf("dead letters %v", h.sink.all())
+	if len(h.sink.All()) != 0 {
+		t.Errorf("dead letters %v", h.sink.All())
 	}
 	if want := transitions(2, false); ex.StateTransitions != want {
 		t.Errorf("transitions %d, want %d", ex.StateTransitions, want)
@@ -487,9 +321,9 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			clock := clock.NewFake(t0)
-			prov := newScriptedProvider(clock.Now)
-			prov.scripts["pm"] = script{code: tc.code, declines: -1}
-			h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &sink{records: map[string]recovery.DeadLetter{}}, recovery.Policy{})
+			prov := recoverytest.NewProvider(clock.Now)
+			prov.SetScript("pm", recoverytest.Script{Code: tc.code, Declines: -1})
+			h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &recoverytest.DeadLetters{}, recovery.Policy{})
 			p := h.declined("pay_1", "inv_1", "pm", tc.code)
 			if err := h.rec.Declined(context.Background(), p); err != nil {
 				t.Fatal(err)
@@ -500,7 +334,7 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 			if ex.Status != asl.StatusSucceeded {
 				t.Fatalf("status %s: %s %s", ex.Status, ex.Error, ex.Cause)
 			}
-			calls, _, effects := prov.snapshot()
+			calls, _, effects := prov.Snapshot()
 			planned := h.plannedAttempts(h.arn("inv_1"))
 			if len(planned) != tc.attempts || len(calls) != tc.attempts || effects["pm"] != tc.attempts {
 				t.Fatalf("planned %v, provider keys %d, charges %d; want %d each", planned, len(calls), effects["pm"], tc.attempts)
@@ -513,7 +347,7 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 					t.Errorf("attempt %d reached the provider %d times, want 1", n, c)
 				}
 			}
-			dls := h.sink.all()
+			dls := h.sink.All()
 			d, ok := dls[recovery.DeadLetterKey(recovery.State{PaymentID: "pay_1", Round: 1})]
 			if len(dls) != 1 || !ok {
 				t.Fatalf("dead letters %v", dls)
@@ -538,10 +372,10 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 
 func TestCrashDuringWaitResumesWithoutRepeating(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "twice.db")
-	dl := &sink{records: map[string]recovery.DeadLetter{}}
+	dl := &recoverytest.DeadLetters{}
 	clk := clock.NewFake(t0)
-	prov := newScriptedProvider(clk.Now)
-	prov.scripts["pm"] = script{code: "insufficient_funds", declines: 0}
+	prov := recoverytest.NewProvider(clk.Now)
+	prov.SetScript("pm", recoverytest.Script{Code: "insufficient_funds", Declines: 0})
 	h := newHarness(t, file, clk, prov, dl, recovery.Policy{})
 	p := h.declined("pay_w", "", "pm", "insufficient_funds") // no invoice: keyed by payment id
 	if err := h.rec.Declined(context.Background(), p); err != nil {
@@ -553,7 +387,7 @@ func TestCrashDuringWaitResumesWithoutRepeating(t *testing.T) {
 	h.close() // killed during the Wait
 
 	later := clock.NewFake(t0.Add(10 * time.Minute))
-	prov.now = later.Now
+	prov.SetNow(later.Now)
 	h = newHarness(t, file, later, prov, dl, recovery.Policy{})
 	if n, err := h.runner.Resume(context.Background()); err != nil || n != 1 {
 		t.Fatalf("Resume = %d, %v", n, err)
@@ -567,7 +401,7 @@ func TestCrashDuringWaitResumesWithoutRepeating(t *testing.T) {
 	if ex.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", ex.Status, ex.Error, ex.Cause)
 	}
-	calls, at, effects := prov.snapshot()
+	calls, at, effects := prov.Snapshot()
 	key := provider.AttemptKey("pay_w", 2)
 	if len(calls) != 1 || calls[key] != 1 || effects["pm"] != 1 || !at[key].Equal(plan.At) {
 		t.Errorf("provider calls %v charges %v at %v; want one charge with key %s at %s", calls, effects, at, key, plan.At)
@@ -579,12 +413,12 @@ func TestCrashDuringWaitResumesWithoutRepeating(t *testing.T) {
 
 func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "twice.db")
-	dl := &sink{records: map[string]recovery.DeadLetter{}}
+	dl := &recoverytest.DeadLetters{}
 	clk := clock.NewFake(t0)
-	prov := newScriptedProvider(clk.Now)
-	prov.scripts["pm"] = script{code: "processing_error", declines: 1} // attempt 2 declines, 3 succeeds
+	prov := recoverytest.NewProvider(clk.Now)
+	prov.SetScript("pm", recoverytest.Script{Code: "processing_error", Declines: 1}) // attempt 2 declines, 3 succeeds
 	key3 := provider.AttemptKey("inv_c", 3)
-	prov.hang[key3] = true
+	prov.HangAfterCharge(key3)
 	h := newHarness(t, file, clk, prov, dl, recovery.Policy{})
 	p := h.declined("pay_c", "inv_c", "pm", "processing_error")
 	if err := h.rec.Declined(context.Background(), p); err != nil {
@@ -596,7 +430,7 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 		clk.AdvanceToNext()
 	}
 	select {
-	case got := <-prov.hung:
+	case got := <-prov.Hung():
 		if got != key3 {
 			t.Fatalf("hung on %s", got)
 		}
@@ -607,7 +441,7 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	h.close() // killed after the provider charged, before the answer was checkpointed
 
 	again := clock.NewFake(stoppedAt)
-	prov.now = again.Now
+	prov.SetNow(again.Now)
 	h = newHarness(t, file, again, prov, dl, recovery.Policy{})
 	if n, err := h.runner.Resume(context.Background()); err != nil || n != 1 {
 		t.Fatalf("Resume = %d, %v", n, err)
@@ -616,7 +450,7 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	if ex.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", ex.Status, ex.Error, ex.Cause)
 	}
-	calls, _, effects := prov.snapshot()
+	calls, _, effects := prov.Snapshot()
 	key2 := provider.AttemptKey("inv_c", 2)
 	if calls[key2] != 1 || calls[key3] != 2 || len(calls) != 2 {
 		t.Errorf("requests per key %v: want attempt 2 once and attempt 3 twice (the repeat after the crash)", calls)
@@ -639,18 +473,12 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 // paid through a link) ends the recovery at once.
 func TestAlreadyPaidEndsWithoutACharge(t *testing.T) {
 	clock := clock.NewFake(t0)
-	prov := newScriptedProvider(clock.Now)
-	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &sink{records: map[string]recovery.DeadLetter{}}, recovery.Policy{})
+	prov := recoverytest.NewProvider(clock.Now)
+	h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, prov, &recoverytest.DeadLetters{}, recovery.Policy{})
 	p := h.declined("pay_paid", "inv_paid", "pm", "insufficient_funds")
 	paid := p
 	paid.Status, paid.Version = provider.StatusSucceeded, payments.VersionAt(t0.Add(time.Minute), provider.StatusSucceeded)
-	w, err := paid.Put()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.store.Put(context.Background(), w.Table, *w.Put, w.Cond); err != nil {
-		t.Fatal(err)
-	}
+	h.save(paid)
 	if err := h.rec.Start(context.Background(), p, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -658,34 +486,12 @@ func TestAlreadyPaidEndsWithoutACharge(t *testing.T) {
 	if ex.Status != asl.StatusSucceeded || output(t, ex).Result != recovery.ResultSettled {
 		t.Fatalf("status %s output %s (%s %s)", ex.Status, ex.Output, ex.Error, ex.Cause)
 	}
-	if calls, _, _ := prov.snapshot(); len(calls) != 0 {
+	if calls, _, _ := prov.Snapshot(); len(calls) != 0 {
 		t.Errorf("provider called %v", calls)
 	}
 	if ex.StateTransitions != 3 {
 		t.Errorf("transitions %d, want 3 (Plan, Decide, Recovered)", ex.StateTransitions)
 	}
-}
-
-// failingProvider fails the first len(errs) confirms with errs in order, then confirms
-// through the scripted provider.
-type failingProvider struct {
-	*scriptedProvider
-	mu   sync.Mutex
-	errs []error
-	seen int
-}
-
-func (f *failingProvider) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
-	f.mu.Lock()
-	f.seen++
-	if len(f.errs) > 0 {
-		err := f.errs[0]
-		f.errs = f.errs[1:]
-		f.mu.Unlock()
-		return provider.Payment{}, err
-	}
-	f.mu.Unlock()
-	return f.scriptedProvider.Confirm(ctx, req)
 }
 
 func TestStepFailures(t *testing.T) {
@@ -708,10 +514,10 @@ func TestStepFailures(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			clock := clock.NewFake(t0)
-			prov := newScriptedProvider(clock.Now)
-			prov.scripts["pm"] = script{declines: 0}
-			fp := &failingProvider{scriptedProvider: prov, errs: tc.errs}
-			dl := &sink{records: map[string]recovery.DeadLetter{}}
+			prov := recoverytest.NewProvider(clock.Now)
+			prov.SetScript("pm", recoverytest.Script{Declines: 0})
+			fp := &recoverytest.FailingProvider{Provider: prov, Errs: tc.errs}
+			dl := &recoverytest.DeadLetters{}
 			h := newHarness(t, filepath.Join(t.TempDir(), "twice.db"), clock, fp, dl, recovery.Policy{})
 			p := h.declined("pay_f", "inv_f", "pm", "processing_error")
 			if err := h.rec.Declined(context.Background(), p); err != nil {
@@ -723,11 +529,11 @@ func TestStepFailures(t *testing.T) {
 			if ex.Status != tc.wantStatus {
 				t.Fatalf("status %s (%s %s), want %s", ex.Status, ex.Error, ex.Cause, tc.wantStatus)
 			}
-			_, _, effects := prov.snapshot()
+			_, _, effects := prov.Snapshot()
 			if effects["pm"] != tc.wantCharges {
 				t.Errorf("%d charges, want %d", effects["pm"], tc.wantCharges)
 			}
-			dls := h.sink.all()
+			dls := h.sink.All()
 			if len(dls) != tc.wantDLs {
 				t.Fatalf("dead letters %v", dls)
 			}

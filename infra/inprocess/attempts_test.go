@@ -1,17 +1,16 @@
 package inprocess
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/runtwice/twice/shared/attempts"
+	"github.com/runtwice/twice/shared/logs/logstest"
 	"github.com/runtwice/twice/shared/opsapi"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/redact"
@@ -117,28 +116,10 @@ func TestTimedOutCallFoundByCallerKeyAndPaymentID(t *testing.T) {
 	}
 }
 
-// syncBuffer collects a stack's log lines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // A forged delivery claiming a real payment's id is refused, quarantined, and shown in that
 // payment's lookups only as a count; a 200 KiB claimed id gives capped log lines.
 func TestForgedDeliveriesQuarantined(t *testing.T) {
-	var logs syncBuffer
+	var logs logstest.Buffer
 	s := newStack(t, Config{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
 	a := call(t, "POST", s.APIURL()+"/payments", "order-real", paymentBody("pm_card_visa"))
 	var v payments.View

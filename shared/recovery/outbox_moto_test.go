@@ -21,6 +21,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/recovery/recoverytest"
 	"github.com/runtwice/twice/shared/stepfunctions"
 	"github.com/runtwice/twice/shared/store"
 )
@@ -77,7 +78,7 @@ func TestOutboxStartsRecoveryOnceOnMoto(t *testing.T) {
 	client, created := motoMachine(t)
 	api := &throttled{StartExecutionAPI: client, n: 5}
 	c := clock.NewFake(t0)
-	_, st, _ := newSteps(t, newScriptedProvider(c.Now), c)
+	_, st, _ := newSteps(t, recoverytest.NewProvider(c.Now), c)
 	svc := &payments.Service{Store: st, Log: discard(),
 		OnDecline: &recovery.Recoverer{Starter: &stepfunctions.Starter{Client: api, StateMachineArn: aws.ToString(created.StateMachineArn)}, Log: discard()}}
 	relay := &outbox.Relay{Store: st, Handlers: svc.FollowOns(), Now: c.Now, Rand: rand.New(rand.NewPCG(5, 6)), Log: discard()}

@@ -16,6 +16,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/recovery/recoverytest"
 	"github.com/runtwice/twice/shared/stepfunctions"
 )
 
@@ -103,8 +104,8 @@ func FuzzHandle(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	clock := clock.NewFake(t0)
-	prov := newScriptedProvider(clock.Now)
-	prov.scripts["pm"] = script{code: "processing_error", declines: 1}
+	prov := recoverytest.NewProvider(clock.Now)
+	prov.SetScript("pm", recoverytest.Script{Code: "processing_error", Declines: 1})
 	steps, st, _ := newSteps(f, prov, clock)
 	putPayment(f, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1",
 		PaymentMethod: "pm", CreatedAt: t0, UpdatedAt: t0, Version: payments.VersionAt(t0, provider.StatusDeclined)})

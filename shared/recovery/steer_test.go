@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/provider/providertest"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/recovery/recoverytest"
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 )
@@ -57,7 +58,7 @@ func newSteerEnv(t *testing.T, newStore func(t *testing.T) store.Store) steerEnv
 	sig := &signals{sent: map[string]string{}}
 	relayed := &recovery.Steerer{Store: st, Signal: sig, Now: clk.Now}
 	steps, err := recovery.NewSteps(recovery.Steps{Provider: &providertest.Fake{Now: clk.Now}, Store: st,
-		DeadLetters: &sink{records: map[string]recovery.DeadLetter{}}, Now: clk.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: discard()})
+		DeadLetters: &recoverytest.DeadLetters{}, Now: clk.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

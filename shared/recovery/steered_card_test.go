@@ -16,6 +16,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/recovery/recoverytest"
 	"github.com/runtwice/twice/shared/store"
 )
 
@@ -73,8 +74,8 @@ func declinedOnOldCard(t *testing.T, st *boltstore.Store) {
 // recorded on the new card's ledger only. The payment then names the new card.
 func TestSteeredChargeIsCheckedOnTheNewCard(t *testing.T) {
 	clk := clock.NewFake(t0.Add(time.Hour))
-	prov := newScriptedProvider(clk.Now)
-	prov.scripts["pm_new"] = script{brand: "mastercard", card: "fp_new"}
+	prov := recoverytest.NewProvider(clk.Now)
+	prov.SetScript("pm_new", recoverytest.Script{Brand: "mastercard", Card: "fp_new"})
 	steps, st, _ := newSteps(t, prov, clk)
 	declinedOnOldCard(t, st)
 	fillCard(t, st, "fp_old", "visa", 20, clk.Now().Add(-time.Minute))
@@ -86,7 +87,7 @@ func TestSteeredChargeIsCheckedOnTheNewCard(t *testing.T) {
 	if out.Result != recovery.ResultSucceeded {
 		t.Fatalf("outcome %s, plan %+v: want the charge on the free new card to succeed", out.Result, out.Plan)
 	}
-	if _, _, effects := prov.snapshot(); effects["pm_new"] != 1 {
+	if _, _, effects := prov.Snapshot(); effects["pm_new"] != 1 {
 		t.Fatalf("charges per payment method %v, want pm_new once", effects)
 	}
 	key := provider.AttemptKey("inv_pay_1", 2)
@@ -116,8 +117,8 @@ func TestSteeredChargeIsCheckedOnTheNewCard(t *testing.T) {
 	if b, _ := json.Marshal(v); !strings.Contains(string(b), `"mastercard"`) {
 		t.Fatalf("card view %s, want the new mastercard", b)
 	}
-	if prov.cardReads != 1 {
-		t.Fatalf("the provider was asked for %d payment method cards, want 1", prov.cardReads)
+	if prov.CardReads() != 1 {
+		t.Fatalf("the provider was asked for %d payment method cards, want 1", prov.CardReads())
 	}
 }
 
@@ -126,8 +127,8 @@ func TestSteeredChargeIsCheckedOnTheNewCard(t *testing.T) {
 // ledger gets the attempt.
 func TestSteeredChargeOnACappedNewCardIsDeferredByItsCap(t *testing.T) {
 	clk := clock.NewFake(t0.Add(time.Hour))
-	prov := newScriptedProvider(clk.Now)
-	prov.scripts["pm_new"] = script{brand: "mastercard", card: "fp_new"}
+	prov := recoverytest.NewProvider(clk.Now)
+	prov.SetScript("pm_new", recoverytest.Script{Brand: "mastercard", Card: "fp_new"})
 	steps, st, _ := newSteps(t, prov, clk)
 	declinedOnOldCard(t, st)
 	fillCard(t, st, "fp_new", "mastercard", 10, clk.Now().Add(-time.Minute))
@@ -145,7 +146,7 @@ func TestSteeredChargeOnACappedNewCardIsDeferredByItsCap(t *testing.T) {
 	if out.PaymentMethod != "pm_new" {
 		t.Fatalf("the deferred plan lost the steered payment method: %q", out.PaymentMethod)
 	}
-	if calls, _, _ := prov.snapshot(); len(calls) != 0 {
+	if calls, _, _ := prov.Snapshot(); len(calls) != 0 {
 		t.Fatalf("the provider was charged %v, want nothing", calls)
 	}
 	key := provider.AttemptKey("inv_pay_1", 2)
@@ -165,8 +166,8 @@ func TestSteeredChargeOnACappedNewCardIsDeferredByItsCap(t *testing.T) {
 // not delay a charge on a free new card.
 func TestSteerPlansFromTheNewCard(t *testing.T) {
 	clk := clock.NewFake(t0.Add(time.Hour))
-	prov := newScriptedProvider(clk.Now)
-	prov.scripts["pm_new"] = script{brand: "mastercard", card: "fp_new"}
+	prov := recoverytest.NewProvider(clk.Now)
+	prov.SetScript("pm_new", recoverytest.Script{Brand: "mastercard", Card: "fp_new"})
 	steps, st, _ := newSteps(t, prov, clk)
 	declinedOnOldCard(t, st)
 	fillCard(t, st, "fp_old", "visa", 20, clk.Now().Add(-time.Minute))

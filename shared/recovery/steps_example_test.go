@@ -13,6 +13,7 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/recovery/recoverytest"
 )
 
 func ExampleExecutionName() {
@@ -47,7 +48,7 @@ func ExampleSteps_Handle() {
 	w, _ := p.Put()
 	_ = st.Put(context.Background(), w.Table, *w.Put, w.Cond)
 
-	steps, err := recovery.NewSteps(recovery.Steps{Provider: &scriptedProvider{}, Store: st, DeadLetters: printSink{},
+	steps, err := recovery.NewSteps(recovery.Steps{Provider: &recoverytest.Provider{}, Store: st, DeadLetters: printSink{},
 		Now: func() time.Time { return now }, Rand: rand.New(rand.NewPCG(1, 2)), Log: discard()})
 	if err != nil {
 		fmt.Println(err)

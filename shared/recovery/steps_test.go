@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,40 +19,19 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/recovery/recoverytest"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
 
-// failingProvider fails the first len(errs) confirms with errs in order, then confirms
-// through the scripted provider.
-type failingProvider struct {
-	*scriptedProvider
-	mu   sync.Mutex
-	errs []error
-	seen int
-}
-
-func (f *failingProvider) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
-	f.mu.Lock()
-	f.seen++
-	if len(f.errs) > 0 {
-		err := f.errs[0]
-		f.errs = f.errs[1:]
-		f.mu.Unlock()
-		return provider.Payment{}, err
-	}
-	f.mu.Unlock()
-	return f.scriptedProvider.Confirm(ctx, req)
-}
-
-func newSteps(t testing.TB, prov provider.Provider, clock *clock.Fake) (*recovery.Steps, *boltstore.Store, *sink) {
+func newSteps(t testing.TB, prov provider.Provider, clock *clock.Fake) (*recovery.Steps, *boltstore.Store, *recoverytest.DeadLetters) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "twice.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	dl := &sink{records: map[string]recovery.DeadLetter{}}
+	dl := &recoverytest.DeadLetters{}
 	steps, err := recovery.NewSteps(recovery.Steps{Provider: prov, Store: st, DeadLetters: dl,
 		Now: clock.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: discard()})
 	if err != nil {
@@ -112,9 +90,9 @@ func TestHandleErrorNames(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			clock := clock.NewFake(t0)
-			fp := &failingProvider{scriptedProvider: newScriptedProvider(clock.Now)}
+			fp := &recoverytest.FailingProvider{Provider: recoverytest.NewProvider(clock.Now)}
 			if tc.providerErr != nil {
-				fp.errs = []error{tc.providerErr}
+				fp.Errs = []error{tc.providerErr}
 			}
 			steps, st, _ := newSteps(t, fp, clock)
 			p := declined("pay_1")
@@ -141,7 +119,7 @@ func TestChargeNeverChargesASettledPayment(t *testing.T) {
 	for _, status := range []string{provider.StatusSucceeded, provider.StatusRefunded, provider.StatusCanceled} {
 		t.Run(status, func(t *testing.T) {
 			clock := clock.NewFake(t0)
-			prov := newScriptedProvider(clock.Now)
+			prov := recoverytest.NewProvider(clock.Now)
 			steps, st, _ := newSteps(t, prov, clock)
 			putPayment(t, st, payments.Payment{ID: "pay_1", Status: status, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
 				CreatedAt: t0, Version: payments.VersionAt(t0, status)})
@@ -156,7 +134,7 @@ func TestChargeNeverChargesASettledPayment(t *testing.T) {
 			if got.Result != recovery.ResultSettled || got.Plan == nil || got.Plan.Retry {
 				t.Errorf("state %s, want settled with no retry", out)
 			}
-			if calls, _, _ := prov.snapshot(); len(calls) != 0 {
+			if calls, _, _ := prov.Snapshot(); len(calls) != 0 {
 				t.Errorf("provider called %v", calls)
 			}
 		})
@@ -166,8 +144,8 @@ func TestChargeNeverChargesASettledPayment(t *testing.T) {
 // TestChargeKeepsANewerStoredPayment: a webhook that recorded a newer state first wins.
 func TestChargeKeepsANewerStoredPayment(t *testing.T) {
 	clock := clock.NewFake(t0)
-	prov := newScriptedProvider(clock.Now)
-	prov.scripts["pm"] = script{code: "processing_error", declines: -1}
+	prov := recoverytest.NewProvider(clock.Now)
+	prov.SetScript("pm", recoverytest.Script{Code: "processing_error", Declines: -1})
 	steps, st, _ := newSteps(t, prov, clock)
 	newer := payments.VersionAt(t0.Add(time.Hour), provider.StatusDeclined)
 	putPayment(t, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
@@ -343,7 +321,7 @@ func TestNewStepsNeedsItsDependencies(t *testing.T) {
 // detachedProvider is Stripe after a decline: the PaymentIntent's payment method is detached
 // and kept on last_payment_error, which Get returns as the payment's PaymentMethod.
 type detachedProvider struct {
-	*scriptedProvider
+	*recoverytest.Provider
 	pm   string
 	gets int
 }
@@ -358,7 +336,7 @@ func (d *detachedProvider) Get(_ context.Context, id string) (provider.Payment, 
 // rejects.
 func TestChargeReadsBackADetachedPaymentMethod(t *testing.T) {
 	clock := clock.NewFake(t0)
-	prov := &detachedProvider{scriptedProvider: newScriptedProvider(clock.Now), pm: "pm_detached"}
+	prov := &detachedProvider{Provider: recoverytest.NewProvider(clock.Now), pm: "pm_detached"}
 	steps, st, dl := newSteps(t, prov, clock)
 	putPayment(t, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1",
 		Decline: &provider.Decline{Code: "processing_error"}, CreatedAt: t0, Version: payments.VersionAt(t0, provider.StatusDeclined)})
@@ -370,9 +348,9 @@ func TestChargeReadsBackADetachedPaymentMethod(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatal(err)
 	}
-	_, _, effects := prov.snapshot()
-	if res.Result != recovery.ResultSucceeded || effects["pm_detached"] != 1 || prov.gets != 1 || len(dl.records) != 0 {
-		t.Fatalf("outcome %q, charges %v, gets %d, dead letters %d", res.Result, effects, prov.gets, len(dl.records))
+	_, _, effects := prov.Snapshot()
+	if res.Result != recovery.ResultSucceeded || effects["pm_detached"] != 1 || prov.gets != 1 || len(dl.All()) != 0 {
+		t.Fatalf("outcome %q, charges %v, gets %d, dead letters %d", res.Result, effects, prov.gets, len(dl.All()))
 	}
 	p, err := payments.Get(context.Background(), st, "pay_1")
 	if err != nil || p.Status != provider.StatusSucceeded || p.PaymentMethod != "pm_detached" {
@@ -388,8 +366,8 @@ func TestChargeReadsBackADetachedPaymentMethod(t *testing.T) {
 // success with it.
 func TestChargeVersionsOnTheSharedClock(t *testing.T) {
 	clock := clock.NewFake(t0)
-	prov := newScriptedProvider(clock.Now)
-	prov.scripts["pm"] = script{code: "card_velocity_exceeded", declines: 1}
+	prov := recoverytest.NewProvider(clock.Now)
+	prov.SetScript("pm", recoverytest.Script{Code: "card_velocity_exceeded", Declines: 1})
 	steps, st, _ := newSteps(t, prov, clock)
 	putPayment(t, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
 		Amount: 1000, Currency: "usd", Decline: &provider.Decline{Code: "card_velocity_exceeded"}, CreatedAt: t0, UpdatedAt: t0,
