@@ -31,14 +31,14 @@ func opsJSON(t *testing.T, s *Stack, path string, v any) int {
 func outcomes(as []attempts.Attempt) []string {
 	var out []string
 	for _, a := range as {
-		out = append(out, a.Operation+":"+a.Outcome)
+		out = append(out, a.Operation+":"+a.Result)
 	}
 	return out
 }
 
 func hasAttempt(as []attempts.Attempt, op, outcome string) bool {
 	for _, a := range as {
-		if a.Operation == op && a.Outcome == outcome {
+		if a.Operation == op && a.Result == outcome {
 			return true
 		}
 	}
@@ -68,18 +68,18 @@ func TestTimedOutCallFoundByCallerKeyAndPaymentID(t *testing.T) {
 	if byKey.PaymentID != v.ID || byKey.Scope != "local" {
 		t.Errorf("the key resolved to %q in %q, want %s in local", byKey.PaymentID, byKey.Scope, v.ID)
 	}
-	for _, want := range [][2]string{{"payment_intents.create", attempts.OutcomeTimeout}, {"payments.create", attempts.OutcomeOK}} {
+	for _, want := range [][2]string{{"payment_intents.create", attempts.ResultTimeout}, {"payments.create", attempts.ResultOK}} {
 		if !hasAttempt(byKey.Attempts, want[0], want[1]) {
 			t.Errorf("by the caller's key: no %s %s in %v", want[0], want[1], outcomes(byKey.Attempts))
 		}
 	}
 	var byID opsapi.Lookup
 	opsJSON(t, s, "/ops/attempts?payment_id="+v.ID, &byID)
-	if !hasAttempt(byID.Attempts, "payment_intents.create", attempts.OutcomeTimeout) {
+	if !hasAttempt(byID.Attempts, "payment_intents.create", attempts.ResultTimeout) {
 		t.Errorf("by payment id: no timed-out create in %v", outcomes(byID.Attempts))
 	}
 	// The simulator's webhook for the charge that happened is filed under the payment too.
-	if !hasAttempt(byID.Attempts, "webhook stripe", attempts.OutcomeOK) {
+	if !hasAttempt(byID.Attempts, "webhook stripe", attempts.ResultOK) {
 		t.Errorf("by payment id: no webhook in %v", outcomes(byID.Attempts))
 	}
 	var pi string
@@ -104,7 +104,7 @@ func TestTimedOutCallFoundByCallerKeyAndPaymentID(t *testing.T) {
 		if i > 0 && r.At.Before(tl.Rows[i-1].At) {
 			t.Errorf("row %d at %s is before row %d", i, r.At, i-1)
 		}
-		if r.Result == attempts.OutcomeTimeout {
+		if r.Result == attempts.ResultTimeout {
 			sawTimeout = true
 			if r.Attempt == nil || !strings.Contains(r.Attempt.RequestBody, "amount=2000") || strings.Contains(r.Duration, "ms") && strings.Contains(r.Duration, ".") && len(r.Duration) > 8 {
 				t.Errorf("timed-out row without its request, or a Go duration: %+v", r)
@@ -140,7 +140,7 @@ func TestForgedDeliveriesQuarantined(t *testing.T) {
 	var byID opsapi.Lookup
 	opsJSON(t, s, "/ops/attempts?payment_id="+v.ID, &byID)
 	for _, at := range byID.Attempts {
-		if at.Refused || at.Outcome == attempts.OutcomeRejectedSignature || at.EventID == "evt_forged_1" {
+		if at.Refused || at.Result == attempts.ResultRejectedSignature || at.EventID == "evt_forged_1" {
 			t.Errorf("the forged delivery is filed as the payment's attempt: %+v", at)
 		}
 	}
@@ -155,7 +155,7 @@ func TestForgedDeliveriesQuarantined(t *testing.T) {
 	var tl opsapi.Timeline
 	opsJSON(t, s, "/ops/payments/"+v.ID+"/timeline", &tl)
 	for _, r := range tl.Rows {
-		if r.Kind == opsapi.RowRefused || r.Result == attempts.OutcomeRejectedSignature {
+		if r.Kind == opsapi.RowRefused || r.Result == attempts.ResultRejectedSignature {
 			t.Errorf("the forged delivery is in the timeline: %+v", r)
 		}
 	}
@@ -255,7 +255,7 @@ func TestNumericKeysFindOnlyTheirOwnPayment(t *testing.T) {
 		if code := opsJSON(t, s, "/ops/attempts?idempotency_key="+key, &got); code != 200 {
 			t.Fatalf("lookup %s: %d", key, code)
 		}
-		if !hasAttempt(got.Attempts, "payments.create", attempts.OutcomeOK) {
+		if !hasAttempt(got.Attempts, "payments.create", attempts.ResultOK) {
 			t.Errorf("lookup %s: no payments.create in %v", key, outcomes(got.Attempts))
 		}
 		for _, a := range got.Attempts {

@@ -33,7 +33,7 @@ func TestSteeredChargeWithAFreshCardWhileTheOldIsCapped(t *testing.T) {
 	err = cardledger.Update(ctx, s.store, payments.Table, old.Fingerprint, old.Brand, func(c *cardledger.Card) ([]store.Write, error) {
 		for i := range 20 {
 			c.Record(cardledger.Entry{Key: fmt.Sprint("other-", i), At: now.Add(-time.Duration(20-i) * time.Minute),
-				Outcome: cardledger.OutcomeDeclined, Reattempt: true, PaymentID: "pay_other", Recovery: "inv_other"}, now)
+				Result: cardledger.ResultDeclined, Reattempt: true, PaymentID: "pay_other", Recovery: "inv_other"}, now)
 		}
 		return nil, nil
 	})
@@ -68,7 +68,7 @@ func TestSteeredChargeWithAFreshCardWhileTheOldIsCapped(t *testing.T) {
 		t.Fatalf("stored payment %+v, %v: want pm_card_mastercard and its own card", stored, err)
 	}
 	fresh, err := cardledger.Get(ctx, s.store, payments.Table, stored.Card.Fingerprint)
-	if err != nil || len(fresh.Entries) != 1 || fresh.Entries[0].PaymentID != v.ID || fresh.Entries[0].Outcome != cardledger.OutcomeSucceeded {
+	if err != nil || len(fresh.Entries) != 1 || fresh.Entries[0].PaymentID != v.ID || fresh.Entries[0].Result != cardledger.ResultSucceeded {
 		t.Fatalf("new card ledger %+v, %v: want this payment's one succeeded attempt", fresh, err)
 	}
 	oldCard, err := cardledger.Get(ctx, s.store, payments.Table, old.Fingerprint)

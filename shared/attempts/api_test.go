@@ -43,7 +43,7 @@ func TestExchange(t *testing.T) {
 			}
 			a := got[0]
 			if a.Operation != f.Operation || a.Scope != f.Scope || a.PaymentID != f.PaymentID || a.Provider != "api" ||
-				a.Direction != Inbound || a.IdempotencyKey != "k-1" || a.Status != http.StatusCreated || a.Outcome != OutcomeOK {
+				a.Direction != Inbound || a.IdempotencyKey != "k-1" || a.Status != http.StatusCreated || a.Result != ResultOK {
 				t.Errorf("attempt %+v", a)
 			}
 			if a.ResponseBody != `{"id":"pay_1"}` || a.ResponseHeader["Set-Cookie"] != "[redacted]" || a.Duration != time.Millisecond {

@@ -15,18 +15,18 @@ const (
 	Inbound Direction = "inbound"
 )
 
-// Outcomes the capture helpers assign. Callers that know better (a Stripe adapter reading a
-// decline code, a webhook verifier) set their own, e.g. OutcomeRejectedSignature.
+// Results the capture helpers assign. Callers that know better (a Stripe adapter reading a
+// decline code, a webhook verifier) set their own, e.g. ResultRejectedSignature.
 const (
-	OutcomeOK                = "ok"
-	OutcomeDeclined          = "declined"     // 402: the provider answered, the card was declined
-	OutcomeRateLimited       = "rate_limited" // 429
-	OutcomeRejected          = "rejected"     // other 4xx
-	OutcomeServerError       = "server_error" // 5xx
-	OutcomeTimeout           = "timeout"      // deadline or network timeout: the outcome is unknown
-	OutcomeError             = "error"        // transport error other than a timeout
-	OutcomeRejectedSignature = "rejected_signature"
-	OutcomeReset             = "reset" // the connection broke after the request was sent: unknown
+	ResultOK                = "ok"
+	ResultDeclined          = "declined"     // 402: the provider answered, the card was declined
+	ResultRateLimited       = "rate_limited" // 429
+	ResultRejected          = "rejected"     // other 4xx
+	ResultServerError       = "server_error" // 5xx
+	ResultTimeout           = "timeout"      // deadline or network timeout: the outcome is unknown
+	ResultError             = "error"        // transport error other than a timeout
+	ResultRejectedSignature = "rejected_signature"
+	ResultReset             = "reset" // the connection broke after the request was sent: unknown
 )
 
 // Attempt is one outbound provider call or one inbound delivery, as stored.
@@ -90,7 +90,7 @@ type Attempt struct {
 	BodySHA256 string `json:"body_sha256,omitempty"`
 
 	CorrelationID string `json:"correlation_id,omitempty"`
-	Outcome       string `json:"outcome"`
+	Result        string `json:"outcome"`
 	// Replayed marks an answer given from an idempotency record (Idempotent-Replayed: true):
 	// ours to a caller's repeated request, or the provider's to ours. Summary sets it from the
 	// response headers it drops.
@@ -113,25 +113,25 @@ type Recorder interface {
 
 var _ Recorder = (*Log)(nil)
 
-// outcomeFor is the default outcome of a call that answered status, or failed with err.
-func outcomeFor(status int, err error, timeout bool) string {
+// resultFor is the default result of a call that answered status, or failed with err.
+func resultFor(status int, err error, timeout bool) string {
 	switch {
 	case timeout:
-		return OutcomeTimeout
+		return ResultTimeout
 	case err != nil:
-		return OutcomeError
+		return ResultError
 	case status >= 200 && status < 300:
-		return OutcomeOK
+		return ResultOK
 	case status == 402:
-		return OutcomeDeclined
+		return ResultDeclined
 	case status == 429:
-		return OutcomeRateLimited
+		return ResultRateLimited
 	case status >= 400 && status < 500:
-		return OutcomeRejected
+		return ResultRejected
 	case status >= 500:
-		return OutcomeServerError
+		return ResultServerError
 	}
-	return OutcomeOK
+	return ResultOK
 }
 
 // Summary is the attempt without headers and bodies, as Lookup returns it.

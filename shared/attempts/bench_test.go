@@ -90,7 +90,7 @@ func BenchmarkRecord(b *testing.B) {
 				RequestHeader:  map[string]string{"Authorization": "Bearer sk_test_abc", "Content-Type": "application/x-www-form-urlencoded"},
 				RequestBody:    form,
 				ResponseHeader: map[string]string{"Content-Type": "application/json", "Request-Id": "req_1"},
-				ResponseBody:   js, Status: 200, Outcome: OutcomeOK,
+				ResponseBody:   js, Status: 200, Result: ResultOK,
 				IdempotencyKey: fmt.Sprintf("k%d", i), PaymentID: fmt.Sprintf("pay_%d", i%1000), EventID: "",
 			})
 			if err != nil {

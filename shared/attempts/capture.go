@@ -83,10 +83,10 @@ type Transport struct {
 	// Operation names a call; the default is the context's WithOperation value, else
 	// "METHOD /path".
 	Operation func(*http.Request) string
-	// Outcome classifies a call; the default maps 2xx to ok, 402 to declined, 429 to
+	// Result classifies a call; the default maps 2xx to ok, 402 to declined, 429 to
 	// rate_limited, other 4xx to rejected, 5xx to server_error, a timeout to timeout and any
 	// other error to error.
-	Outcome func(status int, err error) string
+	Result func(status int, err error) string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// CaptureLimit is how much of each body is kept (default DefaultCaptureLimit).
@@ -144,13 +144,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		a.Err = err.Error()
-		a.Outcome = t.outcome(0, err)
+		a.Result = t.result(0, err)
 		record(rctx, a)
 		return nil, err
 	}
 	a.Status = resp.StatusCode
 	a.ResponseHeader = redact.Header(resp.Header)
-	a.Outcome = t.outcome(resp.StatusCode, nil)
+	a.Result = t.result(resp.StatusCode, nil)
 	if resp.Body == nil || resp.Body == http.NoBody {
 		record(rctx, a)
 		return resp, nil
@@ -175,11 +175,11 @@ func (t *Transport) operation(req *http.Request) string {
 	return req.Method + " " + req.URL.Path
 }
 
-func (t *Transport) outcome(status int, err error) string {
-	if t.Outcome != nil {
-		return t.Outcome(status, err)
+func (t *Transport) result(status int, err error) string {
+	if t.Result != nil {
+		return t.Result(status, err)
 	}
-	return outcomeFor(status, err, isTimeout(err))
+	return resultFor(status, err, isTimeout(err))
 }
 
 func isTimeout(err error) bool {
@@ -269,8 +269,8 @@ func (b *recordingBody) done(readErr error) {
 // correlation id to X-Correlation-Id or X-Request-Id.
 //
 // The caller fills in what only it knows: Provider, Operation ("webhook stripe"), StartedAt and
-// Duration, the response, and an Outcome more precise than the status gives
-// (OutcomeRejectedSignature).
+// Duration, the response, and a Result more precise than the status gives
+// (ResultRejectedSignature).
 func FromRequest(r *http.Request, body []byte, status int) Attempt {
 	ctx := r.Context()
 	a := Attempt{
@@ -284,7 +284,7 @@ func FromRequest(r *http.Request, body []byte, status int) Attempt {
 		PaymentID:      PaymentIDFrom(ctx),
 		EventID:        EventIDFrom(ctx),
 		CorrelationID:  CorrelationIDFrom(ctx),
-		Outcome:        outcomeFor(status, nil, false),
+		Result:         resultFor(status, nil, false),
 	}
 	a.RequestBody, a.RequestTruncated = string(body), false
 	if len(body) > DefaultCaptureLimit {

@@ -91,7 +91,7 @@ func TestTransportRecordsCall(t *testing.T) {
 		"method":          {a.Method, "POST"},
 		"path":            {a.Path, "/v1/payment_intents?expand[]=latest_charge"},
 		"status":          {a.Status, 402},
-		"outcome":         {a.Outcome, OutcomeDeclined},
+		"outcome":         {a.Result, ResultDeclined},
 		"idempotency key": {a.IdempotencyKey, "idem_1"},
 		"payment id":      {a.PaymentID, "pay_1"},
 		"correlation id":  {a.CorrelationID, "corr_1"},
@@ -188,8 +188,8 @@ func TestTransportErrors(t *testing.T) {
 		ctx     context.Context
 		outcome string
 	}{
-		"connection refused": {context.Background(), OutcomeError},
-		"deadline passed":    {expired, OutcomeTimeout},
+		"connection refused": {context.Background(), ResultError},
+		"deadline passed":    {expired, ResultTimeout},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -204,7 +204,7 @@ func TestTransportErrors(t *testing.T) {
 				t.Fatalf("recorded %d", len(got))
 			}
 			a := got[0]
-			if a.Outcome != tc.outcome || a.Err == "" || a.Status != 0 || a.PaymentID != "pay_1" {
+			if a.Result != tc.outcome || a.Err == "" || a.Status != 0 || a.PaymentID != "pay_1" {
 				t.Errorf("recorded %+v", a)
 			}
 			if c.ctxs[0].Err() != nil {
@@ -268,30 +268,30 @@ func TestTransportIntoLog(t *testing.T) {
 
 func TestFromRequest(t *testing.T) {
 	tests := map[string]struct {
-		status      int
-		header      map[string]string
-		ctx         func(context.Context) context.Context
-		wantOutcome string
-		wantEvent   string
-		wantCorr    string
+		status     int
+		header     map[string]string
+		ctx        func(context.Context) context.Context
+		wantResult string
+		wantEvent  string
+		wantCorr   string
 	}{
 		"stripe delivery accepted": {
-			status:      200,
-			header:      map[string]string{"Stripe-Signature": "t=1,v1=abc", "X-Request-Id": "req_9"},
-			ctx:         func(ctx context.Context) context.Context { return WithEventID(ctx, "evt_1") },
-			wantOutcome: OutcomeOK, wantEvent: "evt_1", wantCorr: "req_9",
+			status:     200,
+			header:     map[string]string{"Stripe-Signature": "t=1,v1=abc", "X-Request-Id": "req_9"},
+			ctx:        func(ctx context.Context) context.Context { return WithEventID(ctx, "evt_1") },
+			wantResult: ResultOK, wantEvent: "evt_1", wantCorr: "req_9",
 		},
 		"standard webhook rejected": {
-			status:      400,
-			header:      map[string]string{"Webhook-Signature": "v1,abc", "Webhook-Id": "msg_1", "X-Correlation-Id": "c1"},
-			ctx:         func(ctx context.Context) context.Context { return ctx },
-			wantOutcome: OutcomeRejected, wantEvent: "msg_1", wantCorr: "c1",
+			status:     400,
+			header:     map[string]string{"Webhook-Signature": "v1,abc", "Webhook-Id": "msg_1", "X-Correlation-Id": "c1"},
+			ctx:        func(ctx context.Context) context.Context { return ctx },
+			wantResult: ResultRejected, wantEvent: "msg_1", wantCorr: "c1",
 		},
 		"context wins over headers": {
-			status:      503,
-			header:      map[string]string{"Webhook-Id": "msg_1", "X-Request-Id": "req_9"},
-			ctx:         func(ctx context.Context) context.Context { return WithCorrelationID(WithEventID(ctx, "evt_2"), "corr") },
-			wantOutcome: OutcomeServerError, wantEvent: "evt_2", wantCorr: "corr",
+			status:     503,
+			header:     map[string]string{"Webhook-Id": "msg_1", "X-Request-Id": "req_9"},
+			ctx:        func(ctx context.Context) context.Context { return WithCorrelationID(WithEventID(ctx, "evt_2"), "corr") },
+			wantResult: ResultServerError, wantEvent: "evt_2", wantCorr: "corr",
 		},
 	}
 	for name, tc := range tests {
@@ -306,8 +306,8 @@ func TestFromRequest(t *testing.T) {
 			if a.Direction != Inbound || a.Method != "POST" || a.Path != "/webhooks/stripe" || a.Status != tc.status {
 				t.Errorf("attempt %+v", a)
 			}
-			if a.Outcome != tc.wantOutcome || a.EventID != tc.wantEvent || a.CorrelationID != tc.wantCorr || a.PaymentID != "pay_1" {
-				t.Errorf("outcome %q event %q corr %q payment %q", a.Outcome, a.EventID, a.CorrelationID, a.PaymentID)
+			if a.Result != tc.wantResult || a.EventID != tc.wantEvent || a.CorrelationID != tc.wantCorr || a.PaymentID != "pay_1" {
+				t.Errorf("outcome %q event %q corr %q payment %q", a.Result, a.EventID, a.CorrelationID, a.PaymentID)
 			}
 			if a.RequestBody != string(body) || a.RequestBytes != len(body) {
 				t.Errorf("body %q", a.RequestBody)

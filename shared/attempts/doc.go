@@ -5,7 +5,7 @@
 // got no answer is filed by the payment id in its own request).
 //
 // An Attempt holds the request and the response (method, path, headers, bodies, status), when
-// it started and how long it took, the lookup keys, a correlation id and an outcome ("ok",
+// it started and how long it took, the lookup keys, a correlation id and a result ("ok",
 // "declined", "timeout", "rejected_signature", ...).
 //
 // Nothing sensitive is stored. Log.Record redacts every attempt before it writes it, whoever

@@ -34,13 +34,13 @@ func Example() {
 		Method: "POST", Path: "/v1/payment_intents",
 		RequestHeader: map[string]string{"Authorization": "Bearer sk_test_4eC39HqLyjWDarjtT1zdp7dc"},
 		RequestBody:   "amount=1000&currency=usd&card[number]=4242424242424242&card[cvc]=123",
-		Status:        200, Outcome: attempts.OutcomeOK,
+		Status:        200, Result: attempts.ResultOK,
 		StartedAt: now, Duration: 180 * time.Millisecond,
 		IdempotencyKey: "twice-3f2a", PaymentID: "pay_1",
 	})
 	_ = log.Record(ctx, attempts.Attempt{
 		ID: "att_2", Direction: attempts.Inbound, Provider: "stripe", Operation: "webhook stripe",
-		Method: "POST", Path: "/webhooks/stripe", Status: 200, Outcome: attempts.OutcomeOK,
+		Method: "POST", Path: "/webhooks/stripe", Status: 200, Result: attempts.ResultOK,
 		StartedAt: now.Add(2 * time.Second), EventID: "evt_1", PaymentID: "pay_1",
 	})
 
@@ -49,7 +49,7 @@ func Example() {
 		panic(err)
 	}
 	for _, a := range page.Attempts {
-		fmt.Println(a.StartedAt.Format(time.TimeOnly), a.Direction, a.Operation, a.Status, a.Outcome)
+		fmt.Println(a.StartedAt.Format(time.TimeOnly), a.Direction, a.Operation, a.Status, a.Result)
 	}
 	// Lookup returns summaries; Get has the redacted headers and bodies.
 	first, err := log.Get(ctx, page.Attempts[1].ID)

@@ -412,7 +412,7 @@ func BestEffort(rec Recorder, log *slog.Logger) RecordFunc {
 				slog.String("payment_id", redact.CapLog(a.PaymentID)),
 				slog.String("event_id", redact.CapLog(a.EventID)),
 				slog.String("correlation_id", redact.CapLog(a.CorrelationID)),
-				slog.String("outcome", redact.CapLog(a.Outcome)),
+				slog.String("outcome", redact.CapLog(a.Result)),
 			)
 		}
 	}

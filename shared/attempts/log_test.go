@@ -305,7 +305,7 @@ func TestLookupMarksReplays(t *testing.T) {
 	ctx := context.Background()
 	for i, replayed := range []bool{false, true} {
 		a := Attempt{ID: fmt.Sprintf("att_r%d", i), Direction: Inbound, Provider: "api", Method: "POST", Path: "/payments",
-			Status: 201, StartedAt: t0.Add(time.Duration(i) * time.Second), PaymentID: "pay_r", Outcome: OutcomeOK,
+			Status: 201, StartedAt: t0.Add(time.Duration(i) * time.Second), PaymentID: "pay_r", Result: ResultOK,
 			ResponseHeader: map[string]string{"content-type": "application/json"}}
 		if replayed {
 			a.ResponseHeader["idempotent-replayed"] = "true"

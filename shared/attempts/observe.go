@@ -50,7 +50,7 @@ func (c StripeObserver) Observe(ctx context.Context, call provider.Call) {
 	if call.Err != nil {
 		a.Err = call.Err.Error()
 	}
-	a.Outcome = outcome(call.StatusCode, call.Err)
+	a.Result = resultOf(call.StatusCode, call.Err)
 	// File the call under every id it concerns, from what we sent when nothing came back: a
 	// timed-out or reset create has no response, but its request carried our payment id.
 	form := formOf(call.RequestBody)
@@ -83,24 +83,24 @@ func operation(method, path string) string {
 	return parts[0] + ".update"
 }
 
-func outcome(status int, err error) string {
+func resultOf(status int, err error) string {
 	switch {
 	case err != nil && status == 0 && isReset(err):
-		return OutcomeReset
+		return ResultReset
 	case err != nil && status == 0:
-		return OutcomeTimeout
+		return ResultTimeout
 	case status >= 200 && status < 300:
-		return OutcomeOK
+		return ResultOK
 	case status == http.StatusPaymentRequired:
-		return OutcomeDeclined
+		return ResultDeclined
 	case status == http.StatusTooManyRequests:
-		return OutcomeRateLimited
+		return ResultRateLimited
 	case status >= 500:
-		return OutcomeServerError
+		return ResultServerError
 	case status >= 400:
-		return OutcomeRejected
+		return ResultRejected
 	}
-	return OutcomeError
+	return ResultError
 }
 
 // isReset tells a connection that broke after the request went out from a timeout: both leave
@@ -263,7 +263,7 @@ func (i IngestObserver) Observe(ctx context.Context, in ingest.Receipt) {
 		Direction: Inbound, Provider: in.Provider, Operation: "webhook " + in.Provider,
 		Method: http.MethodPost, Path: "/webhooks/" + in.Provider, RequestHeader: redact.Header(in.Header),
 		RequestBody: string(in.Body), Status: in.Status, StartedAt: in.ReceivedAt, Duration: in.Duration,
-		EventID: in.EventID, Outcome: OutcomeOK, Source: in.Source,
+		EventID: in.EventID, Result: ResultOK, Source: in.Source,
 		CorrelationID: firstOf(in.Header.Get("X-Request-Id"), in.Header.Get("X-Correlation-Id")),
 	}
 	if in.Body != nil {
@@ -272,9 +272,9 @@ func (i IngestObserver) Observe(ctx context.Context, in ingest.Receipt) {
 	}
 	if in.Err != nil {
 		a.Err = in.Err.Error()
-		a.Outcome = OutcomeRejected
+		a.Result = ResultRejected
 		if in.Status == http.StatusBadRequest {
-			a.Outcome = OutcomeRejectedSignature
+			a.Result = ResultRejectedSignature
 		}
 	}
 	obj := objectInEvent(in.Body)

@@ -38,7 +38,7 @@ func (a Attempt) Redacted(bodyCap int) Attempt {
 	// Every other field can come from outside too (a claimed id, a caller's key, a header):
 	// redacted and capped like the rest.
 	for _, f := range []*string{&a.IdempotencyKey, &a.PaymentID, &a.EventID, &a.ProviderPaymentID, &a.Invoice,
-		&a.CorrelationID, &a.Scope, &a.Source, &a.Operation, &a.Provider, &a.Method, &a.Outcome, &a.BodySHA256,
+		&a.CorrelationID, &a.Scope, &a.Source, &a.Operation, &a.Provider, &a.Method, &a.Result, &a.BodySHA256,
 		&a.CardBrand, &a.CardLast4} {
 		*f = lookupValue(*f)
 	}

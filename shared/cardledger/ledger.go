@@ -17,7 +17,7 @@ type Counting int
 
 // The two ways the networks count.
 const (
-	CountReattempts Counting = iota + 1 // every reattempt, whatever its outcome (Visa)
+	CountReattempts Counting = iota + 1 // every reattempt, whatever its result (Visa)
 	CountDeclines                       // every decline, the original charge's included (Mastercard)
 )
 
@@ -55,12 +55,12 @@ const Horizon = 30 * day
 // cap counts more than 35, so the newest 200 always decide.
 const MaxEntries = 200
 
-// Outcomes of an entry.
+// Results of an entry.
 const (
-	OutcomePending   = "pending" // reserved before the provider call; counts as a decline
-	OutcomeDeclined  = "declined"
-	OutcomeSucceeded = "succeeded"
-	OutcomeFailed    = "failed" // no answer from the issuer (a provider fault): not a decline
+	ResultPending   = "pending" // reserved before the provider call; counts as a decline
+	ResultDeclined  = "declined"
+	ResultSucceeded = "succeeded"
+	ResultFailed    = "failed" // no answer from the issuer (a provider fault): not a decline
 )
 
 // Entry is one charge attempt on the card.
@@ -68,7 +68,7 @@ type Entry struct {
 	// Key is the attempt's provider idempotency key: a repeated step records the same entry.
 	Key       string    `json:"key"`
 	At        time.Time `json:"at"`
-	Outcome   string    `json:"outcome"`
+	Result    string    `json:"outcome"`
 	Reattempt bool      `json:"reattempt,omitempty"` // a retry of a declined charge (Visa counts these)
 	PaymentID string    `json:"payment_id"`
 	// Recovery names the recovery that made it (its key subject); "" for an original charge.
@@ -80,7 +80,7 @@ func (e Entry) counted(c Counting) bool {
 	if c == CountReattempts {
 		return e.Reattempt
 	}
-	return e.Outcome == OutcomeDeclined || e.Outcome == OutcomePending
+	return e.Result == ResultDeclined || e.Result == ResultPending
 }
 
 // Card is one card's ledger.
@@ -131,14 +131,14 @@ func Get(ctx context.Context, st store.Store, table, fingerprint string) (Card, 
 }
 
 // Record adds e, or updates the entry with its key (a repeated step; a pending entry learning
-// its outcome), and forgets entries older than Horizon before now.
+// its result), and forgets entries older than Horizon before now.
 func (c *Card) Record(e Entry, now time.Time) {
 	e.At = e.At.UTC()
 	found := false
 	for i := range c.Entries {
 		if c.Entries[i].Key == e.Key {
-			if e.Outcome != OutcomePending {
-				c.Entries[i].Outcome = e.Outcome
+			if e.Result != ResultPending {
+				c.Entries[i].Result = e.Result
 			}
 			found = true
 			break

@@ -26,7 +26,7 @@ func model(c cardledger.Cap, es []cardledger.Entry, t time.Time) int {
 	for _, e := range es {
 		counted := e.Reattempt
 		if c.Counts == cardledger.CountDeclines {
-			counted = e.Outcome == cardledger.OutcomeDeclined || e.Outcome == cardledger.OutcomePending
+			counted = e.Result == cardledger.ResultDeclined || e.Result == cardledger.ResultPending
 		}
 		if counted && e.At.After(t.Add(-c.Per)) && !e.At.After(t) {
 			n++
@@ -50,7 +50,7 @@ func TestAllowanceOverClockOffsets(t *testing.T) {
 		for i := range n {
 			off := time.Duration(rapid.Int64Range(0, int64(spread/time.Second)).Draw(rt, "off")) * time.Second
 			es = append(es, cardledger.Entry{Key: fmt.Sprint("k", i), At: base.Add(off),
-				Outcome:   rapid.SampledFrom([]string{cardledger.OutcomeDeclined, cardledger.OutcomePending, cardledger.OutcomeSucceeded, cardledger.OutcomeFailed}).Draw(rt, "outcome"),
+				Result:    rapid.SampledFrom([]string{cardledger.ResultDeclined, cardledger.ResultPending, cardledger.ResultSucceeded, cardledger.ResultFailed}).Draw(rt, "outcome"),
 				Reattempt: rapid.Bool().Draw(rt, "reattempt")})
 		}
 		now := base.Add(spread).Add(time.Duration(rapid.Int64Range(0, 3*24*3600).Draw(rt, "after")) * time.Second)
@@ -101,10 +101,10 @@ func TestAllowanceOverClockOffsets(t *testing.T) {
 
 func TestRecordRepeatsAndForgets(t *testing.T) {
 	c := cardledger.Card{Fingerprint: "fp", Brand: "visa"}
-	c.Record(cardledger.Entry{Key: "a", At: base, Outcome: cardledger.OutcomePending, Reattempt: true}, base)
-	c.Record(cardledger.Entry{Key: "a", At: base, Outcome: cardledger.OutcomePending, Reattempt: true}, base)
-	c.Record(cardledger.Entry{Key: "a", At: base, Outcome: cardledger.OutcomeDeclined, Reattempt: true}, base)
-	if len(c.Entries) != 1 || c.Entries[0].Outcome != cardledger.OutcomeDeclined {
+	c.Record(cardledger.Entry{Key: "a", At: base, Result: cardledger.ResultPending, Reattempt: true}, base)
+	c.Record(cardledger.Entry{Key: "a", At: base, Result: cardledger.ResultPending, Reattempt: true}, base)
+	c.Record(cardledger.Entry{Key: "a", At: base, Result: cardledger.ResultDeclined, Reattempt: true}, base)
+	if len(c.Entries) != 1 || c.Entries[0].Result != cardledger.ResultDeclined {
 		t.Fatalf("a repeated key must update its one entry: %+v", c.Entries)
 	}
 	later := base.Add(cardledger.Horizon + time.Second)
@@ -138,7 +138,7 @@ func TestConcurrentReservationsKeepTheCap(t *testing.T) {
 						if a := c.Allowance(base); a.Left == 0 {
 							return nil, cardledger.ErrCapped
 						}
-						c.Record(cardledger.Entry{Key: key, At: base, Outcome: cardledger.OutcomePending, Reattempt: true}, base)
+						c.Record(cardledger.Entry{Key: key, At: base, Result: cardledger.ResultPending, Reattempt: true}, base)
 						return []store.Write{{Table: table, Put: &store.Item{PK: "other#" + key + fp, Doc: []byte(`{}`)}}}, nil
 					})
 					mu.Lock()

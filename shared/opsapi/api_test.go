@@ -67,7 +67,7 @@ func newFixture(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	if err := log.Record(context.Background(), attempts.Attempt{ID: "att_1", Direction: attempts.Inbound, Provider: "stripe",
-		Operation: "webhook stripe", Method: "POST", Path: "/webhooks/stripe", Status: 200, EventID: "evt_seed", Outcome: "ok"}); err != nil {
+		Operation: "webhook stripe", Method: "POST", Path: "/webhooks/stripe", Status: 200, EventID: "evt_seed", Result: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := opsapi.New(opsapi.Handler{Records: tb, Attempts: log, Token: token, Now: now, Log: slog.New(slog.DiscardHandler)})

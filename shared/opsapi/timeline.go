@@ -342,7 +342,7 @@ var operationTitles = map[string]string{"payments.refund": "refund requested", "
 	"payments.cancel": "cancel requested"}
 
 func attemptRow(a attempts.Attempt) Row {
-	r := Row{At: a.StartedAt, Status: a.Status, Result: a.Outcome, Detail: a.Err, Replayed: a.IsReplay(),
+	r := Row{At: a.StartedAt, Status: a.Status, Result: a.Result, Detail: a.Err, Replayed: a.IsReplay(),
 		Duration: HumanDuration(a.Duration), DurationMS: float64(a.Duration) / float64(time.Millisecond)}
 	switch {
 	case a.Provider == "api":

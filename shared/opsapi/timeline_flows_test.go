@@ -64,7 +64,7 @@ func TestTimelineShowsRefundsCaptureAndTheAuthenticationWait(t *testing.T) {
 		t.Helper()
 		a := attempts.Attempt{Direction: attempts.Inbound, Provider: "api", Operation: op, Method: method, Path: path, Status: 201,
 			IdempotencyKey: key, PaymentID: id, StartedAt: at(m), Duration: 40 * time.Millisecond, ResponseBody: body, Replayed: replayed,
-			Outcome: status}
+			Result: status}
 		if err := log.Record(ctx, a); err != nil {
 			t.Fatal(err)
 		}

@@ -69,7 +69,7 @@ func TestGetShowsRecoveryAndCard(t *testing.T) {
 	}
 	if err := cardledger.Update(context.Background(), f.svc.Store, Table, "fp_funds", "visa", func(c *cardledger.Card) ([]store.Write, error) {
 		for i := range 20 {
-			c.Record(cardledger.Entry{Key: fmt.Sprint("a", i), At: now, Outcome: cardledger.OutcomeDeclined, Reattempt: true}, now)
+			c.Record(cardledger.Entry{Key: fmt.Sprint("a", i), At: now, Result: cardledger.ResultDeclined, Reattempt: true}, now)
 		}
 		return nil, nil
 	}); err != nil {

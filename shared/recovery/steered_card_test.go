@@ -27,7 +27,7 @@ func fillCard(t *testing.T, st *boltstore.Store, fp, brand string, n int, last t
 	err := cardledger.Update(context.Background(), st, payments.Table, fp, brand, func(c *cardledger.Card) ([]store.Write, error) {
 		for i := range n {
 			at := last.Add(-time.Duration(n-1-i) * time.Minute)
-			c.Record(cardledger.Entry{Key: fmt.Sprintf("other-%d", i), At: at, Outcome: cardledger.OutcomeDeclined,
+			c.Record(cardledger.Entry{Key: fmt.Sprintf("other-%d", i), At: at, Result: cardledger.ResultDeclined,
 				Reattempt: true, PaymentID: "pay_other", Recovery: "inv_other"}, last)
 		}
 		return nil, nil
@@ -92,7 +92,7 @@ func TestSteeredChargeIsCheckedOnTheNewCard(t *testing.T) {
 	}
 	key := provider.AttemptKey("inv_pay_1", 2)
 	newCard := ledger(t, st, "fp_new")
-	if len(newCard.Entries) != 1 || newCard.Entries[0].Key != key || newCard.Entries[0].Outcome != cardledger.OutcomeSucceeded ||
+	if len(newCard.Entries) != 1 || newCard.Entries[0].Key != key || newCard.Entries[0].Result != cardledger.ResultSucceeded ||
 		newCard.Entries[0].PaymentID != "pay_1" || newCard.Brand != "mastercard" {
 		t.Fatalf("new card ledger %+v, want the succeeded attempt %s of pay_1", newCard, key)
 	}

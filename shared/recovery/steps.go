@@ -302,7 +302,7 @@ func (s *Steps) plan(ctx context.Context, st State, now time.Time) (State, error
 			// The original charge's decline enters the card's ledger here: every declined
 			// payment starts a recovery (an outbox message committed with the decline), so the
 			// API's own commit never contends on the card's item.
-			original = &cardledger.Entry{Key: p.ProviderKey, At: at.UTC(), Outcome: cardledger.OutcomeDeclined,
+			original = &cardledger.Entry{Key: p.ProviderKey, At: at.UTC(), Result: cardledger.ResultDeclined,
 				PaymentID: p.ID}
 		}
 	}
@@ -346,10 +346,10 @@ func cardCharges(c cardledger.Card, st State) []Charge {
 			continue
 		}
 		o := ResultDeclined // a pending attempt counts as a decline
-		switch e.Outcome {
-		case cardledger.OutcomeSucceeded:
+		switch e.Result {
+		case cardledger.ResultSucceeded:
 			o = ResultSucceeded
-		case cardledger.OutcomeFailed:
+		case cardledger.ResultFailed:
 			o = ResultFailed
 		}
 		out = append(out, Charge{At: e.At, Result: o, Reattempt: e.Reattempt})
@@ -464,7 +464,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 					blocked = a
 					return nil, cardledger.ErrCapped
 				}
-				c.Record(cardledger.Entry{Key: key, At: now, Outcome: cardledger.OutcomePending, Reattempt: true,
+				c.Record(cardledger.Entry{Key: key, At: now, Result: cardledger.ResultPending, Reattempt: true,
 					PaymentID: p.ID, Recovery: st.KeySubject()}, now)
 			}
 			w, err := charging.Write()
@@ -488,7 +488,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		case errors.As(err, &ce):
 			// A newer recovery state is stored (a later step got there): reserve without it.
 			err = cardledger.Update(ctx, s.Store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
-				c.Record(cardledger.Entry{Key: key, At: now, Outcome: cardledger.OutcomePending, Reattempt: true,
+				c.Record(cardledger.Entry{Key: key, At: now, Result: cardledger.ResultPending, Reattempt: true,
 					PaymentID: p.ID, Recovery: st.KeySubject()}, now)
 				return nil, nil
 			})
@@ -522,7 +522,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		p.Transition(provider.StatusSucceeded, nil, nil, payments.VersionAt(shared, provider.StatusSucceeded), now)
 		st.Charges = append(st.Charges, Charge{At: now, Result: ResultSucceeded, Reattempt: true, Card: fingerprint(p.Card)})
 		st.Result = ResultSucceeded
-		entry.Outcome = cardledger.OutcomeSucceeded
+		entry.Result = cardledger.ResultSucceeded
 		if err := s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...); err != nil {
 			return st, err
 		}
@@ -534,7 +534,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		p.Transition(provider.StatusDeclined, pp.Decline, func(provider.Decline) string { return string(c.Class) },
 			payments.VersionAt(shared, provider.StatusDeclined), now)
 		st.Charges = append(st.Charges, Charge{At: now, Result: ResultDeclined, Class: c.Class, Reattempt: true, Card: fingerprint(p.Card)})
-		entry.Outcome = cardledger.OutcomeDeclined
+		entry.Result = cardledger.ResultDeclined
 		if l := st.Plan.ChargeNow; l != nil {
 			// The charge an operator asked for is one charge: its decline goes back to them.
 			st.Plan = &Plan{Attempt: len(st.Charges), Reason: ReasonChargeNow, Class: c.Class, NeedsCustomer: c.NeedsCustomer,
@@ -555,7 +555,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 		return st, s.record(ctx, p, now, entry, s.recoveryRecord(st, p, now, phasePlanned), consume...)
 	case provider.StatusRefunded, provider.StatusCanceled:
 		st = s.settle(ctx, st, payments.Payment{Status: string(pp.Status)})
-		entry.Outcome = cardledger.OutcomeSucceeded // charged before, whatever came after
+		entry.Result = cardledger.ResultSucceeded // charged before, whatever came after
 		if err := s.commit(ctx, p, entry, s.recoveryRecord(st, p, now, phaseEnded), consume...); err != nil {
 			return st, err
 		}
