@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/recovery/recoverytest"
+	"github.com/runtwice/twice/statemachines"
 )
 
 const (
@@ -31,13 +31,9 @@ const (
 // t0 is a Sunday morning: the first payday after it is Tuesday 1 December.
 var t0 = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 
-func definition(t testing.TB) []byte {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "statemachines", "payment-recovery.asl.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return asl.Substitute(raw, map[string]string{"RecoveryStepsFunctionArn": functionArn})
+// definition is the embedded recovery definition that template.yaml deploys.
+func definition(testing.TB) []byte {
+	return asl.Substitute(statemachines.PaymentRecovery, map[string]string{statemachines.RecoveryStepsFunctionArn: functionArn})
 }
 
 // harness is one "process": the bbolt file holds both the payments and the runner's

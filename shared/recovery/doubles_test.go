@@ -10,10 +10,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/runtwice/twice/statemachines"
 )
 
 const functionArn = "arn:aws:lambda:us-east-1:123456789012:function:recovery-steps"
@@ -21,14 +21,10 @@ const functionArn = "arn:aws:lambda:us-east-1:123456789012:function:recovery-ste
 // t0 is a Sunday morning: the first payday after it is Tuesday 1 December.
 var t0 = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 
-func definition(t testing.TB) []byte {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "statemachines", "payment-recovery.asl.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Its one placeholder, filled as DefinitionSubstitutions fills it.
-	return bytes.ReplaceAll(raw, []byte("${RecoveryStepsFunctionArn}"), []byte(functionArn))
+// definition is the embedded recovery definition that template.yaml deploys, with its one
+// placeholder filled as DefinitionSubstitutions fills it.
+func definition(testing.TB) []byte {
+	return bytes.ReplaceAll(statemachines.PaymentRecovery, []byte("${"+statemachines.RecoveryStepsFunctionArn+"}"), []byte(functionArn))
 }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
