@@ -185,7 +185,8 @@ func (e *awsEnv) deliver(t *testing.T) {
 
 // consume polls the queue with the consumer the function's event source mapping stands for,
 // the handler wrapped as its main wraps it, until the queue is empty; it returns how many
-// messages the inner handler saw.
+// messages the inner handler saw. Empty means several long polls in a row found nothing: a
+// busy moto has answered two one-second polls empty with the relay's messages already sent.
 func (e *awsEnv) consume(t *testing.T, name string, next func(context.Context, queue.Message) error) int {
 	t.Helper()
 	seen := 0
@@ -196,7 +197,7 @@ func (e *awsEnv) consume(t *testing.T, name string, next func(context.Context, q
 	h := &deadletter.Retries{Loop: e.table, Now: func() time.Time { return t0 }, Done: "was processed", Failed: "failed"}
 	c := &queue.Consumer{Queue: e.queues[name], Handler: (&sqsbatch.Batch{Each: counted, Report: h, Log: slog.New(slog.DiscardHandler)}).Handle, Wait: time.Second,
 		Visibility: 30 * time.Second}
-	for empty := 0; empty < 2; {
+	for empty := 0; empty < 4; {
 		res, err := c.Poll(context.Background())
 		if err != nil {
 			t.Fatal(err)
