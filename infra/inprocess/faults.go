@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/runtwice/twice/shared/outbox"
-	"github.com/runtwice/twice/shared/store"
 	"io"
 	"net/http"
 	"sync"
@@ -124,16 +123,9 @@ func (s *Stack) queuePending() int {
 }
 
 func (s *Stack) outboxPending(ctx context.Context) int {
-	n, cursor := 0, ""
-	for n < 10000 {
-		page, err := s.store.Query(ctx, store.Query{Table: outbox.Table, Index: true, PK: "outbox#due", Cursor: cursor})
-		if err != nil {
-			return -1
-		}
-		n += len(page.Items)
-		if cursor = page.Cursor; cursor == "" {
-			break
-		}
+	items, err := outbox.Undelivered(ctx, s.store, 10000)
+	if err != nil {
+		return -1
 	}
-	return n
+	return len(items)
 }

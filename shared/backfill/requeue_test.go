@@ -115,14 +115,14 @@ func TestUnappliedEventIsRequeuedThroughTheOutbox(t *testing.T) {
 		}
 		c.Advance(time.Minute)
 	}
-	page, err := st.Query(ctx, store.Query{Table: outbox.Table, Index: true, PK: "outbox#due", Limit: 10})
+	due, err := outbox.Undelivered(ctx, st, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Items) != 1 {
-		t.Fatalf("%d outbox messages after two passes, want one", len(page.Items))
+	if len(due) != 1 {
+		t.Fatalf("%d outbox messages after two passes, want one", len(due))
 	}
-	it := page.Items[0]
+	it := due[0]
 	m, err := outbox.Decode(it)
 	if err != nil || m.ID != backfill.RequeueID("evt_1") || m.Kind != backfill.KindRequeue {
 		t.Fatalf("outbox message %+v, %v", m, err)

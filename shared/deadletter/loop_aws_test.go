@@ -35,7 +35,6 @@ import (
 	"github.com/runtwice/twice/shared/sqsbatch"
 	"github.com/runtwice/twice/shared/sqsqueue"
 	"github.com/runtwice/twice/shared/stepfunctions"
-	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/webhooks"
 	"github.com/runtwice/twice/shared/webhooks/worker"
 )
@@ -172,11 +171,11 @@ func (e *awsEnv) deliver(t *testing.T) {
 	if _, _, err := e.relay.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	page, err := e.store.Query(ctx, store.Query{Table: outbox.Table, Index: true, PK: "outbox#due", Limit: 100})
+	due, err := outbox.Undelivered(ctx, e.store, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, it := range page.Items {
+	for _, it := range due {
 		if m, err := outbox.Decode(it); err != nil || m.Kind == deadletter.KindRetry {
 			t.Fatalf("a retry left in the outbox: %+v (%v)", m, err)
 		}

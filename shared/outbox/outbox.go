@@ -16,9 +16,12 @@ import (
 // Table is the logical table of outbox messages, keyed by message id alone.
 const Table = "outbox"
 
-// duePartition is the secondary-index partition of undelivered messages, sorted by when each
-// is next due: the local relay's work list.
-const duePartition = "outbox#due"
+// Due is the secondary-index partition of undelivered messages, sorted by when each is next
+// due: the relays' work list. Every follow-on effect of every payment is written to it and
+// deleted from it, so it is spread over shards by message id (docs/capacity.md: 32 shards
+// keep each under DynamoDB's 1,000 write units a second per partition at 10,000 payments a
+// second); Drain merges them back into one list in due order.
+var Due = store.Shards{Base: "outbox#due", N: 32}
 
 // MaxIDLen caps a message id (a DynamoDB key stays far below its 2 KiB limit).
 const MaxIDLen = 512
@@ -62,7 +65,7 @@ func (m Message) item(due, now time.Time) (store.Item, error) {
 	if err != nil {
 		return store.Item{}, err
 	}
-	return store.Item{PK: m.ID, Doc: doc, Version: now.UnixNano(), IndexPK: duePartition,
+	return store.Item{PK: m.ID, Doc: doc, Version: now.UnixNano(), IndexPK: Due.Of(m.ID),
 		IndexSK: due.UTC().Format("20060102T150405.000000000Z") + "#" + m.ID}, nil
 }
 
@@ -137,29 +140,34 @@ func (r *Relay) Deliver(ctx context.Context, m Message, version int64) error {
 	return nil
 }
 
-// Drain delivers every message due now, oldest due first, and reschedules each failure with
-// backoff. It returns how many it delivered and how many failed.
+// Drain delivers every message due now, oldest due first across the shards of Due, and
+// reschedules each failure with backoff. It returns how many it delivered and how many failed.
 func (r *Relay) Drain(ctx context.Context) (delivered, failed int, err error) {
 	until := r.now().Add(-r.MinAge)
-	cursor := ""
-	for {
-		page, err := r.Store.Query(ctx, store.Query{Table: Table, Index: true, PK: duePartition,
-			SKTo: until.UTC().Format("20060102T150405.000000000Z") + "#\xff", Limit: 100, Cursor: cursor})
-		if err != nil {
-			return delivered, failed, fmt.Errorf("outbox: list due: %w", err)
+	q := store.Query{Table: Table, SKTo: until.UTC().Format("20060102T150405.000000000Z") + "#\xff", Limit: 100}
+	err = Due.Walk(ctx, r.Store, q, func(it store.Item) bool {
+		if r.attempt(ctx, it) {
+			delivered++
+		} else {
+			failed++
 		}
-		for _, it := range page.Items {
-			if r.attempt(ctx, it) {
-				delivered++
-			} else {
-				failed++
-			}
-		}
-		if page.Cursor == "" || ctx.Err() != nil {
-			return delivered, failed, ctx.Err()
-		}
-		cursor = page.Cursor
+		return true
+	})
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("outbox: list due: %w", err)
 	}
+	return delivered, failed, err
+}
+
+// Undelivered lists up to limit undelivered messages' items, soonest due first (limit <= 0:
+// all of them): what an operator or a test looks at.
+func Undelivered(ctx context.Context, s store.Store, limit int) ([]store.Item, error) {
+	var out []store.Item
+	err := Due.Walk(ctx, s, store.Query{Table: Table, Limit: 100}, func(it store.Item) bool {
+		out = append(out, it)
+		return limit <= 0 || len(out) < limit
+	})
+	return out, err
 }
 
 func (r *Relay) attempt(ctx context.Context, it store.Item) bool {

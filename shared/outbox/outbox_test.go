@@ -146,3 +146,53 @@ func TestNothingIsDropped(t *testing.T) {
 		t.Fatalf("kindless message: %v", err)
 	}
 }
+
+// More messages than a page of each shard, spread over the shards of Due: one drain delivers
+// every one, oldest due first across the shards, and leaves none.
+func TestDrainWalksEveryShardInDueOrder(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	c := clock.NewFake(t0.Add(time.Hour))
+	h := &flaky{}
+	r := &Relay{Store: s, Handlers: map[string]Handler{"k": h.handle}, Now: c.Now, Log: slog.New(slog.DiscardHandler)}
+	const n = 3517 // over 100 (Drain's page) in most shards
+	var want []string
+	var batch []store.Write
+	shards := map[string]int{}
+	for i := range n {
+		id := fmt.Sprintf("m%04d", (i*7919)%n) // ids not in due order
+		w, err := New("k", id, nil, t0.Add(time.Duration(i)*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards[w.Put.IndexPK]++
+		want = append(want, id)
+		if batch = append(batch, w); len(batch) == 100 || i == n-1 {
+			if err := s.Transact(ctx, batch...); err != nil {
+				t.Fatal(err)
+			}
+			batch = nil
+		}
+	}
+	full := 0
+	for _, k := range shards {
+		if k > 100 {
+			full++
+		}
+	}
+	if len(shards) != Due.N || full < 2 {
+		t.Fatalf("messages in %d shards (%d over a page), want all %d", len(shards), full, Due.N)
+	}
+	if due, err := Undelivered(ctx, s, 0); err != nil || len(due) != n {
+		t.Fatalf("%d undelivered (%v), want %d", len(due), err, n)
+	}
+	if d, f, err := r.Drain(ctx); d != n || f != 0 || err != nil {
+		t.Fatalf("drain: %d delivered, %d failed, %v", d, f, err)
+	}
+	if fmt.Sprint(h.delivered) != fmt.Sprint(want) {
+		t.Fatalf("delivered out of due order:\n%v\nwant\n%v", h.delivered[:10], want[:10])
+	}
+	if due, _ := Undelivered(ctx, s, 0); len(due) != 0 {
+		t.Fatalf("%d left", len(due))
+	}
+}
