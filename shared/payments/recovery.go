@@ -80,8 +80,10 @@ type Recovery struct {
 	Seq int64 `json:"seq"`
 }
 
-// RunningRecoveries is the index partition of recoveries that are scheduled or charging.
-const RunningRecoveries = "recoveries#running"
+// RunningRecoveries is the index partition of recoveries that are scheduled or charging,
+// spread over shards by payment id: every step of every recovery rewrites its entry
+// (docs/capacity.md).
+var RunningRecoveries = store.Shards{Base: "recoveries#running", N: 16}
 
 // Running reports whether the recovery may still charge.
 func (r Recovery) Running() bool { return r.State == RecoveryScheduled || r.State == RecoveryCharging }
@@ -96,7 +98,7 @@ func (r Recovery) Write() (store.Write, error) {
 	}
 	it := store.Item{PK: recoveryPK(r.PaymentID), Doc: doc, Version: r.Seq}
 	if r.Running() {
-		it.IndexPK = RunningRecoveries
+		it.IndexPK = RunningRecoveries.Of(r.PaymentID)
 		it.IndexSK = r.NextAttemptAt.UTC().Format(time.RFC3339) + "#" + r.PaymentID
 	}
 	return store.Write{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionBelow, Version: r.Seq}}, nil
@@ -121,7 +123,7 @@ func GetRecovery(ctx context.Context, s store.Store, paymentID string) (Recovery
 // ListRunningRecoveries lists running recoveries, soonest next attempt first (one page; the
 // index is eventually consistent on DynamoDB, so a just-ended one may still show for a moment).
 func ListRunningRecoveries(ctx context.Context, s store.Store, limit int, cursor string) ([]Recovery, string, error) {
-	page, err := s.Query(ctx, store.Query{Table: Table, Index: true, PK: RunningRecoveries, Limit: limit, Cursor: cursor})
+	page, err := RunningRecoveries.Page(ctx, s, Table, limit, cursor)
 	if err != nil {
 		return nil, "", err
 	}

@@ -1,6 +1,7 @@
 package recon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -123,34 +124,29 @@ func (r *Reconciler) localFor(ctx context.Context, rp provider.Payment) (payment
 }
 
 // localPayments reads the payments created in w from the day partitions of the payments
-// table's created-time index. Sort keys start with the RFC 3339 time, whose fraction has no
-// fixed width, so the bounds are whole-second prefixes ("~" sorts after "Z", "." and digits)
-// and the exact filter is applied to the decoded times.
+// table's created-time index, each day's shards merged in time order. Sort keys start with the
+// RFC 3339 time, whose fraction has no fixed width, so the bounds are whole-second prefixes
+// ("~" sorts after "Z", "." and digits) and the exact filter is applied to the decoded times.
 func localPayments(ctx context.Context, s store.Store, w Window) ([]payments.Payment, error) {
 	const second = "2006-01-02T15:04:05"
 	from, to := w.From.UTC().Format(second), w.To.UTC().Format(second)+"~"
 	var out []payments.Payment
 	lastDay := w.To.UTC().Truncate(24 * time.Hour)
 	for day := w.From.UTC().Truncate(24 * time.Hour); !day.After(lastDay); day = day.Add(24 * time.Hour) {
-		q := store.Query{Table: payments.Table, Index: true, PK: "day#" + day.Format("2006-01-02"), SKFrom: from, SKTo: to}
-		for {
-			page, err := s.Query(ctx, q)
+		var derr error
+		err := payments.DayIndex(day).Walk(ctx, s, store.Query{Table: payments.Table, SKFrom: from, SKTo: to}, func(it store.Item) bool {
+			p, err := payments.Decode(it)
 			if err != nil {
-				return nil, err
+				derr = err
+				return false
 			}
-			for _, it := range page.Items {
-				p, err := payments.Decode(it)
-				if err != nil {
-					return nil, err
-				}
-				if w.Contains(p.CreatedAt) {
-					out = append(out, p)
-				}
+			if w.Contains(p.CreatedAt) {
+				out = append(out, p)
 			}
-			if page.Cursor == "" {
-				break
-			}
-			q.Cursor = page.Cursor
+			return true
+		})
+		if err = cmp.Or(derr, err); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
