@@ -138,6 +138,10 @@ type Config struct {
 	OperatorFailures opsapi.FailureLimiter
 
 	Log *slog.Logger
+
+	// wrapStore, set by a test, wraps the embedded store every component uses: a recorder
+	// of the keys each flow writes.
+	wrapStore func(localStore) localStore
 }
 
 func (c *Config) defaults() {
@@ -191,7 +195,7 @@ type Stack struct {
 	log   *slog.Logger
 	clock *clock.Accelerated
 
-	store    *boltstore.Store
+	store    localStore
 	broker   *localqueue.Broker
 	queues   map[string]*localqueue.Queue
 	sim      *stripesim.Simulator
@@ -260,9 +264,13 @@ func New(cfg Config) (*Stack, error) {
 }
 
 func (s *Stack) build() error {
-	var err error
-	if s.store, err = boltstore.Open(filepath.Join(s.cfg.DataDir, "twice.db")); err != nil {
+	bs, err := boltstore.Open(filepath.Join(s.cfg.DataDir, "twice.db"))
+	if err != nil {
 		return err
+	}
+	s.store = bs
+	if s.cfg.wrapStore != nil {
+		s.store = s.cfg.wrapStore(bs)
 	}
 	// One group committer for the one file: store writes, queue changes and the runner's
 	// checkpoints share fsyncs (shared/boltgroup).

@@ -18,10 +18,14 @@ const Table = "outbox"
 
 // Due is the secondary-index partition of undelivered messages, sorted by when each is next
 // due: the relays' work list. Every follow-on effect of every payment is written to it and
-// deleted from it, so it is spread over shards by message id (docs/capacity.md: 32 shards
-// keep each under DynamoDB's 1,000 write units a second per partition at 10,000 payments a
-// second); Drain merges them back into one list in due order.
-var Due = store.Shards{Base: "outbox#due", N: 32}
+// deleted from it, so it is spread over shards by message id: 64 keep each under DynamoDB's
+// 1,000 write units a second per index partition at 10,000 payments a second, with room for a
+// heavier mix of declines and refunds than docs/capacity.md's (TestNoHotPartition in
+// infra/inprocess measures it). Drain merges them back into one list in due order.
+var Due = store.Shards{Base: "outbox#due", N: 64}
+
+// drainPage is how many messages Drain reads from a shard at a time.
+var drainPage = 100
 
 // MaxIDLen caps a message id (a DynamoDB key stays far below its 2 KiB limit).
 const MaxIDLen = 512
@@ -144,7 +148,7 @@ func (r *Relay) Deliver(ctx context.Context, m Message, version int64) error {
 // reschedules each failure with backoff. It returns how many it delivered and how many failed.
 func (r *Relay) Drain(ctx context.Context) (delivered, failed int, err error) {
 	until := r.now().Add(-r.MinAge)
-	q := store.Query{Table: Table, SKTo: until.UTC().Format("20060102T150405.000000000Z") + "#\xff", Limit: 100}
+	q := store.Query{Table: Table, SKTo: until.UTC().Format("20060102T150405.000000000Z") + "#\xff", Limit: drainPage}
 	err = Due.Walk(ctx, r.Store, q, func(it store.Item) bool {
 		if r.attempt(ctx, it) {
 			delivered++
