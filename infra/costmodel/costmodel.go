@@ -171,12 +171,19 @@ type Line struct {
 	TableWRU map[string]float64
 }
 
-// PerPayment prices a million payments of mix from the flows: each successful payment's flow
-// and webhooks, the declined share's, the replays, and each payment's share of the
-// reconciliation passes and the backfill walk (measured as the difference between a pass with
-// the payments and one without, per payment or event). Fixed costs (the passes that run
-// whatever the traffic) are left out: Fixed gives them.
-func PerPayment(flows []Flow, mix Mix, p Prices, l Lambda) ([]Line, error) {
+// part is one part of a payment: a flow, how often per payment, and why; with without set,
+// the part is the difference between a pass with its flow's units and one without, per unit.
+type part struct {
+	flow    Flow
+	without *Flow
+	times   float64
+	why     string
+}
+
+// parts is what a payment of mix is made of: each successful payment's flow and webhooks, the
+// declined share's, the replays, the refunds, and each payment's share of the reconciliation
+// passes and the backfill walk.
+func parts(flows []Flow, mix Mix) ([]part, error) {
 	get := func(name string) (Flow, error) {
 		i := slices.IndexFunc(flows, func(f Flow) bool { return strings.HasPrefix(f.Name, name) })
 		if i < 0 {
@@ -198,45 +205,56 @@ func PerPayment(flows []Flow, mix Mix, p Prices, l Lambda) ([]Line, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	line := func(f Flow, times float64, why string) Line {
-		ln := Line{Flow: f.Name, Times: times, Why: why, Cost: Price(f, p, l).scaled(times), TableWRU: map[string]float64{}}
-		for t, n := range f.TableWRU {
-			ln.TableWRU[t] = n * times
-		}
-		return ln
-	}
-	// marginal is what one unit (a payment in a window, an event listed) adds to a pass,
-	// times the units per payment.
-	marginal := func(with, without Flow, times float64, why string) Line {
-		ln := Line{Flow: with.Name, Times: times, Why: why, TableWRU: map[string]float64{}}
-		if with.Units == 0 {
-			return ln
-		}
-		k := times / float64(with.Units)
-		ln.Cost = Price(with, p, l).plus(Price(without, p, l), -1).scaled(k)
-		for t, n := range with.TableWRU {
-			ln.TableWRU[t] += n * k
-		}
-		for t, n := range without.TableWRU {
-			ln.TableWRU[t] -= n * k
-		}
-		return ln
-	}
 	hooksPerPaid := float64(max(hooks.Units, 1))
 	hooksPerDeclined := float64(max(declineHooks.Units, 1))
 	eventsPerPayment := (1-mix.DeclineRate)*hooksPerPaid + mix.DeclineRate*hooksPerDeclined +
 		mix.RefundRate*float64(max(refundHooks.Units, 1))
-	return []Line{
-		line(newPay, 1-mix.DeclineRate, "payments that succeed at once"),
-		line(hooks, 1-mix.DeclineRate, "their webhooks"),
-		line(decline, mix.DeclineRate, "payments declined, then recovered"),
-		line(declineHooks, mix.DeclineRate, "their webhooks"),
-		line(replay, mix.ReplayRate, "client retries"),
-		line(refund, mix.RefundRate, "payments refunded"),
-		line(refundHooks, mix.RefundRate, "their webhooks"),
-		marginal(recon, reconEmpty, mix.ReconPasses, "each payment's part of every pass whose window holds it"),
-		marginal(bf, bfEmpty, eventsPerPayment*mix.BackfillListings, "each event's part of the backfill passes that list it"),
+	return []part{
+		{newPay, nil, 1 - mix.DeclineRate, "payments that succeed at once"},
+		{hooks, nil, 1 - mix.DeclineRate, "their webhooks"},
+		{decline, nil, mix.DeclineRate, "payments declined, then recovered"},
+		{declineHooks, nil, mix.DeclineRate, "their webhooks"},
+		{replay, nil, mix.ReplayRate, "client retries"},
+		{refund, nil, mix.RefundRate, "payments refunded"},
+		{refundHooks, nil, mix.RefundRate, "their webhooks"},
+		{recon, &reconEmpty, mix.ReconPasses, "each payment's part of every pass whose window holds it"},
+		{bf, &bfEmpty, eventsPerPayment * mix.BackfillListings, "each event's part of the backfill passes that list it"},
 	}, nil
+}
+
+// PerPayment prices a million payments of mix from the flows: each successful payment's flow
+// and webhooks, the declined share's, the replays, and each payment's share of the
+// reconciliation passes and the backfill walk (measured as the difference between a pass with
+// the payments and one without, per payment or event). Fixed costs (the passes that run
+// whatever the traffic) are left out: Fixed gives them.
+func PerPayment(flows []Flow, mix Mix, p Prices, l Lambda) ([]Line, error) {
+	ps, err := parts(flows, mix)
+	if err != nil {
+		return nil, err
+	}
+	lines := make([]Line, 0, len(ps))
+	for _, pt := range ps {
+		ln := Line{Flow: pt.flow.Name, Times: pt.times, Why: pt.why, TableWRU: map[string]float64{}}
+		if pt.without == nil {
+			ln.Cost = Price(pt.flow, p, l).scaled(pt.times)
+			for t, n := range pt.flow.TableWRU {
+				ln.TableWRU[t] = n * pt.times
+			}
+		} else if pt.flow.Units != 0 {
+			// What one unit (a payment in a window, an event listed) adds to a pass, times
+			// the units per payment.
+			k := pt.times / float64(pt.flow.Units)
+			ln.Cost = Price(pt.flow, p, l).plus(Price(*pt.without, p, l), -1).scaled(k)
+			for t, n := range pt.flow.TableWRU {
+				ln.TableWRU[t] += n * k
+			}
+			for t, n := range pt.without.TableWRU {
+				ln.TableWRU[t] -= n * k
+			}
+		}
+		lines = append(lines, ln)
+	}
+	return lines, nil
 }
 
 func (c Cost) scaled(k float64) Cost { return Cost{}.plus(c, k) }
