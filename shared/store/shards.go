@@ -104,8 +104,11 @@ func (s Shards) Page(ctx context.Context, st Store, table string, limit int, cur
 		limit = 100
 	}
 	var p Page
+	// Each shard holds about limit/N of a page, so each is read in pages of that size (one
+	// more than the page and the cursor's item need); a shard that runs out is read again.
 	// The cursor bound is inclusive: the item at the cursor is read again and skipped.
-	err := s.Walk(ctx, st, Query{Table: table, SKFrom: cursor, Limit: limit + 1}, func(it Item) bool {
+	perShard := (limit+max(s.N, 1)-1)/max(s.N, 1) + 2
+	err := s.Walk(ctx, st, Query{Table: table, SKFrom: cursor, Limit: perShard}, func(it Item) bool {
 		if cursor != "" && it.IndexSK <= cursor {
 			return true
 		}
