@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/feed"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
@@ -197,7 +198,7 @@ func TestNoHotPartition(t *testing.T) {
 			return false
 		}
 		for _, e := range execs {
-			if e.Status == "RUNNING" {
+			if e.Status == asl.StatusRunning {
 				return false
 			}
 		}
