@@ -14,7 +14,6 @@ import (
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
-	"github.com/runtwice/twice/shared/store"
 )
 
 // armStartFailures makes the stack's next n recovery starts fail (POST /ops/_faults), as a
@@ -53,23 +52,17 @@ func readFollowOns(ctx context.Context, data string, obs []Observation) (lost in
 		return 0, nil, err
 	}
 	defer st.Close()
-	cursor := ""
-	for {
-		page, err := st.Query(ctx, store.Query{Table: outbox.Table, Index: true, PK: "outbox#due", Cursor: cursor})
-		if err != nil {
-			return 0, nil, err
+	due, err := outbox.Undelivered(ctx, st, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, it := range due {
+		lost++
+		why := ""
+		if m, err := outbox.Decode(it); err == nil && m.Attempts > 0 {
+			why = fmt.Sprintf(" (%d attempts, last error: %s)", m.Attempts, m.LastError)
 		}
-		for _, it := range page.Items {
-			lost++
-			why := ""
-			if m, err := outbox.Decode(it); err == nil && m.Attempts > 0 {
-				why = fmt.Sprintf(" (%d attempts, last error: %s)", m.Attempts, m.LastError)
-			}
-			examples = append(examples, fmt.Sprintf("follow-on lost: outbox message %s never delivered%s", it.PK, why))
-		}
-		if cursor = page.Cursor; cursor == "" {
-			break
-		}
+		examples = append(examples, fmt.Sprintf("follow-on lost: outbox message %s never delivered%s", it.PK, why))
 	}
 	runs, err := asl.NewBoltStore(st.DB())
 	if err != nil {
