@@ -49,7 +49,8 @@ func main() {
 	if err != nil {
 		logs.Fatal(log, "config", err)
 	}
-	// The schedule's sweep leaves what the stream delivers within minutes to the stream.
+	// The schedule's sweep (every minute) leaves what the stream delivers within minutes to the
+	// stream, and fires the timers the stream leaves as soon as they are due.
 	relay := &outbox.Relay{Store: st, Handlers: handlers, Log: log, MinAge: 10 * time.Minute}
 	h := &outboxlambda.Handler{Relay: relay}
 	lambda.Start(h.Handle) // stream batches (per-record failures) and the scheduled sweep
