@@ -2,6 +2,7 @@ package asl
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -223,6 +224,14 @@ func validName(name string) error {
 // StartExecution starts an execution. Like AWS: the same name and input as a RUNNING
 // execution returns that execution; otherwise a taken name is ErrExecutionAlreadyExists.
 func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, input []byte) (Execution, error) {
+	return r.StartExecutionAt(ctx, stateMachine, name, input, time.Time{})
+}
+
+// StartExecutionAt is StartExecution for an execution that continues a workflow's timeline:
+// under WithTimeFactor its own clock starts at at instead of at the runner clock's time (a
+// recovery resumed after a wait goes on from the moment it waited for). A zero at, or a runner
+// without a time factor, starts it as StartExecution does.
+func (r *Runner) StartExecutionAt(ctx context.Context, stateMachine, name string, input []byte, at time.Time) (Execution, error) {
 	if err := validName(name); err != nil {
 		return Execution{}, err
 	}
@@ -247,7 +256,7 @@ func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, 
 	}
 	now := r.clock.Now()
 	rec := &Record{
-		Clock: r.executionClock(now),
+		Clock: r.executionClock(cmp.Or(at, now)),
 		Execution: Execution{
 			ExecutionArn: r.ExecutionArn(stateMachine, name), StateMachineArn: r.StateMachineArn(stateMachine),
 			StateMachine: stateMachine, Name: name, Status: StatusRunning, Input: compact.Bytes(), StartDate: now,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/problem"
@@ -29,7 +30,7 @@ type faultyStarter struct {
 	started int
 }
 
-func (f *faultyStarter) StartExecution(ctx context.Context, machine, name string, input []byte) (asl.Execution, error) {
+func (f *faultyStarter) StartExecutionAt(ctx context.Context, machine, name string, input []byte, at time.Time) (asl.Execution, error) {
 	f.mu.Lock()
 	if f.armed > 0 {
 		f.armed--
@@ -38,7 +39,7 @@ func (f *faultyStarter) StartExecution(ctx context.Context, machine, name string
 		return asl.Execution{}, ErrInjected
 	}
 	f.mu.Unlock()
-	ex, err := f.next.StartExecution(ctx, machine, name, input)
+	ex, err := f.next.StartExecutionAt(ctx, machine, name, input, at)
 	if err == nil {
 		f.mu.Lock()
 		f.started++
