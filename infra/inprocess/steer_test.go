@@ -29,7 +29,7 @@ func parkedRecovery(t *testing.T, s *Stack, key, pm string) (payments.View, asl.
 	var ex asl.Execution
 	eventually(t, 10*time.Second, "the recovery of "+key+" is parked", func() bool {
 		rec, err := payments.GetRecovery(context.Background(), s.store, v.ID)
-		if err != nil || rec.TaskToken == "" {
+		if err != nil || rec.Resume == "" {
 			return false
 		}
 		all, _ := s.runner.ListExecutions(context.Background(), recoveryMachine)
