@@ -288,7 +288,7 @@ func TestReconciliationDifferenceOffersOnlyWhatApplies(t *testing.T) {
 func recoveryRecord(t *testing.T, s *Stack, id string) apiRecord {
 	t.Helper()
 	ex := execution(t, s)
-	if done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn); err != nil || done.Status != asl.StatusSucceeded {
+	if done, err := awaitRecovery(t, s, ex); err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}
 	var recs []map[string]any

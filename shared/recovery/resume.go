@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -59,11 +60,11 @@ type ResumeInput struct {
 // moment (a timer fires a little after it on the relay's clock; the charge is at the moment).
 // On AWS (factor 1) it is at most now, and the steps take the later of it and their clock.
 func (in ResumeInput) WorkflowTime(now time.Time, factor float64) time.Time {
-	at := in.ParkedAt.Add(time.Duration(float64(now.Sub(in.Clock)) * max(factor, 1)))
-	if in.Plan != nil && in.Plan.Retry && at.After(in.Plan.At) {
-		at = in.Plan.At
+	elapsed := float64(now.Sub(in.Clock)) * max(factor, 1)
+	if in.Plan != nil && in.Plan.Retry && elapsed >= float64(in.Plan.At.Sub(in.ParkedAt)) {
+		return in.Plan.At
 	}
-	return at
+	return in.ParkedAt.Add(time.Duration(min(elapsed, float64(math.MaxInt64))))
 }
 
 // ResumeName is the name of the execution that resumes st after its wait: the recovery's
@@ -95,7 +96,9 @@ func (s *Steps) park(ctx context.Context, st State, now time.Time) (map[string]s
 	clock := s.now()
 	wait := max(st.Plan.At.Sub(now), 0)
 	if s.TimeFactor > 1 {
-		wait = time.Duration(float64(wait) / s.TimeFactor)
+		// Rounded up: the resumed execution's time (WorkflowTime) is then never before the
+		// planned moment.
+		wait = time.Duration(math.Ceil(float64(wait) / s.TimeFactor))
 	}
 	id := resumeID(st)
 	timer, err := outbox.NewAt(KindResume, id, Resume{Execution: ResumeName(st), State: st, ParkedAt: now.UTC(), Clock: clock.UTC()},
