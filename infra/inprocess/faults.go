@@ -56,6 +56,7 @@ type FaultCounts struct {
 	Started int    `json:"started"`
 	// OutboxPending counts the outbox messages not delivered yet (due now or after a backoff),
 	// so a test can wait for follow-on work to drain before it judges (at most 10,000 counted).
+	// A parked recovery's timer that is not due yet is scheduled work and not counted.
 	OutboxPending int `json:"outbox_pending"`
 	// QueuePending counts the messages in the webhook and resolve queues (due or not), so a
 	// test can tell a stack at rest from one whose consumers will still commit work.
@@ -131,7 +132,13 @@ func (s *Stack) outboxPending(ctx context.Context) int {
 		if err != nil {
 			return -1
 		}
-		n += len(page.Items)
+		now := s.clock.Now()
+		for _, it := range page.Items {
+			if m, err := outbox.Decode(it); err == nil && m.Waiting(now) {
+				continue // a parked recovery's timer: scheduled work, not work pending
+			}
+			n++
+		}
 		if cursor = page.Cursor; cursor == "" {
 			break
 		}

@@ -60,6 +60,9 @@ func readFollowOns(ctx context.Context, data string, obs []Observation) (lost in
 			return 0, nil, err
 		}
 		for _, it := range page.Items {
+			if m, err := outbox.Decode(it); err == nil && m.Kind == recovery.KindResume && m.Attempts == 0 {
+				continue // a parked recovery's timer: the recovery is waiting, not lost
+			}
 			lost++
 			why := ""
 			if m, err := outbox.Decode(it); err == nil && m.Attempts > 0 {
