@@ -149,7 +149,6 @@ type Runner struct {
 	defs     map[string]*Definition // hash -> parsed
 	raw      map[string][]byte      // hash -> definition
 	active   map[string]chan struct{}
-	waiting  map[string]chan callback // executions' callback rendezvous (callback.go)
 	closed   bool
 
 	ctx    context.Context
@@ -458,9 +457,6 @@ func (r *Runner) run(rec *Record, def *Definition, done chan struct{}) {
 		defer r.wg.Done()
 		defer r.release(rec.ExecutionArn, done, true)
 		r.steps(rec, def)
-		if rec.Status != StatusRunning {
-			r.forgetCallbacks(rec.ExecutionArn)
-		}
 	}()
 }
 
@@ -580,11 +576,6 @@ const contextTimeFormat = "2006-01-02T15:04:05.000Z"
 
 func (r *Runner) contextObject(rec *Record) any {
 	input, _ := decode(rec.Input)
-	if rec.Cursor.Token != "" {
-		obj := r.contextObjectWithoutTask(rec, input)
-		obj["Task"] = map[string]any{"Token": rec.Cursor.Token}
-		return obj
-	}
 	return r.contextObjectWithoutTask(rec, input)
 }
 
@@ -684,9 +675,6 @@ func (r *Runner) step(ctx context.Context, rec *Record, def *Definition) error {
 	st := def.States[rec.Cursor.State]
 	if st == nil {
 		return fmt.Errorf("asl: state %q not in definition %s", rec.Cursor.State, rec.DefinitionHash)
-	}
-	if rec.Cursor.Awaiting {
-		return r.await(ctx, rec, def, st)
 	}
 	if !rec.Cursor.DueTime.IsZero() {
 		wait := r.sleepUntil
