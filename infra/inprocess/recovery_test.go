@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,7 +71,7 @@ func execution(t *testing.T, s *Stack) asl.Execution {
 		ex, _ := s.runner.ListExecutions(context.Background(), recoveryMachine)
 		first = first[:0]
 		for _, e := range ex {
-			if !strings.Contains(e.Name, "-w") {
+			if !resumed(e.Name) {
 				first = append(first, e)
 			}
 		}
@@ -78,6 +79,12 @@ func execution(t *testing.T, s *Stack) asl.Execution {
 	})
 	return first[0]
 }
+
+// resumed reports whether an execution name is one that resumed a recovery after a wait
+// (recovery.ResumeName: "<first execution's name>-w<seq>").
+func resumed(name string) bool { return resumedName.MatchString(name) }
+
+var resumedName = regexp.MustCompile(`-r[0-9]+-w[0-9]+$`)
 
 // chain lists the executions of the recovery whose first execution is named first: it and
 // every execution that resumed it after a wait (named first's name + "-w<seq>"), in order.
