@@ -122,32 +122,45 @@ func (h *harness) arn(key string) string {
 	return h.runner.ExecutionArn(machineName, recovery.ExecutionName(key, 1))
 }
 
-// timer is the earliest parked recovery's timer in the outbox; false when none is.
+// timer is the earliest parked recovery's timer in the outbox; false when none is. It finds
+// the timers through the running recoveries, each of which names its own.
 func (h *harness) timer() (recovery.Resume, time.Time, bool) {
 	h.t.Helper()
-	page, err := h.store.Query(context.Background(), store.Query{Table: outbox.Table, Index: true, PK: "outbox#due"})
+	ctx := context.Background()
+	running, _, err := payments.ListRunningRecoveries(ctx, h.store, 100, "")
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	for _, it := range page.Items {
-		m, err := outbox.Decode(it)
+	var first recovery.Resume
+	var due time.Time
+	for _, rec := range running {
+		if rec.Resume == "" {
+			continue
+		}
+		it, err := h.store.Get(ctx, outbox.Table, rec.Resume, "")
+		if errors.Is(err, store.ErrNotFound) {
+			continue // delivered: its execution runs
+		}
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if m.Kind != recovery.KindResume {
-			continue
+		m, err := outbox.Decode(it)
+		if err != nil || m.Kind != recovery.KindResume {
+			h.t.Fatalf("timer %s: %+v %v", rec.Resume, m, err)
 		}
 		var r recovery.Resume
 		if err := json.Unmarshal(m.Payload, &r); err != nil || r.State.Plan == nil {
 			h.t.Fatalf("timer %s: %v", m.Payload, err)
 		}
-		due := m.CreatedAt
-		if m.DueAt.After(due) {
-			due = m.DueAt
+		at := m.CreatedAt
+		if m.DueAt.After(at) {
+			at = m.DueAt
 		}
-		return r, due, true
+		if due.IsZero() || at.Before(due) {
+			first, due = r, at
+		}
 	}
-	return recovery.Resume{}, time.Time{}, false
+	return first, due, !due.IsZero()
 }
 
 // pendingPlan is the plan the recovery is parked for.

@@ -230,12 +230,20 @@ func (m *meter) waiting(t *testing.T, id string) bool {
 func (m *meter) fireTimers(t *testing.T) bool {
 	t.Helper()
 	ctx := t.Context()
-	page, err := m.e.store().Query(ctx, store.Query{Table: outbox.Table, Index: true, PK: "outbox#due"})
+	out, err := dynamo.NewClient(m.e.fx.DynamoDB).Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(m.e.fx.Tables["outbox"])})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fired := false
-	for _, it := range page.Items {
+	for _, item := range out.Items {
+		pk, ok := item["pk"].(*ddbtypes.AttributeValueMemberS)
+		if !ok {
+			continue
+		}
+		it, err := m.e.store().Get(ctx, outbox.Table, pk.Value, "")
+		if err != nil {
+			continue // delivered meanwhile
+		}
 		msg, err := outbox.Decode(it)
 		if err != nil || msg.Kind != recovery.KindResume || !msg.Waiting(time.Now()) {
 			continue
