@@ -57,7 +57,7 @@ func stateEntered(t *testing.T, s *Stack, first asl.Execution, state string) tim
 }
 
 // TestOperatorChargeNowThroughTheAPI: a recovery parked until a payday days away; the operator's
-// charge-now ends the wait, and the charge happens within a minute of recovery time, once.
+// charge-now brings the wait forward, and the charge happens within a minute of recovery time, once.
 func TestOperatorChargeNowThroughTheAPI(t *testing.T) {
 	s := newStack(t, Config{TimeFactor: steerFactor})
 	v, ex := parkedRecovery(t, s, "steer-now", "pm_steer_now")
