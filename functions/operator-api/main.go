@@ -45,8 +45,8 @@ func main() {
 	st := dynamo.New(lambdaenv.DynamoDB(cfg), tables)
 	emf := &deadletter.EMF{Out: env.Metrics()}
 	// A retry and a steering signal are committed with an outbox message that outbox-relay
-	// delivers (re-enqueue, restart the recovery, end the parked wait): this function calls
-	// DynamoDB only, so it links no SQS or Step Functions client.
+	// delivers (re-enqueue, restart the recovery, bring a parked recovery's timer forward):
+	// this function calls DynamoDB only, so it links no SQS or Step Functions client.
 	table := &deadletter.Records{Store: st, Log: log, Metrics: emf}
 	attemptLog, err := attempts.NewLog(attempts.Log{Store: st})
 	if err != nil {

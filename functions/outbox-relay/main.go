@@ -1,6 +1,6 @@
 // Command outbox-relay delivers the follow-on work committed in the outbox table, every kind
 // followon.Handlers registers (queue a resolve job, start a recovery, send an operator's
-// dead-letter retry, end a steered recovery's wait, requeue an event the backfill could not
+// dead-letter retry, resume a parked recovery, requeue an event the backfill could not
 // apply, publish a payment change, ...): the table's DynamoDB stream invokes it with the new
 // messages, and a schedule sweeps up what the stream could not deliver.
 package main
@@ -49,7 +49,8 @@ func main() {
 	if err != nil {
 		logs.Fatal(log, "config", err)
 	}
-	// The schedule's sweep leaves what the stream delivers within minutes to the stream.
+	// The schedule's sweep (every minute) leaves what the stream delivers within minutes to the
+	// stream, and fires the timers the stream leaves as soon as they are due.
 	relay := &outbox.Relay{Store: st, Handlers: handlers, Log: log, MinAge: 10 * time.Minute}
 	h := &outboxlambda.Handler{Relay: relay}
 	lambda.Start(h.Handle) // stream batches (per-record failures) and the scheduled sweep
@@ -74,8 +75,9 @@ func followOns(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) (*dynamo.St
 	handlers, err := followon.Handlers(followon.Targets{
 		Payments: &payments.Service{Store: st, Log: log, OnDecline: recoverer,
 			Resolver: &payments.QueueResolver{Queue: resolveQueue, Delay: resolveDelay}},
-		// The wake of a steering signal (operator-api's or webhook-worker's) on Step Functions.
-		Steerer: recoveryfn.Steerer(cfg, st),
+		// A parked recovery's timer, and the wake of a steering signal (operator-api's or
+		// webhook-worker's) that brings it forward, on Step Functions.
+		Steerer: recoveryfn.Steerer(cfg, env, st),
 		// An operator's retry of a dead letter, committed by operator-api: back to the queue the
 		// message died on, a new recovery round, or the reconciler's next run.
 		DeadLetters: &deadletter.Records{Store: st, Log: log, Requeuer: deadletter.ByTarget{

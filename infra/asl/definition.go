@@ -32,11 +32,10 @@ type State struct {
 	resultSelector *template
 
 	// Task
-	Resource           string
-	TimeoutSeconds     int
-	timeoutSecondsPath *path // callback tasks only
-	Retry              []Retrier
-	Catch              []Catcher
+	Resource       string
+	TimeoutSeconds int
+	Retry          []Retrier
+	Catch          []Catcher
 
 	// Pass
 	result    any
@@ -109,7 +108,7 @@ type rawState struct {
 	ResultSelector json.RawMessage `json:"ResultSelector"`
 	Resource       string          `json:"Resource"`
 	TimeoutSeconds int             `json:"TimeoutSeconds"`
-	// TimeoutSecondsPath and HeartbeatSeconds are parsed so that they can be checked.
+	// TimeoutSecondsPath and HeartbeatSeconds are parsed so that they can be refused.
 	TimeoutSecondsPath string `json:"TimeoutSecondsPath"`
 	HeartbeatSeconds   *int   `json:"HeartbeatSeconds"`
 	HeartbeatPath      string `json:"HeartbeatSecondsPath"`
@@ -269,15 +268,7 @@ func parseState(name string, msg json.RawMessage) (*State, error) {
 			return nil, fmt.Errorf("HeartbeatSeconds is not supported by the local runner")
 		}
 		if r.TimeoutSecondsPath != "" {
-			if r.Resource != LambdaInvokeWaitForTaskToken {
-				return nil, fmt.Errorf("TimeoutSecondsPath is supported on %s tasks only", LambdaInvokeWaitForTaskToken)
-			}
-			if r.TimeoutSeconds != 0 {
-				return nil, fmt.Errorf("TimeoutSeconds and TimeoutSecondsPath are exclusive")
-			}
-			if s.timeoutSecondsPath, err = compilePath(r.TimeoutSecondsPath); err != nil {
-				return nil, fmt.Errorf("TimeoutSecondsPath: %w", err)
-			}
+			return nil, fmt.Errorf("TimeoutSecondsPath is not supported by the local runner")
 		}
 		for _, rt := range r.Retry {
 			ret := Retrier{ErrorEquals: rt.ErrorEquals, IntervalSeconds: 1, MaxAttempts: 3, BackoffRate: 2,

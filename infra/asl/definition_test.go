@@ -29,6 +29,8 @@ func TestParseRejects(t *testing.T) {
 		"top rule without Next": {`{"StartAt":"A","States":{"A":{"Type":"Choice","Choices":[{"Variable":"$.x","IsNull":true}],"Default":"A"}}}`, "needs Next"},
 		"unknown intrinsic":     {`{"StartAt":"A","States":{"A":{"Type":"Pass","Parameters":{"a.$":"States.Nope(1)"},"End":true}}}`, "unknown intrinsic"},
 		"intrinsic arity":       {`{"StartAt":"A","States":{"A":{"Type":"Pass","Parameters":{"a.$":"States.MathAdd(1)"},"End":true}}}`, "wrong number"},
+		"callback timeout":      {`{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"r","TimeoutSecondsPath":"$.t","End":true}}}`, "TimeoutSecondsPath is not supported"},
+		"heartbeat":             {`{"StartAt":"A","States":{"A":{"Type":"Task","Resource":"r","HeartbeatSeconds":60,"End":true}}}`, "HeartbeatSeconds is not supported"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -18,7 +18,9 @@
 // wraps the result as {"ExecutedVersion","Payload","StatusCode"} like AWS. Retry and Catch
 // match the error's ErrorName() if it has one, else the Go Lambda runtime's name (the
 // error's type name: *recovery.DeclineError is "DeclineError"). A task past its
-// TimeoutSeconds fails with States.Timeout, a panicking task with States.TaskFailed.
+// TimeoutSeconds fails with States.Timeout, a panicking task with States.TaskFailed. The
+// callback pattern (waitForTaskToken, TimeoutSecondsPath, HeartbeatSeconds) is not supported:
+// nothing here waits inside an execution for an outside signal.
 //
 // Durability: the runner checkpoints every transition to a Store (BoltStore over a shared
 // bbolt file) before the next side effect, recording the current state, its raw input,
@@ -33,5 +35,6 @@
 // time when the execution starts and running N times faster, checkpointed with it: a local
 // stack's recovery waits days in seconds, and an execution started an hour after the runner
 // is not an hour times N ahead of the rest of the stack. Tasks see their execution's time
-// through $$.State.EnteredTime.
+// through $$.State.EnteredTime. StartExecutionAt starts an execution's own clock at a given
+// time, for a workflow that ended at a wait and goes on in a new execution from its moment.
 package asl

@@ -36,9 +36,7 @@ func (h *harness) recoverToEnd(p payments.Payment) recovery.State {
 	if err := h.rec.Declined(context.Background(), p); err != nil {
 		h.t.Fatal(err)
 	}
-	stop := h.autoAdvance()
-	ex := h.await(h.arn(p.Invoice))
-	stop()
+	ex, _, _ := h.recovery(h.arn(p.Invoice))
 	if ex.Status != asl.StatusSucceeded {
 		h.t.Fatalf("%s: status %s: %s %s", p.ID, ex.Status, ex.Error, ex.Cause)
 	}
@@ -116,8 +114,8 @@ func TestMastercardCapAcrossPayments(t *testing.T) {
 	if err := h.rec.Declined(context.Background(), second); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.BlockUntil(1)
-	plan := h.pendingPlan(h.arn(second.Invoice))
+	h.await(h.arn(second.Invoice))
+	plan := h.pendingPlan()
 	if want := first.UpdatedAt.Add(24 * time.Hour); !plan.Retry || plan.Limit != recovery.LimitMastercard24h ||
 		!plan.At.Equal(want) || !strings.Contains(plan.Explanation, "Mastercard's limit of 10 declines per card in 24 hours") {
 		t.Fatalf("second payment's plan %+v, want a retry at %s moved by mastercard_24h", plan, want)

@@ -16,10 +16,12 @@ import (
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/logs/logstest"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/recovery/recoverytest"
+	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/statemachines"
 )
 
@@ -46,6 +48,8 @@ type harness struct {
 	runner *asl.Runner
 	rec    *recovery.Recoverer
 	logs   *logstest.Buffer
+	// relay fires the parked recoveries' timers (the outbox), as the local stack's does.
+	relay *outbox.Relay
 }
 
 func newHarness(t *testing.T, file string, clock *clock.Fake, prov provider.Provider, dl *recoverytest.DeadLetters, policy recovery.Policy) *harness {
@@ -70,8 +74,12 @@ func newHarness(t *testing.T, file string, clock *clock.Fake, prov provider.Prov
 	if err := runner.Define(machineName, definition(t)); err != nil {
 		t.Fatal(err)
 	}
+	starter := &asl.Starter{Runner: runner, StateMachine: machineName}
+	resumer := &recovery.Steerer{Store: st, Starter: starter, Now: clock.Now}
 	h := &harness{t: t, clock: clock, sink: dl, store: st, runner: runner, logs: logs,
-		rec: &recovery.Recoverer{Starter: &asl.Starter{Runner: runner, StateMachine: machineName}, Log: log}}
+		rec: &recovery.Recoverer{Starter: starter, Log: log},
+		relay: &outbox.Relay{Store: st, Now: clock.Now, Log: log, Rand: rand.New(rand.NewPCG(5, 6)),
+			Handlers: map[string]outbox.Handler{recovery.KindResume: resumer.ResumeFollowOn(), recovery.KindWake: resumer.WakeFollowOn()}}}
 	t.Cleanup(h.close)
 	return h
 }
@@ -114,44 +122,120 @@ func (h *harness) arn(key string) string {
 	return h.runner.ExecutionArn(machineName, recovery.ExecutionName(key, 1))
 }
 
-// pendingPlan is the plan of the Wait the execution is in.
-func (h *harness) pendingPlan(arn string) recovery.Plan {
+// timer is the earliest parked recovery's timer in the outbox; false when none is. It finds
+// the timers through the running recoveries, each of which names its own.
+func (h *harness) timer() (recovery.Resume, time.Time, bool) {
 	h.t.Helper()
-	evs, err := h.runner.GetExecutionHistory(context.Background(), arn)
+	ctx := context.Background()
+	running, _, err := payments.ListRunningRecoveries(ctx, h.store, 100, "")
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Type == "TaskStateEntered" && evs[i].StateName == "WaitForPlannedMoment" {
-			var st recovery.State
-			if err := json.Unmarshal(evs[i].Input, &st); err != nil || st.Plan == nil {
-				h.t.Fatalf("wait input %s: %v", evs[i].Input, err)
-			}
-			return *st.Plan
+	var first recovery.Resume
+	var due time.Time
+	for _, rec := range running {
+		if rec.Resume == "" {
+			continue
+		}
+		it, err := h.store.Get(ctx, outbox.Table, rec.Resume, "")
+		if errors.Is(err, store.ErrNotFound) {
+			continue // delivered: its execution runs
+		}
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		m, err := outbox.Decode(it)
+		if err != nil || m.Kind != recovery.KindResume {
+			h.t.Fatalf("timer %s: %+v %v", rec.Resume, m, err)
+		}
+		var r recovery.Resume
+		if err := json.Unmarshal(m.Payload, &r); err != nil || r.State.Plan == nil {
+			h.t.Fatalf("timer %s: %v", m.Payload, err)
+		}
+		at := m.CreatedAt
+		if m.DueAt.After(at) {
+			at = m.DueAt
+		}
+		if due.IsZero() || at.Before(due) {
+			first, due = r, at
 		}
 	}
-	h.t.Fatal("no Wait entered")
-	return recovery.Plan{}
+	return first, due, !due.IsZero()
 }
 
-// plannedAttempts lists the attempt numbers of every Wait the execution entered.
-func (h *harness) plannedAttempts(arn string) []int {
+// pendingPlan is the plan the recovery is parked for.
+func (h *harness) pendingPlan() recovery.Plan {
 	h.t.Helper()
-	evs, err := h.runner.GetExecutionHistory(context.Background(), arn)
+	r, _, ok := h.timer()
+	if !ok {
+		h.t.Fatal("no recovery parked")
+	}
+	return *r.State.Plan
+}
+
+// open counts the executions still running.
+func (h *harness) open() int {
+	h.t.Helper()
+	exs, err := h.runner.ListExecutions(context.Background(), machineName)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var out []int
-	for _, e := range evs {
-		if e.Type == "TaskStateEntered" && e.StateName == "WaitForPlannedMoment" {
-			var st recovery.State
-			if err := json.Unmarshal(e.Input, &st); err != nil || st.Plan == nil {
-				h.t.Fatalf("wait input %s: %v", e.Input, err)
-			}
-			out = append(out, st.Plan.Attempt)
+	n := 0
+	for _, ex := range exs {
+		if ex.Status == asl.StatusRunning {
+			n++
 		}
 	}
-	return out
+	return n
+}
+
+// drain runs the relay once and returns how many messages it delivered. Only the recovery's
+// kinds have handlers here: the payment changes it also commits stay in the outbox.
+func (h *harness) drain() int {
+	h.t.Helper()
+	d, _, err := h.relay.Drain(context.Background())
+	if err != nil {
+		h.t.Fatalf("relay: %v", err)
+	}
+	return d
+}
+
+// fire moves the clock to the earliest timer's moment, lets the relay deliver it, and returns
+// the ARN of the execution it resumed.
+func (h *harness) fire() string {
+	h.t.Helper()
+	r, due, ok := h.timer()
+	if !ok {
+		h.t.Fatal("no timer to fire")
+	}
+	if d := due.Sub(h.clock.Now()); d > 0 {
+		h.clock.Advance(d)
+	}
+	if n := h.drain(); n < 1 {
+		h.t.Fatalf("the timer due %s was not delivered at %s", due, h.clock.Now())
+	}
+	return h.runner.ExecutionArn(machineName, r.Execution)
+}
+
+// recovery follows a recovery from its first execution to its end, firing each timer when
+// the execution before it parked: it returns the last execution, the plans it parked for and
+// the state transitions of all its executions.
+func (h *harness) recovery(arn string) (last asl.Execution, plans []recovery.Plan, transitions int) {
+	h.t.Helper()
+	for range 100 {
+		last = h.await(arn)
+		transitions += last.StateTransitions
+		if last.Status != asl.StatusSucceeded {
+			return last, plans, transitions
+		}
+		if _, _, ok := h.timer(); !ok {
+			return last, plans, transitions
+		}
+		plans = append(plans, h.pendingPlan())
+		arn = h.fire()
+	}
+	h.t.Fatal("the recovery did not end within 100 executions")
+	return last, plans, transitions
 }
 
 func (h *harness) await(arn string) asl.Execution {
@@ -211,11 +295,12 @@ func storedPayment(t *testing.T, h *harness, id string) payments.Payment {
 	return p
 }
 
-// transitions is the fixed cost of a recovery plus the cost of each charge attempt: Plan and
-// Decide once, Wait+Charge+Decide per attempt, and the end (Recovered; or DeadLetter and
-// Stopped).
+// transitions is the fixed cost of a recovery plus the cost of each charge attempt, over all
+// its executions: Begin, Plan and Decide once, Park+Begin+Charge+Decide per attempt (an
+// execution ends at each wait and a timer starts the next), and the end (Recovered; or
+// DeadLetter and Stopped).
 func transitions(attempts int, deadLettered bool) int {
-	n := 2 + 3*attempts + 1
+	n := 3 + 4*attempts + 1
 	if deadLettered {
 		n++
 	}
@@ -240,9 +325,14 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 	}
 	arn := h.arn("inv_soft")
 	var plans []recovery.Plan
+	total := 0
 	for attempt := 2; attempt <= 3; attempt++ {
-		h.clock.BlockUntil(1)
-		plan := h.pendingPlan(arn)
+		if ex := h.await(arn); ex.Status != asl.StatusSucceeded {
+			t.Fatalf("attempt %d: execution %s %s (%s %s)", attempt, arn, ex.Status, ex.Error, ex.Cause)
+		} else {
+			total += ex.StateTransitions // ended at the wait
+		}
+		plan := h.pendingPlan()
 		plans = append(plans, plan)
 		if plan.Attempt != attempt || !plan.Retry {
 			t.Fatalf("pending plan %+v, want a retry for attempt %d", plan, attempt)
@@ -252,13 +342,16 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 		}
 		key := provider.AttemptKey("inv_soft", attempt)
 		h.clock.Advance(plan.At.Sub(h.clock.Now()) - time.Second)
+		if n := h.drain(); n != 0 {
+			t.Fatalf("attempt %d: the relay delivered %d messages a second before the planned moment", attempt, n)
+		}
 		if calls, _, _ := prov.Snapshot(); calls[key] != 0 {
 			t.Fatalf("attempt %d charged a second before its planned moment", attempt)
 		}
-		if h.clock.Waiters() != 1 {
-			t.Fatalf("attempt %d: %d timers pending a second early, want the Wait's", attempt, h.clock.Waiters())
+		if n := h.open(); n != 0 {
+			t.Fatalf("attempt %d: %d executions open during the wait, want none", attempt, n)
 		}
-		h.clock.Advance(time.Second)
+		arn = h.fire()
 	}
 	ex := h.await(arn)
 	if ex.Status != asl.StatusSucceeded {
@@ -294,13 +387,14 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 	if len(h.sink.All()) != 0 {
 		t.Errorf("dead letters %v", h.sink.All())
 	}
-	if want := transitions(2, false); ex.StateTransitions != want {
-		t.Errorf("transitions %d, want %d", ex.StateTransitions, want)
+	total += ex.StateTransitions
+	if want := transitions(2, false); total != want {
+		t.Errorf("transitions %d, want %d", total, want)
 	}
 	if n := strings.Count(h.logs.String(), `"msg":"recovery retry scheduled"`); n != 2 {
 		t.Errorf("%d retry-scheduled log lines, want 2", n)
 	}
-	t.Logf("recovered on attempt 3 with %d transitions: %d per attempt", ex.StateTransitions, (ex.StateTransitions-transitions(0, false))/2)
+	t.Logf("recovered on attempt 3 with %d transitions over 3 executions: %d per attempt", total, (total-transitions(0, false))/2)
 }
 
 func TestDeclinesThatEndInADeadLetter(t *testing.T) {
@@ -324,14 +418,15 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 			if err := h.rec.Declined(context.Background(), p); err != nil {
 				t.Fatal(err)
 			}
-			stop := h.autoAdvance()
-			ex := h.await(h.arn("inv_1"))
-			stop()
+			ex, plans, total := h.recovery(h.arn("inv_1"))
 			if ex.Status != asl.StatusSucceeded {
 				t.Fatalf("status %s: %s %s", ex.Status, ex.Error, ex.Cause)
 			}
 			calls, _, effects := prov.Snapshot()
-			planned := h.plannedAttempts(h.arn("inv_1"))
+			var planned []int
+			for _, p := range plans {
+				planned = append(planned, p.Attempt)
+			}
 			if len(planned) != tc.attempts || len(calls) != tc.attempts || effects["pm"] != tc.attempts {
 				t.Fatalf("planned %v, provider keys %d, charges %d; want %d each", planned, len(calls), effects["pm"], tc.attempts)
 			}
@@ -353,8 +448,8 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 				!strings.Contains(d.SuggestedAction, tc.suggestion) || !json.Valid(d.Payload) {
 				t.Errorf("dead letter %+v", d)
 			}
-			if want := transitions(tc.attempts, true); ex.StateTransitions != want {
-				t.Errorf("transitions %d, want %d", ex.StateTransitions, want)
+			if want := transitions(tc.attempts, true); total != want {
+				t.Errorf("transitions %d, want %d", total, want)
 			}
 			if stored := storedPayment(t, h, "pay_1"); stored.Status != provider.StatusDeclined {
 				t.Errorf("stored status %s", stored.Status)
@@ -366,7 +461,10 @@ func TestDeclinesThatEndInADeadLetter(t *testing.T) {
 	}
 }
 
-func TestCrashDuringWaitResumesWithoutRepeating(t *testing.T) {
+// TestKillWhileParkedResumesAfterRestart: a process killed while a recovery waits leaves no
+// execution running (the execution ended at the wait) and the timer in the store; after the
+// restart the relay fires it at the planned moment and the charge happens once.
+func TestKillWhileParkedResumesAfterRestart(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "twice.db")
 	dl := &recoverytest.DeadLetters{}
 	clk := clock.NewFake(t0)
@@ -377,23 +475,20 @@ func TestCrashDuringWaitResumesWithoutRepeating(t *testing.T) {
 	if err := h.rec.Declined(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	arn := h.arn("pay_w")
-	clk.BlockUntil(1)
-	plan := h.pendingPlan(arn)
-	h.close() // killed during the Wait
+	first := h.await(h.arn("pay_w"))
+	plan := h.pendingPlan()
+	h.close() // killed during the wait
 
 	later := clock.NewFake(t0.Add(10 * time.Minute))
 	prov.SetNow(later.Now)
 	h = newHarness(t, file, later, prov, dl, recovery.Policy{})
-	if n, err := h.runner.Resume(context.Background()); err != nil || n != 1 {
-		t.Fatalf("Resume = %d, %v", n, err)
+	if n, err := h.runner.Resume(context.Background()); err != nil || n != 0 {
+		t.Fatalf("Resume = %d, %v; want no execution left open by the wait", n, err)
 	}
-	later.BlockUntil(1)
-	left := plan.At.Sub(later.Now())
-	if d, _ := later.AdvanceToNext(); d != left {
-		t.Fatalf("the Wait resumed with %s left, want %s (until %s)", d, left, plan.At)
+	if n := h.drain(); n != 0 {
+		t.Fatalf("the relay delivered %d messages before the planned moment", n)
 	}
-	ex := h.await(arn)
+	ex, _, total := h.recovery(h.fire())
 	if ex.Status != asl.StatusSucceeded {
 		t.Fatalf("status %s: %s %s", ex.Status, ex.Error, ex.Cause)
 	}
@@ -402,8 +497,8 @@ func TestCrashDuringWaitResumesWithoutRepeating(t *testing.T) {
 	if len(calls) != 1 || calls[key] != 1 || effects["pm"] != 1 || !at[key].Equal(plan.At) {
 		t.Errorf("provider calls %v charges %v at %v; want one charge with key %s at %s", calls, effects, at, key, plan.At)
 	}
-	if want := transitions(1, false); ex.StateTransitions != want {
-		t.Errorf("transitions %d, want %d", ex.StateTransitions, want)
+	if want := transitions(1, false); first.StateTransitions+total != want {
+		t.Errorf("transitions %d, want %d", first.StateTransitions+total, want)
 	}
 }
 
@@ -420,11 +515,9 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	if err := h.rec.Declined(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	arn := h.arn("inv_c")
-	for range 2 {
-		clk.BlockUntil(1)
-		clk.AdvanceToNext()
-	}
+	h.await(h.arn("inv_c"))
+	h.await(h.fire()) // attempt 2 declines and parks again
+	arn := h.fire()   // attempt 3
 	select {
 	case got := <-prov.Hung():
 		if got != key3 {
@@ -460,8 +553,8 @@ func TestCrashDuringChargeRepeatsOnlyTheKey(t *testing.T) {
 	if stored := storedPayment(t, h, "pay_c"); stored.Status != provider.StatusSucceeded {
 		t.Errorf("stored status %s", stored.Status)
 	}
-	if want := transitions(2, false); ex.StateTransitions != want {
-		t.Errorf("transitions %d, want %d (the interrupted Charge is not entered again)", ex.StateTransitions, want)
+	if ex.StateTransitions != 4 {
+		t.Errorf("transitions %d, want 4: Begin, Charge, Decide, Recovered (the interrupted Charge is not entered again)", ex.StateTransitions)
 	}
 }
 
@@ -485,8 +578,8 @@ func TestAlreadyPaidEndsWithoutACharge(t *testing.T) {
 	if calls, _, _ := prov.Snapshot(); len(calls) != 0 {
 		t.Errorf("provider called %v", calls)
 	}
-	if ex.StateTransitions != 3 {
-		t.Errorf("transitions %d, want 3 (Plan, Decide, Recovered)", ex.StateTransitions)
+	if ex.StateTransitions != 4 {
+		t.Errorf("transitions %d, want 4 (Begin, Plan, Decide, Recovered)", ex.StateTransitions)
 	}
 }
 
@@ -504,7 +597,7 @@ func TestStepFailures(t *testing.T) {
 		},
 		"a rejected charge dead-letters and fails the execution": {
 			errs:       []error{&provider.CredentialsError{Op: "confirm", StatusCode: 401, Err: errors.New("401")}},
-			wantStatus: asl.StatusFailed, wantDLs: 1, wantTrans: 2 + 2 + 2, // Plan, Decide, Wait, Charge, DeadLetterOnError, Failed
+			wantStatus: asl.StatusFailed, wantDLs: 1, wantTrans: 4 + 4, // Begin, Plan, Decide, Park; Begin, Charge, DeadLetterOnError, Failed
 		},
 	}
 	for name, tc := range tests {
@@ -519,8 +612,8 @@ func TestStepFailures(t *testing.T) {
 			if err := h.rec.Declined(context.Background(), p); err != nil {
 				t.Fatal(err)
 			}
-			stop := h.autoAdvance()
-			ex := h.await(h.arn("inv_f"))
+			stop := h.autoAdvance() // the Task retries' backoff
+			ex, _, total := h.recovery(h.arn("inv_f"))
 			stop()
 			if ex.Status != tc.wantStatus {
 				t.Fatalf("status %s (%s %s), want %s", ex.Status, ex.Error, ex.Cause, tc.wantStatus)
@@ -541,8 +634,8 @@ func TestStepFailures(t *testing.T) {
 			if tc.wantStatus == asl.StatusFailed && ex.Error != "Recovery.Failed" {
 				t.Errorf("execution error %q", ex.Error)
 			}
-			if ex.StateTransitions != tc.wantTrans {
-				t.Errorf("transitions %d, want %d", ex.StateTransitions, tc.wantTrans)
+			if total != tc.wantTrans {
+				t.Errorf("transitions %d, want %d", total, tc.wantTrans)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package asl
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -148,7 +149,6 @@ type Runner struct {
 	defs     map[string]*Definition // hash -> parsed
 	raw      map[string][]byte      // hash -> definition
 	active   map[string]chan struct{}
-	waiting  map[string]chan callback // executions' callback rendezvous (callback.go)
 	closed   bool
 
 	ctx    context.Context
@@ -223,6 +223,14 @@ func validName(name string) error {
 // StartExecution starts an execution. Like AWS: the same name and input as a RUNNING
 // execution returns that execution; otherwise a taken name is ErrExecutionAlreadyExists.
 func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, input []byte) (Execution, error) {
+	return r.StartExecutionAt(ctx, stateMachine, name, input, time.Time{})
+}
+
+// StartExecutionAt is StartExecution for an execution that continues a workflow's timeline:
+// under WithTimeFactor its own clock starts at at instead of at the runner clock's time (a
+// recovery resumed after a wait goes on from the moment it waited for). A zero at, or a runner
+// without a time factor, starts it as StartExecution does.
+func (r *Runner) StartExecutionAt(ctx context.Context, stateMachine, name string, input []byte, at time.Time) (Execution, error) {
 	if err := validName(name); err != nil {
 		return Execution{}, err
 	}
@@ -247,7 +255,7 @@ func (r *Runner) StartExecution(ctx context.Context, stateMachine, name string, 
 	}
 	now := r.clock.Now()
 	rec := &Record{
-		Clock: r.executionClock(now),
+		Clock: r.executionClock(cmp.Or(at, now)),
 		Execution: Execution{
 			ExecutionArn: r.ExecutionArn(stateMachine, name), StateMachineArn: r.StateMachineArn(stateMachine),
 			StateMachine: stateMachine, Name: name, Status: StatusRunning, Input: compact.Bytes(), StartDate: now,
@@ -449,9 +457,6 @@ func (r *Runner) run(rec *Record, def *Definition, done chan struct{}) {
 		defer r.wg.Done()
 		defer r.release(rec.ExecutionArn, done, true)
 		r.steps(rec, def)
-		if rec.Status != StatusRunning {
-			r.forgetCallbacks(rec.ExecutionArn)
-		}
 	}()
 }
 
@@ -571,11 +576,6 @@ const contextTimeFormat = "2006-01-02T15:04:05.000Z"
 
 func (r *Runner) contextObject(rec *Record) any {
 	input, _ := decode(rec.Input)
-	if rec.Cursor.Token != "" {
-		obj := r.contextObjectWithoutTask(rec, input)
-		obj["Task"] = map[string]any{"Token": rec.Cursor.Token}
-		return obj
-	}
 	return r.contextObjectWithoutTask(rec, input)
 }
 
@@ -675,9 +675,6 @@ func (r *Runner) step(ctx context.Context, rec *Record, def *Definition) error {
 	st := def.States[rec.Cursor.State]
 	if st == nil {
 		return fmt.Errorf("asl: state %q not in definition %s", rec.Cursor.State, rec.DefinitionHash)
-	}
-	if rec.Cursor.Awaiting {
-		return r.await(ctx, rec, def, st)
 	}
 	if !rec.Cursor.DueTime.IsZero() {
 		wait := r.sleepUntil

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ExecutionStarter is the part of the runner Starter uses (*Runner).
 type ExecutionStarter interface {
-	StartExecution(ctx context.Context, stateMachine, name string, input []byte) (Execution, error)
+	StartExecutionAt(ctx context.Context, stateMachine, name string, input []byte, at time.Time) (Execution, error)
 }
 
 var _ ExecutionStarter = (*Runner)(nil)
@@ -20,11 +21,18 @@ var _ ExecutionStarter = (*Runner)(nil)
 type Starter struct {
 	Runner       ExecutionStarter
 	StateMachine string // the name the definition was registered under
+	// ClockStart, when set, names the time an execution's own clock starts at from its input
+	// (StartExecutionAt; zero: the runner's time), under the runner's WithTimeFactor.
+	ClockStart func(input []byte) time.Time
 }
 
 // Start starts the execution; ErrExecutionAlreadyExists is success.
 func (s *Starter) Start(ctx context.Context, executionName string, input []byte) error {
-	_, err := s.Runner.StartExecution(ctx, s.StateMachine, executionName, input)
+	var at time.Time
+	if s.ClockStart != nil {
+		at = s.ClockStart(input)
+	}
+	_, err := s.Runner.StartExecutionAt(ctx, s.StateMachine, executionName, input, at)
 	if errors.Is(err, ErrExecutionAlreadyExists) {
 		return nil
 	}

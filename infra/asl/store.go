@@ -35,13 +35,8 @@ type Cursor struct {
 	// $$.State.RetryCount.
 	RetryCounts []int `json:"retry_counts,omitempty"`
 	RetryCount  int   `json:"retry_count"`
-	// DueTime is when a Wait ends, a Task retry is due or a callback task times out; zero
-	// when nothing waits.
+	// DueTime is when a Wait ends or a Task retry is due; zero when nothing waits.
 	DueTime time.Time `json:"due_time,omitzero"`
-	// Token is a callback task's token ($$.Task.Token); Awaiting says its function returned
-	// and the task now waits for SendTaskSuccess or SendTaskFailure until DueTime.
-	Token    string `json:"token,omitempty"`
-	Awaiting bool   `json:"awaiting,omitempty"`
 }
 
 // Store persists executions. Every method commits durably before it returns: the runner

@@ -24,21 +24,6 @@ type taskResult struct {
 // checkpoint (the runner is closing), so the task runs again after Resume.
 func (r *Runner) task(ctx context.Context, rec *Record, def *Definition, st *State, input, ctxObj any, events *[]HistoryEvent) error {
 	eff, err := r.applyInputPath(st, input, ctxObj)
-	callback := st.Resource == LambdaInvokeWaitForTaskToken
-	var timeout int64
-	if err == nil && callback {
-		if rec.Cursor.Token == "" {
-			// The token is checkpointed before anyone can hold it: a callback that arrives while
-			// the function still runs, or after a crash, finds the task it names.
-			rec.Cursor.Token = taskToken(rec.ExecutionArn, rec.NextEventID)
-			if err := r.store.Save(context.WithoutCancel(ctx), rec, *events); err != nil {
-				return err
-			}
-			*events = (*events)[:0]
-		}
-		ctxObj = r.contextObject(rec) // now with $$.Task.Token
-		timeout, err = r.timeoutOf(st, eff, ctxObj)
-	}
 	if err == nil {
 		eff, err = r.applyParameters(st, eff, ctxObj)
 	}
@@ -47,7 +32,7 @@ func (r *Runner) task(ctx context.Context, rec *Record, def *Definition, st *Sta
 		return nil
 	}
 	fnName, payload, wrap := st.Resource, eff, false
-	if st.Resource == LambdaInvoke || callback {
+	if st.Resource == LambdaInvoke {
 		params, _ := eff.(map[string]any)
 		name, _ := params["FunctionName"].(string)
 		if name == "" {
@@ -86,16 +71,6 @@ func (r *Runner) task(ctx context.Context, rec *Record, def *Definition, st *Sta
 		}
 		r.emit(rec, events, HistoryEvent{Type: kind, StateName: st.Name, Resource: st.Resource, Error: name, Cause: cause})
 		r.handleError(rec, def, st, input, name, cause, events)
-		return nil
-	}
-	if callback {
-		// The function took the token; the task now waits for it to come back, until the
-		// timeout counted from the state's entry.
-		r.emit(rec, events, HistoryEvent{Type: "TaskSubmitted", StateName: st.Name, Resource: st.Resource, Output: res.out})
-		rec.Cursor.Awaiting = true
-		if timeout > 0 {
-			rec.Cursor.DueTime = rec.Cursor.EnteredTime.Add(time.Duration(timeout) * time.Second)
-		}
 		return nil
 	}
 	result, err := decode(res.out)

@@ -157,3 +157,35 @@ func TestRetryBackoffIsOnTheRunnersClock(t *testing.T) {
 		t.Fatalf("the retry came %s later on the execution's clock, want about 30 s", gap)
 	}
 }
+
+// TestStartExecutionAtContinuesATimeline starts an execution whose own clock begins at a time
+// ahead of the runner's (a workflow resumed at the moment it waited for): its first state is
+// entered at that time, not at the runner's.
+func TestStartExecutionAtContinuesATimeline(t *testing.T) {
+	const def = `{"StartAt":"Charge","States":{
+		"Charge":{"Type":"Task","Resource":"charge","Parameters":{"now.$":"$$.State.EnteredTime"},"End":true}}}`
+	seen := make(chan time.Time, 1)
+	tasks := TaskRegistry{"charge": func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
+		var p struct {
+			Now time.Time `json:"now"`
+		}
+		if err := json.Unmarshal(in, &p); err != nil {
+			return nil, err
+		}
+		seen <- p.Now
+		return in, nil
+	}}
+	h := newHarness(t, tasks, WithTimeFactor(3600))
+	h.define("sm", def)
+	at := t0.Add(9 * 24 * time.Hour)
+	ex, err := h.runner.StartExecutionAt(context.Background(), "sm", "resumed", []byte(`{}`), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := h.await(ex.ExecutionArn); done.Status != StatusSucceeded {
+		t.Fatalf("%+v", done)
+	}
+	if got := <-seen; got.Before(at.Truncate(time.Millisecond)) || got.After(at.Add(time.Hour)) {
+		t.Fatalf("the task saw %s, want from %s on (the runner's clock is at %s)", got, at, h.clock.Now())
+	}
+}

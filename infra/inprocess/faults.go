@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/shared/problem"
@@ -28,7 +29,7 @@ type faultyStarter struct {
 	started int
 }
 
-func (f *faultyStarter) StartExecution(ctx context.Context, machine, name string, input []byte) (asl.Execution, error) {
+func (f *faultyStarter) StartExecutionAt(ctx context.Context, machine, name string, input []byte, at time.Time) (asl.Execution, error) {
 	f.mu.Lock()
 	if f.armed > 0 {
 		f.armed--
@@ -37,7 +38,7 @@ func (f *faultyStarter) StartExecution(ctx context.Context, machine, name string
 		return asl.Execution{}, ErrInjected
 	}
 	f.mu.Unlock()
-	ex, err := f.next.StartExecution(ctx, machine, name, input)
+	ex, err := f.next.StartExecutionAt(ctx, machine, name, input, at)
 	if err == nil {
 		f.mu.Lock()
 		f.started++
@@ -54,6 +55,7 @@ type FaultCounts struct {
 	Started int    `json:"started"`
 	// OutboxPending counts the outbox messages not delivered yet (due now or after a backoff),
 	// so a test can wait for follow-on work to drain before it judges (at most 10,000 counted).
+	// A parked recovery's timer that is not due yet is scheduled work and not counted.
 	OutboxPending int `json:"outbox_pending"`
 	// QueuePending counts the messages in the webhook and resolve queues (due or not), so a
 	// test can tell a stack at rest from one whose consumers will still commit work.
@@ -123,9 +125,16 @@ func (s *Stack) queuePending() int {
 }
 
 func (s *Stack) outboxPending(ctx context.Context) int {
-	items, err := outbox.Undelivered(ctx, s.store, 10000)
+	items, err := outbox.Undelivered(ctx, s.store, 0)
 	if err != nil {
 		return -1
 	}
-	return len(items)
+	n, now := 0, s.clock.Now()
+	for _, it := range items {
+		if m, err := outbox.Decode(it); err == nil && m.Waiting(now) {
+			continue // a parked recovery's timer: scheduled work, not work pending
+		}
+		n++
+	}
+	return n
 }

@@ -1,7 +1,6 @@
 package inprocess
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -124,7 +123,7 @@ func TestOffSessionAuthenticationRequiredIsA402ForTheCustomer(t *testing.T) {
 func expectAskTheCustomer(t *testing.T, s *Stack, v payments.View) {
 	t.Helper()
 	ex := execution(t, s)
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	done, err := awaitRecovery(t, s, ex)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}

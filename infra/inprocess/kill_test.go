@@ -293,8 +293,8 @@ func (a addr) Network() string { return "tcp" }
 func (a addr) String() string  { return string(a) }
 
 // TestKillDuringRecoveryWait kills the stack while a recovery waits for its planned moment:
-// after the restart the execution resumes at the Wait with its original due time, and the card
-// is charged exactly once more.
+// no execution is open then (it ended at the wait) and the timer is in the store, so after the
+// restart the relay fires it at its due time, and the card is charged exactly once more.
 func TestKillDuringRecoveryWait(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
@@ -305,10 +305,10 @@ func TestKillDuringRecoveryWait(t *testing.T) {
 	s := p.stack()
 	programCard(t, s.SimURL(), "pm_wait_kill", "insufficient_funds", 1)
 	v := createDeclined(t, s, "wait-kill", "pm_wait_kill")
-	// The plan step logs the retry it scheduled; the execution then sits in its Wait.
-	eventually(t, 20*time.Second, "the recovery schedules its retry", func() bool {
+	// The park step logs the wait it committed; the execution then ends.
+	eventually(t, 20*time.Second, "the recovery parks", func() bool {
 		b, _ := os.ReadFile(p.logPath)
-		return strings.Contains(string(b), "recovery retry scheduled")
+		return strings.Contains(string(b), "recovery parked")
 	})
 	p.kill()
 	p.start()
@@ -352,7 +352,7 @@ func TestKillDuringRecoveryCharge(t *testing.T) {
 }
 
 // TestKillWhileSteering kills the stack with -9 twice around steering: once while two
-// recoveries are parked (their tokens are in the checkpoints), then again right after a card
+// recoveries are parked (their timers are in the outbox), then again right after a card
 // update (the simulator's payment_method.attached) and an operator's stop were sent, while the
 // event, the outbox and the signals are in flight. After the restarts the first payment is
 // charged once more, with the new card; the second ends stopped without a charge.
@@ -390,7 +390,7 @@ func TestKillWhileSteering(t *testing.T) {
 		a.status = resp.StatusCode
 		return resp.StatusCode == http.StatusAccepted
 	})
-	p.kill() // the card update is somewhere between the simulator, the queue, the outbox and the wait
+	p.kill() // the card update is somewhere between the simulator, the queue, the outbox and the timer
 	p.start()
 	eventually(t, 60*time.Second, "the first payment is charged with the new card", func() bool {
 		return paymentWithRecovery(t, s, card.ID).Status == provider.StatusSucceeded

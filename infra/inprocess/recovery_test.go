@@ -1,10 +1,14 @@
 package inprocess
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,14 +63,99 @@ func simEvents(t *testing.T, s *Stack, pi string) []string {
 	return types
 }
 
+// execution is the first execution of the stack's one recovery.
 func execution(t *testing.T, s *Stack) asl.Execution {
 	t.Helper()
-	var ex []asl.Execution
+	var first []asl.Execution
 	eventually(t, 10*time.Second, "a recovery execution starts", func() bool {
-		ex, _ = s.runner.ListExecutions(context.Background(), recoveryMachine)
-		return len(ex) == 1
+		ex, _ := s.runner.ListExecutions(context.Background(), recoveryMachine)
+		first = first[:0]
+		for _, e := range ex {
+			if !resumed(e.Name) {
+				first = append(first, e)
+			}
+		}
+		return len(first) == 1
 	})
-	return ex[0]
+	return first[0]
+}
+
+// resumed reports whether an execution name is one that resumed a recovery after a wait
+// (recovery.ResumeName: "<first execution's name>-w<seq>").
+func resumed(name string) bool { return resumedName.MatchString(name) }
+
+var resumedName = regexp.MustCompile(`-r[0-9]+-w[0-9]+$`)
+
+// chain lists the executions of the recovery whose first execution is named first: it and
+// every execution that resumed it after a wait (named first's name + "-w<seq>"), in order.
+func chain(t *testing.T, s *Stack, first string) []asl.Execution {
+	t.Helper()
+	all, err := s.runner.ListExecutions(context.Background(), recoveryMachine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := func(e asl.Execution) int64 {
+		n, err := strconv.ParseInt(strings.TrimPrefix(e.Name, first+"-w"), 10, 64)
+		if err != nil {
+			return -1 // the first
+		}
+		return n
+	}
+	var out []asl.Execution
+	for _, e := range all {
+		if e.Name == first || strings.HasPrefix(e.Name, first+"-w") {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b asl.Execution) int { return cmp.Compare(seq(a), seq(b)) })
+	return out
+}
+
+// awaitRecovery waits until the recovery that first started has ended (its stored state no
+// longer running, every execution of it closed) and returns its last execution, with the
+// state transitions of all its executions.
+func awaitRecovery(t *testing.T, s *Stack, first asl.Execution) (asl.Execution, error) {
+	t.Helper()
+	var in struct {
+		PaymentID string `json:"payment_id"`
+	}
+	if err := json.Unmarshal(first.Input, &in); err != nil {
+		return asl.Execution{}, err
+	}
+	var exs []asl.Execution
+	eventually(t, 60*time.Second, "the recovery of "+in.PaymentID+" ends", func() bool {
+		rec, err := payments.GetRecovery(context.Background(), s.store, in.PaymentID)
+		if err != nil || rec.Running() {
+			return false
+		}
+		exs = chain(t, s, first.Name)
+		for _, e := range exs {
+			if e.Status == asl.StatusRunning {
+				return false
+			}
+		}
+		return len(exs) > 0
+	})
+	last, total := exs[len(exs)-1], 0
+	for _, e := range exs {
+		total += e.StateTransitions
+	}
+	last.StateTransitions = total
+	return last, nil
+}
+
+// recoveryHistory is the history of every execution of the recovery that first started.
+func recoveryHistory(t *testing.T, s *Stack, first asl.Execution) []asl.HistoryEvent {
+	t.Helper()
+	var out []asl.HistoryEvent
+	for _, e := range chain(t, s, first.Name) {
+		hist, err := s.runner.GetExecutionHistory(context.Background(), e.ExecutionArn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, hist...)
+	}
+	return out
 }
 
 func opsList(t *testing.T, s *Stack, query string) []map[string]any {
@@ -124,16 +213,13 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 		eventually(t, 60*time.Second, "the payment is recovered", func() bool {
 			return strings.Contains(call(t, "GET", s.APIURL()+"/payments/"+v.ID, "", "").body, `"status":"succeeded"`)
 		})
-		done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+		done, err := awaitRecovery(t, s, ex)
 		if err != nil || done.Status != asl.StatusSucceeded {
 			t.Fatalf("execution %+v %v", done, err)
 		}
-		// The charge ran when the plan said, not before: the Wait's input names the moment and
-		// the Charge state was entered at or after it.
-		hist, err := s.runner.GetExecutionHistory(context.Background(), ex.ExecutionArn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The charge ran when the plan said, not before: the Park's input names the moment and
+		// the resumed execution entered Charge at or after it.
+		hist := recoveryHistory(t, s, ex)
 		var wait struct {
 			Attempts []struct {
 				At time.Time `json:"at"`
@@ -146,7 +232,7 @@ func TestSoftDeclineRecoveredAtThePlannedMoment(t *testing.T) {
 		var charged time.Time
 		for _, e := range hist {
 			switch {
-			case e.Type == "TaskStateEntered" && e.StateName == "WaitForPlannedMoment":
+			case e.Type == "TaskStateEntered" && e.StateName == "Park":
 				json.Unmarshal(e.Input, &wait)
 			case e.Type == "TaskStateEntered" && e.StateName == "Charge":
 				charged = e.Timestamp
@@ -177,7 +263,7 @@ func TestHardDeclineStopsAtOnceWithADeadLetter(t *testing.T) {
 	s := newStack(t, Config{TimeFactor: recoveryFactor, ClockStart: recoveryStarts["17th"]})
 	v := createDeclined(t, s, "hard-1", "pm_card_visa_chargeDeclinedLostCard")
 	ex := execution(t, s)
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	done, err := awaitRecovery(t, s, ex)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}
@@ -200,7 +286,7 @@ func TestExhaustedScheduleLeavesADeadLetter(t *testing.T) {
 		programCard(t, s.SimURL(), "pm_always_failing", "processing_error", 1000)
 		v := createDeclined(t, s, "tech-1", "pm_always_failing")
 		ex := execution(t, s)
-		done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+		done, err := awaitRecovery(t, s, ex)
 		if err != nil || done.Status != asl.StatusSucceeded {
 			t.Fatalf("execution %+v %v", done, err)
 		}
@@ -235,14 +321,11 @@ func TestTransientChargeFailureIsRetried(t *testing.T) {
 	if a := call(t, "POST", s.SimURL()+"/_sim/faults", "", `{"path_prefix":"/v1/payment_intents/","fault":"http_500","count":6}`); a.status != http.StatusCreated {
 		t.Fatalf("arm: %d %s", a.status, a.body)
 	}
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	done, err := awaitRecovery(t, s, ex)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}
-	hist, err := s.runner.GetExecutionHistory(context.Background(), ex.ExecutionArn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := recoveryHistory(t, s, ex)
 	failed := 0
 	for _, e := range hist {
 		if e.Type == "TaskFailed" {

@@ -215,6 +215,8 @@ type Stack struct {
 	// starter is the runner's StartExecution with armable faults; relay delivers the outbox.
 	starter *faultyStarter
 	relay   *outbox.Relay
+	// resumer starts the executions that resume parked recoveries.
+	resumer *asl.Starter
 	// failures throttles failed operator credentials per source, on every route that takes them.
 	failures *opsapi.FailureLimiter
 
@@ -392,6 +394,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters
 		DeadLetters: recovery.DeadLetterRecords{Records: deadletters},
 		Policy:      recovery.DefaultPolicy(),
 		Now:         s.clock.Now, // each recovery's own, faster time comes with its steps' input
+		TimeFactor:  s.cfg.TimeFactor,
 		Rand:        rand.New(rand.NewPCG(seed+2, seed^0xbb67ae8584caa73b)),
 		Log:         s.log,
 	})
@@ -409,6 +412,14 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters
 		return nil, err
 	}
 	s.starter = &faultyStarter{next: s.runner}
+	// A resumed recovery goes on from the workflow's time it waited for, on its own clock.
+	s.resumer = &asl.Starter{Runner: s.starter, StateMachine: recoveryMachine, ClockStart: func(input []byte) time.Time {
+		var in recovery.ResumeInput
+		if json.Unmarshal(input, &in) != nil || in.Resume == "" {
+			return time.Time{}
+		}
+		return in.WorkflowTime(s.clock.Now(), s.cfg.TimeFactor)
+	}}
 	return &recovery.Recoverer{Starter: &asl.Starter{Runner: s.starter, StateMachine: recoveryMachine}, Log: s.log}, nil
 }
 
@@ -629,25 +640,14 @@ func (s *Stack) reconcileScheduled(ctx context.Context) (recon.Report, error) {
 	return rep, err
 }
 
-// steerer is the relay's: it ends parked waits on the local runner for the wakes committed
-// with steering signals, as recoveryfn.Steerer does on AWS.
+// steerer is the relay's: it resumes parked recoveries on the local runner when their timers
+// fire or a steering signal brings them forward, as recoveryfn.Steerer does on AWS.
 func (s *Stack) steerer() *recovery.Steerer {
-	return &recovery.Steerer{Store: s.store, Signal: localSignaler{s.runner}, Now: s.clock.Now}
+	return &recovery.Steerer{Store: s.store, Starter: s.resumer, Now: s.clock.Now}
 }
 
 // operatorSteerer is the operator API's: it commits each signal with the wake the relay
 // delivers, as operator-api does in AWS.
 func (s *Stack) operatorSteerer() *recovery.Steerer {
 	return &recovery.Steerer{Store: s.store, Now: s.clock.Now}
-}
-
-// localSignaler is recovery.Signaler on the local runner.
-type localSignaler struct{ r *asl.Runner }
-
-func (l localSignaler) SendTaskSuccess(ctx context.Context, token string, output []byte) error {
-	err := l.r.SendTaskSuccess(ctx, token, output)
-	if errors.Is(err, asl.ErrTaskTimedOut) || errors.Is(err, asl.ErrInvalidToken) {
-		return fmt.Errorf("%w: %v", recovery.ErrTaskGone, err)
-	}
-	return err
 }

@@ -1,7 +1,6 @@
 package inprocess
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,14 +56,14 @@ func TestConsoleSteersRecoveriesInBrowser(t *testing.T) {
 	if b := text(`main`); !strings.Contains(b, "Queued for the recovery") {
 		t.Fatalf("after charge-now the page says:\n%s", b)
 	}
-	done, err := s.runner.AwaitExecution(context.Background(), exNow.ExecutionArn)
+	done, err := awaitRecovery(t, s, exNow)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}
 	if got := paymentWithRecovery(t, s, now.ID); got.Status != provider.StatusSucceeded {
 		t.Fatalf("payment %s after charge-now", got.Status)
 	}
-	if steered, charged := stateEntered(t, s, exNow.ExecutionArn, "Steer"), stateEntered(t, s, exNow.ExecutionArn, "Charge"); charged.Sub(steered) > time.Minute || charged.Before(steered) {
+	if steered, charged := stateEntered(t, s, exNow, "Steer"), stateEntered(t, s, exNow, "Charge"); charged.Sub(steered) > time.Minute || charged.Before(steered) {
 		t.Fatalf("steered %s, charged %s", steered, charged)
 	}
 	if evs := simEvents(t, s, deref(now.ProviderPaymentID)); strings.Join(evs, " ") != "payment_failed succeeded" {
@@ -77,7 +76,7 @@ func TestConsoleSteersRecoveriesInBrowser(t *testing.T) {
 	if b := text(`main`); !strings.Contains(b, "Queued for the recovery") {
 		t.Fatalf("after stop the page says:\n%s", b)
 	}
-	done, err = s.runner.AwaitExecution(context.Background(), exStop.ExecutionArn)
+	done, err = awaitRecovery(t, s, exStop)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}

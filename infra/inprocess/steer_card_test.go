@@ -45,13 +45,11 @@ func TestSteeredChargeWithAFreshCardWhileTheOldIsCapped(t *testing.T) {
 	}
 
 	customerEvent(t, s, "cus_rec", `{"type":"payment_method.attached","payment_method":"pm_card_mastercard"}`)
-	wait, cancel := context.WithTimeout(ctx, 30*time.Second) // a charge deferred by the old card's cap would wait a month
-	defer cancel()
-	done, err := s.runner.AwaitExecution(wait, ex.ExecutionArn)
+	done, err := awaitRecovery(t, s, ex) // a charge deferred by the old card's cap would wait a month: past its guard
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v: want the steered charge on the fresh card to end it", done, err)
 	}
-	steered, charged := stateEntered(t, s, ex.ExecutionArn, "Steer"), stateEntered(t, s, ex.ExecutionArn, "Charge")
+	steered, charged := stateEntered(t, s, ex, "Steer"), stateEntered(t, s, ex, "Charge")
 	if steered.IsZero() || charged.Sub(steered) > time.Minute || charged.Before(steered) {
 		t.Fatalf("steered at %s, charged at %s: want the charge within a minute of recovery time", steered, charged)
 	}

@@ -21,7 +21,7 @@ import (
 const steerFactor = 100
 
 // parkedRecovery declines a payment for insufficient funds (the next try days away) and waits
-// until its recovery is parked with a token.
+// until its recovery is parked with its timer.
 func parkedRecovery(t *testing.T, s *Stack, key, pm string) (payments.View, asl.Execution) {
 	t.Helper()
 	programCard(t, s.SimURL(), pm, "insufficient_funds", 1)
@@ -29,7 +29,7 @@ func parkedRecovery(t *testing.T, s *Stack, key, pm string) (payments.View, asl.
 	var ex asl.Execution
 	eventually(t, 10*time.Second, "the recovery of "+key+" is parked", func() bool {
 		rec, err := payments.GetRecovery(context.Background(), s.store, v.ID)
-		if err != nil || rec.TaskToken == "" {
+		if err != nil || rec.Resume == "" {
 			return false
 		}
 		all, _ := s.runner.ListExecutions(context.Background(), recoveryMachine)
@@ -43,15 +43,12 @@ func parkedRecovery(t *testing.T, s *Stack, key, pm string) (payments.View, asl.
 	return v, ex
 }
 
-// stateEntered is when the execution last entered the state.
-func stateEntered(t *testing.T, s *Stack, arn, state string) time.Time {
+// stateEntered is when the recovery that first started last entered the state, in any of its
+// executions.
+func stateEntered(t *testing.T, s *Stack, first asl.Execution, state string) time.Time {
 	t.Helper()
-	hist, err := s.runner.GetExecutionHistory(context.Background(), arn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var at time.Time
-	for _, e := range hist {
+	for _, e := range recoveryHistory(t, s, first) {
 		if strings.HasSuffix(e.Type, "StateEntered") && e.StateName == state {
 			at = e.Timestamp
 		}
@@ -60,7 +57,7 @@ func stateEntered(t *testing.T, s *Stack, arn, state string) time.Time {
 }
 
 // TestOperatorChargeNowThroughTheAPI: a recovery parked until a payday days away; the operator's
-// charge-now ends the wait, and the charge happens within a minute of recovery time, once.
+// charge-now brings the wait forward, and the charge happens within a minute of recovery time, once.
 func TestOperatorChargeNowThroughTheAPI(t *testing.T) {
 	s := newStack(t, Config{TimeFactor: steerFactor})
 	v, ex := parkedRecovery(t, s, "steer-now", "pm_steer_now")
@@ -68,7 +65,7 @@ func TestOperatorChargeNowThroughTheAPI(t *testing.T) {
 	if a.status != http.StatusAccepted {
 		t.Fatalf("charge-now: %d %s", a.status, a.body)
 	}
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	done, err := awaitRecovery(t, s, ex)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}
@@ -76,7 +73,7 @@ func TestOperatorChargeNowThroughTheAPI(t *testing.T) {
 	if got.Status != provider.StatusSucceeded || got.Recovery == nil || got.Recovery.State != payments.RecoverySucceeded {
 		t.Fatalf("payment %+v recovery %+v", got, got.Recovery)
 	}
-	steered, charged := stateEntered(t, s, ex.ExecutionArn, "Steer"), stateEntered(t, s, ex.ExecutionArn, "Charge")
+	steered, charged := stateEntered(t, s, ex, "Steer"), stateEntered(t, s, ex, "Charge")
 	if steered.IsZero() || charged.Sub(steered) > time.Minute || charged.Before(steered) {
 		t.Fatalf("steered at %s, charged at %s: want the charge within a minute of recovery time", steered, charged)
 	}
@@ -97,7 +94,7 @@ func TestOperatorStopThroughTheAPI(t *testing.T) {
 	if a := ops(t, s, "POST", "/ops/recoveries/"+v.ID+"/stop", `{"note":"paid by bank transfer"}`); a.status != http.StatusAccepted {
 		t.Fatalf("stop: %d %s", a.status, a.body)
 	}
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	done, err := awaitRecovery(t, s, ex)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}
@@ -136,7 +133,7 @@ func TestCardUpdateDuringTheWait(t *testing.T) {
 	s := newStack(t, Config{TimeFactor: steerFactor})
 	v, ex := parkedRecovery(t, s, "steer-card", "pm_steer_card")
 	customerEvent(t, s, "cus_rec", `{"type":"payment_method.attached","payment_method":"pm_card_visa"}`)
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	done, err := awaitRecovery(t, s, ex)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}
@@ -144,7 +141,7 @@ func TestCardUpdateDuringTheWait(t *testing.T) {
 	if got.Status != provider.StatusSucceeded {
 		t.Fatalf("payment %+v", got)
 	}
-	steered, charged := stateEntered(t, s, ex.ExecutionArn, "Steer"), stateEntered(t, s, ex.ExecutionArn, "Charge")
+	steered, charged := stateEntered(t, s, ex, "Steer"), stateEntered(t, s, ex, "Charge")
 	if steered.IsZero() || charged.Sub(steered) > time.Minute || charged.Before(steered) {
 		t.Fatalf("steered at %s, charged at %s", steered, charged)
 	}
@@ -175,7 +172,7 @@ func TestInvoicePaidElsewhereStopsTheRecovery(t *testing.T) {
 	s := newStack(t, Config{TimeFactor: steerFactor})
 	v, ex := parkedRecovery(t, s, "steer-paid", "pm_steer_paid")
 	customerEvent(t, s, "cus_rec", `{"type":"invoice.paid","invoice":"inv_steer-paid"}`)
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	done, err := awaitRecovery(t, s, ex)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution %+v %v", done, err)
 	}

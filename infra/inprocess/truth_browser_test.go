@@ -38,7 +38,7 @@ func executionOf(t *testing.T, s *Stack, key string) asl.Execution {
 		}
 		return false
 	})
-	done, err := s.runner.AwaitExecution(context.Background(), ex.ExecutionArn)
+	done, err := awaitRecovery(t, s, ex)
 	if err != nil || done.Status != asl.StatusSucceeded {
 		t.Fatalf("execution of %s: %+v %v", key, done, err)
 	}

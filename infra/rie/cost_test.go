@@ -31,8 +31,11 @@ import (
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/infra/rie"
 	"github.com/runtwice/twice/shared/dynamo"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
+	"github.com/runtwice/twice/shared/recovery"
+	"github.com/runtwice/twice/shared/store"
 )
 
 // meter drives flows through the functions under the emulator as AWS would: the outbox
@@ -179,7 +182,7 @@ func (m *meter) drain(t *testing.T) {
 	t.Helper()
 	for range 50 {
 		if !m.relayNew(t) && !m.consume(t, "webhooks", "webhook-worker") && !m.consume(t, "resolve", "payment-resolver") &&
-			!m.runExecutions(t) {
+			!m.runExecutions(t) && !m.fireTimers(t) {
 			return
 		}
 	}
@@ -196,7 +199,7 @@ func (m *meter) relayNew(t *testing.T) bool {
 	var ids []string
 	for _, it := range out.Items {
 		pk, ok := it["pk"].(*ddbtypes.AttributeValueMemberS)
-		if ok && !m.relayed[pk.Value] {
+		if ok && !m.relayed[pk.Value] && !m.waiting(t, pk.Value) {
 			ids = append(ids, pk.Value)
 			m.relayed[pk.Value] = true
 		}
@@ -207,6 +210,54 @@ func (m *meter) relayNew(t *testing.T) bool {
 	m.invocations["outbox-relay"]++
 	m.e.relayOutbox(t, m.ems["outbox-relay"], ids...)
 	return true
+}
+
+// waiting reports whether the outbox message id is a timer not yet due: the stream leaves it
+// (fireTimers stands in for the sweep at its moment).
+func (m *meter) waiting(t *testing.T, id string) bool {
+	t.Helper()
+	it, err := m.e.store().Get(t.Context(), outbox.Table, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := outbox.Decode(it)
+	return err == nil && msg.Waiting(time.Now())
+}
+
+// fireTimers brings every parked recovery's timer to its moment once the flow is otherwise at
+// rest: it writes each again due now, as the sweep finds it when due, and the relay delivers it
+// on the next round.
+func (m *meter) fireTimers(t *testing.T) bool {
+	t.Helper()
+	ctx := t.Context()
+	out, err := dynamo.NewClient(m.e.fx.DynamoDB).Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(m.e.fx.Tables["outbox"])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fired := false
+	for _, item := range out.Items {
+		pk, ok := item["pk"].(*ddbtypes.AttributeValueMemberS)
+		if !ok {
+			continue
+		}
+		it, err := m.e.store().Get(ctx, outbox.Table, pk.Value, "")
+		if err != nil {
+			continue // delivered meanwhile
+		}
+		msg, err := outbox.Decode(it)
+		if err != nil || msg.Kind != recovery.KindResume || !msg.Waiting(time.Now()) {
+			continue
+		}
+		w, err := outbox.NewAt(recovery.KindResume, msg.ID, msg.Payload, time.Now(), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.e.store().Put(ctx, outbox.Table, *w.Put, store.Cond{Kind: store.Always}); err != nil {
+			t.Fatal(err)
+		}
+		fired = true
+	}
+	return fired
 }
 
 // consume is one poll of the queue by its event source mapping: a receive, the consumer's

@@ -35,11 +35,13 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:ListStreams", Resource: "OutboxTable.StreamArn"}:      "the stream event source mapping reads the stream with the function's role",
 		{Action: "sqs:SendMessage", Resource: "OutboxDLQ"}:                       "the event source mapping's on-failure destination is written with the function's role",
 		{Action: "sqs:SendMessage", Resource: "ResolveQueue"}:                    "a due resolve job is delivered to the resolve queue",
-		{Action: "states:SendTaskSuccess", Resource: "RecoveryStateMachine"}:     "a steering signal (a new payment method, an invoice paid elsewhere) ends a parked recovery's wait",
-		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a steering signal is stored before the wait is ended; a published payment change stores the payment's publication state",
+		{Action: "dynamodb:GetItem", Resource: "OutboxTable"}:                    "a steering signal's wake reads the parked recovery's timer to bring it forward",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:                    "a steering signal's wake writes the parked recovery's timer again, due now",
+		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a published payment change stores the payment's publication state",
 	},
 	"recovery-steps": {
-		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:   "the charge step's outcome commits its change for the event feed",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:   "the charge step's outcome commits its change for the event feed; the park step commits the recovery's timer",
+		{Action: "dynamodb:GetItem", Resource: "OutboxTable"}:   "a park step that finds a steering signal already stored reads its timer back to bring it forward",
 		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
 	},
 	"operator-api": {

@@ -138,7 +138,6 @@ func TestAgainstTheLocalStack(t *testing.T) {
 			var v struct {
 				Recoveries []struct {
 					PaymentID string `json:"payment_id"`
-					TaskToken string `json:"task_token"`
 				}
 			}
 			if code == 0 && json.Unmarshal([]byte(out), &v) == nil && len(v.Recoveries) > 0 {

@@ -70,7 +70,7 @@ func (h *Handler) runningRecoveries(r *http.Request) (recoveriesPage, error) {
 		return recoveriesPage{}, err
 	}
 	for i := range rs {
-		rs[i].TaskToken = "" // the wait's callback token is the state machine's business
+		rs[i].Resume = "" // the wait's timer is the state machine's business
 	}
 	return recoveriesPage{Recoveries: rs, Cursor: next}, nil
 }

@@ -72,7 +72,7 @@ func (h *Handler) steerAPI(w http.ResponseWriter, r *http.Request, actor string)
 		h.fail(w, r, err)
 		return
 	}
-	rec.TaskToken = ""
+	rec.Resume = ""
 	writeJSON(w, http.StatusAccepted, rec)
 }
 

@@ -182,7 +182,7 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		// What is true now, not what the last plan said (a recovered payment says so).
 		cur := tl.Recovery.Current(p.Status)
 		tl.Recovery = &cur
-		tl.Recovery.TaskToken = ""
+		tl.Recovery.Resume = ""
 		tl.Steerable = h.Steer != nil && tl.Recovery.Running()
 	}
 	seen := map[string]bool{}

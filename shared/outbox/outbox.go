@@ -27,6 +27,9 @@ var Due = store.Shards{Base: "outbox#due", N: 64}
 // drainPage is how many messages Drain reads from a shard at a time.
 var drainPage = 100
 
+// sortTime is the due time's layout in the index's sort key.
+const sortTime = "20060102T150405.000000000Z"
+
 // MaxIDLen caps a message id (a DynamoDB key stays far below its 2 KiB limit).
 const MaxIDLen = 512
 
@@ -36,9 +39,20 @@ type Message struct {
 	Kind      string          `json:"kind"`
 	Payload   json.RawMessage `json:"payload"`
 	CreatedAt time.Time       `json:"created_at"`
-	Attempts  int             `json:"attempts,omitempty"`
-	LastError string          `json:"last_error,omitempty"`
+	// DueAt is set on a message written before it is due (NewAt): a durable timer. The stream
+	// relay leaves it to the sweep, which delivers it once due.
+	DueAt     time.Time `json:"due_at,omitzero"`
+	Attempts  int       `json:"attempts,omitempty"`
+	LastError string    `json:"last_error,omitempty"`
 }
+
+// Waiting reports whether m is a timer whose moment has not come at now: no relay delivers it
+// yet, and it is scheduled work rather than work pending.
+func (m Message) Waiting(now time.Time) bool { return m.DueAt.After(now) }
+
+// timer reports whether m was written before it was due: nobody but the sweep sees it when
+// it falls due, so the sweep takes it at once instead of leaving it to the stream.
+func (m Message) timer() bool { return m.DueAt.After(m.CreatedAt) }
 
 // ErrInvalid means a message has no id or kind, or too long an id.
 var ErrInvalid = errors.New("outbox: a message needs a kind and an id of 1-512 bytes")
@@ -47,6 +61,14 @@ var ErrInvalid = errors.New("outbox: a message needs a kind and an id of 1-512 b
 // id must be a deterministic function of the state change (the same change always names the
 // same message), so a repeated change writes the same message again instead of a second one.
 func New(kind, id string, payload any, now time.Time) (store.Write, error) {
+	return NewAt(kind, id, payload, now, now)
+}
+
+// NewAt is New for a message due at due rather than at once: a durable timer with no count
+// quota (one item), delivered by the local relay when its clock reaches due and in AWS by the
+// scheduled sweep (the stream relay leaves it). A due at or before now is New. Writing the same
+// id again with an earlier due brings the timer forward.
+func NewAt(kind, id string, payload any, due, now time.Time) (store.Write, error) {
 	if kind == "" || id == "" || len(id) > MaxIDLen {
 		return store.Write{}, ErrInvalid
 	}
@@ -55,7 +77,12 @@ func New(kind, id string, payload any, now time.Time) (store.Write, error) {
 		return store.Write{}, fmt.Errorf("outbox: payload of %s: %w", id, err)
 	}
 	m := Message{ID: id, Kind: kind, Payload: raw, CreatedAt: now.UTC()}
-	it, err := m.item(now, now)
+	if due.After(now) {
+		m.DueAt = due.UTC()
+	} else {
+		due = now
+	}
+	it, err := m.item(due, now)
 	if err != nil {
 		return store.Write{}, err
 	}
@@ -70,7 +97,7 @@ func (m Message) item(due, now time.Time) (store.Item, error) {
 		return store.Item{}, err
 	}
 	return store.Item{PK: m.ID, Doc: doc, Version: now.UnixNano(), IndexPK: Due.Of(m.ID),
-		IndexSK: due.UTC().Format("20060102T150405.000000000Z") + "#" + m.ID}, nil
+		IndexSK: due.UTC().Format(sortTime) + "#" + m.ID}, nil
 }
 
 // Decode reads a message from its item.
@@ -103,7 +130,8 @@ type Relay struct {
 	Rand *rand.Rand
 	Log  *slog.Logger
 	// MinAge makes Drain leave messages due less than MinAge ago: a sweep behind the stream
-	// relay takes only what the stream could not deliver (default 0: everything due).
+	// relay takes only what the stream could not deliver (default 0: everything due). A timer
+	// (NewAt) is the sweep's alone and is taken as soon as it is due.
 	MinAge time.Duration
 
 	mu sync.Mutex
@@ -147,9 +175,12 @@ func (r *Relay) Deliver(ctx context.Context, m Message, version int64) error {
 // Drain delivers every message due now, oldest due first across the shards of Due, and
 // reschedules each failure with backoff. It returns how many it delivered and how many failed.
 func (r *Relay) Drain(ctx context.Context) (delivered, failed int, err error) {
-	until := r.now().Add(-r.MinAge)
-	q := store.Query{Table: Table, SKTo: until.UTC().Format("20060102T150405.000000000Z") + "#\xff", Limit: drainPage}
+	now := r.now()
+	q := store.Query{Table: Table, SKTo: now.UTC().Format(sortTime) + "#\xff", Limit: drainPage}
 	err = Due.Walk(ctx, r.Store, q, func(it store.Item) bool {
+		if r.streamOwned(it, now) {
+			return true
+		}
 		if r.attempt(ctx, it) {
 			delivered++
 		} else {
@@ -172,6 +203,20 @@ func Undelivered(ctx context.Context, s store.Store, limit int) ([]store.Item, e
 		return limit <= 0 || len(out) < limit
 	})
 	return out, err
+}
+
+// streamOwned reports whether the item is a message the stream relay saw when it was due and
+// that fell due less than MinAge ago: the sweep leaves it to the stream.
+func (r *Relay) streamOwned(it store.Item, now time.Time) bool {
+	if r.MinAge <= 0 || len(it.IndexSK) < len(sortTime) {
+		return false
+	}
+	due, err := time.Parse(sortTime, it.IndexSK[:len(sortTime)])
+	if err != nil || !due.After(now.Add(-r.MinAge)) {
+		return false
+	}
+	m, err := Decode(it)
+	return err == nil && !m.timer()
 }
 
 func (r *Relay) attempt(ctx context.Context, it store.Item) bool {

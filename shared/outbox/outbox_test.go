@@ -210,3 +210,76 @@ func BenchmarkDrainEmpty(b *testing.B) {
 		}
 	}
 }
+
+// A timer (NewAt) is delivered when the relay's clock reaches its moment, not before, by a
+// relay with and without MinAge (a sweep takes a timer at once when due: the stream left it);
+// writing its id again due now brings it forward.
+func TestTimerIsDeliveredWhenDue(t *testing.T) {
+	for name, minAge := range map[string]time.Duration{"local relay": 0, "sweep behind a stream": 10 * time.Minute} {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			ctx := context.Background()
+			c := clock.NewFake(t0)
+			h := &flaky{}
+			r := &Relay{Store: s, Handlers: map[string]Handler{"k": h.handle}, Now: c.Now, MinAge: minAge, Log: slog.New(slog.DiscardHandler)}
+			due := t0.Add(3 * 24 * time.Hour)
+			w, err := NewAt("k", "timer", nil, due, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Transact(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			it, _ := s.Get(ctx, Table, "timer", "")
+			if m, _ := Decode(it); !m.Waiting(t0) || !m.DueAt.Equal(due) {
+				t.Fatalf("stored timer %+v: want waiting until %s", m, due)
+			}
+			c.Advance(due.Add(-time.Nanosecond).Sub(c.Now()))
+			if d, f, _ := r.Drain(ctx); d+f != 0 {
+				t.Fatalf("drained before the moment: %d delivered, %d failed", d, f)
+			}
+			c.Advance(due.Sub(c.Now()))
+			if d, _, _ := r.Drain(ctx); d != 1 || fmt.Sprint(h.delivered) != "[timer]" {
+				t.Fatalf("at the moment: %d delivered, %v", d, h.delivered)
+			}
+
+			// Brought forward: the same id written again due now.
+			w, _ = NewAt("k", "later", nil, due.Add(time.Hour), due)
+			if err := s.Transact(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			c.Advance(time.Minute)
+			forward, _ := NewAt("k", "later", nil, c.Now(), c.Now())
+			if err := s.Transact(ctx, forward); err != nil {
+				t.Fatal(err)
+			}
+			c.Advance(minAge)
+			if d, _, _ := r.Drain(ctx); d != 1 || fmt.Sprint(h.delivered) != "[timer later]" {
+				t.Fatalf("brought forward: %d delivered, %v", d, h.delivered)
+			}
+		})
+	}
+}
+
+// A sweep with MinAge leaves a message the stream saw when it was due (written at its due
+// time) until it is MinAge old, but takes a timer that fell due meanwhile at once.
+func TestSweepTakesTimersAtOnceAndLeavesStreamMessages(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	c := clock.NewFake(t0)
+	h := &flaky{}
+	r := &Relay{Store: s, Handlers: map[string]Handler{"k": h.handle}, Now: c.Now, MinAge: 10 * time.Minute, Log: slog.New(slog.DiscardHandler)}
+	timer, _ := NewAt("k", "timer", nil, t0.Add(time.Minute), t0)
+	now, _ := New("k", "now", nil, t0.Add(time.Minute))
+	if err := s.Transact(ctx, timer, now); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(2 * time.Minute)
+	if d, _, _ := r.Drain(ctx); d != 1 || fmt.Sprint(h.delivered) != "[timer]" {
+		t.Fatalf("first sweep: %d delivered, %v; want the timer alone", d, h.delivered)
+	}
+	c.Advance(10 * time.Minute)
+	if d, _, _ := r.Drain(ctx); d != 1 || fmt.Sprint(h.delivered) != "[timer now]" {
+		t.Fatalf("sweep after MinAge: %d delivered, %v", d, h.delivered)
+	}
+}

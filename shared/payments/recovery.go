@@ -71,9 +71,9 @@ type Recovery struct {
 	Amount      int64  `json:"amount,omitempty"`
 	Currency    string `json:"currency,omitempty"`
 	DeadLetter  string `json:"dead_letter,omitempty"` // the record a stopped recovery opened
-	// TaskToken ends the recovery's parked wait early (Step Functions' callback pattern);
-	// set while it is scheduled. Not shown by the API.
-	TaskToken string    `json:"task_token,omitempty"`
+	// Resume is the outbox id of the timer that resumes the parked recovery; set while it is
+	// scheduled, so that a steering signal can bring the timer forward.
+	Resume    string    `json:"resume,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// Seq orders the writes of one execution (and rounds after it): an older step's write
 	// never overwrites a newer one.

@@ -33,8 +33,10 @@
 //     after a decline;
 //   - dead_letter (StepDeadLetter): opens one DeadLetter per payment and round, in plain
 //     language with the suggested action, through a DeadLetterSink;
-//   - park (StepPark): the planned wait is a callback task; park stores $$.Task.Token with the
-//     recovery's state (payments.Recovery) so that a Steerer can end the wait early;
+//   - park (StepPark): ends the execution at the planned wait: commits the recovery's parked
+//     state (payments.Recovery) with a timer, a KindResume outbox message due at the planned
+//     moment (resume.go), whose delivery (Steerer.ResumeFollowOn) starts the execution that
+//     resumes the recovery; a steering signal brings the timer forward (WakeFollowOn);
 //   - steer (StepSteer): applies a stored steering signal (steer.go): charge soon with the
 //     customer's new payment method within the card caps, stop, or plan again (replan) when a
 //     later provider event reclassified the decline (generic to authentication_required: a
@@ -43,9 +45,10 @@
 // Every charge checks and records the card's network caps in the per-card ledger (package
 // cardledger) in one transaction with its other writes.
 //
-// A retry loop is Park -> Charge -> Decide: 3 state transitions per attempt; a recovery
-// costs 3 + 3 per attempt when it succeeds and 4 + 3 per attempt when it ends in a dead
-// letter (a hard decline: 4). Errors carry Step Functions names for Retry and Catch:
+// A retry is Park, then the resumed execution's Begin -> Charge -> Decide: 4 state
+// transitions per attempt; a recovery costs 4 + 4 per attempt when it succeeds and 5 + 4 per
+// attempt when it ends in a dead letter (a hard decline: 5), and no execution is open while
+// it waits. Errors carry Step Functions names for Retry and Catch:
 // Recovery.Transient (the provider's unknown outcome, throttling or outage, a store error:
 // retried by the Task with full jitter, safe because the key repeats), Recovery.Invalid and
 // Recovery.Rejected (caught into the dead-letter state, then the execution fails).

@@ -93,14 +93,10 @@ const (
 	LimitMastercard30d Limit = "mastercard_30d" // Mastercard: 35 declines per card in 30 days
 )
 
-// Plan is the decision about the next attempt. At is UTC in whole seconds, so it serialises
-// as the RFC 3339 timestamp a Step Functions Wait state's TimestampPath accepts.
+// Plan is the decision about the next attempt. At is UTC in whole seconds.
 type Plan struct {
 	Retry bool      `json:"retry"`
 	At    time.Time `json:"at,omitzero"`
-	// WaitSeconds is how long the park state waits for At, from the step that planned it
-	// (its TimeoutSecondsPath: a positive whole number); set by the steps, 0 when stopping.
-	WaitSeconds int64 `json:"wait_seconds,omitempty"`
 	// Attempt is the number of the planned attempt (the original charge is 1), for the charge's
 	// idempotency key; when stopping, the number of attempts made.
 	Attempt     int    `json:"attempt"`

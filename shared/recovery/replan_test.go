@@ -44,12 +44,12 @@ func TestReclassifiedDeclineReplans(t *testing.T) {
 	for name, newStore := range steerStores {
 		t.Run(name+"/steer", func(t *testing.T) {
 			e := newSteerEnv(t, newStore)
-			st := e.parked(t, "tok-r")
+			st := e.parked(t)
 			e.reclassify(t, "authentication_required")
 			if sg := e.pending(t); sg == nil || sg.Action != recovery.ActionReplan {
 				t.Fatalf("signal %+v", sg)
 			}
-			next, err := e.step(t, recovery.StepSteer, st, "")
+			next, err := e.step(t, recovery.StepSteer, st)
 			if err != nil || next.Plan == nil || next.Plan.Retry || !strings.Contains(next.Plan.Explanation, "reclassified the decline as auth") {
 				t.Fatalf("steer: %+v %v", next.Plan, err)
 			}
@@ -59,9 +59,9 @@ func TestReclassifiedDeclineReplans(t *testing.T) {
 		})
 		t.Run(name+"/charge", func(t *testing.T) {
 			e := newSteerEnv(t, newStore)
-			st := e.parked(t, "tok-c")
+			st := e.parked(t)
 			e.reclassify(t, "authentication_required")
-			next, err := e.step(t, recovery.StepCharge, st, "")
+			next, err := e.step(t, recovery.StepCharge, st)
 			if err != nil || next.Plan == nil || next.Plan.Retry || len(next.Charges) != len(st.Charges) {
 				t.Fatalf("charge after a reclassification: %+v attempts %d, %v", next.Plan, len(next.Charges), err)
 			}

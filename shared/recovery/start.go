@@ -37,6 +37,13 @@ func ExecutionName(key string, round int) string {
 	if key != "" && nameSafe(key) && len(key)+len(suffix) <= maxNameLen {
 		return key + suffix
 	}
+	return hashedName(key, round)
+}
+
+// hashedName is ExecutionName's form for any key: its allowed characters (at most 40) and 16
+// hex digits of its SHA-256.
+func hashedName(key string, round int) string {
+	suffix := "-r" + strconv.Itoa(max(round, 1))
 	var b strings.Builder
 	for _, c := range key {
 		if b.Len() >= 40 {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/runtwice/twice/shared/cardledger"
 	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/store"
@@ -16,15 +15,16 @@ import (
 
 // Steering a running recovery. A signal is first stored (one item per payment, "steer#<id>" in
 // the payments table; a newer signal replaces an older one), then the recovery's parked wait
-// is ended with its task token (Signaler: SendTaskSuccess). Whichever step comes next consumes
-// the stored signal in the transaction of its own writes: the steer step after a signalled
-// wait, the park step when the signal came before its token was stored (it fails with
-// Recovery.Steered, which the state machine catches into Steer), or the charge step when the
-// wait ended by its timeout meanwhile. So a signal is applied exactly once, however the race
-// between the signal and the recovery goes. Every signal (an operator's, Steerer.Steer; a
-// provider event's, SteerMessages) is committed with a wake message instead of a call, and the
-// relay ends the wait (WakeFollowOn) only while a signal is still pending: a wake never stores
-// a signal, so a late one cannot steer a later wait.
+// is brought forward: its timer (the resume message, resume.go) is written again due now, so
+// the resumed execution starts at once and goes to Steer. Whichever step comes next consumes
+// the stored signal in the transaction of its own writes: the steer step of a resumed
+// execution, or the charge step when the timer fired first; and the park step, when the
+// signal came before it parked, brings its own timer forward. So a signal is applied exactly
+// once, however the race between the signal and the recovery goes. Every signal (an
+// operator's, Steerer.Steer; a provider event's, SteerMessages) is committed with a wake
+// message instead of a call, and the relay brings the timer forward (WakeFollowOn) only while
+// a signal is still pending: a wake never stores a signal, so a late one cannot steer a later
+// wait.
 
 // Steering actions.
 const (
@@ -44,17 +44,6 @@ const (
 	ReasonOperator             = "operator"
 	ReasonReclassified         = "reclassified"
 )
-
-// ErrNameSteered is the park step's error when a signal is already waiting.
-const ErrNameSteered = "Recovery.Steered"
-
-// SteeredError is the park step's answer when a signal was stored before its token.
-type SteeredError struct{}
-
-func (*SteeredError) Error() string { return "recovery: a steering signal is waiting" }
-
-// ErrorName is the name the state machine's Catch routes to Steer.
-func (*SteeredError) ErrorName() string { return ErrNameSteered }
 
 // Steer is a stored steering signal.
 type Steer struct {
@@ -98,33 +87,23 @@ func GetSteer(ctx context.Context, st store.Store, paymentID string) (*Steer, er
 	return &s, nil
 }
 
-// Signaler ends a parked wait (Step Functions' SendTaskSuccess; the local runner's).
-// ErrTaskGone means the token's wait is over: the next step reads the stored signal instead.
-type Signaler interface {
-	SendTaskSuccess(ctx context.Context, token string, output []byte) error
-}
-
-// ErrTaskGone is what a Signaler returns for a token whose wait already ended.
-var ErrTaskGone = errors.New("recovery: the recovery is not waiting on this token any more")
-
 // ErrNotRunning: the payment has no running recovery to steer.
 var ErrNotRunning = errors.New("recovery: the payment has no running recovery")
 
-// Steerer stores signals and ends parked waits.
+// Steerer stores signals and brings parked waits forward.
 //
 // Steer (operator-api's Steerer, the local stack's operator API's) commits the signal and a
-// wake message (KindWake) in one transaction and needs no Signal, so the operator's function
-// links no Step Functions client and no crash between the two leaves a signal stored and its
-// wait running to its timeout. The outbox relay's Steerer, which has the Signal, ends the wait
-// (WakeFollowOn).
+// wake message (KindWake) in one transaction, so no crash between the two leaves a signal
+// stored and its wait running to its planned moment. The outbox relay's Steerer, which has the
+// Starter, delivers the wakes (WakeFollowOn) and the timers (ResumeFollowOn).
 type Steerer struct {
 	Store store.Store
-	// Signal ends a parked wait, for WakeFollowOn.
-	Signal Signaler
-	Now    func() time.Time
+	// Starter starts the resumed executions, for ResumeFollowOn.
+	Starter Starter
+	Now     func() time.Time
 }
 
-// KindWake is the outbox kind that ends a recovery's parked wait for a stored signal
+// KindWake is the outbox kind that brings a recovery's parked wait forward for a stored signal
 // (payload Wake), committed with the signal.
 const KindWake = "wake_recovery"
 
@@ -165,7 +144,7 @@ func (s *Steerer) Steer(ctx context.Context, sg Steer) (payments.Recovery, error
 	if err := s.Store.Transact(ctx, w, m); err != nil {
 		return rec, err
 	}
-	return rec, nil // the relay ends the wait (WakeFollowOn), or the next step consumes the signal
+	return rec, nil // the relay brings the wait forward (WakeFollowOn), or the next step consumes the signal
 }
 
 func (s *Steerer) now() time.Time {
@@ -175,35 +154,10 @@ func (s *Steerer) now() time.Time {
 	return s.Now()
 }
 
-// wake ends the payment's parked wait with action, if it is parked. It reads the token after
-// the signal is stored: a park step storing its token now reads the signal after it, so one
-// of the two always sees the other.
-func (s *Steerer) wake(ctx context.Context, paymentID, action string) (payments.Recovery, error) {
-	rec, err := payments.GetRecovery(ctx, s.Store, paymentID)
-	if errors.Is(err, payments.ErrNotFound) {
-		return rec, nil
-	}
-	if err != nil {
-		return rec, err
-	}
-	if rec.TaskToken == "" || rec.State != payments.RecoveryScheduled {
-		return rec, nil // between steps: the next one consumes the signal
-	}
-	if s.Signal == nil {
-		return rec, errors.New("recovery: no Signaler to end the parked wait")
-	}
-	out, _ := json.Marshal(map[string]string{"action": action})
-	if err := s.Signal.SendTaskSuccess(ctx, rec.TaskToken, out); err != nil && !errors.Is(err, ErrTaskGone) {
-		return rec, err
-	}
-	return rec, nil
-}
-
-// WakeFollowOn is the outbox relay's handler of KindWake, on a Steerer with the Signal: it ends
-// the payment's parked wait if a signal is still pending. It never stores the signal again: a
-// signal the next step already consumed (the park step saw it, or the wait timed out into a
-// charge) must not steer a later round, so with no signal pending it does nothing, and a
-// second delivery is harmless.
+// WakeFollowOn is the outbox relay's handler of KindWake: it brings the payment's parked wait
+// forward if a signal is still pending. It never stores the signal again: a signal the next
+// step already consumed (the charge when the timer fired first) must not steer a later round,
+// so with no signal pending it does nothing, and a second delivery is harmless.
 func (s *Steerer) WakeFollowOn() outbox.Handler {
 	return func(ctx context.Context, m outbox.Message) error {
 		var w Wake
@@ -214,38 +168,23 @@ func (s *Steerer) WakeFollowOn() outbox.Handler {
 		if err != nil || pending == nil {
 			return err
 		}
-		_, err = s.wake(ctx, w.PaymentID, pending.Action)
-		return err
+		// Read after the signal was stored: a park step committing its timer now reads the
+		// signal after it, so one of the two always sees the other.
+		rec, err := payments.GetRecovery(ctx, s.Store, w.PaymentID)
+		if errors.Is(err, payments.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if rec.Resume == "" || rec.State != payments.RecoveryScheduled {
+			return nil // between steps: the next one consumes the signal
+		}
+		return bringForward(ctx, s.Store, rec.Resume, s.now())
 	}
 }
 
-// park stores the wait's token with the recovery's state. A signal already stored ends the
-// wait at once (SteeredError, caught into Steer).
-func (s *Steps) park(ctx context.Context, st State, token string, now time.Time) (map[string]bool, error) {
-	if token == "" {
-		return nil, invalid("park needs the task token")
-	}
-	p, err := s.payment(ctx, st.PaymentID)
-	if err != nil {
-		return nil, err
-	}
-	rec := s.recoveryRecord(st, p, now, phaseParked)
-	rec.TaskToken = token
-	rec.Seq = int64(st.Round)<<40 | (st.Seq+1)<<4 | phaseParked
-	if err := s.commit(ctx, p, nil, rec); err != nil {
-		return nil, err
-	}
-	pending, err := GetSteer(ctx, s.Store, st.PaymentID)
-	if err != nil {
-		return nil, &TransientError{Op: StepPark, Err: err}
-	}
-	if pending != nil {
-		return nil, &SteeredError{}
-	}
-	return map[string]bool{"parked": true}, nil
-}
-
-// steer applies the stored signal after a signalled (or pre-empted) wait.
+// steer applies the stored signal in an execution resumed early for it.
 func (s *Steps) steer(ctx context.Context, st State, now time.Time) (State, error) {
 	st.Error = nil
 	p, err := s.payment(ctx, st.PaymentID)
@@ -320,7 +259,7 @@ func (s *Steps) stop(ctx context.Context, st State, p payments.Payment, sg Steer
 	if st.Plan != nil {
 		plan = *st.Plan
 	}
-	plan.Retry, plan.At, plan.WaitSeconds = false, time.Time{}, 0
+	plan.Retry, plan.At = false, time.Time{}
 	if sg.Reason == ReasonInvoicePaid {
 		st.Result, plan.Reason = ResultSettled, ReasonSettledElsewhere
 		plan.Explanation = "Not retrying because the invoice was paid another way."
@@ -396,8 +335,6 @@ func capTextOf(limit string) string {
 	}
 	return limit
 }
-
-var _ = cardledger.ErrCapped
 
 // maxSteered bounds the recoveries one event steers, so the worker's transaction (two writes
 // per recovery, beside the event's own) stays within DynamoDB's 100 items.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -25,7 +24,7 @@ const (
 	StepPlan       = "plan"        // classify the payment's decline and plan the next attempt
 	StepCharge     = "charge"      // attempt the planned charge, record it, plan again after a decline
 	StepDeadLetter = "dead_letter" // open the dead-letter record of a recovery that stopped
-	StepPark       = "park"        // store the wait's task token, so that steering can end it early
+	StepPark       = "park"        // end the execution at a wait: commit the parked state and its timer (resume.go)
 	StepSteer      = "steer"       // apply a steering signal: charge soon, or stop
 )
 
@@ -165,9 +164,13 @@ type Steps struct {
 	DeadLetters DeadLetterSink
 	Policy      Policy // zero fields take DefaultPolicy's
 	// Now defaults to time.Now and Log to slog.Default().
-	Now  func() time.Time
-	Rand *rand.Rand // jitter; Steps guards it with a mutex
-	Log  *slog.Logger
+	Now func() time.Time
+	// TimeFactor is how many times faster than Now the workflow's time runs (the local
+	// stack's -time-factor; 0 or 1: the same, as on AWS): a wait of d on the workflow's time
+	// is a timer due d/TimeFactor from Now, the clock the outbox relay fires timers by.
+	TimeFactor float64
+	Rand       *rand.Rand // jitter; Steps guards it with a mutex
+	Log        *slog.Logger
 
 	planner *Planner
 }
@@ -204,8 +207,6 @@ func (s *Steps) log() *slog.Logger {
 type StepInput struct {
 	Step  string `json:"step"`
 	State State  `json:"state"`
-	// Token is the park step's $$.Task.Token.
-	Token string `json:"token,omitempty"`
 	// Now is the workflow's time when the step's state was entered ($$.State.EnteredTime).
 	// The steps take the later of it and their own clock: on AWS the two agree (the clock is
 	// the later, past Task retries); on the local runner with a time factor, the workflow's
@@ -248,7 +249,7 @@ func (s *Steps) Handle(ctx context.Context, in json.RawMessage) (json.RawMessage
 	case StepDeadLetter:
 		out, err = s.deadLetter(ctx, st)
 	case StepPark:
-		out, err = s.park(ctx, st, req.Token, now)
+		out, err = s.park(ctx, st, now)
 	case StepSteer:
 		out, err = s.steer(ctx, st, now)
 	default:
@@ -259,11 +260,6 @@ func (s *Steps) Handle(ctx context.Context, in json.RawMessage) (json.RawMessage
 	}
 	if st, ok := out.(State); ok {
 		st.Seq += 2 // the next step writes above this one's writes
-		if st.Plan != nil && st.Plan.Retry {
-			// The park state's timeout: from this step's time to the planned moment, at
-			// least a second (a timeout must be positive).
-			st.Plan.WaitSeconds = max(int64(math.Ceil(st.Plan.At.Sub(now).Seconds())), 1)
-		}
 		out = st
 	}
 	return json.Marshal(out)

@@ -231,11 +231,8 @@ func TestDefinitionRules(t *testing.T) {
 		if s.Type != "Task" {
 			continue
 		}
-		callback := s.Resource == "arn:aws:states:::lambda:invoke.waitForTaskToken"
-		if callback && (s.Parameters.Payload["step"] != recovery.StepPark || s.Parameters.Payload["token.$"] != "$$.Task.Token") {
-			t.Errorf("%s: a callback task must be the park step, with the token: %v", name, s.Parameters.Payload)
-		}
-		if (s.Resource != "arn:aws:states:::lambda:invoke" && !callback) || s.Parameters.FunctionName != "${RecoveryStepsFunctionArn}" || s.Parameters.Payload["state.$"] != "$" {
+		// No Task waits in the execution: a wait ends it (the park step) and a timer resumes it.
+		if s.Resource != "arn:aws:states:::lambda:invoke" || s.Parameters.FunctionName != "${RecoveryStepsFunctionArn}" || s.Parameters.Payload["state.$"] != "$" {
 			t.Errorf("%s: resource %s function %s payload %v", name, s.Resource, s.Parameters.FunctionName, s.Parameters.Payload)
 		}
 		step, _ := s.Parameters.Payload["step"].(string)
@@ -261,16 +258,6 @@ func TestDefinitionRules(t *testing.T) {
 			}
 		}
 		catches := s.Catch
-		if callback {
-			// The park's timeout is the planned moment (on to Charge); a signal stored before its
-			// token goes to Steer; both keep the input (ResultPath null).
-			if len(catches) != 3 || catches[0].ErrorEquals[0] != "States.Timeout" || catches[0].Next != "Charge" ||
-				catches[1].ErrorEquals[0] != recovery.ErrNameSteered || catches[1].Next != "Steer" {
-				t.Errorf("%s: catch %+v", name, catches)
-				continue
-			}
-			catches = catches[2:]
-		}
 		if len(catches) != 1 || catches[0].ErrorEquals[0] != "States.ALL" || catches[0].ResultPath != "$.error" {
 			t.Errorf("%s: catch %+v", name, catches)
 		} else if next := def.States[catches[0].Next]; next.Type != "Fail" && next.Parameters.Payload["step"] != recovery.StepDeadLetter {

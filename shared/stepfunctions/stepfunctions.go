@@ -1,9 +1,9 @@
 // Package stepfunctions is the AWS Step Functions side of recovery: it starts the recovery
-// state machine's executions and ends their parked waits (the callback pattern's
-// SendTaskSuccess). The recovery package declares what it needs (recovery.Starter,
-// recovery.Signaler) and links no Step Functions client, so a function that only plans or
+// state machine's executions, the first of a recovery and each one that resumes it after a
+// wait. The recovery package declares what it needs (recovery.Starter) and links no Step
+// Functions client, so a function that only plans or
 // records recoveries does not carry the client's package initialisation in its INIT; the local
-// stack satisfies the same interfaces with its interpreter (infra/asl).
+// stack satisfies the same interface with its interpreter (infra/asl).
 package stepfunctions
 
 import (
@@ -18,10 +18,7 @@ import (
 	"github.com/runtwice/twice/shared/recovery"
 )
 
-var (
-	_ recovery.Starter  = (*Starter)(nil)
-	_ recovery.Signaler = (*Signaler)(nil)
-)
+var _ recovery.Starter = (*Starter)(nil)
 
 // StartExecutionAPI is the part of the Step Functions client Starter uses (*sfn.Client).
 type StartExecutionAPI interface {
@@ -50,32 +47,6 @@ func (s *Starter) Start(ctx context.Context, executionName string, input []byte)
 	}
 	if err != nil {
 		return fmt.Errorf("stepfunctions: start %s: %w", executionName, err)
-	}
-	return nil
-}
-
-// SendTaskSuccessAPI is the part of the Step Functions client Signaler uses (*sfn.Client).
-type SendTaskSuccessAPI interface {
-	SendTaskSuccess(ctx context.Context, in *sfn.SendTaskSuccessInput, opts ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error)
-}
-
-// Signaler ends parked waits on AWS Step Functions (recovery.Signaler).
-type Signaler struct {
-	Client SendTaskSuccessAPI
-}
-
-// SendTaskSuccess calls SendTaskSuccess. A token whose task timed out, no longer exists or is
-// not valid any more is recovery.ErrTaskGone: the recovery moved on and reads the stored signal.
-func (s *Signaler) SendTaskSuccess(ctx context.Context, token string, output []byte) error {
-	_, err := s.Client.SendTaskSuccess(ctx, &sfn.SendTaskSuccessInput{TaskToken: aws.String(token), Output: aws.String(string(output))})
-	var timedOut *sfntypes.TaskTimedOut
-	var gone *sfntypes.TaskDoesNotExist
-	var invalid *sfntypes.InvalidToken
-	switch {
-	case errors.As(err, &timedOut), errors.As(err, &gone), errors.As(err, &invalid):
-		return fmt.Errorf("%w: %v", recovery.ErrTaskGone, err)
-	case err != nil:
-		return fmt.Errorf("stepfunctions: send task success: %w", err)
 	}
 	return nil
 }

@@ -8,42 +8,40 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	sfntypes "github.com/aws/aws-sdk-go-v2/service/sfn/types"
 
-	"github.com/runtwice/twice/shared/recovery"
 	"github.com/runtwice/twice/shared/stepfunctions"
 )
 
 type fakeSFN struct {
 	err error
-	in  *sfn.SendTaskSuccessInput
+	in  *sfn.StartExecutionInput
 }
 
-func (f *fakeSFN) SendTaskSuccess(_ context.Context, in *sfn.SendTaskSuccessInput, _ ...func(*sfn.Options)) (*sfn.SendTaskSuccessOutput, error) {
+func (f *fakeSFN) StartExecution(_ context.Context, in *sfn.StartExecutionInput, _ ...func(*sfn.Options)) (*sfn.StartExecutionOutput, error) {
 	f.in = in
-	return &sfn.SendTaskSuccessOutput{}, f.err
+	return &sfn.StartExecutionOutput{}, f.err
 }
 
-// TestSignalerNamesAGoneTask: a token whose wait is over (timed out, gone, invalid) is
-// ErrTaskGone, which the Steerer does not count as a failure; other errors stay errors.
-func TestSignalerNamesAGoneTask(t *testing.T) {
+// TestStarterTakesATakenNameAsStarted: ExecutionAlreadyExists (a second start of a recovery, a
+// timer firing after a steered resume) is success; other errors stay errors.
+func TestStarterTakesATakenNameAsStarted(t *testing.T) {
 	for name, tc := range map[string]struct {
 		err  error
-		gone bool
 		fail bool
 	}{
-		"sent":           {},
-		"timed out":      {err: &sfntypes.TaskTimedOut{}, gone: true},
-		"does not exist": {err: &sfntypes.TaskDoesNotExist{}, gone: true},
-		"invalid token":  {err: &sfntypes.InvalidToken{}, gone: true},
+		"started":        {},
+		"already exists": {err: &sfntypes.ExecutionAlreadyExists{}},
+		"limit exceeded": {err: &sfntypes.ExecutionLimitExceeded{}, fail: true},
 		"throttled":      {err: errors.New("throttling"), fail: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeSFN{err: tc.err}
-			err := (&stepfunctions.Signaler{Client: f}).SendTaskSuccess(context.Background(), "tok", []byte(`{"action":"stop"}`))
-			if errors.Is(err, recovery.ErrTaskGone) != tc.gone || (err != nil) != (tc.gone || tc.fail) {
-				t.Fatalf("err %v", err)
+			s := &stepfunctions.Starter{Client: f, StateMachineArn: "arn:aws:states:us-east-1:123456789012:stateMachine:r"}
+			err := s.Start(context.Background(), "inv_1-r1-w4", []byte(`{"resume":"charge"}`))
+			if (err != nil) != tc.fail {
+				t.Fatalf("err %v, want failure %v", err, tc.fail)
 			}
-			if *f.in.TaskToken != "tok" || *f.in.Output != `{"action":"stop"}` {
-				t.Fatalf("sent %v %v", *f.in.TaskToken, *f.in.Output)
+			if *f.in.Name != "inv_1-r1-w4" || *f.in.Input != `{"resume":"charge"}` {
+				t.Fatalf("started %v %v", *f.in.Name, *f.in.Input)
 			}
 		})
 	}

@@ -32,10 +32,12 @@ func Recoverer(cfg aws.Config, env *lambdaenv.Env, log *slog.Logger) *recovery.R
 	}
 }
 
-// Steerer is the outbox relay's Steerer: it ends parked waits on AWS Step Functions
-// (SendTaskSuccess on the wait's token) for the wakes committed with steering signals.
-func Steerer(cfg aws.Config, st store.Store) *recovery.Steerer {
-	return &recovery.Steerer{Store: st, Signal: &stepfunctions.Signaler{Client: sfn.NewFromConfig(cfg)}, Now: time.Now}
+// Steerer is the outbox relay's Steerer: it starts the executions that resume parked
+// recoveries on the state machine named by EnvStateMachineARN, when their timers fire or a
+// steering signal brings them forward.
+func Steerer(cfg aws.Config, env *lambdaenv.Env, st store.Store) *recovery.Steerer {
+	return &recovery.Steerer{Store: st, Now: time.Now,
+		Starter: &stepfunctions.Starter{Client: sfn.NewFromConfig(cfg), StateMachineArn: env.Get(EnvStateMachineARN)}}
 }
 
 // QueueName is the name in an SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME).

@@ -57,9 +57,13 @@ func readFollowOns(ctx context.Context, data string, obs []Observation) (lost in
 		return 0, nil, err
 	}
 	for _, it := range due {
+		m, derr := outbox.Decode(it)
+		if derr == nil && m.Kind == recovery.KindResume && m.Attempts == 0 {
+			continue // a parked recovery's timer: the recovery is waiting, not lost
+		}
 		lost++
 		why := ""
-		if m, err := outbox.Decode(it); err == nil && m.Attempts > 0 {
+		if derr == nil && m.Attempts > 0 {
 			why = fmt.Sprintf(" (%d attempts, last error: %s)", m.Attempts, m.LastError)
 		}
 		examples = append(examples, fmt.Sprintf("follow-on lost: outbox message %s never delivered%s", it.PK, why))

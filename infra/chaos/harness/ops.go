@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -87,12 +89,30 @@ func readRecoveries(ctx context.Context, data string) (*Recoveries, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Recoveries{Started: len(recs)}
+	// A recovery runs as several executions: each ends at a wait (parked) and a timer starts the
+	// next, named "<first>-w<seq>". The recovery's outcome is its last execution's.
+	last := map[string]*asl.Record{}
+	seqOf := func(name string) int64 {
+		m := resumedName.FindStringSubmatch(name)
+		if m == nil {
+			return -1
+		}
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		return n
+	}
 	for _, rec := range recs {
+		base := resumedName.ReplaceAllString(rec.Execution.Name, "")
+		if cur, ok := last[base]; !ok || seqOf(rec.Execution.Name) > seqOf(cur.Execution.Name) {
+			last[base] = rec
+		}
+	}
+	r := &Recoveries{Started: len(last)}
+	for _, rec := range last {
 		ex := rec.Execution
 		var out struct {
 			Outcome string `json:"outcome"`
 			Plan    struct {
+				Retry       bool   `json:"retry"`
 				Reason      string `json:"reason"`
 				Explanation string `json:"explanation"`
 			} `json:"plan"`
@@ -105,6 +125,10 @@ func readRecoveries(ctx context.Context, data string) (*Recoveries, error) {
 		case asl.StatusSucceeded:
 			if out.Outcome == "succeeded" || out.Outcome == "settled" {
 				r.Succeeded++
+				continue
+			}
+			if out.Plan.Retry {
+				r.Running++ // parked: its timer resumes it
 				continue
 			}
 			r.Stopped++
@@ -123,6 +147,10 @@ func readRecoveries(ctx context.Context, data string) (*Recoveries, error) {
 	}
 	return r, nil
 }
+
+// resumedName matches the suffix of an execution that resumed a recovery after a wait
+// (recovery.ResumeName), with its sequence.
+var resumedName = regexp.MustCompile(`-w([0-9]+)$`)
 
 func (r *Recoveries) String() string {
 	return fmt.Sprintf("%d started: %d recovered, %d stopped (dead letter), %d still waiting, %d failed",

@@ -5,13 +5,13 @@
 // registry to the kinds the code writes, in both directions.
 //
 // Each handler lives with the package that writes its kind (payments.Service.FollowOns,
-// recovery.Steerer.WakeFollowOn, deadletter.Records.RetryFollowOn, payments.DisputeFollowOns,
+// recovery.Steerer.ResumeFollowOn and WakeFollowOn, deadletter.Records.RetryFollowOn, payments.DisputeFollowOns,
 // payments.RefundFollowOns, backfill.FollowOns, feed.Publisher.Handlers); this package only
 // puts them in one table, over the Targets each wiring provides:
 //
 //	handlers, err := followon.Handlers(followon.Targets{
 //		Payments:     &payments.Service{Store: st, Resolver: resolver, OnDecline: recoverer},
-//		Steerer:      &recovery.Steerer{Store: st, Signal: signaler},
+//		Steerer:      &recovery.Steerer{Store: st, Starter: starter},
 //		DeadLetters:  &deadletter.Records{Store: st, Requeuer: requeuer},
 //		WebhookQueue: webhookQueue,
 //		Publisher:    &feed.Publisher{Store: st, Sink: sink},

@@ -20,7 +20,8 @@ type Targets struct {
 	// Payments queues resolve jobs and auto-cancels (its Resolver) and starts recoveries (its
 	// OnDecline).
 	Payments *payments.Service
-	// Steerer, with its Signal, ends a parked recovery's wait for a committed signal.
+	// Steerer, with its Starter, resumes a parked recovery when its timer fires, and brings
+	// the timer forward for a committed signal.
 	Steerer *recovery.Steerer
 	// DeadLetters, with its Requeuer, sends operators' retries; it also opens the records of
 	// disputes that need evidence and of refunds that failed.
@@ -50,7 +51,7 @@ func (t Targets) check() error {
 	add(t.Payments != nil && t.Payments.Store != nil, "Payments (with its Store)")
 	add(t.Payments != nil && t.Payments.Resolver != nil, "Payments.Resolver")
 	add(t.Payments != nil && t.Payments.OnDecline != nil, "Payments.OnDecline")
-	add(t.Steerer != nil && t.Steerer.Store != nil && t.Steerer.Signal != nil, "Steerer (with its Store and Signal)")
+	add(t.Steerer != nil && t.Steerer.Store != nil && t.Steerer.Starter != nil, "Steerer (with its Store and Starter)")
 	add(t.DeadLetters != nil && t.DeadLetters.Store != nil && t.DeadLetters.Requeuer != nil, "DeadLetters (with its Store and Requeuer)")
 	add(t.WebhookQueue != nil, "WebhookQueue")
 	add(t.Publisher != nil && t.Publisher.Store != nil && t.Publisher.Sink != nil, "Publisher (with its Store and Sink)")
@@ -90,8 +91,9 @@ func table(t Targets) (map[string]outbox.Handler, error) {
 	}
 	// The payment lifecycle: queue a resolve job or an auto-cancel, start a recovery.
 	add(t.Payments.FollowOns())
-	// The wake of a steering signal, an operator's or a provider event's.
-	add(map[string]outbox.Handler{recovery.KindWake: t.Steerer.WakeFollowOn()})
+	// A parked recovery's timer, and the wake of a steering signal (an operator's or a
+	// provider event's) that brings it forward.
+	add(map[string]outbox.Handler{recovery.KindResume: t.Steerer.ResumeFollowOn(), recovery.KindWake: t.Steerer.WakeFollowOn()})
 	// An operator's retry of a dead letter: back to the queue the message died on, a new
 	// recovery round, or reconciliation again.
 	add(map[string]outbox.Handler{deadletter.KindRetry: t.DeadLetters.RetryFollowOn()})

@@ -29,7 +29,7 @@ const (
 )
 
 // writtenKinds reads the Go source under dirs (relative to the repository root, tests left
-// out) and returns the kind of every outbox.New call, with where it is written. A kind that is
+// out) and returns the kind of every outbox.New and outbox.NewAt call, with where it is written. A kind that is
 // not a string constant (or literal) is reported as an error: the registry could not be held
 // to it.
 func writtenKinds(t *testing.T, dirs ...string) map[string]string {
@@ -81,7 +81,7 @@ func writtenKinds(t *testing.T, dirs ...string) map[string]string {
 					}
 				case *ast.CallExpr:
 					sel, ok := n.Fun.(*ast.SelectorExpr)
-					if !ok || sel.Sel.Name != "New" || len(n.Args) == 0 {
+					if !ok || (sel.Sel.Name != "New" && sel.Sel.Name != "NewAt") || len(n.Args) == 0 {
 						return true
 					}
 					if x, ok := sel.X.(*ast.Ident); !ok || imports[x.Name] != outboxPath {
@@ -149,14 +149,14 @@ type (
 	noStore    struct{ store.Store }
 	resolver   struct{}
 	decline    struct{}
-	signaler   struct{}
+	starter    struct{}
 	sender     struct{}
 	publishing struct{}
 )
 
 func (resolver) EnqueueResolve(context.Context, payments.ResolveJob) error     { return nil }
 func (decline) Declined(context.Context, payments.Payment) error               { return nil }
-func (signaler) SendTaskSuccess(context.Context, string, []byte) error         { return nil }
+func (starter) Start(context.Context, string, []byte) error                    { return nil }
 func (publishing) Publish(context.Context, feed.Event, store.Write) error      { return nil }
 func (sender) Send(context.Context, []byte, queue.SendOptions) (string, error) { return "m", nil }
 
@@ -164,7 +164,7 @@ func targets() followon.Targets {
 	st := noStore{}
 	return followon.Targets{
 		Payments:     &payments.Service{Store: st, Resolver: resolver{}, OnDecline: decline{}},
-		Steerer:      &recovery.Steerer{Store: st, Signal: signaler{}},
+		Steerer:      &recovery.Steerer{Store: st, Starter: starter{}},
 		DeadLetters:  &deadletter.Records{Store: st, Requeuer: deadletter.RequeueFunc(func(context.Context, deadletter.Target, string) error { return nil })},
 		WebhookQueue: sender{},
 		Publisher:    &feed.Publisher{Store: st, Sink: publishing{}},
@@ -178,7 +178,7 @@ func TestHandlersNeedEveryTarget(t *testing.T) {
 		"no payments service":       func(t *followon.Targets) { t.Payments = nil },
 		"no resolver":               func(t *followon.Targets) { t.Payments.Resolver = nil },
 		"no recovery starter":       func(t *followon.Targets) { t.Payments.OnDecline = nil },
-		"a steerer without signal":  func(t *followon.Targets) { t.Steerer.Signal = nil },
+		"a steerer without starter": func(t *followon.Targets) { t.Steerer.Starter = nil },
 		"a table without requeuer":  func(t *followon.Targets) { t.DeadLetters.Requeuer = nil },
 		"no webhook queue":          func(t *followon.Targets) { t.WebhookQueue = nil },
 		"a publisher without sink":  func(t *followon.Targets) { t.Publisher.Sink = nil },

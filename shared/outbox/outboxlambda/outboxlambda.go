@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 
 	"log/slog"
 
@@ -58,7 +59,8 @@ func (h *Handler) log() *slog.Logger {
 // retries from there, bisects a failing batch (BisectBatchOnFunctionError), and after its
 // retries sends the batch's description to the on-failure destination, which becomes a
 // dead-letter record. The message itself is never deleted undelivered: it stays in the table.
-// Removals (the relay's own deletes) and parked messages are skipped.
+// Removals (the relay's own deletes) and parked messages are skipped, and so is a timer not
+// yet due (outbox.NewAt): it stays for the sweep, which delivers it once due.
 func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var resp events.DynamoDBEventResponse
 	for _, rec := range ev.Records {
@@ -73,6 +75,9 @@ func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		if err == nil {
 			m, err = outbox.Decode(it)
 		}
+		if err == nil && m.Waiting(h.now()) {
+			continue
+		}
 		if err == nil {
 			err = h.Relay.Deliver(ctx, m, it.Version)
 		}
@@ -83,6 +88,13 @@ func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		}
 	}
 	return resp, nil
+}
+
+func (h *Handler) now() time.Time {
+	if h.Relay.Now != nil {
+		return h.Relay.Now()
+	}
+	return time.Now()
 }
 
 // Sweep is what the relay function answers to a scheduled invocation.

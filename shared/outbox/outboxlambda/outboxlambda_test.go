@@ -237,3 +237,42 @@ func TestHandleDispatchesStreamAndSweep(t *testing.T) {
 		t.Fatalf("stream batch: %+v, %v", out, err)
 	}
 }
+
+// TestStreamLeavesTimersToTheSweepOnDynamoDBLocal: a timer (outbox.NewAt) committed days ahead
+// appears on the stream at once; the stream relay neither delivers it early nor reports it nor
+// deletes it, and the scheduled sweep delivers it as soon as it is due (not MinAge later).
+func TestStreamLeavesTimersToTheSweepOnDynamoDBLocal(t *testing.T) {
+	s, arn := streamTable(t)
+	ctx := context.Background()
+	c := clock.NewFake(t0)
+	due := t0.Add(5 * 24 * time.Hour)
+	w, err := outbox.NewAt("resume", "resume#inv_1", map[string]string{"payment_id": "pay_1"}, due, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Transact(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	h := &flaky{}
+	r := &Handler{Relay: &outbox.Relay{Store: s, Handlers: map[string]outbox.Handler{"resume": h.handle}, Now: c.Now,
+		MinAge: 10 * time.Minute, Log: slog.New(slog.DiscardHandler)}}
+	ev := readStream(t, arn, 1)
+	resp, err := r.Stream(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 || len(h.delivered) != 0 {
+		t.Fatalf("stream before the moment: %+v, %v, delivered %v", resp, err, h.delivered)
+	}
+	if _, err := s.Get(ctx, outbox.Table, "resume#inv_1", ""); err != nil {
+		t.Fatalf("the stream relay removed a timer: %v", err)
+	}
+	c.Advance(due.Sub(c.Now()) - time.Second)
+	if out, err := r.Handle(ctx, []byte(`{}`)); err != nil || out.(Sweep) != (Sweep{}) {
+		t.Fatalf("sweep a second early: %+v, %v", out, err)
+	}
+	c.Advance(time.Minute) // the sweep's next run
+	if out, err := r.Handle(ctx, []byte(`{}`)); err != nil || out.(Sweep) != (Sweep{Delivered: 1}) || fmt.Sprint(h.delivered) != "[resume#inv_1]" {
+		t.Fatalf("sweep once due: %+v, %v, %v", out, err, h.delivered)
+	}
+	if _, err := s.Get(ctx, outbox.Table, "resume#inv_1", ""); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delivered timer not marked done: %v", err)
+	}
+}
