@@ -45,7 +45,6 @@ type Calls struct {
 	TableWRU        map[string]float64
 	RRU             float64
 	StartExecutions float64
-	SendTask        float64 // SendTaskSuccess, SendTaskFailure, SendTaskHeartbeat
 	Transitions     float64
 	PutEvents       float64
 	StripeWrites    float64 // creates, confirms, captures, refunds
@@ -73,9 +72,6 @@ func (c *Calls) add(f Flow, k float64, read bool, b Lambda) {
 	}
 	c.RRU += f.RRU * k
 	c.StartExecutions += float64(f.Requests["states:StartExecution"]) * k
-	for _, a := range []string{"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"} {
-		c.SendTask += float64(f.Requests[a]) * k
-	}
 	c.Transitions += float64(f.Transitions) * k
 	c.PutEvents += float64(f.Requests["events:PutEvents"]) * k
 	if read {
@@ -172,8 +168,6 @@ func Quotas(c Calls) []Quota {
 		Quota{What: "Step Functions state transitions", Unit: "/s", PerPay: func(c Calls, _ Assumptions) float64 { return c.Transitions },
 			Limit: 5000, Default: "refill 5,000/s, bucket 5,000 (us-east-1, us-west-2, eu-west-1; 800 elsewhere; lower on new accounts)",
 			Source: srcSFN, Change: "quota increase"},
-		Quota{What: "Step Functions SendTask*", Unit: "/s", PerPay: func(c Calls, _ Assumptions) float64 { return c.SendTask },
-			Limit: 500, Default: "refill 500/s, bucket 3,000 (large Regions)", Source: srcSFN, Change: "quota increase"},
 		Quota{What: "EventBridge PutEvents", Unit: "/s", PerPay: func(c Calls, _ Assumptions) float64 { return c.PutEvents },
 			Limit: 10000, Default: "10,000/s in us-east-1 (2,400 in us-east-2, less in smaller Regions)", Source: srcEvents,
 			Change: "quota increase; or batch up to 10 entries a call"},
