@@ -209,6 +209,17 @@ func TestEndedRecoveryLeavesNoPointer(t *testing.T) {
 				if got := owned(t, e.store); len(got) != 0 {
 					t.Fatalf("stopped, pointers left: %v", got)
 				}
+				// A late repeat of the park step: its running state is older than the stop, so
+				// it is dropped, and its pointers with it.
+				if _, err := e.step(t, recovery.StepPark, st, "tok-1"); err != nil {
+					t.Fatalf("late park: %v", err)
+				}
+				if got := owned(t, e.store); len(got) != 0 {
+					t.Fatalf("a late running state brought back pointers: %v", got)
+				}
+				if rec, err := payments.GetRecovery(ctx, e.store, "pay_w"); err != nil || rec.State != payments.RecoveryStopped {
+					t.Fatalf("recovery %+v (%v), want stopped", rec, err)
+				}
 			})
 		}
 	})
