@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -205,6 +206,7 @@ func TestNoHotPartition(t *testing.T) {
 		return true
 	}
 	mix := map[string]int{}
+	declinedOf := map[string][]string{} // a customer's declined payments, by label
 	for i := range nPayments {
 		label := fmt.Sprintf("payment %d", i)
 		rec.setLabel(label)
@@ -214,6 +216,7 @@ func TestNoHotPartition(t *testing.T) {
 		if declined {
 			programCard(t, s.SimURL(), pm, "insufficient_funds", 1)
 			mix["declined then recovered"]++
+			declinedOf[fmt.Sprintf("cus_hot%d", i%nCustomers)] = append(declinedOf[fmt.Sprintf("cus_hot%d", i%nCustomers)], label)
 		}
 		body := fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_hot%d","payment_method":%q,"invoice":"inv_hot_%d"}`,
 			1000+i, i%nCustomers, pm, i)
@@ -303,6 +306,25 @@ func TestNoHotPartition(t *testing.T) {
 		if perShard > partitionWriteCap {
 			t.Errorf("hot partition: each of %s's %d shards takes %.0f write units/s at %d payments/s (limit %d)",
 				base, sh.N, perShard, designRate, partitionWriteCap)
+		}
+	}
+	// A running recovery's pointers: its customer's index partition is written by that
+	// customer's recoveries alone, its invoice's by its own.
+	for c := range nCustomers {
+		cus := fmt.Sprintf("cus_hot%d", c)
+		var got []string
+		if use := rec.keys[partition{payments.Table, true, payments.CustomerRecoveries(cus)}]; use != nil {
+			got = slices.Sorted(maps.Keys(use.labels))
+		}
+		if want := slices.Sorted(slices.Values(declinedOf[cus])); !slices.Equal(got, want) {
+			t.Errorf("%s's recoveries index partition written by %v, want its declined payments %v", cus, got, want)
+		}
+	}
+	for i := range nPayments {
+		use := rec.keys[partition{payments.Table, true, payments.InvoiceRecoveries(fmt.Sprintf("inv_hot_%d", i))}]
+		label := fmt.Sprintf("payment %d", i)
+		if declined := i%6 == 5; declined != (use != nil) || (use != nil && (len(use.labels) != 1 || !use.labels[label])) {
+			t.Errorf("inv_hot_%d's recoveries index partition: %+v (declined %v)", i, use, declined)
 		}
 	}
 	if _, ok := logical[outbox.Due.Base]; !ok || len(rows) < nPayments {

@@ -132,22 +132,23 @@ func TestEveryRouteThroughTheGateway(t *testing.T) {
 		}
 		return rec.ID
 	}
-	put := func(w store.Write, err error) {
+	putAll := func(ws []store.Write, err error) {
 		t.Helper()
 		if err == nil {
-			err = st.Transact(ctx, w)
+			err = st.Transact(ctx, ws...)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	put := func(w store.Write, err error) { t.Helper(); putAll([]store.Write{w}, err) }
 	for _, id := range []string{"pay_sweep_timeline", "pay_sweep_charge", "pay_sweep_stop", "pay_sweep_console"} {
 		put(payments.Payment{ID: id, Status: provider.StatusDeclined, Amount: 2500, Currency: "usd", Customer: "cus_sweep",
 			CreatedAt: now, UpdatedAt: now, Version: 1}.Put())
 		if id != "pay_sweep_timeline" {
-			put(payments.Recovery{PaymentID: id, State: payments.RecoveryScheduled, Round: 1, Attempts: 1,
+			putAll(payments.Recovery{PaymentID: id, State: payments.RecoveryScheduled, Round: 1, Attempts: 1,
 				NextAttemptAt: now.Add(24 * time.Hour), Reason: "backoff", Amount: 2500, Currency: "usd",
-				Explanation: "Retrying tomorrow.", Seq: 1}.Write())
+				Explanation: "Retrying tomorrow.", Seq: 1}.Writes())
 		}
 	}
 	dlView := deadLetter("sweep_view")

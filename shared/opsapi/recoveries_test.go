@@ -34,25 +34,26 @@ func recoveryFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put := func(w store.Write, err error) {
+	putAll := func(ws []store.Write, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Transact(context.Background(), w); err != nil {
+		if err := s.Transact(context.Background(), ws...); err != nil {
 			t.Fatal(err)
 		}
 	}
+	put := func(w store.Write, err error) { t.Helper(); putAll([]store.Write{w}, err) }
 	for _, id := range []string{"pay_running", "pay_stopped"} {
 		put(payments.Payment{ID: id, Status: provider.StatusDeclined, Amount: 2500, Currency: "usd", Customer: "cus_1",
 			Card: &payments.CardRef{Fingerprint: "fp_" + id, Brand: "visa"}, CreatedAt: now(), UpdatedAt: now(), Version: 1}.Put())
 	}
-	put(payments.Recovery{PaymentID: "pay_running", State: payments.RecoveryScheduled, Round: 1, Attempts: 2,
+	putAll(payments.Recovery{PaymentID: "pay_running", State: payments.RecoveryScheduled, Round: 1, Attempts: 2,
 		NextAttemptAt: now().Add(26 * time.Hour), Reason: "funded_moment", Amount: 2500, Currency: "usd",
 		Explanation: "Retrying on 1 Dec at 09:12 UTC, the next payday, because the card issuer declined: insufficient funds.",
-		CardBrand:   "mastercard", Seq: 1}.Write())
-	put(payments.Recovery{PaymentID: "pay_stopped", State: payments.RecoveryStopped, Round: 1, Attempts: 1,
-		Explanation: "Not retrying because the card was reported lost.", DeadLetter: "recovery:pay_stopped:1", Seq: 1}.Write())
+		CardBrand:   "mastercard", Seq: 1}.Writes())
+	putAll(payments.Recovery{PaymentID: "pay_stopped", State: payments.RecoveryStopped, Round: 1, Attempts: 1,
+		Explanation: "Not retrying because the card was reported lost.", DeadLetter: "recovery:pay_stopped:1", Seq: 1}.Writes())
 	sp := opsapi.StorePayments{Store: s}
 	h, err := opsapi.New(opsapi.Handler{Records: tb, Attempts: log, Payments: sp, Recoveries: sp, Token: token, Now: now,
 		Log: slog.New(slog.DiscardHandler)})

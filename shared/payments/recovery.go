@@ -52,7 +52,9 @@ const (
 
 // Recovery is the stored state of a payment's recovery, written by the recovery steps as the
 // execution moves (one item per payment, PK "recovery#<payment id>" in this table); running
-// ones are listed on the index partition RunningRecoveries, soonest next attempt first.
+// ones are listed on the index partition RunningRecoveries, soonest next attempt first, and
+// found by customer and by invoice through pointer items (CustomerRecoveries,
+// InvoiceRecoveries) that Writes commits with the recovery.
 type Recovery struct {
 	PaymentID string `json:"payment_id"`
 	State     string `json:"state"`
@@ -90,19 +92,59 @@ func (r Recovery) Running() bool { return r.State == RecoveryScheduled || r.Stat
 
 func recoveryPK(paymentID string) string { return "recovery#" + paymentID }
 
-// Write is the recovery's put, applied only if newer (Seq) than what is stored.
-func (r Recovery) Write() (store.Write, error) {
+// Writes are the recovery's put, applied only if newer (Seq) than what is stored, followed by
+// its pointers' puts while it runs, or their deletes once it has ended: one under its customer
+// and one under its invoice, so steering reads one customer's or invoice's index partition
+// instead of every running recovery. They belong in one transaction, and a caller that drops
+// the recovery's put (an older state) drops them all: the pointers carry no condition of their
+// own, so they follow the recovery's state only because they commit with it.
+func (r Recovery) Writes() ([]store.Write, error) {
 	doc, err := json.Marshal(r)
 	if err != nil {
-		return store.Write{}, err
+		return nil, err
 	}
 	it := store.Item{PK: recoveryPK(r.PaymentID), Doc: doc, Version: r.Seq}
+	sk := r.NextAttemptAt.UTC().Format(time.RFC3339) + "#" + r.PaymentID
 	if r.Running() {
-		it.IndexPK = RunningRecoveries.Of(r.PaymentID)
-		it.IndexSK = r.NextAttemptAt.UTC().Format(time.RFC3339) + "#" + r.PaymentID
+		it.IndexPK, it.IndexSK = RunningRecoveries.Of(r.PaymentID), sk
 	}
-	return store.Write{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionBelow, Version: r.Seq}}, nil
+	ws := []store.Write{{Table: Table, Put: &it, Cond: store.Cond{Kind: store.VersionBelow, Version: r.Seq}}}
+	ref, err := json.Marshal(RecoveryRef{PaymentID: r.PaymentID, Customer: r.Customer, Invoice: r.Invoice})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range []struct{ pk, owner, index string }{
+		{recoveryByCustomerPK(r.PaymentID), r.Customer, CustomerRecoveries(r.Customer)},
+		{recoveryByInvoicePK(r.PaymentID), r.Invoice, InvoiceRecoveries(r.Invoice)},
+	} {
+		switch {
+		case !r.Running():
+			// Deleted whatever the owner: a pointer written under another never outlives the recovery.
+			ws = append(ws, store.Write{Table: Table, Delete: &store.Key{PK: p.pk}})
+		case p.owner != "":
+			ws = append(ws, store.Write{Table: Table, Put: &store.Item{PK: p.pk, Doc: ref, IndexPK: p.index, IndexSK: sk}})
+		}
+	}
+	return ws, nil
 }
+
+// RecoveryRef is a pointer item's document: the running recovery of PaymentID, under its
+// customer's or its invoice's index partition.
+type RecoveryRef struct {
+	PaymentID string `json:"payment_id"`
+	Customer  string `json:"customer,omitempty"`
+	Invoice   string `json:"invoice,omitempty"`
+}
+
+func recoveryByCustomerPK(paymentID string) string { return "recovery-by-customer#" + paymentID }
+func recoveryByInvoicePK(paymentID string) string  { return "recovery-by-invoice#" + paymentID }
+
+// CustomerRecoveries is the index partition of a customer's running recoveries: written only by
+// that customer's recoveries, so bounded by them.
+func CustomerRecoveries(customer string) string { return "recoveries#customer#" + customer }
+
+// InvoiceRecoveries is the index partition of an invoice's running recoveries.
+func InvoiceRecoveries(invoice string) string { return "recoveries#invoice#" + invoice }
 
 // GetRecovery reads a payment's recovery; ErrNotFound when it never had one.
 func GetRecovery(ctx context.Context, s store.Store, paymentID string) (Recovery, error) {
@@ -132,6 +174,26 @@ func ListRunningRecoveries(ctx context.Context, s store.Store, limit int, cursor
 		var r Recovery
 		if err := json.Unmarshal(it.Doc, &r); err != nil {
 			return nil, "", fmt.Errorf("payments: stored recovery %s: %w", it.PK, err)
+		}
+		out = append(out, r)
+	}
+	return out, page.Cursor, nil
+}
+
+// ListRecoveriesOf lists one page of the running recoveries in index partition index
+// (CustomerRecoveries or InvoiceRecoveries), soonest next attempt first. The index is
+// eventually consistent on DynamoDB: a just-ended recovery may still show for a moment, so a
+// caller that acts on one reads it first.
+func ListRecoveriesOf(ctx context.Context, s store.Store, index string, limit int, cursor string) ([]RecoveryRef, string, error) {
+	page, err := s.Query(ctx, store.Query{Table: Table, Index: true, PK: index, Limit: limit, Cursor: cursor})
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]RecoveryRef, 0, len(page.Items))
+	for _, it := range page.Items {
+		var r RecoveryRef
+		if err := json.Unmarshal(it.Doc, &r); err != nil || r.PaymentID == "" {
+			return nil, "", fmt.Errorf("payments: stored recovery pointer %s: not one (%v)", it.PK, err)
 		}
 		out = append(out, r)
 	}

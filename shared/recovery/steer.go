@@ -340,21 +340,49 @@ func capTextOf(limit string) string {
 // per recovery, beside the event's own) stays within DynamoDB's 100 items.
 const maxSteered = 40
 
+// steerPage is how many of a customer's or an invoice's running recoveries SteerMessages reads a
+// page.
+var steerPage = maxSteered
+
 // SteerMessages are the writes that steer the running recoveries a customer-side event
 // concerns (the recovery of the invoice paid, or every running recovery of the customer whose
 // payment method changed), for the worker's transaction: each recovery's signal and its wake
 // (KindWake), as an operator's signal is committed. The signal is stored once, with the event's
 // dedupe records, so a redelivered event or a repeated wake never stores it again after the
 // next step consumed it; the wake's id derives from the payment and the signal.
+//
+// It reads only the invoice's or the customer's index partition of running recoveries
+// (payments.ListRecoveriesOf), soonest next attempt first, and then each recovery found, so
+// an event costs reads in proportion to that owner's recoveries, never to every running one.
 func SteerMessages(ctx context.Context, st store.Store, ev webhooks.Steer, now time.Time) ([]store.Write, error) {
+	var index string
+	switch {
+	case ev.Invoice != "":
+		index = payments.InvoiceRecoveries(ev.Invoice)
+	case ev.Customer != "":
+		index = payments.CustomerRecoveries(ev.Customer)
+	default:
+		return nil, nil
+	}
 	var ws []store.Write
 	cursor := ""
 	for {
-		rs, next, err := payments.ListRunningRecoveries(ctx, st, 100, cursor)
+		refs, next, err := payments.ListRecoveriesOf(ctx, st, index, steerPage, cursor)
 		if err != nil {
 			return nil, err
 		}
-		for _, r := range rs {
+		for _, ref := range refs {
+			// The index lags the table on DynamoDB: a recovery that ended a moment ago is passed over.
+			r, err := payments.GetRecovery(ctx, st, ref.PaymentID)
+			if errors.Is(err, payments.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if !r.Running() {
+				continue
+			}
 			sg := Steer{PaymentID: r.PaymentID, At: now.UTC()}
 			switch {
 			case ev.Invoice != "":
@@ -362,7 +390,7 @@ func SteerMessages(ctx context.Context, st store.Store, ev webhooks.Steer, now t
 					continue
 				}
 				sg.Action, sg.Reason = ActionStop, ReasonInvoicePaid
-			case ev.Customer != "" && r.Customer == ev.Customer:
+			case r.Customer == ev.Customer:
 				sg.Action, sg.Reason, sg.PaymentMethod = ActionChargeNow, ReasonPaymentMethodUpdated, ev.PaymentMethod
 			default:
 				continue

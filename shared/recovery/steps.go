@@ -463,8 +463,7 @@ func (s *Steps) charge(ctx context.Context, st State, now time.Time) (State, err
 				c.Record(cardledger.Entry{Key: key, At: now, Result: cardledger.ResultPending, Reattempt: true,
 					PaymentID: p.ID, Recovery: st.KeySubject()}, now)
 			}
-			w, err := charging.Write()
-			return []store.Write{w}, err
+			return charging.Writes()
 		})
 		var ce *store.ConditionError
 		switch {
@@ -678,11 +677,12 @@ const RecoveryStateSucceeded = payments.RecoverySucceeded
 // the card's ledger, in one transaction. Every write but the ledger's is "if newer": one that
 // lost to a newer version is dropped and the rest commits.
 func (s *Steps) commit(ctx context.Context, p payments.Payment, entry *cardledger.Entry, rec payments.Recovery, ws ...store.Write) error {
-	rw, err := rec.Write()
+	rws, err := rec.Writes()
 	if err != nil {
 		return invalid("encode recovery %s: %w", rec.PaymentID, err)
 	}
-	ws = append([]store.Write{rw}, ws...)
+	nrec := len(rws) // the recovery's put and its pointers, first: dropped together
+	ws = append(rws, ws...)
 	for {
 		var err error
 		if entry != nil && p.Card != nil {
@@ -696,7 +696,11 @@ func (s *Steps) commit(ctx context.Context, p payments.Payment, entry *cardledge
 		var ce *store.ConditionError
 		if errors.As(err, &ce) && ce.Index >= 0 && ce.Index < len(ws) {
 			s.log().InfoContext(ctx, "recovery write older than the stored one; kept the stored one", "payment_id", p.ID, "write", ce.Index)
-			ws = append(ws[:ce.Index:ce.Index], ws[ce.Index+1:]...)
+			from, to := ce.Index, ce.Index+1
+			if ce.Index < nrec {
+				from, to, nrec = 0, nrec, 0
+			}
+			ws = append(ws[:from:from], ws[to:]...)
 			if len(ws) == 0 && (entry == nil || p.Card == nil) {
 				return nil
 			}

@@ -77,8 +77,8 @@ func TestReclassifyingEventSteersTheRunningRecovery(t *testing.T) {
 	if o, err := w.Apply(ctx, failed("evt_1", t0, "generic_decline")); err != nil || o != payments.Applied {
 		t.Fatalf("first decline: %v %v", o, err)
 	}
-	rw, err := payments.Recovery{PaymentID: "pay_f", State: payments.RecoveryScheduled, Round: 1, Seq: 1, NextAttemptAt: t0.Add(72 * time.Hour)}.Write()
-	if err != nil || s.Transact(ctx, rw) != nil {
+	rw, err := payments.Recovery{PaymentID: "pay_f", State: payments.RecoveryScheduled, Round: 1, Seq: 1, NextAttemptAt: t0.Add(72 * time.Hour)}.Writes()
+	if err != nil || s.Transact(ctx, rw...) != nil {
 		t.Fatalf("recovery: %v", err)
 	}
 	if o, err := w.Apply(ctx, failed("evt_2", t0.Add(time.Second), "generic_decline")); err != nil || o != payments.Applied {
