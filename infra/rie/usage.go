@@ -13,9 +13,10 @@ type Usage struct {
 	// "events:PutEvents"): one per HTTP request, whatever it carried.
 	Requests map[string]int
 	// WriteUnits and ReadUnits are the DynamoDB capacity the requests consumed, as DynamoDB
-	// reported it (ReturnConsumedCapacity TOTAL). A write DynamoDB refuses reports none, yet
-	// is billed: a failed condition bills the size of the item it found (at least 1 unit), a
-	// canceled transaction what it would have written.
+	// reported it (ReturnConsumedCapacity TOTAL), with a transaction counted at least item by
+	// item as AWS bills it (DynamoDB Local sums its items' sizes first). A write DynamoDB
+	// refuses reports none, yet is billed: a failed condition bills the size of the item it
+	// found (at least 1 unit), a canceled transaction what it would have written.
 	WriteUnits, ReadUnits float64
 	// TableWriteUnits are WriteUnits by table name.
 	TableWriteUnits map[string]float64
@@ -183,6 +184,18 @@ func consumed(target string, status int, answer, sent []byte) (wru, rru float64,
 				tables[c.TableName] += c.CapacityUnits
 			}
 		}
+		if op == "TransactWriteItems" {
+			// DynamoDB Local reports a transaction as 2 units per started KB of all its items
+			// together; AWS bills 2 per started KB of each item. Count each table at least
+			// what its items cost one by one (a delete or condition check at its 1 KB
+			// minimum, the size of the item it touches being unknown here).
+			for t, u := range transactUnits(sent) {
+				if u > tables[t] {
+					wru += u - tables[t]
+					tables[t] = u
+				}
+			}
+		}
 		return wru, rru, tables
 	}
 	if readOps[op] {
@@ -203,23 +216,32 @@ func consumed(target string, status int, answer, sent []byte) (wru, rru float64,
 		tables[req.TableName] += wru
 		return wru, 0, tables
 	case strings.HasSuffix(fail.Type, "TransactionCanceledException"):
-		var in struct {
-			TransactItems []map[string]struct {
-				TableName string
-				Item      map[string]any
-			}
-		}
-		_ = json.Unmarshal(sent, &in)
-		for _, it := range in.TransactItems {
-			for _, x := range it {
-				u := 2 * writeUnits(itemSize(x.Item))
-				wru += u
-				tables[x.TableName] += u
-			}
+		for t, u := range transactUnits(sent) {
+			wru += u
+			tables[t] += u
 		}
 		return wru, 0, tables
 	}
 	return 0, 0, tables // throttled, invalid: not billed
+}
+
+// transactUnits is what AWS bills a TransactWriteItems request by table: 2 units per started
+// KB of each item it puts, and 2 for each delete, update or condition check (the minimum).
+func transactUnits(sent []byte) map[string]float64 {
+	var in struct {
+		TransactItems []map[string]struct {
+			TableName string
+			Item      map[string]any
+		}
+	}
+	_ = json.Unmarshal(sent, &in)
+	out := map[string]float64{}
+	for _, it := range in.TransactItems {
+		for _, x := range it {
+			out[x.TableName] += 2 * writeUnits(itemSize(x.Item))
+		}
+	}
+	return out
 }
 
 // writeUnits is one write of an item of n bytes: one unit per started KB, at least one.
