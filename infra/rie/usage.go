@@ -127,8 +127,8 @@ func opOf(target string) string {
 	return op
 }
 
-// withConsumedCapacity asks DynamoDB to report what the request consumes. A request that
-// asks already, or is not an object, is left as it is.
+// withConsumedCapacity asks DynamoDB to report what the request consumes, the table's part
+// apart from its indexes'. A request that asks already, or is not an object, is left as it is.
 func withConsumedCapacity(body []byte) []byte {
 	var doc map[string]json.RawMessage
 	if json.Unmarshal(body, &doc) != nil || doc == nil {
@@ -137,7 +137,7 @@ func withConsumedCapacity(body []byte) []byte {
 	if _, ok := doc["ReturnConsumedCapacity"]; ok {
 		return body
 	}
-	doc["ReturnConsumedCapacity"] = json.RawMessage(`"TOTAL"`)
+	doc["ReturnConsumedCapacity"] = json.RawMessage(`"INDEXES"`)
 	out, err := json.Marshal(doc)
 	if err != nil {
 		return body
@@ -149,6 +149,9 @@ func withConsumedCapacity(body []byte) []byte {
 type capacity struct {
 	TableName                                            string
 	CapacityUnits, ReadCapacityUnits, WriteCapacityUnits float64
+	// Table is the table's own part of CapacityUnits (the rest is its indexes'), when the
+	// request asked for INDEXES.
+	Table *struct{ CapacityUnits float64 }
 }
 
 // consumed is what one DynamoDB request cost: the ConsumedCapacity of its answer, or for a
@@ -185,14 +188,23 @@ func consumed(target string, status int, answer, sent []byte) (wru, rru float64,
 			}
 		}
 		if op == "TransactWriteItems" {
-			// DynamoDB Local reports a transaction as 2 units per started KB of all its items
-			// together; AWS bills 2 per started KB of each item. Count each table at least
-			// what its items cost one by one (a delete or condition check at its 1 KB
-			// minimum, the size of the item it touches being unknown here).
+			// DynamoDB Local reports a table's part of a transaction as 2 units per started
+			// KB of all its items together; AWS bills 2 per started KB of each item. Count
+			// each table's own part at least what its items cost one by one (a delete or
+			// condition check at its 1 KB minimum, the size of the item it touches being
+			// unknown here); its indexes' part stays as reported.
+			own := map[string]float64{}
+			for _, c := range caps {
+				if c.Table != nil {
+					own[c.TableName] = c.Table.CapacityUnits
+				} else {
+					own[c.TableName] = tables[c.TableName]
+				}
+			}
 			for t, u := range transactUnits(sent) {
-				if u > tables[t] {
-					wru += u - tables[t]
-					tables[t] = u
+				if u > own[t] {
+					wru += u - own[t]
+					tables[t] += u - own[t]
 				}
 			}
 		}

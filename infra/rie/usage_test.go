@@ -24,6 +24,9 @@ func TestConsumed(t *testing.T) {
 		{"a transaction of small items bills each one", tx, 200, `{"ConsumedCapacity":[{"TableName":"a","CapacityUnits":2.0,"WriteCapacityUnits":2.0}]}`,
 			`{"TransactItems":[{"Put":{"TableName":"a","Item":{"pk":{"S":"1"}}}},{"Put":{"TableName":"a","Item":{"pk":{"S":"2"}}}},` +
 				`{"Delete":{"TableName":"a","Key":{"pk":{"S":"3"}}}}]}`, 6, 0, "a"},
+		{"a transaction's index writes stay as reported", tx, 200,
+			`{"ConsumedCapacity":[{"TableName":"a","CapacityUnits":3.0,"WriteCapacityUnits":3.0,"Table":{"CapacityUnits":2.0}}]}`,
+			`{"TransactItems":[{"Put":{"TableName":"a","Item":{"pk":{"S":"1"}}}},{"Put":{"TableName":"a","Item":{"pk":{"S":"2"}}}}]}`, 5, 0, "a"},
 		{"a failed condition bills the item it found", put, 400,
 			`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","Item":{"pk":{"S":"k"},"doc":{"S":"` + big + `"}}}`,
 			`{"TableName":"t"}`, 2, 0, "t"},
