@@ -298,7 +298,7 @@ func (s *Stack) build() error {
 		return err
 	}
 	record := attempts.BestEffort(s.attempts, s.log)
-	s.replays = attempts.NewBackground(record, 0)
+	s.replays = attempts.NewBackground(s.attempts, s.log, 0)
 
 	client, err := stripeprovider.New(stripeprovider.Client{
 		APIKey:   s.cfg.StripeAPIKey,

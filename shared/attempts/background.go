@@ -2,16 +2,29 @@ package attempts
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"time"
+
+	"github.com/runtwice/twice/shared/redact"
 )
 
 // DefaultBackgroundQueue is how many attempts a Background holds before Record waits.
 const DefaultBackgroundQueue = 4096
 
+// backgroundRound is the most attempts a Background records in one round: about one store
+// transaction of them (three to six items each), so a backlog never queues ahead of the
+// store's other writers by more than one commit.
+const backgroundRound = 32
+
+// backgroundLinger is the longest a round that is not full waits for more attempts.
+const backgroundLinger = 10 * time.Millisecond
+
 // Background records attempts behind their caller's answer: Record queues the attempt and
-// returns, and one writer stores what is queued, every queued attempt at once, so their
-// commits share a group (one fsync on the embedded store) instead of each caller waiting for
-// its own. A full queue makes Record wait: nothing is dropped.
+// returns, and one writer stores what is queued in rounds of up to 32 (Log.RecordAll: one
+// transaction, one commit for them all) instead of each caller waiting for a commit of its
+// own. A full queue makes Record wait: nothing is dropped. An attempt that cannot be stored
+// is logged, as BestEffort does.
 //
 // What it is for: an API exchange answered from an idempotency record (a replay). Its answer
 // changes nothing and sends nothing, and the first exchange under the key, the provider calls
@@ -21,16 +34,24 @@ const DefaultBackgroundQueue = 4096
 //
 // Not for a Lambda function: an invocation's goroutines are frozen once it returns.
 //
-//	bg := attempts.NewBackground(attempts.BestEffort(log, logger), 0)
+//	bg := attempts.NewBackground(log, logger, 0)
 //	defer bg.Close()
 //	api := attempts.API{Record: attempts.BestEffort(log, logger), Replays: bg.Record}
 type Background struct {
-	record RecordFunc
+	rec    batchRecorder
+	log    *slog.Logger
 	queue  chan queued
 	done   chan struct{}
 	mu     sync.RWMutex // held for reading by senders, for writing by Close
 	closed bool
 }
+
+// batchRecorder stores many attempts at once: Log.
+type batchRecorder interface {
+	RecordAll(ctx context.Context, as []Attempt) error
+}
+
+var _ batchRecorder = (*Log)(nil)
 
 // queued is an attempt to store, or (flushed set) a marker closed once all before it are.
 type queued struct {
@@ -39,13 +60,16 @@ type queued struct {
 	flushed chan struct{}
 }
 
-// NewBackground starts a Background that stores through record (build it with BestEffort).
-// size is the queue's length (0: DefaultBackgroundQueue).
-func NewBackground(record RecordFunc, size int) *Background {
+// NewBackground starts a Background that stores in rec (a *Log) and logs what it could not
+// store to log (nil: slog.Default()). size is the queue's length (0: DefaultBackgroundQueue).
+func NewBackground(rec batchRecorder, log *slog.Logger, size int) *Background {
 	if size <= 0 {
 		size = DefaultBackgroundQueue
 	}
-	b := &Background{record: record, queue: make(chan queued, size), done: make(chan struct{})}
+	if log == nil {
+		log = slog.Default()
+	}
+	b := &Background{rec: rec, log: log, queue: make(chan queued, size), done: make(chan struct{})}
 	go b.run()
 	return b
 }
@@ -57,7 +81,7 @@ func (b *Background) Record(ctx context.Context, a Attempt) {
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
-		b.record(ctx, a)
+		b.store(ctx, []Attempt{a})
 		return
 	}
 	b.queue <- queued{ctx: ctx, a: a}
@@ -93,34 +117,54 @@ func (b *Background) Close() {
 	<-b.done
 }
 
-// run stores the queue in rounds: everything queued when a round starts, recorded at once.
+// run stores the queue in rounds of up to backgroundRound. A round that is not full waits up
+// to backgroundLinger for the rest: nobody waits on these rows, and a full round costs one
+// commit where many small ones would each cost theirs. A Flush or Close ends the wait.
 func (b *Background) run() {
 	defer close(b.done)
+	linger := time.NewTimer(0)
 	for first := range b.queue {
 		round := []queued{first}
+		linger.Reset(backgroundLinger)
 	more:
-		for len(round) < cap(b.queue) {
+		for len(round) < backgroundRound && first.flushed == nil {
 			select {
 			case q, ok := <-b.queue:
 				if !ok {
 					break more
 				}
 				round = append(round, q)
-			default:
+				if q.flushed != nil {
+					break more
+				}
+			case <-linger.C:
 				break more
 			}
 		}
-		var wg sync.WaitGroup
+		var as []Attempt
 		for _, q := range round {
 			if q.flushed == nil {
-				wg.Go(func() { b.record(q.ctx, q.a) })
+				as = append(as, q.a)
 			}
 		}
-		wg.Wait()
+		if len(as) > 0 {
+			b.store(round[0].ctx, as)
+		}
 		for _, q := range round {
 			if q.flushed != nil {
 				close(q.flushed)
 			}
 		}
+	}
+}
+
+// store records as, logging what could not be stored.
+func (b *Background) store(ctx context.Context, as []Attempt) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := b.rec.RecordAll(ctx, as); err != nil {
+		b.log.LogAttrs(ctx, slog.LevelError, "attempts not recorded",
+			slog.Int("attempts", len(as)), slog.String("error", redact.CapLog(err.Error())))
 	}
 }

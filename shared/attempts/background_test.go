@@ -2,11 +2,14 @@ package attempts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/runtwice/twice/shared/clock"
 )
 
 // TestBackgroundRecordsBehindTheCaller: Record returns while the store is held up, Flush
@@ -15,14 +18,17 @@ import (
 func TestBackgroundRecordsBehindTheCaller(t *testing.T) {
 	var c collector
 	gate := make(chan struct{})
-	held := func(ctx context.Context, a Attempt) {
+	held := batchFunc(func(ctx context.Context, as []Attempt) error {
 		<-gate
 		if ctx.Err() != nil {
-			t.Errorf("attempt %s recorded with a cancelled context", a.ID)
+			t.Errorf("%d attempts recorded with a cancelled context", len(as))
 		}
-		c.record(ctx, a)
-	}
-	bg := NewBackground(held, 4)
+		for _, a := range as {
+			c.record(ctx, a)
+		}
+		return nil
+	})
+	bg := NewBackground(held, nil, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	for i := range 3 {
 		bg.Record(ctx, Attempt{ID: fmt.Sprint("att_", i)}) // returns with the store held up
@@ -53,6 +59,40 @@ func TestBackgroundRecordsBehindTheCaller(t *testing.T) {
 	}
 	if err := bg.Flush(context.Background()); err != nil {
 		t.Fatalf("Flush after Close: %v", err)
+	}
+}
+
+type batchFunc func(ctx context.Context, as []Attempt) error
+
+func (f batchFunc) RecordAll(ctx context.Context, as []Attempt) error { return f(ctx, as) }
+
+// TestRecordAllSharesCommitsAndKeepsTheRest: 40 attempts (more than one transaction holds) are
+// all stored and found by their keys, and one whose id is already stored keeps none of the
+// others out of the log.
+func TestRecordAllSharesCommitsAndKeepsTheRest(t *testing.T) {
+	l, _ := newLog(t, Log{}, clock.NewFake(t0))
+	ctx := context.Background()
+	if err := l.Record(ctx, Attempt{ID: "att_taken", Provider: "api", Operation: "payments.create", PaymentID: "pay_x"}); err != nil {
+		t.Fatal(err)
+	}
+	var as []Attempt
+	for i := range 40 {
+		as = append(as, Attempt{ID: fmt.Sprint("att_", i), Provider: "api", Operation: "payments.create",
+			IdempotencyKey: fmt.Sprint("order-", i), Scope: "local", PaymentID: "pay_all"})
+	}
+	as = append(as[:20], append([]Attempt{{ID: "att_taken", Provider: "api", PaymentID: "pay_all"}}, as[20:]...)...)
+	err := l.RecordAll(ctx, as)
+	if !errors.Is(err, ErrDuplicateID) {
+		t.Fatalf("RecordAll: %v, want the taken id's ErrDuplicateID", err)
+	}
+	for i := range 40 {
+		if _, err := l.Get(ctx, fmt.Sprint("att_", i)); err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		page, err := l.LookupKey(ctx, "local", fmt.Sprint("order-", i), "")
+		if err != nil || len(page.Attempts) != 1 {
+			t.Fatalf("lookup of order-%d: %d attempts, %v", i, len(page.Attempts), err)
+		}
 	}
 }
 

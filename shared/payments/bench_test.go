@@ -51,7 +51,7 @@ func benchReplay(b *testing.B, record string) {
 	svc := &Service{Store: s, Keeper: k, Provider: &scriptedProvider{calls: map[string]int{}, outcome: outcomes},
 		Resolver: &jobs{}, OnDecline: &declines{}, Log: quiet, Classify: func(d provider.Decline) string { return d.Code }}
 	inline := attempts.BestEffort(log, quiet)
-	bg := attempts.NewBackground(inline, 0)
+	bg := attempts.NewBackground(log, quiet, 0)
 	defer bg.Close()
 	switch record {
 	case "inline":
