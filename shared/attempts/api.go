@@ -16,6 +16,10 @@ import (
 type API struct {
 	// Record stores the attempt (build it with BestEffort). Required.
 	Record RecordFunc
+	// Replays, if set, stores an exchange whose answer was a replay (Idempotent-Replayed:
+	// true) instead of Record: a Background's Record, so a replay's answer does not wait for
+	// its own row to commit. nil: Record.
+	Replays RecordFunc
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -50,8 +54,12 @@ func (a API) Begin(w http.ResponseWriter, r *http.Request) (http.ResponseWriter,
 		at.ResponseHeader = redact.Header(rw.Header())
 		at.ResponseBody, at.ResponseBytes, at.ResponseTruncated = rw.body.snapshot()
 		at.Operation, at.Scope, at.PaymentID = operation, scope, paymentID
-		if a.Record != nil {
-			a.Record(r.Context(), at)
+		record := a.Record
+		if a.Replays != nil && at.IsReplay() {
+			record = a.Replays
+		}
+		if record != nil {
+			record(r.Context(), at)
 		}
 	}
 }

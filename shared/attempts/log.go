@@ -185,6 +185,59 @@ func NewIDs(now func() time.Time) func() string {
 // Callers that make payments must not fail because recording failed: log the error and go on
 // (see BestEffort).
 func (l *Log) Record(ctx context.Context, a Attempt) error {
+	a, ws, err := l.writes(a)
+	if err != nil {
+		return err
+	}
+	if err := l.Store.Transact(ctx, ws...); err != nil {
+		if errors.Is(err, store.ErrConditionFailed) {
+			return fmt.Errorf("%w: %s", ErrDuplicateID, a.ID)
+		}
+		return fmt.Errorf("attempts: record %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// maxWrites is the most writes one store transaction takes (store.Store.Transact).
+const maxWrites = 100
+
+// RecordAll stores as, each as Record would, in as few transactions as fit: many attempts
+// share one commit. When a transaction fails (an id already stored, a store error), its
+// attempts are recorded one by one, so one attempt never keeps the others out; the errors of
+// those that still fail are joined.
+func (l *Log) RecordAll(ctx context.Context, as []Attempt) error {
+	var errs []error
+	var chunk []Attempt
+	var ws []store.Write
+	flush := func() {
+		if len(ws) == 0 {
+			return
+		}
+		if err := l.Store.Transact(ctx, ws...); err != nil {
+			for _, a := range chunk {
+				errs = append(errs, l.Record(ctx, a))
+			}
+		}
+		chunk, ws = chunk[:0], ws[:0]
+	}
+	for _, a := range as {
+		a, w, err := l.writes(a)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if len(ws)+len(w) > maxWrites {
+			flush()
+		}
+		chunk, ws = append(chunk, a), append(ws, w...)
+	}
+	flush()
+	return errors.Join(errs...)
+}
+
+// writes is what Record commits for a, and a as given with its id and time stamped (not
+// redacted: recording it again files it under the same keys).
+func (l *Log) writes(a Attempt) (Attempt, []store.Write, error) {
 	if a.ID == "" {
 		a.ID = l.IDs()
 	}
@@ -192,12 +245,13 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 		a.StartedAt = l.now()
 	}
 	a.StartedAt = a.StartedAt.UTC()
+	given := a
 	claims := a.Claimed    // hashed whole, before the cap, so a lookup of the whole id counts them
 	keys := a.lookupKeys() // filed by their exact values, before redaction and the cap
 	a = a.Redacted(l.bodyCap())
 	doc, err := json.Marshal(a)
 	if err != nil {
-		return fmt.Errorf("attempts: encode %s: %w", a.ID, err)
+		return given, nil, fmt.Errorf("attempts: encode %s: %w", a.ID, err)
 	}
 	expires := a.StartedAt.Add(l.retention()).Unix()
 	ws := []store.Write{{
@@ -210,7 +264,7 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 	sum := a.Summary()
 	sumDoc, err := json.Marshal(sum)
 	if err != nil {
-		return fmt.Errorf("attempts: encode %s: %w", a.ID, err)
+		return given, nil, fmt.Errorf("attempts: encode %s: %w", a.ID, err)
 	}
 	sk := a.StartedAt.Format(skTime) + "#" + a.ID
 	item := func(pk string, doc []byte) store.Write {
@@ -237,13 +291,7 @@ func (l *Log) Record(ctx context.Context, a Attempt) error {
 			ws = append(ws, item(indexPK(k.by, k.scope, k.value), sumDoc))
 		}
 	}
-	if err := l.Store.Transact(ctx, ws...); err != nil {
-		if errors.Is(err, store.ErrConditionFailed) {
-			return fmt.Errorf("%w: %s", ErrDuplicateID, a.ID)
-		}
-		return fmt.Errorf("attempts: record %s: %w", a.ID, err)
-	}
-	return nil
+	return given, ws, nil
 }
 
 // Page is one page of a Lookup, newest first. Cursor is "" on the last page.

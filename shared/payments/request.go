@@ -241,11 +241,7 @@ func FingerprintBody(body []byte) idempotency.Fingerprint {
 	if json.Unmarshal(body, &obj) == nil {
 		dropped := false
 		for name, m := range obj {
-			var v any
-			if json.Unmarshal(m, &v) != nil {
-				continue
-			}
-			if isDefault(name, v) {
+			if isDefault(name, m) {
 				delete(obj, name)
 				dropped = true
 			}
@@ -264,7 +260,16 @@ func FingerprintBody(body []byte) idempotency.Fingerprint {
 }
 
 // isDefault reports whether a body's field only spells out what its absence means.
-func isDefault(name string, v any) bool {
+func isDefault(name string, raw json.RawMessage) bool {
+	switch name {
+	case "metadata", "off_session", "capture_method":
+	default:
+		return false // no default to leave out: not decoded
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
 	switch name {
 	case "metadata":
 		m, ok := v.(map[string]any)

@@ -1,0 +1,134 @@
+package attempts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/runtwice/twice/shared/clock"
+)
+
+// TestBackgroundRecordsBehindTheCaller: Record returns while the store is held up, Flush
+// waits for what came before it, Close stores the rest, and a Record after Close is stored in
+// line: nothing queued is lost, and a request's cancelled context does not cancel its row.
+func TestBackgroundRecordsBehindTheCaller(t *testing.T) {
+	var c collector
+	gate := make(chan struct{})
+	held := batchFunc(func(ctx context.Context, as []Attempt) error {
+		<-gate
+		if ctx.Err() != nil {
+			t.Errorf("%d attempts recorded with a cancelled context", len(as))
+		}
+		for _, a := range as {
+			c.record(ctx, a)
+		}
+		return nil
+	})
+	bg := NewBackground(held, nil, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	for i := range 3 {
+		bg.Record(ctx, Attempt{ID: fmt.Sprint("att_", i)}) // returns with the store held up
+	}
+	cancel() // the request is over
+	if n := len(c.attempts()); n != 0 {
+		t.Fatalf("%d attempts stored before the store was let go", n)
+	}
+	flushed := make(chan error)
+	go func() { flushed <- bg.Flush(context.Background()) }()
+	close(gate)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.attempts()); n != 3 {
+		t.Fatalf("after Flush: %d attempts stored, want 3", n)
+	}
+	for i := 3; i < 10; i++ { // more than the queue holds
+		bg.Record(context.Background(), Attempt{ID: fmt.Sprint("att_", i)})
+	}
+	bg.Close()
+	if n := len(c.attempts()); n != 10 {
+		t.Fatalf("after Close: %d attempts stored, want 10", n)
+	}
+	bg.Record(context.Background(), Attempt{ID: "att_late"})
+	if n := len(c.attempts()); n != 11 {
+		t.Fatalf("a Record after Close: %d attempts stored, want 11", n)
+	}
+	if err := bg.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush after Close: %v", err)
+	}
+}
+
+type batchFunc func(ctx context.Context, as []Attempt) error
+
+func (f batchFunc) RecordAll(ctx context.Context, as []Attempt) error { return f(ctx, as) }
+
+// TestRecordAllSharesCommitsAndKeepsTheRest: 40 attempts (more than one transaction holds) are
+// all stored and found by their keys, and one whose id is already stored keeps none of the
+// others out of the log.
+func TestRecordAllSharesCommitsAndKeepsTheRest(t *testing.T) {
+	l, _ := newLog(t, Log{}, clock.NewFake(t0))
+	ctx := context.Background()
+	if err := l.Record(ctx, Attempt{ID: "att_taken", Provider: "api", Operation: "payments.create", PaymentID: "pay_x"}); err != nil {
+		t.Fatal(err)
+	}
+	var as []Attempt
+	for i := range 40 {
+		as = append(as, Attempt{ID: fmt.Sprint("att_", i), Provider: "api", Operation: "payments.create",
+			IdempotencyKey: fmt.Sprint("order-", i), Scope: "local", PaymentID: "pay_all"})
+	}
+	as = append(as[:20], append([]Attempt{{ID: "att_taken", Provider: "api", PaymentID: "pay_all"}}, as[20:]...)...)
+	err := l.RecordAll(ctx, as)
+	if !errors.Is(err, ErrDuplicateID) {
+		t.Fatalf("RecordAll: %v, want the taken id's ErrDuplicateID", err)
+	}
+	for i := range 40 {
+		if _, err := l.Get(ctx, fmt.Sprint("att_", i)); err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		page, err := l.LookupKey(ctx, "local", fmt.Sprint("order-", i), "")
+		if err != nil || len(page.Attempts) != 1 {
+			t.Fatalf("lookup of order-%d: %d attempts, %v", i, len(page.Attempts), err)
+		}
+	}
+}
+
+// TestReplaysGoToTheirRecorder: an exchange answered by a replay is filed through Replays, any
+// other through Record; without Replays, every exchange goes to Record.
+func TestReplaysGoToTheirRecorder(t *testing.T) {
+	answer := func(replayed bool) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if replayed {
+				w.Header().Set("Idempotent-Replayed", "true")
+			}
+			w.WriteHeader(http.StatusCreated)
+		})
+	}
+	for name, c := range map[string]struct {
+		replays            bool
+		replayed           bool
+		toRecord, toReplay int
+	}{
+		"first answer":             {replays: true, replayed: false, toRecord: 1},
+		"replayed answer":          {replays: true, replayed: true, toReplay: 1},
+		"replayed, no Replays set": {replays: false, replayed: true, toRecord: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var rec, rep collector
+			api := API{Record: rec.record}
+			if c.replays {
+				api.Replays = rep.record
+			}
+			r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{}`))
+			rw, file := api.Begin(httptest.NewRecorder(), r)
+			answer(c.replayed).ServeHTTP(rw, r)
+			file("payments.create", "local", "pay_1")
+			if len(rec.attempts()) != c.toRecord || len(rep.attempts()) != c.toReplay {
+				t.Fatalf("Record got %d, Replays got %d; want %d, %d", len(rec.attempts()), len(rep.attempts()), c.toRecord, c.toReplay)
+			}
+		})
+	}
+}
