@@ -88,3 +88,22 @@ func TestAWSMissing(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestAWSRetriesInOnePlace: every client built from the configuration takes the functions'
+// retry policy, not the SDK's default of three attempts.
+func TestAWSRetriesInOnePlace(t *testing.T) {
+	lambdaVars(t, map[string]string{"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
+	cfg, err := lambdaenv.AWS(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]int{
+		"dynamodb": lambdaenv.DynamoDB(cfg).Options().Retryer.MaxAttempts(),
+		"sqs":      sqs.NewFromConfig(cfg).Options().Retryer.MaxAttempts(),
+		"sfn":      sfn.NewFromConfig(cfg).Options().Retryer.MaxAttempts(),
+	} {
+		if n != lambdaenv.RetryMaxAttempts {
+			t.Errorf("%s: %d attempts, want %d", name, n, lambdaenv.RetryMaxAttempts)
+		}
+	}
+}

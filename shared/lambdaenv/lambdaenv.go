@@ -80,7 +80,8 @@ func TableVar(logical string) string { return "TWICE_TABLE_" + strings.ToUpper(l
 // sign-in, IMDS and process credential providers, whose package initialisation and size are a
 // third of a function's INIT (README, Performance), for sources a Lambda function never has.
 // Lambda's environment credentials are valid for the life of the execution environment, which
-// is what LoadDefaultConfig's environment provider assumes too.
+// is what LoadDefaultConfig's environment provider assumes too. Every client built from it
+// retries with NewRetryer's policy.
 func AWS(ctx context.Context) (aws.Config, error) {
 	return awsFrom(os.LookupEnv)
 }
@@ -100,6 +101,8 @@ func awsFrom(lookup func(string) (string, bool)) (aws.Config, error) {
 		Credentials:   aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(key, secret, get("AWS_SESSION_TOKEN"))),
 		HTTPClient:    awshttp.NewBuildableClient(),
 		ConfigSources: []any{endpoints(lookup)},
+		// Each client gets its own retryer and so its own retry quota, as the SDK's default.
+		Retryer: func() aws.Retryer { return NewRetryer(Retry{}) },
 	}
 	if v := get("AWS_ENDPOINT_URL"); v != "" {
 		cfg.BaseEndpoint = aws.String(v)
