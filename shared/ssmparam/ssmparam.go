@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
@@ -31,6 +32,7 @@ type Client struct {
 	endpoint string
 	signer   *v4.Signer
 	http     aws.HTTPClient
+	retryer  aws.Retryer
 	now      func() time.Time
 }
 
@@ -52,7 +54,13 @@ func New(cfg aws.Config) *Client {
 	if hc == nil {
 		hc = awshttp.NewBuildableClient()
 	}
-	return &Client{cfg: cfg, endpoint: strings.TrimRight(endpoint, "/") + "/", signer: v4.NewSigner(), http: hc, now: time.Now}
+	var r aws.Retryer
+	if cfg.Retryer != nil {
+		r = cfg.Retryer()
+	} else {
+		r = retry.NewStandard() // what an SDK client takes when the configuration has none
+	}
+	return &Client{cfg: cfg, endpoint: strings.TrimRight(endpoint, "/") + "/", signer: v4.NewSigner(), http: hc, retryer: r, now: time.Now}
 }
 
 // apiError is SSM's JSON error body.
@@ -63,7 +71,38 @@ type apiError struct {
 
 // Get returns the parameter's value, decrypted (secrets.Getter). Errors wrap secrets.ErrNotFound
 // or secrets.ErrUnavailable and name the parameter, never its value.
-func (c *Client) Get(ctx context.Context, name string) (string, error) {
+//
+// A throttled or failed call is repeated under the configuration's retryer (the one every SDK
+// client of the function uses: its attempts, backoff with jitter, retry quota and deadline
+// check), asked the same questions in the same order as the SDK's retry middleware asks them.
+func (c *Client) Get(ctx context.Context, name string) (v string, err error) {
+	r := c.retryer
+	for attempt := 1; ; attempt++ {
+		v, err = c.get(ctx, name)
+		if err == nil || !r.IsErrorRetryable(err) || attempt >= r.MaxAttempts() {
+			return v, err
+		}
+		release, terr := r.GetRetryToken(ctx, err)
+		if terr != nil {
+			return "", fmt.Errorf("%w (%w)", err, terr)
+		}
+		// The token goes back if a retry succeeds, as the SDK's middleware does.
+		defer func() { release(err) }()
+		wait, derr := r.RetryDelay(attempt, err)
+		if derr != nil {
+			return "", err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", fmt.Errorf("%w (%w)", err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) get(ctx context.Context, name string) (string, error) {
 	body, err := json.Marshal(map[string]any{"Name": name, "WithDecryption": true})
 	if err != nil {
 		return "", err
@@ -111,9 +150,9 @@ func decode(name string, status int, b []byte) (string, error) {
 		}
 		// Only an error type of AWS's shape is kept: the body is not ours to echo.
 		if !errorType().MatchString(typ) {
-			typ = "unrecognised error"
+			typ = ""
 		}
-		return "", fmt.Errorf("%w: %s: status %d %s", secrets.ErrUnavailable, name, status, typ)
+		return "", fmt.Errorf("%w: %s: %w", secrets.ErrUnavailable, name, &callError{status: status, code: typ})
 	}
 	var out struct {
 		Parameter *struct {
@@ -130,3 +169,21 @@ func decode(name string, status int, b []byte) (string, error) {
 }
 
 var _ secrets.Getter = (*Client)(nil)
+
+// callError is a failed GetParameter answer: its status and AWS error code, what a retryer
+// classifies (ErrorCode, HTTPStatusCode), and nothing of the body.
+type callError struct {
+	status int
+	code   string
+}
+
+func (e *callError) Error() string {
+	code := e.code
+	if code == "" {
+		code = "unrecognised error"
+	}
+	return fmt.Sprintf("status %d %s", e.status, code)
+}
+
+func (e *callError) ErrorCode() string   { return e.code }
+func (e *callError) HTTPStatusCode() int { return e.status }

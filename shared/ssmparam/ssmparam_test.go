@@ -61,7 +61,7 @@ func TestErrorMapping(t *testing.T) {
 				w.Write([]byte(tc.body))
 			}))
 			defer srv.Close()
-			cfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+			cfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), Retryer: func() aws.Retryer { return aws.NopRetryer{} },
 				Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 					return aws.Credentials{AccessKeyID: "a", SecretAccessKey: "s"}, nil
 				})}
