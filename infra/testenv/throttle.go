@@ -1,0 +1,151 @@
+package testenv
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+)
+
+// Throttle is an HTTP client for an aws.Config that stands in front of a real server (DynamoDB
+// Local, moto) and answers the calls Throttles picks the way the AWS service answers a
+// throttled call: its HTTP status, headers and JSON error body, so the SDK's own deserialiser
+// and retryer see exactly what AWS sends. Every other call goes to Next.
+//
+//	th := &testenv.Throttle{Throttles: testenv.FirstN(2)}
+//	cfg := testenv.MotoConfig(t)
+//	cfg.HTTPClient = th
+//
+// The services are told apart by X-Amz-Target, which each of them (all JSON protocols) sends:
+//
+//	DynamoDB_20120810.*  400 ProvisionedThroughputExceededException (odd throttles) or
+//	                     ThrottlingException (even), application/x-amz-json-1.0
+//	AmazonSQS.*          400 RequestThrottled, x-amzn-query-error: RequestThrottled;Sender
+//	AWSStepFunctions.*   400 ThrottlingException, application/x-amz-json-1.0
+//	AWSEvents.*          400 ThrottlingException, application/x-amz-json-1.1; with
+//	                     PartialPutEvents a throttled PutEvents is a 200 whose every entry failed
+//	                     with ThrottlingException (FailedEntryCount), as EventBridge answers
+//	AmazonSSM.*          400 ThrottlingException, application/x-amz-json-1.1
+type Throttle struct {
+	// Next serves the calls that are not throttled (default the SDK's buildable client).
+	Next aws.HTTPClient
+	// Throttles says whether call n (1-based, every call through this client) is throttled.
+	Throttles func(n int, target string) bool
+	// PartialPutEvents answers a throttled PutEvents with per-entry failures instead of a
+	// whole-call error.
+	PartialPutEvents bool
+	// Now stamps the calls (default time.Now).
+	Now func() time.Time
+
+	mu       sync.Mutex
+	calls    []Call
+	throttle int
+}
+
+// Call is one request the Throttle saw.
+type Call struct {
+	Target    string // X-Amz-Target, e.g. "DynamoDB_20120810.PutItem"
+	At        time.Time
+	Throttled bool
+}
+
+// FirstN throttles the first n calls.
+func FirstN(n int) func(int, string) bool {
+	return func(i int, _ string) bool { return i <= n }
+}
+
+// Always throttles every call.
+func Always(int, string) bool { return true }
+
+// Calls returns the calls seen so far.
+func (t *Throttle) Calls() []Call {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Call(nil), t.calls...)
+}
+
+// Do implements aws.HTTPClient.
+func (t *Throttle) Do(req *http.Request) (*http.Response, error) {
+	target := req.Header.Get("X-Amz-Target")
+	now := time.Now
+	if t.Now != nil {
+		now = t.Now
+	}
+	t.mu.Lock()
+	n := len(t.calls) + 1
+	throttled := t.Throttles != nil && t.Throttles(n, target)
+	t.calls = append(t.calls, Call{Target: target, At: now(), Throttled: throttled})
+	if throttled {
+		t.throttle++
+	}
+	odd := t.throttle%2 == 1
+	t.mu.Unlock()
+	if !throttled {
+		next := t.Next
+		if next == nil {
+			next = awshttp.NewBuildableClient()
+		}
+		return next.Do(req)
+	}
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		req.Body.Close()
+	}
+	return throttledResponse(req, target, body, odd, t.PartialPutEvents), nil
+}
+
+func throttledResponse(req *http.Request, target string, reqBody []byte, odd, partial bool) *http.Response {
+	service, _, _ := strings.Cut(target, ".")
+	h := http.Header{}
+	h.Set("X-Amzn-Requestid", "throttled-by-testenv")
+	status := http.StatusBadRequest
+	var body string
+	switch service {
+	case "DynamoDB_20120810":
+		h.Set("Content-Type", "application/x-amz-json-1.0")
+		if odd {
+			body = `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",` +
+				`"message":"The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API."}`
+		} else {
+			body = `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Throughput exceeds the current capacity of your table or index."}`
+		}
+	case "AmazonSQS":
+		h.Set("Content-Type", "application/x-amz-json-1.0")
+		h.Set("X-Amzn-Query-Error", "RequestThrottled;Sender")
+		body = `{"__type":"com.amazonaws.sqs#RequestThrottled","message":"Request is throttled."}`
+	case "AWSStepFunctions":
+		h.Set("Content-Type", "application/x-amz-json-1.0")
+		body = `{"__type":"ThrottlingException","message":"Rate exceeded"}`
+	case "AWSEvents":
+		h.Set("Content-Type", "application/x-amz-json-1.1")
+		body = `{"__type":"ThrottlingException","message":"Rate exceeded"}`
+		if partial && target == "AWSEvents.PutEvents" {
+			var in struct{ Entries []json.RawMessage }
+			json.Unmarshal(reqBody, &in)
+			entries := make([]map[string]string, len(in.Entries))
+			for i := range entries {
+				entries[i] = map[string]string{"ErrorCode": "ThrottlingException", "ErrorMessage": "Rate exceeded"}
+			}
+			b, _ := json.Marshal(map[string]any{"FailedEntryCount": len(entries), "Entries": entries})
+			status, body = http.StatusOK, string(b)
+		}
+	default: // AmazonSSM and any other JSON-protocol service: the common error
+		h.Set("Content-Type", "application/x-amz-json-1.1")
+		body = `{"__type":"ThrottlingException","message":"Rate exceeded"}`
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	return &http.Response{
+		Status: strconv.Itoa(status) + " " + http.StatusText(status), StatusCode: status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader([]byte(body))), ContentLength: int64(len(body)),
+		Request: req,
+	}
+}
