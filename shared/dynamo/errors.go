@@ -72,7 +72,7 @@ func callErrorOf(op, table string, err error, attrs func(write int) *layout) err
 		// Reasons line up with the writes; "None" marks the ones that were fine. A failed
 		// condition is a fact about the data and wins; a malformed write (item too large, key
 		// of the wrong shape) will fail again, so it wins over a conflict, which is transient.
-		conflict, invalid := false, false
+		conflict, invalid, throttled := false, false, false
 		for i, r := range tce.CancellationReasons {
 			switch stringOf(r.Code) {
 			case "ConditionalCheckFailed":
@@ -81,6 +81,8 @@ func callErrorOf(op, table string, err error, attrs func(write int) *layout) err
 				invalid = true
 			case "TransactionConflict":
 				conflict = true
+			case "ProvisionedThroughputExceeded", "ThrottlingError":
+				throttled = true
 			}
 		}
 		switch {
@@ -88,6 +90,8 @@ func callErrorOf(op, table string, err error, attrs func(write int) *layout) err
 			return newCallError(op, table, store.ErrInvalid, err)
 		case conflict:
 			return newCallError(op, table, store.ErrConflict, err)
+		case throttled:
+			return newCallError(op, table, store.ErrThrottled, err)
 		}
 		return newCallError(op, table, nil, err)
 	}
@@ -96,8 +100,14 @@ func callErrorOf(op, table string, err error, attrs func(write int) *layout) err
 		return newCallError(op, table, store.ErrConflict, err)
 	}
 	var api smithy.APIError
-	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
-		return newCallError(op, table, store.ErrInvalid, err)
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "ValidationException":
+			return newCallError(op, table, store.ErrInvalid, err)
+		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
+			// Still throttled after the client's retries (or its retry quota spent).
+			return newCallError(op, table, store.ErrThrottled, err)
+		}
 	}
 	return newCallError(op, table, nil, err)
 }

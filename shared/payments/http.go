@@ -14,6 +14,7 @@ import (
 
 	"github.com/runtwice/twice/shared/idempotency"
 	"github.com/runtwice/twice/shared/problem"
+	"github.com/runtwice/twice/shared/store"
 )
 
 // MaxBody is the largest POST /payments body accepted.
@@ -155,6 +156,12 @@ func problemOf(err error) problem.Problem {
 		return p
 	case errors.As(err, &mismatch):
 		return problem.New(problem.KeyReused, "This Idempotency-Key was used with a different request body.").WithFields(mismatch.Fields)
+	case errors.Is(err, store.ErrThrottled):
+		// Nothing was written by the throttled call; a key it left in progress is taken over
+		// when its lock expires, and the provider key is the same, so a retry charges at most once.
+		p := problem.New(problem.Unavailable, "The payment store is busy; retry with the same Idempotency-Key after the Retry-After delay.")
+		p.RetryAfter = 1
+		return p
 	}
 	return problem.New(problem.Internal, "The request could not be recorded; it is safe to retry with the same Idempotency-Key.")
 }

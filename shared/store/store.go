@@ -140,6 +140,11 @@ var (
 	// ErrInvalid means the request itself is malformed (empty key, duplicate key in one
 	// transaction, too many writes).
 	ErrInvalid = errors.New("store: invalid request")
+	// ErrThrottled means the store refused the call for its rate (DynamoDB's throughput or
+	// request limits) after its client's own retries: nothing was written, and the same call
+	// can succeed later. Callers hand the work back (a 503 with Retry-After, a batch item
+	// failure, an outbox message left due).
+	ErrThrottled = errors.New("store: throttled")
 )
 
 // ConditionError reports a failed condition.
