@@ -16,6 +16,10 @@
 //   - an error wrapped with FailBatch fails the whole batch: the handler returns it, the
 //     remaining messages are not run, and Lambda (or queue.Consumer) leaves every message of
 //     the batch for redelivery;
+//   - when the invocation's deadline is within Reserve (default 5 s), the message and the rest
+//     of the batch are reported failed without running: handed back to the queue while the
+//     handler can still answer, so a batch slowed by throttled calls is never cut off by Lambda
+//     (which would deliver again the messages it did finish) and never dropped;
 //   - on a FIFO queue (the source ARN ends in ".fifo") the messages after a failed one are
 //     reported failed without running, so the group's order holds;
 //   - Report, when set, is asked before each message's func whether the message's work already

@@ -50,6 +50,33 @@ type Batch struct {
 	Log *slog.Logger
 	// AfterBatch, when set, runs once after every batch, whatever became of its messages.
 	AfterBatch func(ctx context.Context)
+	// Reserve is the time a message needs before the invocation's deadline (default
+	// DefaultReserve): with less left, the message and the rest of the batch are handed back
+	// as failures without running, so a batch slowed by throttled calls answers before Lambda
+	// cuts it off, and the messages it did finish are not delivered again.
+	Reserve time.Duration
+	// Now is the clock read against the deadline (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultReserve is Batch.Reserve's default: the AWS clients' longest retry wait and a call
+// (lambdaenv.RetryReserve), with room for a provider call.
+const DefaultReserve = 5 * time.Second
+
+// deadlineNear reports whether ctx's deadline is within the reserve.
+func (b *Batch) deadlineNear(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return false
+	}
+	now, reserve := time.Now, b.Reserve
+	if b.Now != nil {
+		now = b.Now
+	}
+	if reserve <= 0 {
+		reserve = DefaultReserve
+	}
+	return dl.Sub(now()) < reserve
 }
 
 func (b *Batch) log() *slog.Logger {
@@ -102,10 +129,17 @@ func (b *Batch) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 	}
 	log := b.log()
 	var resp events.SQSEventResponse
-	failed := false
+	failed, near := false, false
 	for _, r := range ev.Records {
 		if failed && strings.HasSuffix(r.EventSourceARN, ".fifo") {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+			continue
+		}
+		if near = near || b.deadlineNear(ctx); near {
+			log.WarnContext(ctx, "sqs message handed back: the invocation's deadline is near", "message_id", r.MessageId,
+				"queue", queueName(r.EventSourceARN))
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+			failed = true
 			continue
 		}
 		err := run(ctx, log, f, r)

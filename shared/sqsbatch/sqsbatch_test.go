@@ -193,3 +193,32 @@ func TestReporterIsAskedBeforeAndToldAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineNearHandsTheRestBack: a slow message (throttled calls retried) brings the
+// deadline within the reserve; the messages after it are handed back without running, and the
+// handler answers before the deadline with them as failures, the finished ones not among them.
+func TestDeadlineNearHandsTheRestBack(t *testing.T) {
+	start := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := start
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(30*time.Second))
+	defer cancel()
+	var ran []string
+	b := &sqsbatch.Batch{Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }, Reserve: 5 * time.Second,
+		Each: func(_ context.Context, m queue.Message) error {
+			ran = append(ran, m.ID)
+			now = now.Add(12 * time.Second) // each message's calls were throttled and retried
+			return nil
+		}}
+	resp, err := b.Handle(ctx, batch(arn, "ok", "ok", "ok", "ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	// 30 s: m0 ends at 12 s (18 left), m1 at 24 s (6 left), then 6 s > 5 s lets m2 run to 36 s.
+	if !slices.Equal(ran, []string{"m0", "m1", "m2"}) || !slices.Equal(failed, []string{"m3"}) {
+		t.Fatalf("ran %v, handed back %v; want m0-m2 run and m3 handed back", ran, failed)
+	}
+}
