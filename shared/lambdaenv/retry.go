@@ -88,3 +88,37 @@ func (r *deadlineRetryer) GetRetryToken(ctx context.Context, opErr error) (func(
 	}
 	return r.Standard.GetRetryToken(ctx, opErr)
 }
+
+// Attempts runs call as the SDK's retry middleware runs an operation, for a call that is not an
+// SDK client's (ssmparam's GetParameter, the local stack's stand-ins): after a failed attempt it
+// asks r whether the error is retryable, whether attempts are left, for a retry token (the
+// quota, and the deadline check of NewRetryer's retryer) and for the wait, then waits or ends on
+// ctx. The error of the last attempt is returned, wrapped in the SDK's *retry.MaxAttemptsError
+// when the attempts ran out.
+func Attempts(ctx context.Context, r aws.Retryer, call func(context.Context) error) (err error) {
+	for attempt := 1; ; attempt++ {
+		if err = call(ctx); err == nil || !r.IsErrorRetryable(err) {
+			return err
+		}
+		if attempt >= r.MaxAttempts() {
+			return &retry.MaxAttemptsError{Attempt: attempt, Err: err}
+		}
+		release, terr := r.GetRetryToken(ctx, err)
+		if terr != nil {
+			return errors.Join(err, terr)
+		}
+		// The token goes back if a retry succeeds, as the SDK's middleware does.
+		defer func() { release(err) }()
+		wait, derr := r.RetryDelay(attempt, err)
+		if derr != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

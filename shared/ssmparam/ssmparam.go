@@ -20,6 +20,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
+	"github.com/runtwice/twice/shared/lambdaenv"
 	"github.com/runtwice/twice/shared/secrets"
 )
 
@@ -74,32 +75,14 @@ type apiError struct {
 //
 // A throttled or failed call is repeated under the configuration's retryer (the one every SDK
 // client of the function uses: its attempts, backoff with jitter, retry quota and deadline
-// check), asked the same questions in the same order as the SDK's retry middleware asks them.
-func (c *Client) Get(ctx context.Context, name string) (v string, err error) {
-	r := c.retryer
-	for attempt := 1; ; attempt++ {
+// check), through lambdaenv.Attempts.
+func (c *Client) Get(ctx context.Context, name string) (string, error) {
+	var v string
+	err := lambdaenv.Attempts(ctx, c.retryer, func(ctx context.Context) (err error) {
 		v, err = c.get(ctx, name)
-		if err == nil || !r.IsErrorRetryable(err) || attempt >= r.MaxAttempts() {
-			return v, err
-		}
-		release, terr := r.GetRetryToken(ctx, err)
-		if terr != nil {
-			return "", fmt.Errorf("%w (%w)", err, terr)
-		}
-		// The token goes back if a retry succeeds, as the SDK's middleware does.
-		defer func() { release(err) }()
-		wait, derr := r.RetryDelay(attempt, err)
-		if derr != nil {
-			return "", err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return "", fmt.Errorf("%w (%w)", err, ctx.Err())
-		case <-t.C:
-		}
-	}
+		return err
+	})
+	return v, err
 }
 
 func (c *Client) get(ctx context.Context, name string) (string, error) {
