@@ -44,8 +44,13 @@ func run() int {
 	bin := flag.String("bin", "", "a built infra/local to run instead of building one")
 	dropRate := flag.Float64("drop-rate", def.DropRate, "share of webhook deliveries the simulator loses (the backfill must bring them); every delivery about the plan's unheard payments is lost whatever the rate")
 	backfillMax := flag.Int("backfill-max-events", def.BackfillMaxEvents, "events one backfill pass of the stack handles at most, so a walk takes several passes (0: the stack's default, 50000)")
+	throttle := flag.Float64("throttle", 0, "share (0 to 1) of the stack's calls to its store, queues, runner, event feed and provider refused as the services refuse a throttled call")
 	flag.Parse()
 
+	if *throttle < 0 || *throttle >= 1 {
+		fmt.Fprintf(os.Stderr, "chaos: -throttle %v: want a share from 0 up to, not including, 1\n", *throttle)
+		return 2
+	}
 	cfg := harness.NewConfig(*seed)
 	if *short {
 		cfg = harness.ShortConfig(*seed)
@@ -65,6 +70,8 @@ func run() int {
 			cfg.DropRate = *dropRate
 		case "backfill-max-events":
 			cfg.BackfillMaxEvents = *backfillMax
+		case "throttle":
+			cfg.Throttle = *throttle
 		}
 	})
 	cfg.DataDir, cfg.Bin, cfg.Progress = *data, *bin, os.Stderr
@@ -90,7 +97,7 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "chaos: seed %d, %d payments, %d kills, at most %s\n", cfg.Seed, cfg.Payments, cfg.Kills, cfg.Duration)
+	fmt.Fprintf(os.Stderr, "chaos: seed %d, %d payments, %d kills, throttle %g, at most %s\n", cfg.Seed, cfg.Payments, cfg.Kills, cfg.Throttle, cfg.Duration)
 	rep, err := harness.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)

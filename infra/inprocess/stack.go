@@ -127,6 +127,9 @@ type Config struct {
 	// BackfillMaxEvents bounds one backfill pass (default backfill.MaxEvents); a longer
 	// backlog continues from the cursor next pass.
 	BackfillMaxEvents int
+	// Throttle is the share of the stack's calls to its store, queues, runner, event feed and
+	// provider that are refused as the services refuse a throttled call (throttle.go); 0: none.
+	Throttle float64
 
 	// ReadTimeout bounds reading a whole request, headers and body (default 10 s), so a body
 	// sent a byte at a time cannot hold a connection open; WriteTimeout bounds a request
@@ -196,6 +199,7 @@ type Stack struct {
 	clock *clock.Accelerated
 
 	store    localStore
+	throttle *throttler
 	broker   *localqueue.Broker
 	queues   map[string]*localqueue.Queue
 	sim      *stripesim.Simulator
@@ -272,9 +276,12 @@ func (s *Stack) build() error {
 	if err != nil {
 		return err
 	}
-	s.store = bs
+	s.store, s.throttle = bs, newThrottler(s.cfg.Throttle)
+	if s.cfg.Throttle > 0 {
+		s.store = newThrottledStore(s.store, s.throttle)
+	}
 	if s.cfg.wrapStore != nil {
-		s.store = s.cfg.wrapStore(bs)
+		s.store = s.cfg.wrapStore(s.store)
 	}
 	// One group committer for the one file: store writes, queue changes and the runner's
 	// checkpoints share fsyncs (shared/boltgroup).
@@ -296,6 +303,7 @@ func (s *Stack) build() error {
 		WebhookURL:         "http://" + s.apiLn.Addr().String() + "/webhooks/stripe",
 		WebhookSecret:      s.cfg.StripeWebhookSecret,
 		RefundFailureDelay: s.cfg.RefundFailureDelay,
+		ThrottleRate:       s.cfg.Throttle,
 		Now:                s.clock.Now,
 		Log:                s.log.With("component", "providersim"),
 	})
@@ -362,13 +370,13 @@ func (s *Stack) build() error {
 		deadletter.TargetReconcile: recon.Requeuer{Run: s.recon.Handle, Loop: records},
 	}}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
-		Resolver: &payments.QueueResolver{Queue: s.queues[resolveQueue], Delay: s.cfg.ResolveDelay},
+		Resolver: &payments.QueueResolver{Queue: s.throttled(s.queues[resolveQueue]), Delay: s.cfg.ResolveDelay},
 		Classify: declines.ClassOf, OnDecline: recoverer, Exchanges: attempts.API{Record: record, Replays: s.replays.Record, Now: s.clock.Now}, Now: s.clock.Now, Log: s.log}
 	// The relay delivers every follow-on kind to the same targets as outbox-relay in AWS
 	// (followon.Handlers), on the local runner, queues and event feed.
 	s.feed = &feed.Log{Store: s.store}
 	handlers, err := followon.Handlers(followon.Targets{Payments: s.payments, Steerer: s.steerer(), DeadLetters: s.deadletters,
-		WebhookQueue: s.queues[webhookQueue], Publisher: &feed.Publisher{Store: s.store, Sink: s.feed, Log: s.log}})
+		WebhookQueue: s.queues[webhookQueue], Publisher: &feed.Publisher{Store: s.store, Sink: newThrottledSink(s.feed, s.throttle), Log: s.log}})
 	if err != nil {
 		return err
 	}
@@ -414,7 +422,7 @@ func (s *Stack) buildRecovery(client provider.Provider, seed uint64, deadletters
 	if err := s.runner.Define(recoveryMachine, def); err != nil {
 		return nil, err
 	}
-	s.starter = &faultyStarter{next: s.runner}
+	s.starter = &faultyStarter{next: newThrottledStarter(s.runner, s.throttle)}
 	// A resumed recovery goes on from the workflow's time it waited for, on its own clock.
 	s.resumer = &asl.Starter{Runner: s.starter, StateMachine: recoveryMachine, ClockStart: func(input []byte) time.Time {
 		var in recovery.ResumeInput
@@ -447,7 +455,7 @@ func (s *Stack) Handler() http.Handler {
 	} else {
 		s.log.Error("standard webhook secret rejected; /webhooks/standard will answer 503", "error", err)
 	}
-	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: s.queues[webhookQueue]}, MaxBody: ingestMaxBody,
+	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: s.throttled(s.queues[webhookQueue])}, MaxBody: ingestMaxBody,
 		Now: s.clock.Now, Log: s.log, Observer: attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}}
 	mux.Handle(ingest.Pattern, in)
 	ops, err := opsapi.New(opsapi.Handler{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,

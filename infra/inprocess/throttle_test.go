@@ -69,3 +69,28 @@ func TestProviderThrottledPayment(t *testing.T) {
 		}
 	})
 }
+
+// TestThrottledStack: with a fifth of its store, queue, runner, feed and provider calls refused
+// as throttled (Config.Throttle), a client that retries what it is told to retry (503 with
+// Retry-After, 409 while a key is in progress, a 500) gets every payment made, each charged once.
+func TestThrottledStack(t *testing.T) {
+	s := newStack(t, Config{Throttle: 0.2, RequestTimeout: time.Second, LockMargin: 100 * time.Millisecond})
+	const n = 12
+	for i := range n {
+		key := fmt.Sprintf("throttled-stack-%d", i)
+		eventually(t, 60*time.Second, "payment "+key+" is made", func() bool {
+			a := call(t, "POST", s.APIURL()+"/payments", key, paymentBody("pm_card_visa"))
+			switch a.status {
+			case http.StatusCreated:
+				return true
+			case http.StatusServiceUnavailable, http.StatusConflict, http.StatusInternalServerError, http.StatusAccepted:
+				return false
+			}
+			t.Fatalf("%s: %d %s", key, a.status, a.body)
+			return false
+		})
+	}
+	if got := simStats(t, s)["payment_intents"]; got != float64(n) {
+		t.Fatalf("%v PaymentIntents at the simulator for %d payments", got, n)
+	}
+}

@@ -19,6 +19,9 @@ func (r Report) WriteTable(w io.Writer) error {
 		row("clock jump at the last kill", fmt.Sprintf("%s (past the provider's 24 h key horizon)", r.ClockJump))
 	}
 	row("logical payments", r.Payments)
+	if r.Throttle > 0 {
+		row("calls refused as throttled", fmt.Sprintf("%g of store, queue, runner, event feed and provider calls", r.Throttle))
+	}
 	row("requests sent", r.Requests)
 	row("webhook deliveries", r.WebhookDeliveries)
 	row("provider PaymentIntents", r.ProviderIntents)

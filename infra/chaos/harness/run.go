@@ -50,6 +50,9 @@ type Config struct {
 	// CaptureWindow is the stack's -capture-window: an authorization the plan leaves alone
 	// must be surfaced (a reconciliation record naming it) by the end of the run.
 	CaptureWindow time.Duration
+	// Throttle is the stack's -throttle: the share of its calls to the store, queues, runner,
+	// event feed and provider refused as throttled (0: none). The invariants hold all the same.
+	Throttle float64
 
 	FaultEvery  time.Duration // mean interval between armed simulator faults
 	ReplayEvery time.Duration // mean interval between webhook replays
@@ -69,6 +72,9 @@ func NewConfig(seed uint64) Config {
 		FaultEvery: 300 * time.Millisecond, ReplayEvery: 200 * time.Millisecond}
 }
 
+// throttledRequestTimeout is the stack's request deadline in a throttled run.
+const throttledRequestTimeout = 10 * time.Second
+
 // ShortConfig is the quick run of the test command: 60 payments, one kill, about a minute at
 // most.
 func ShortConfig(seed uint64) Config {
@@ -84,6 +90,8 @@ func ShortConfig(seed uint64) Config {
 type Report struct {
 	Seed     uint64 `json:"seed"`
 	Payments int    `json:"logical_payments"`
+	// Throttle is the share of the stack's calls refused as throttled (Config.Throttle).
+	Throttle float64 `json:"throttle,omitempty"`
 	// ClockStart is the stack's clock start, drawn from the seed; ClockJump, how far the clock
 	// moved forward while the stack was down at the last kill (0: no jump was made).
 	ClockStart time.Time     `json:"clock_start"`
@@ -198,6 +206,11 @@ type run struct {
 // is for a run that could not be made (build, start); broken invariants are in the report.
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	begin := time.Now()
+	if cfg.Throttle > 0 {
+		// A request must outlast the retries' reserve (lambdaenv.RetryReserve) for a throttled
+		// call in it to be retried at all, as API Gateway's 29 s lets it in AWS.
+		cfg.RequestTimeout = max(cfg.RequestTimeout, throttledRequestTimeout)
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	log := cfg.Log
@@ -222,7 +235,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	proc, err := newProcess(cfg.Bin, data, []string{"-provider-timeout", cfg.ProviderTimeout.String(),
 		"-request-timeout", cfg.RequestTimeout.String(), "-resolve-delay", cfg.ResolveDelay.String(),
 		"-time-factor", fmt.Sprint(cfg.TimeFactor), "-clock-start", plan.ClockStart.Format(time.RFC3339),
-		"-backfill-max-events", fmt.Sprint(cfg.BackfillMaxEvents), "-capture-window", cfg.CaptureWindow.String()})
+		"-backfill-max-events", fmt.Sprint(cfg.BackfillMaxEvents), "-capture-window", cfg.CaptureWindow.String(),
+		"-throttle", fmt.Sprint(cfg.Throttle)})
 	if err != nil {
 		return Report{}, err
 	}
@@ -245,7 +259,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	r.client = &client{http: &http.Client{Transport: transport, Timeout: cfg.RequestTimeout + 2*time.Second},
 		base: func() string { return "http://" + proc.api }, requests: &r.requests, answers: &counts{}, attempts: 8, budget: 60 * time.Second}
 	rep := Report{Seed: cfg.Seed, Payments: cfg.Payments, ClockStart: plan.ClockStart, Recoverable: plan.Recoverable(),
-		Unheard: plan.Unheard(), BackfillMaxEvents: cfg.BackfillMaxEvents, Manual: plan.Manual()}
+		Unheard: plan.Unheard(), BackfillMaxEvents: cfg.BackfillMaxEvents, Manual: plan.Manual(), Throttle: cfg.Throttle}
 	r.ledgers = make([]*ledger, cfg.Payments)
 	r.flows = make([]*flowLedgers, cfg.Payments)
 	for i := range r.ledgers {

@@ -68,3 +68,13 @@ func (fs *faultSet) take(path, method string) (Fault, bool) {
 	}
 	return Fault{}, false
 }
+
+// throttled draws whether this request is over the simulated rate limit (Config.ThrottleRate).
+func (s *Simulator) throttled() bool {
+	if s.cfg.ThrottleRate <= 0 {
+		return false
+	}
+	s.randMu.Lock()
+	defer s.randMu.Unlock()
+	return s.rnd.Float64() < s.cfg.ThrottleRate
+}

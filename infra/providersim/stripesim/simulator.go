@@ -77,6 +77,10 @@ type Config struct {
 	// RefundFailureDelay is how long after its creation a refund of pm_card_refundFail fails,
 	// on the injected clock (default DefaultRefundFailureDelay). RunDue applies it.
 	RefundFailureDelay time.Duration
+	// ThrottleRate is the share of API requests answered as Stripe answers past an account's
+	// rate limit: 429 rate_limit with Retry-After: 1, nothing applied (drawn from Rand; the
+	// local stack's -throttle). Armed faults go first.
+	ThrottleRate float64
 }
 
 // Simulator is a durable Stripe PaymentIntents simulator. It is an http.Handler.
@@ -396,6 +400,9 @@ func (s *Simulator) apiMiddleware(next http.HandlerFunc) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, apiRequest{apiKey: key, requestID: reqID}))
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		f, armed := s.faults.take(r.URL.Path, r.Method)
+		if !armed && s.throttled() {
+			f, armed = Fault{Fault: FaultHTTP429, RetryAfterS: 1}, true
+		}
 		if !armed {
 			next(w, r)
 			return
