@@ -61,22 +61,23 @@ func main() {
 	policy := retry.New(retry.Policy{Rand: paymentsfn.NewRand(), Log: log})
 	emf := env.Metrics()
 	deadletters := &deadletter.Records{Store: st, Log: log, Metrics: &deadletter.EMF{Out: emf}}
-	events, ok := stripe.(provider.EventLister)
-	if !ok {
+	if _, ok := stripe.(provider.EventLister); !ok {
 		logs.Fatal(log, "config", errors.New("the Stripe adapter lists no events"))
 	}
+	// The event log is read under the same policy: a throttled page is retried, not the run.
+	reads := &retry.Provider{Next: stripe, Policy: policy}
 	// The one path of the provider's observations: the backfill applies the provider's events
 	// through it, reconciliation heals through it.
 	applier := &payments.Applier{Store: st, Classify: declines.ClassOf, Steer: recovery.SteerMessages,
 		Replan: recovery.ReplanMessages, Log: log}
 	r := &recon.Reconciler{
 		Store:    st,
-		Provider: &retry.Provider{Next: stripe, Policy: policy},
+		Provider: reads,
 		// Each difference opens a dead-letter record: DeadLetterOpen moves with it.
 		Sink:    recon.DeadLetterRecords{Records: deadletters},
 		Metrics: &recon.Metrics{Out: emf}, // EMF: the run's counts become CloudWatch metrics
 		Log:     log,
-		Events:  events, // a change in the window (a refund of an older payment) is compared too
+		Events:  reads, // a change in the window (a refund of an older payment) is compared too
 		Healer:  applier,
 		// A payment waiting for its customer past the window is canceled at the provider.
 		Bounds: payments.Bounds{CustomerWindow: window},
@@ -85,7 +86,7 @@ func main() {
 	run := recon.PendingRetries{Records: deadletters, Run: r.Handle, Log: log}
 	// An event the backfill cannot apply now goes to the webhook queue through the outbox (the
 	// relay sends it): this function links no queue client.
-	bf := &backfill.Backfill{Store: st, Events: events, Applier: applier, Log: log, Metrics: emf}
+	bf := &backfill.Backfill{Store: st, Events: reads, Applier: applier, Log: log, Metrics: emf}
 	reconcile := func(ctx context.Context, raw json.RawMessage) (any, error) { return r.Handle(ctx, raw) }
 	// input: the Scheduler's {"scheduled_time": ...} or {"from","to"}; {"backfill":{...}} for a
 	// backfill pass. Either is followed by the retried failed runs (run.After), so an operator's

@@ -353,9 +353,10 @@ func (s *Stack) build() error {
 		Replan: recovery.ReplanMessages, Now: s.clock.Now, Log: s.log}
 	s.worker = &worker.Worker{Applier: applier}
 	readPolicy := retry.New(retry.Policy{Rand: rand.New(rand.NewPCG(seed+4, seed^0x3c6ef372fe94f82b)), Log: s.log})
-	s.recon = &recon.Reconciler{Store: s.store, Provider: &retry.Provider{Next: client, Policy: readPolicy},
+	reads := &retry.Provider{Next: client, Policy: readPolicy}
+	s.recon = &recon.Reconciler{Store: s.store, Provider: reads,
 		Sink: recon.DeadLetterRecords{Records: records}, Log: s.log, Now: s.clock.Now, Grace: s.cfg.ReconcileGrace,
-		Events: client, Healer: applier, Bounds: payments.Bounds{CustomerWindow: s.cfg.CustomerWindow, CaptureWindow: s.cfg.CaptureWindow}}
+		Events: reads, Healer: applier, Bounds: payments.Bounds{CustomerWindow: s.cfg.CustomerWindow, CaptureWindow: s.cfg.CaptureWindow}}
 	// An operator's retry goes back to the queue a message died on, starts a new recovery
 	// round, or runs reconciliation again and closes the record's loop with the result. As in
 	// AWS, the retry is an outbox message committed with the record, which the relay below
@@ -382,7 +383,7 @@ func (s *Stack) build() error {
 	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
 		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
-	s.backfill = &backfill.Backfill{Store: s.store, Events: client, Applier: applier, MaxEvents: s.cfg.BackfillMaxEvents,
+	s.backfill = &backfill.Backfill{Store: s.store, Events: reads, Applier: applier, MaxEvents: s.cfg.BackfillMaxEvents,
 		Now: s.clock.Now, Log: s.log}
 	return nil
 }

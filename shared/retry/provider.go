@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"time"
 
@@ -197,6 +198,46 @@ func (p *Provider) Refunds(ctx context.Context, params provider.RefundListParams
 		})
 		if err != nil && !stopped {
 			yield(provider.Refund{}, err)
+		}
+	}
+}
+
+// ErrEventsUnsupported: the wrapped provider lists no event log.
+var ErrEventsUnsupported = errors.New("retry: the provider lists no events")
+
+var _ provider.EventLister = (*Provider)(nil)
+
+// Events, like List, walks the wrapped provider's event log under the policy (a read: a
+// throttled or failed page is retried, within the budget and the deadline) and resumes after
+// the last event it yielded, in the walk's own direction, so a retry never yields an event
+// twice and a throttled page costs a retry, not the reconciliation or backfill run.
+func (p *Provider) Events(ctx context.Context, q provider.EventQuery) iter.Seq2[provider.Event, error] {
+	return func(yield func(provider.Event, error) bool) {
+		lister, ok := p.Next.(provider.EventLister)
+		if !ok {
+			yield(provider.Event{}, ErrEventsUnsupported)
+			return
+		}
+		stopped := false
+		err := p.Policy.Do(ctx, "events", true, func(ctx context.Context) error {
+			for ev, err := range lister.Events(ctx, q) {
+				if err != nil {
+					return err
+				}
+				if q.After != "" {
+					q.After = ev.ID // oldest first: continue after it
+				} else {
+					q.Before = ev.ID // newest first: continue below it
+				}
+				if !yield(ev, nil) {
+					stopped = true
+					return nil
+				}
+			}
+			return nil
+		})
+		if err != nil && !stopped {
+			yield(provider.Event{}, err)
 		}
 	}
 }
