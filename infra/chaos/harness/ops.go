@@ -55,20 +55,38 @@ func (o opsClient) deadLetters(ctx context.Context) map[string]int {
 }
 
 // reconcile runs a reconciliation over [from, to] and returns the differences it found by class,
-// or nil when the stack has no such route.
+// or nil when the stack has no such route or every try failed. A run that failed (a throttled
+// call it could not retry before its deadline) is tried again a few times, as the scheduler's
+// retry policy does in AWS: the run id is the window, so a repeat is harmless.
 func (o opsClient) reconcile(ctx context.Context, from, to time.Time) map[string]int {
 	var rep struct {
 		Found map[string]int `json:"found"`
 	}
 	body := map[string]string{"from": from.UTC().Format(time.RFC3339), "to": to.UTC().Format(time.RFC3339)}
-	if err := o.do(ctx, http.MethodPost, "/ops/reconcile", body, &rep); err != nil {
-		return nil
+	for try := 1; ; try++ {
+		err := o.do(ctx, http.MethodPost, "/ops/reconcile", body, &rep)
+		if err == nil {
+			break
+		}
+		if try == reconcileTries {
+			return nil
+		}
+		t := time.NewTimer(time.Duration(try) * time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
 	}
 	if rep.Found == nil {
 		rep.Found = map[string]int{}
 	}
 	return rep.Found
 }
+
+// reconcileTries bounds the tries of one reconciliation run.
+const reconcileTries = 4
 
 // recoveryMachine is the local state machine's name (infra/inprocess).
 const recoveryMachine = "payment-recovery"
