@@ -85,8 +85,11 @@ func (s *Service) serve(rt route, scope func(*http.Request) string) http.Handler
 		a, err := rt.fn(r, sc)
 		if err != nil {
 			p := problemOf(err)
-			if p.Status == http.StatusInternalServerError {
+			switch {
+			case p.Status == http.StatusInternalServerError:
 				s.log().ErrorContext(r.Context(), "payments request failed", "route", rt.pattern, "error", err)
+			case errors.Is(err, store.ErrThrottled):
+				s.log().WarnContext(r.Context(), "payments request throttled by the store; answered 503", "route", rt.pattern, "error", err)
 			}
 			problem.Write(w, p)
 			return
