@@ -73,7 +73,7 @@ func NewConfig(seed uint64) Config {
 }
 
 // throttledRequestTimeout is the stack's request deadline in a throttled run.
-const throttledRequestTimeout = 10 * time.Second
+const throttledRequestTimeout = 29 * time.Second
 
 // ShortConfig is the quick run of the test command: 60 payments, one kill, about a minute at
 // most.
@@ -208,7 +208,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	begin := time.Now()
 	if cfg.Throttle > 0 {
 		// A request must outlast the retries' reserve (lambdaenv.RetryReserve) for a throttled
-		// call in it to be retried at all, as API Gateway's 29 s lets it in AWS.
+		// call in it to be retried at all: the stack's default, API Gateway's 29 s, as in AWS.
+		// A reconciliation run (POST /ops/reconcile, the reconciler function locally) needs
+		// the time too.
 		cfg.RequestTimeout = max(cfg.RequestTimeout, throttledRequestTimeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
