@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 )
 
 // simClient talks to the simulator's Stripe API and its /_sim controls.
@@ -18,36 +20,60 @@ type simClient struct {
 }
 
 func (s *simClient) do(ctx context.Context, method, path string, body any, out any) error {
-	var rd io.Reader
+	var payload []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
+	status, b, err := s.send(ctx, method, path, payload)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+s.apiKey)
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("chaos: %s %s: HTTP %d", method, path, resp.StatusCode)
+	if status >= 300 {
+		return fmt.Errorf("chaos: %s %s: HTTP %d", method, path, status)
 	}
 	if out == nil {
 		return nil
 	}
 	return json.Unmarshal(b, out)
+}
+
+// observerTries bounds the tries of one of the harness's own requests that the simulator
+// answers 429 (a throttled run, -throttle, throttles the harness's reads as well).
+const observerTries = 10
+
+// send makes one request, repeating it after the Retry-After while the answer is 429.
+func (s *simClient) send(ctx context.Context, method, path string, payload []byte) (int, []byte, error) {
+	for try := 1; ; try++ {
+		req, err := http.NewRequestWithContext(ctx, method, s.base+path, bytes.NewReader(payload))
+		if err != nil {
+			return 0, nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+s.apiKey)
+		resp, err := s.http.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests || try == observerTries {
+			return resp.StatusCode, b, err
+		}
+		wait := time.Second
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+			wait = time.Duration(n) * time.Second
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // simStats is the part of GET /_sim/stats the report uses.
@@ -129,22 +155,12 @@ func (s *simClient) intents(ctx context.Context) ([]Intent, error) {
 		if after != "" {
 			q.Set("starting_after", after)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/v1/payment_intents?"+q.Encode(), nil)
+		status, b, err := s.send(ctx, http.MethodGet, "/v1/payment_intents?"+q.Encode(), nil)
 		if err != nil {
 			return nil, err
 		}
-		req.Header.Set("Authorization", "Bearer "+s.apiKey)
-		resp, err := s.http.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("chaos: list PaymentIntents: HTTP %d", resp.StatusCode)
+		if status != http.StatusOK {
+			return nil, fmt.Errorf("chaos: list PaymentIntents: HTTP %d", status)
 		}
 		page, more, err := parseIntentPage(b)
 		if err != nil {
