@@ -392,7 +392,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		rep.FaultsInjected = r.injected + st.FaultsInjected
 		r.mu.Unlock()
 	}
-	ops := opsClient{&simClient{http: r.sim.http, base: "http://" + proc.api, apiKey: inprocess.DefaultOperatorToken}}
+	// The operator calls here include a reconciliation run, which may take the stack's whole
+	// request deadline (retrying throttled calls): the client waits as long.
+	ops := opsClient{&simClient{http: &http.Client{Transport: r.sim.http.Transport, Timeout: max(r.sim.http.Timeout, cfg.RequestTimeout+2*time.Second)},
+		base: "http://" + proc.api, apiKey: inprocess.DefaultOperatorToken}}
 	// The window is the run's, on the stack's clock, ending now: a reconciliation refuses one
 	// that ends in the future.
 	if now, err := stackNow(data); err == nil {
