@@ -324,7 +324,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	rep.SettleSeconds = time.Since(driving).Seconds() - rep.DriveSeconds
 	stopBar()
 
-	checkCtx, cancelCheck := context.WithTimeout(context.Background(), 30*time.Second) // the check runs even past the bound
+	checkFor := 30 * time.Second
+	if cfg.Throttle > 0 {
+		checkFor = 3 * time.Minute // the reads retry their throttled calls, and a reconciliation may be tried again
+	}
+	checkCtx, cancelCheck := context.WithTimeout(context.Background(), checkFor) // the check runs even past the bound
 	defer cancelCheck()
 	intents, err := r.sim.intents(checkCtx)
 	if err != nil {

@@ -40,11 +40,12 @@ func (s *simClient) do(ctx context.Context, method, path string, body any, out a
 	return json.Unmarshal(b, out)
 }
 
-// observerTries bounds the tries of one of the harness's own requests that the simulator
-// answers 429 (a throttled run, -throttle, throttles the harness's reads as well).
+// observerTries bounds the tries of one of the harness's own requests that is answered 429, or
+// 5xx for a read (a throttled run, -throttle, throttles the harness's reads as well).
 const observerTries = 10
 
-// send makes one request, repeating it after the Retry-After while the answer is 429.
+// send makes one request, repeating it after the Retry-After (default 1 s) while the answer is
+// 429, or a 5xx to a GET, which is safe to repeat.
 func (s *simClient) send(ctx context.Context, method, path string, payload []byte) (int, []byte, error) {
 	for try := 1; ; try++ {
 		req, err := http.NewRequestWithContext(ctx, method, s.base+path, bytes.NewReader(payload))
@@ -59,7 +60,8 @@ func (s *simClient) send(ctx context.Context, method, path string, payload []byt
 		}
 		b, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusTooManyRequests || try == observerTries {
+		again := resp.StatusCode == http.StatusTooManyRequests || (method == http.MethodGet && resp.StatusCode >= 500)
+		if err != nil || !again || try == observerTries {
 			return resp.StatusCode, b, err
 		}
 		wait := time.Second
