@@ -293,12 +293,12 @@ func TestPaginationAndCleanState(t *testing.T) {
 	if pages := e.lists.count() - before; pages != 3 {
 		t.Errorf("%d provider list pages for %d payments, want 3", pages, n)
 	}
-	// Two day partitions: yesterday's is empty, today's holds 230 items in pages of 100.
-	// The stuck scan reads the two day partitions each distinct bound earlier too (all
-	// empty): a day (pending, processing), 23 hours (requires_action) and 6 days
-	// (requires_capture).
-	if pages := e.counted.count() - localBefore; pages != 10 {
-		t.Errorf("%d local index pages, want 10", pages)
+	// Two day partitions, each spread over payments.DayShards shards: yesterday's are empty,
+	// today's hold 230 items, under a page in every shard. The stuck scan reads the two day
+	// partitions' shards each distinct bound earlier too (all empty): a day (pending,
+	// processing), 23 hours (requires_action) and 6 days (requires_capture).
+	if pages, want := e.counted.count()-localBefore, 4*2*payments.DayShards; pages != want {
+		t.Errorf("%d local index pages, want %d", pages, want)
 	}
 	if rep.ComparedLocal != n || rep.ComparedProvider != n || total(rep.Found) != 0 || len(e.sink.all()) != 0 {
 		t.Fatalf("clean state: compared %d/%d, found %v", rep.ComparedLocal, rep.ComparedProvider, rep.Found)
