@@ -53,10 +53,10 @@ func TestConsumed(t *testing.T) {
 }
 
 func TestWithConsumedCapacity(t *testing.T) {
-	if got := string(withConsumedCapacity([]byte(`{"TableName":"t"}`))); got != `{"ReturnConsumedCapacity":"TOTAL","TableName":"t"}` {
+	if got := string(withConsumedCapacity([]byte(`{"TableName":"t"}`))); got != `{"ReturnConsumedCapacity":"INDEXES","TableName":"t"}` {
 		t.Fatalf("added: %s", got)
 	}
-	if got := string(withConsumedCapacity([]byte(`{"ReturnConsumedCapacity":"INDEXES"}`))); got != `{"ReturnConsumedCapacity":"INDEXES"}` {
+	if got := string(withConsumedCapacity([]byte(`{"ReturnConsumedCapacity":"TOTAL"}`))); got != `{"ReturnConsumedCapacity":"TOTAL"}` {
 		t.Fatalf("kept: %s", got)
 	}
 	if got := string(withConsumedCapacity([]byte(`not json`))); got != `not json` {

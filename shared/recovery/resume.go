@@ -39,10 +39,10 @@ const (
 type Resume struct {
 	Execution string `json:"execution"`
 	State     State  `json:"state"`
-	// ParkedAt is the workflow's time when the recovery parked, and Clock the relay's clock
+	// ParkedAt is the workflow's time when the recovery parked, and RelayAt the relay's clock
 	// then (they differ on the local stack with a time factor).
 	ParkedAt time.Time `json:"parked_at"`
-	Clock    time.Time `json:"clock"`
+	RelayAt  time.Time `json:"clock"`
 }
 
 // ResumeInput is the input of a resumed execution: the parked state, how it goes on, and when
@@ -51,7 +51,7 @@ type ResumeInput struct {
 	State
 	Resume   string    `json:"resume"`
 	ParkedAt time.Time `json:"parked_at"`
-	Clock    time.Time `json:"clock"`
+	RelayAt  time.Time `json:"clock"`
 }
 
 // WorkflowTime is the workflow's time at which an execution resumed at now (on the relay's
@@ -60,7 +60,7 @@ type ResumeInput struct {
 // moment (a timer fires a little after it on the relay's clock; the charge is at the moment).
 // On AWS (factor 1) it is at most now, and the steps take the later of it and their clock.
 func (in ResumeInput) WorkflowTime(now time.Time, factor float64) time.Time {
-	elapsed := float64(now.Sub(in.Clock)) * max(factor, 1)
+	elapsed := float64(now.Sub(in.RelayAt)) * max(factor, 1)
 	if in.Plan != nil && in.Plan.Retry && elapsed >= float64(in.Plan.At.Sub(in.ParkedAt)) {
 		return in.Plan.At
 	}
@@ -101,7 +101,7 @@ func (s *Steps) park(ctx context.Context, st State, now time.Time) (map[string]s
 		wait = time.Duration(math.Ceil(float64(wait) / s.TimeFactor))
 	}
 	id := resumeID(st)
-	timer, err := outbox.NewAt(KindResume, id, Resume{Execution: ResumeName(st), State: st, ParkedAt: now.UTC(), Clock: clock.UTC()},
+	timer, err := outbox.NewAt(KindResume, id, Resume{Execution: ResumeName(st), State: st, ParkedAt: now.UTC(), RelayAt: clock.UTC()},
 		clock.Add(wait), clock)
 	if err != nil {
 		return nil, invalid("encode the timer of %s: %w", st.PaymentID, err)
@@ -172,7 +172,7 @@ func (s *Steerer) ResumeFollowOn() outbox.Handler {
 		if err != nil {
 			return err
 		}
-		in := ResumeInput{State: r.State, Resume: ResumeCharge, ParkedAt: r.ParkedAt, Clock: r.Clock}
+		in := ResumeInput{State: r.State, Resume: ResumeCharge, ParkedAt: r.ParkedAt, RelayAt: r.RelayAt}
 		if pending != nil {
 			in.Resume = ResumeSteer
 		}

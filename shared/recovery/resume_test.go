@@ -55,7 +55,7 @@ func TestResumeWorkflowTime(t *testing.T) {
 	parked := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clock := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC) // the relay's clock lags the workflow's
 	plan := parked.Add(48 * time.Hour)
-	in := recovery.ResumeInput{State: recovery.State{Plan: &recovery.Plan{Retry: true, At: plan}}, ParkedAt: parked, Clock: clock}
+	in := recovery.ResumeInput{State: recovery.State{Plan: &recovery.Plan{Retry: true, At: plan}}, ParkedAt: parked, RelayAt: clock}
 	tests := map[string]struct {
 		now    time.Time
 		factor float64
