@@ -378,6 +378,20 @@ func (s *Service) paymentWrite(ctx context.Context, p Payment) (store.Write, boo
 		w.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
 		return w, true, nil
 	}
+	if it.Version >= p.Version && !charged(p.Status) {
+		// A later report was stored first (the provider's event came before our commit, and
+		// made the record from the event alone): it stays, and what only our request and its
+		// answer know goes onto it, if nothing moved it since it was read.
+		if !stored.fillFrom(p) {
+			return w, false, nil
+		}
+		stored.Version = it.Version + 1
+		if w, err = stored.Put(); err != nil {
+			return w, false, err
+		}
+		w.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
+		return w, false, nil
+	}
 	if charged(p.Status) && p.keepLaterFacts(stored) {
 		// What is stored then carries news our answer lacks: the write takes both, one step
 		// above what it read, if nothing moved the payment since.
@@ -392,9 +406,10 @@ func (s *Service) paymentWrite(ctx context.Context, p Payment) (store.Write, boo
 	return w, false, nil
 }
 
-// fillFrom copies into p, a charged payment another writer recorded (from the provider's
-// events, or recovery's charge, which name no card), what only our own request and its answer
-// know and p lacks: the card the attempt used and the request's details. It reports whether it
+// fillFrom copies into p, a payment another writer recorded (a charge from the provider's
+// events or recovery's charge, which name no card; a state an event reported before our
+// commit), what only our own request and its answer know and p lacks: the card the attempt
+// used, the request's details, and an authorization's capture deadline. It reports whether it
 // copied anything; the status and everything the provider reported stay.
 func (p *Payment) fillFrom(answer Payment) bool {
 	changed := false
@@ -414,6 +429,15 @@ func (p *Payment) fillFrom(answer Payment) bool {
 	}
 	if len(p.Metadata) == 0 && len(answer.Metadata) > 0 {
 		p.Metadata, changed = answer.Metadata, true
+	}
+	fill(&p.CaptureMethod, answer.CaptureMethod)
+	if !p.OffSession && answer.OffSession {
+		p.OffSession, changed = true, true
+	}
+	// The hold's deadline is on the provider's charge, which events do not carry.
+	if p.Status == provider.StatusRequiresCapture && answer.Status == provider.StatusRequiresCapture &&
+		p.CaptureBefore.IsZero() && !answer.CaptureBefore.IsZero() {
+		p.CaptureBefore, changed = answer.CaptureBefore, true
 	}
 	return changed
 }
