@@ -42,8 +42,6 @@ var (
 type InProgressError struct {
 	Key        string
 	RetryAfter time.Duration
-	// LockExpiresAt is when the holder's lock lapses (Outcome.LockExpiresAt).
-	LockExpiresAt time.Time
 }
 
 func (e *InProgressError) Error() string {
@@ -113,7 +111,7 @@ func Do[T any](ctx context.Context, k *Keeper, scope, key string, fp Fingerprint
 	}
 	switch out.Kind {
 	case InProgress:
-		return zero, out, &InProgressError{Key: key, RetryAfter: out.RetryAfter, LockExpiresAt: out.LockExpiresAt}
+		return zero, out, &InProgressError{Key: key, RetryAfter: out.RetryAfter}
 	case Mismatch:
 		return zero, out, &MismatchError{Key: key, Fields: out.Fields}
 	}
