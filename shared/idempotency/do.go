@@ -15,10 +15,14 @@ type Result struct {
 	// Effects commit in the same transaction as the response (or the release); if one's
 	// condition fails, nothing commits.
 	Effects []store.Write
-	// IfNewer are writes guarded by store.VersionBelow that commit with the response unless the
-	// store already holds a newer version of their item (a webhook got there first); then they
-	// are dropped and the rest commits without them.
+	// IfNewer is a group of writes guarded by their items' versions (a payment's put and the
+	// change message that announces it) that commits with the response whole or not at all:
+	// when one of its conditions fails (a webhook stored a newer version first), Refresh, if
+	// set, is asked for the group to try instead, read against what is stored now; without
+	// it, or when it returns none, or after refreshTries, the group is dropped and the rest
+	// commits without it. A message that announces a write never commits without that write.
 	IfNewer []store.Write
+	Refresh func(ctx context.Context) ([]store.Write, error)
 	// Final says the response may be replayed. An operation that failed in a way that may be
 	// retried returns Final false (and Pending false): its effects commit, the key is released,
 	// and the next request with the key runs the operation again.
@@ -121,13 +125,16 @@ func (k *Keeper) run(ctx context.Context, out Outcome, l *Lease, op func(ctx con
 // commitTimeout bounds the commit that follows an operation.
 const commitTimeout = 10 * time.Second
 
-// commit completes, pends or releases the lease with the result's writes, dropping IfNewer
-// writes that lost to a newer version. Each drop costs one more transaction, and only in that
-// race.
+// refreshTries bounds how often a lost IfNewer group is read again before it is dropped.
+const refreshTries = 4
+
+// commit completes, pends or releases the lease with the result's writes. An IfNewer group
+// that lost to a newer version is refreshed or dropped; each costs one more transaction, and
+// only in that race.
 func (k *Keeper) commit(ctx context.Context, l *Lease, res Result) error {
-	ifNewer := slices.Clone(res.IfNewer)
-	for {
-		ws := append(slices.Clone(res.Effects), ifNewer...)
+	group := res.IfNewer
+	for try := 0; ; try++ {
+		ws := append(slices.Clone(res.Effects), group...)
 		var err error
 		switch {
 		case res.Final:
@@ -138,10 +145,15 @@ func (k *Keeper) commit(ctx context.Context, l *Lease, res Result) error {
 			err = k.Release(ctx, l, ws...)
 		}
 		var ce *store.ConditionError
-		if !errors.As(err, &ce) || ce.Index < len(res.Effects) {
+		if !errors.As(err, &ce) || ce.Index < len(res.Effects) || len(group) == 0 {
 			return err
 		}
 		k.log().InfoContext(ctx, "idempotency effect superseded by a newer version", "key", l.Key)
-		ifNewer = slices.Delete(ifNewer, ce.Index-len(res.Effects), ce.Index-len(res.Effects)+1)
+		group = nil
+		if res.Refresh != nil && try+1 < refreshTries {
+			if group, err = res.Refresh(ctx); err != nil {
+				return err
+			}
+		}
 	}
 }

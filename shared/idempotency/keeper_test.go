@@ -310,7 +310,9 @@ func TestDo(t *testing.T) {
 	})
 }
 
-func TestIfNewerEffectsYieldToNewerVersions(t *testing.T) {
+// An IfNewer group (a payment's put and the message that announces it) that loses to a newer
+// version is dropped whole; the response and the plain effects commit without it.
+func TestIfNewerGroupYieldsToNewerVersionsWhole(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		k := newKeeper(t, s, newClock())
@@ -318,13 +320,10 @@ func TestIfNewerEffectsYieldToNewerVersions(t *testing.T) {
 		if err := s.Put(ctx, "payments", store.Item{PK: "pay_w", Doc: []byte(`"refunded"`), Version: 10}, store.Cond{}); err != nil {
 			t.Fatal(err)
 		}
-		write := func(id string, v int64) store.Write {
-			return store.Write{Table: "payments", Put: &store.Item{PK: id, Doc: []byte(`"succeeded"`), Version: v},
-				Cond: store.Cond{Kind: store.VersionBelow, Version: v}}
-		}
 		out, err := k.Do(ctx, "s", "k", fp(t, `{}`), func(context.Context) (Result, error) {
 			return Result{Response: Response{Status: 201, Body: []byte(`{}`)}, Final: true,
-				IfNewer: []store.Write{write("pay_w", 9), write("pay_new", 9)}}, nil
+				Effects: []store.Write{versioned("other", 1)},
+				IfNewer: []store.Write{versioned("pay_w", 9), versioned("change#pay_w#9", 0)}}, nil
 		})
 		if err != nil || out.Kind != New {
 			t.Fatalf("%v %v", out.Kind, err)
@@ -332,13 +331,69 @@ func TestIfNewerEffectsYieldToNewerVersions(t *testing.T) {
 		if it, _ := s.Get(ctx, "payments", "pay_w", ""); string(it.Doc) != `"refunded"` || it.Version != 10 {
 			t.Fatalf("older write replaced a newer version: %s v%d", it.Doc, it.Version)
 		}
-		if it, err := s.Get(ctx, "payments", "pay_new", ""); err != nil || it.Version != 9 {
-			t.Fatalf("the other write was dropped too: %v", err)
+		if _, err := s.Get(ctx, "payments", "change#pay_w#9", ""); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the message of a dropped write committed: %v", err)
+		}
+		if _, err := s.Get(ctx, "payments", "other", ""); err != nil {
+			t.Fatalf("the plain effect was dropped too: %v", err)
 		}
 		if rep, _ := k.Acquire(ctx, "s", "k", fp(t, `{}`)); rep.Kind != Replay {
 			t.Fatalf("response not stored: %v", rep.Kind)
 		}
 	})
+}
+
+// A lost group is read again through Refresh, which sees what is stored now; Refresh is asked
+// at most refreshTries-1 times, and the group is dropped after that.
+func TestIfNewerGroupRefreshes(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		k := newKeeper(t, s, newClock())
+		if err := s.Put(ctx, "payments", store.Item{PK: "pay_r", Doc: []byte(`"event"`), Version: 10}, store.Cond{}); err != nil {
+			t.Fatal(err)
+		}
+		refreshed := 0
+		out, err := k.Do(ctx, "s", "k", fp(t, `{}`), func(context.Context) (Result, error) {
+			return Result{Response: Response{Status: 201, Body: []byte(`{}`)}, Final: true,
+				IfNewer: []store.Write{versioned("pay_r", 9)},
+				Refresh: func(ctx context.Context) ([]store.Write, error) {
+					refreshed++
+					it, err := s.Get(ctx, "payments", "pay_r", "")
+					if err != nil {
+						return nil, err
+					}
+					return []store.Write{versioned("pay_r", it.Version+1)}, nil
+				}}, nil
+		})
+		if err != nil || out.Kind != New || refreshed != 1 {
+			t.Fatalf("%v %v, refreshed %d times", out.Kind, err, refreshed)
+		}
+		if it, _ := s.Get(ctx, "payments", "pay_r", ""); it.Version != 11 {
+			t.Fatalf("the refreshed write did not commit: v%d", it.Version)
+		}
+
+		refreshed = 0
+		out, err = k.Do(ctx, "s", "k2", fp(t, `{}`), func(context.Context) (Result, error) {
+			return Result{Response: Response{Status: 201, Body: []byte(`{}`)}, Final: true,
+				IfNewer: []store.Write{versioned("pay_r", 5)},
+				Refresh: func(context.Context) ([]store.Write, error) {
+					refreshed++
+					return []store.Write{versioned("pay_r", 5)}, nil // always loses
+				}}, nil
+		})
+		if err != nil || out.Kind != New || refreshed != refreshTries-1 {
+			t.Fatalf("%v %v, refreshed %d times, want %d", out.Kind, err, refreshed, refreshTries-1)
+		}
+		if rep, _ := k.Acquire(ctx, "s", "k2", fp(t, `{}`)); rep.Kind != Replay {
+			t.Fatalf("response not stored after the group was dropped: %v", rep.Kind)
+		}
+	})
+}
+
+// versioned is a put of item pk at version v, guarded like a payment's write (VersionBelow v).
+func versioned(pk string, v int64) store.Write {
+	return store.Write{Table: "payments", Put: &store.Item{PK: pk, Doc: []byte(`"answer"`), Version: v},
+		Cond: store.Cond{Kind: store.VersionBelow, Version: v}}
 }
 
 func TestDoCommitsAfterTheCallersDeadline(t *testing.T) {
