@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/runtwice/twice/shared/idempotency"
@@ -287,14 +288,14 @@ func (s *Service) apply(p *Payment, pp provider.Payment) {
 	p.Observe(pp, s.Classify, s.now())
 }
 
-// final returns the stored answer and the payment write. The payment is written only if newer
-// than what is stored: a webhook may have moved it on while the provider call returned. A
-// payment that waits for its customer is answered with the client secret, which goes into the
-// stored answer (so a replay is the same bytes) and nowhere else. An answer older than a charge
-// another writer recorded meanwhile (paymentWrite) is still the key's answer, but publishes
-// nothing and changes only what the charged record lacks (fillFrom): the payment stays charged.
+// final returns the stored answer and the writes that record it. The payment is written only
+// if that adds to what is stored: a webhook may have moved it on while the provider call
+// returned (recordWrites). A payment that waits for its customer is answered with the client
+// secret, which goes into the stored answer (so a replay is the same bytes) and nowhere else.
+// An answer older than a charge another writer recorded meanwhile is still the key's answer,
+// but changes only what the charged record lacks (fillFrom): the payment stays charged.
 func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret provider.ClientSecret) (idempotency.Result, error) {
-	w, stale, err := s.paymentWrite(ctx, p)
+	group, stale, err := s.recordWrites(ctx, p)
 	if err != nil {
 		return idempotency.Result{}, err
 	}
@@ -305,26 +306,18 @@ func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret 
 	if err != nil {
 		return idempotency.Result{}, err
 	}
+	// The record and its change message commit together or not at all; when another writer
+	// moves the payment between the read and the commit, the group is read again.
+	res := idempotency.Result{Response: resp, IfNewer: group, Final: true,
+		Refresh: func(ctx context.Context) ([]store.Write, error) {
+			group, _, err := s.recordWrites(ctx, p)
+			return group, err
+		}}
 	if stale {
 		s.log().InfoContext(ctx, "answer older than the payment's charge; the payment stays charged",
 			"payment_id", p.ID, "answer_status", p.Status)
-		// The status stays, but what only our request and answer know (the card, the
-		// request's details) still goes onto the record, if nothing moved it since it was read.
-		res := idempotency.Result{Response: resp, Final: true}
-		if w.Put != nil {
-			res.IfNewer = []store.Write{w}
-		}
 		return res, nil
 	}
-	res := idempotency.Result{Response: resp, IfNewer: []store.Write{w}, Final: true}
-	// The change goes out on the event feed with the response. When a newer version was stored
-	// meanwhile (the payment write is dropped), the feed still receives this state first: it is
-	// one the payment passed through, and the feed publishes in version order.
-	cw, err := ChangeMessage(p, s.now())
-	if err != nil {
-		return idempotency.Result{}, err
-	}
-	res.Effects = append(res.Effects, cw)
 	res.Effects = append(res.Effects, AliasWrites(p)...)
 	if p.Status == provider.StatusDeclined {
 		rw, err := RecoveryMessage(p.ID, s.now())
@@ -336,74 +329,84 @@ func (s *Service) final(ctx context.Context, p Payment, kind AnswerKind, secret 
 	return res, nil
 }
 
-// paymentWrite returns the write that stores p, what our own call saw of the payment, and
-// whether that view is stale. A view that holds no charge (pending, declined, waiting) may come
-// back after another writer recorded a charge: a recovery charged the declined payment while
-// the create's answer was on its way, or the provider replays a first create's decline. Its
-// version is from the moment it arrived, so the version check alone would let it take the
-// charge back (undoesCharge); such a view is read against the stored payment first, and the
-// write commits only if the payment is still as read, so a charge recorded after the read is
-// kept too. A charge is read against the stored payment as well: it is news over anything
-// stored, but what the provider reported after it and another writer recorded meanwhile (a
-// refund, a dispute, from events that came before our answer) is not in our call's view, and
-// the stored record must not lose it (keepLaterFacts).
-func (s *Service) paymentWrite(ctx context.Context, p Payment) (store.Write, bool, error) {
-	w, err := p.Put()
-	if err != nil {
-		return w, false, err
+// recordWrites is the group that records answer p: the payment's write (paymentWrite) and the
+// change message that publishes the payment as written, with the version written. None when
+// the store already holds everything p knows. A change message only ever commits with its
+// payment write, so each version of a payment is announced once, with what it holds.
+func (s *Service) recordWrites(ctx context.Context, p Payment) ([]store.Write, bool, error) {
+	r, err := s.paymentWrite(ctx, p)
+	if err != nil || r.write.Put == nil {
+		return nil, r.stale, err
 	}
+	if !r.announce {
+		return []store.Write{r.write}, r.stale, nil
+	}
+	cw, err := ChangeMessage(r.payment, s.now())
+	if err != nil {
+		return nil, r.stale, err
+	}
+	return []store.Write{r.write, cw}, r.stale, nil
+}
+
+// answerRecord is what an answer adds to the stored payment.
+type answerRecord struct {
+	payment Payment     // the payment as it is to be stored
+	write   store.Write // the write that stores it; none when there is nothing to add
+	// stale: the answer's view holds no charge and another writer recorded one.
+	stale bool
+	// announce: the write changes the payment's view, so the feed hears of it. A fill that
+	// adds only what the view does not show (the card, the request's key) announces nothing.
+	announce bool
+}
+
+// paymentWrite returns what answer p adds to the stored payment. A view that holds no charge
+// (pending, declined, waiting) may come back after another writer recorded a charge: a
+// recovery charged the declined payment while the create's answer was on its way, or the
+// provider replays a first create's decline. Its version is from the moment it arrived, so the
+// version check alone would let it take the charge back (undoesCharge); such a view only fills
+// in what the charged record lacks (stale). A charge is news over anything stored, but what the
+// provider reported after it and another writer recorded meanwhile (a refund, a dispute, from
+// events that came before our answer) is not in our call's view, and the stored record must
+// not lose it (keepLaterFacts). A view older than what is stored fills the stored record too.
+// Every write is conditioned on the version read, so a change made after the read fails it.
+func (s *Service) paymentWrite(ctx context.Context, p Payment) (answerRecord, error) {
 	// Part of the commit of what the provider did: bounded on its own, like the commit.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
 	defer cancel()
 	it, err := s.Store.Get(ctx, Table, p.ID, "")
 	if errors.Is(err, store.ErrNotFound) {
+		w, err := p.Put()
 		w.Cond = store.Cond{Kind: store.NotExists}
-		return w, false, nil
+		return answerRecord{payment: p, write: w, announce: true}, err
 	}
 	if err != nil {
-		return w, false, fmt.Errorf("payments: read %s before storing the answer: %w", p.ID, err)
+		return answerRecord{}, fmt.Errorf("payments: read %s before storing the answer: %w", p.ID, err)
 	}
 	stored, err := Decode(it)
 	if err != nil {
-		return w, false, err
+		return answerRecord{}, err
 	}
-	if undoesCharge(stored.Status, p.Status) {
+	r := answerRecord{payment: p, stale: undoesCharge(stored.Status, p.Status), announce: true}
+	if !r.stale && charged(p.Status) && r.payment.keepLaterFacts(stored) {
+		// What is stored carries news our answer lacks: the write takes both, one step above
+		// what it read.
+		r.payment.Version = max(p.Version, it.Version+1)
+	}
+	if r.stale || r.payment.Version <= it.Version {
+		// A later report was stored first (the provider's event came before our commit and
+		// made the record from the event alone), or a charge: it stays, and what only our
+		// request and its answer know goes onto it.
+		before := stored.View()
 		if !stored.fillFrom(p) {
-			return store.Write{}, true, nil
+			return answerRecord{stale: r.stale}, nil
 		}
-		stored.Version = it.Version + 1
-		if w, err = stored.Put(); err != nil {
-			return w, true, err
-		}
-		w.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
-		return w, true, nil
+		r.payment = stored
+		r.payment.Version = it.Version + 1
+		r.announce = !reflect.DeepEqual(before, r.payment.View())
 	}
-	if it.Version >= p.Version && !charged(p.Status) {
-		// A later report was stored first (the provider's event came before our commit, and
-		// made the record from the event alone): it stays, and what only our request and its
-		// answer know goes onto it, if nothing moved it since it was read.
-		if !stored.fillFrom(p) {
-			return w, false, nil
-		}
-		stored.Version = it.Version + 1
-		if w, err = stored.Put(); err != nil {
-			return w, false, err
-		}
-		w.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
-		return w, false, nil
-	}
-	if charged(p.Status) && p.keepLaterFacts(stored) {
-		// What is stored then carries news our answer lacks: the write takes both, one step
-		// above what it read, if nothing moved the payment since.
-		p.Version = max(p.Version, it.Version+1)
-		if w, err = p.Put(); err != nil {
-			return w, false, err
-		}
-	}
-	if p.Version > it.Version {
-		w.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
-	}
-	return w, false, nil
+	r.write, err = r.payment.Put()
+	r.write.Cond = store.Cond{Kind: store.VersionIs, Version: it.Version}
+	return r, err
 }
 
 // fillFrom copies into p, a payment another writer recorded (a charge from the provider's
