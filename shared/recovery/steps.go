@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -615,8 +616,11 @@ func (s *Steps) record(ctx context.Context, p payments.Payment, now time.Time, e
 	if err != nil {
 		return invalid("encode change of %s: %w", p.ID, err)
 	}
-	ws := append([]store.Write{w, cw}, payments.AliasWrites(p)...)
-	return s.commit(ctx, p, entry, rec, append(ws, more...)...)
+	groups := [][]store.Write{{w, cw}}
+	for _, w := range append(payments.AliasWrites(p), more...) {
+		groups = append(groups, []store.Write{w})
+	}
+	return s.commitGroups(ctx, p, entry, rec, groups...)
 }
 
 // The phases of a recovery's stored state within one attempt, in the order they are written.
@@ -677,13 +681,28 @@ const RecoveryStateSucceeded = payments.RecoverySucceeded
 // the card's ledger, in one transaction. Every write but the ledger's is "if newer": one that
 // lost to a newer version is dropped and the rest commits.
 func (s *Steps) commit(ctx context.Context, p payments.Payment, entry *cardledger.Entry, rec payments.Recovery, ws ...store.Write) error {
+	groups := make([][]store.Write, len(ws))
+	for i, w := range ws {
+		groups[i] = []store.Write{w}
+	}
+	return s.commitGroups(ctx, p, entry, rec, groups...)
+}
+
+// commitGroups is commit for writes that stand or fall together: a group one of whose writes
+// lost to a newer version is dropped whole (a payment's write and the change message that
+// announces it, which must never commit alone). The recovery's own put and its pointers are
+// one group too.
+func (s *Steps) commitGroups(ctx context.Context, p payments.Payment, entry *cardledger.Entry, rec payments.Recovery, groups ...[]store.Write) error {
 	rws, err := rec.Writes()
 	if err != nil {
 		return invalid("encode recovery %s: %w", rec.PaymentID, err)
 	}
-	nrec := len(rws) // the recovery's put and its pointers, first: dropped together
-	ws = append(rws, ws...)
+	groups = append([][]store.Write{rws}, groups...)
 	for {
+		var ws []store.Write
+		for _, g := range groups {
+			ws = append(ws, g...)
+		}
 		var err error
 		if entry != nil && p.Card != nil {
 			err = cardledger.Update(ctx, s.Store, payments.Table, p.Card.Fingerprint, p.Card.Brand, func(c *cardledger.Card) ([]store.Write, error) {
@@ -696,12 +715,13 @@ func (s *Steps) commit(ctx context.Context, p payments.Payment, entry *cardledge
 		var ce *store.ConditionError
 		if errors.As(err, &ce) && ce.Index >= 0 && ce.Index < len(ws) {
 			s.log().InfoContext(ctx, "recovery write older than the stored one; kept the stored one", "payment_id", p.ID, "write", ce.Index)
-			from, to := ce.Index, ce.Index+1
-			if ce.Index < nrec {
-				from, to, nrec = 0, nrec, 0
+			for i, n := 0, 0; i < len(groups); i++ {
+				if n += len(groups[i]); ce.Index < n {
+					groups = slices.Delete(groups, i, i+1)
+					break
+				}
 			}
-			ws = append(ws[:from:from], ws[to:]...)
-			if len(ws) == 0 && (entry == nil || p.Card == nil) {
+			if len(groups) == 0 && (entry == nil || p.Card == nil) {
 				return nil
 			}
 			continue

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
+	"github.com/runtwice/twice/shared/outbox"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recovery"
@@ -393,5 +394,55 @@ func TestChargeVersionsOnTheSharedClock(t *testing.T) {
 	}
 	if p, _ := payments.Get(context.Background(), st, "pay_1"); out != payments.Applied || p.Status != provider.StatusSucceeded {
 		t.Fatalf("the provider's success was %s; payment %s (version %d)", out, p.Status, p.Version)
+	}
+}
+
+// racingProvider is the provider whose report of a later change (a refund's event) is stored
+// while the charge's answer is on its way back to the step.
+type racingProvider struct {
+	*recoverytest.Provider
+	before func()
+}
+
+func (r *racingProvider) Confirm(ctx context.Context, req provider.ConfirmRequest) (provider.Payment, error) {
+	if r.before != nil {
+		r.before()
+		r.before = nil
+	}
+	return r.Provider.Confirm(ctx, req)
+}
+
+// A step's payment write that loses to a newer version is dropped with the change message that
+// announces it: a message never commits without its state, or its version could name another
+// writer's state (a refund recorded one above what it read) and the feed would drop that one.
+func TestChargeThatLosesTheRaceAnnouncesNothing(t *testing.T) {
+	clock := clock.NewFake(t0)
+	prov := &racingProvider{Provider: recoverytest.NewProvider(clock.Now)}
+	steps, st, _ := newSteps(t, prov, clock)
+	putPayment(t, st, payments.Payment{ID: "pay_1", Status: provider.StatusDeclined, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
+		Amount: 1000, Currency: "usd", Decline: &provider.Decline{Code: "processing_error"}, CreatedAt: t0, UpdatedAt: t0,
+		Version: payments.VersionAt(t0, provider.StatusDeclined)})
+	clock.Advance(time.Second)
+	newer := payments.Payment{ID: "pay_1", Status: provider.StatusRefunded, ProviderPaymentID: "pi_1", PaymentMethod: "pm",
+		Amount: 1000, AmountRefunded: 1000, Currency: "usd", CreatedAt: t0, UpdatedAt: t0,
+		Version: payments.VersionAt(clock.Now().Add(time.Hour), provider.StatusRefunded)}
+	prov.before = func() { putPayment(t, st, newer) }
+	if _, err := steps.Handle(context.Background(), chargeInput(t, "pay_1")); err != nil {
+		t.Fatal(err)
+	}
+	if prov.before != nil {
+		t.Fatal("the charge never reached the provider")
+	}
+	if p, err := payments.Get(context.Background(), st, "pay_1"); err != nil || p.Version != newer.Version {
+		t.Fatalf("stored %+v %v: want the newer version to stand", p, err)
+	}
+	items, err := outbox.Undelivered(context.Background(), st, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if m, err := outbox.Decode(it); err == nil && m.Kind == payments.KindPublishChange {
+			t.Errorf("change message %s committed without its payment write", m.ID)
+		}
 	}
 }
