@@ -104,14 +104,21 @@ func (p *Publisher) Publish(ctx context.Context, id string, c payments.Change) e
 			return fmt.Errorf("feed: publication state of %s: %w", c.PaymentID, err)
 		}
 	}
-	if c.Version <= st.Version {
-		if c.Version < st.Version {
-			p.log().InfoContext(ctx, "change superseded by a newer published one; not published", "id", id,
-				"payment_id", c.PaymentID, "version", c.Version, "published_version", st.Version)
-		}
+	d := digest(c.Payment)
+	switch {
+	case c.Version < st.Version:
+		p.log().InfoContext(ctx, "change superseded by a newer published one; not published", "id", id,
+			"payment_id", c.PaymentID, "version", c.Version, "published_version", st.Version)
+		return nil
+	case c.Version == st.Version && d != st.Digest && st.Sequence > 0:
+		// Each version of a payment is one committed write with one view; two views under one
+		// version mean a writer announced a state it did not store. Loud, never silent.
+		p.log().ErrorContext(ctx, "two changes of one payment share a version; the later one is not published", "id", id,
+			"payment_id", c.PaymentID, "version", c.Version)
+		return nil
+	case c.Version == st.Version:
 		return nil
 	}
-	d := digest(c.Payment)
 	cond := store.Cond{Kind: store.NotExists}
 	if st.Sequence > 0 {
 		cond = store.Cond{Kind: store.VersionIs, Version: st.Sequence}
