@@ -154,6 +154,7 @@ func TestFeedSurvivesKill9(t *testing.T) {
 			for _, id := range waiting {
 				a := call(t, "GET", "http://"+p.apiAddr()+"/payments/"+id, "", "")
 				t.Logf("%s: %d changes on the feed %v; the payment: %s", id, len(c.seen[id]), c.seen[id], a.body)
+				t.Logf("%s in the stack's logs:\n%s", id, p.grepLogs(id))
 			}
 		}
 	}()

@@ -159,6 +159,24 @@ func (p *process) startOnce() bool {
 	}
 }
 
+// grepLogs returns every line of every run's log that contains s.
+func (p *process) grepLogs(s string) string {
+	logs, _ := filepath.Glob(filepath.Join(p.data, "stderr-*.log"))
+	var out []string
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, s) {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func (p *process) kill() {
 	if p.cmd != nil && p.cmd.Process != nil {
 		p.cmd.Process.Signal(syscall.SIGKILL)
