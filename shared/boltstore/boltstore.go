@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -35,12 +36,16 @@ type Store struct {
 	stopTrim func()
 }
 
-// A store opened with Open looks at the process's file-backed resident memory every
-// trimCheckEvery and trims (see Trim) when it is above TrimAbove: the resident set then stays
-// near TrimAbove plus what is touched in one interval, whatever the file's size.
+// A store opened with Open is trimmed (see Trim) by the process's one trimmer, which looks at
+// the process's file-backed resident memory every trimCheckEvery and, when it has grown by
+// TrimAbove since the last trim, trims every store it keeps: the resident set then stays near
+// TrimAbove plus what is touched in one interval, whatever the files' sizes. A trim costs a
+// minor fault on the next read of every page, the tree's hot branch pages included: at 32 MB
+// the local stack under load trimmed about seven times a second, and a third of its CPU went
+// to those faults (docs/performance.md).
 const (
 	trimCheckEvery = 50 * time.Millisecond
-	TrimAbove      = 32 << 20
+	TrimAbove      = 64 << 20
 )
 
 // Open opens (creating if needed) the bbolt file at path and starts its committer. Another
@@ -59,32 +64,69 @@ func Open(path string) (*Store, error) {
 	return s, nil
 }
 
-// KeepTrimmed trims db (see Trim) whenever the process's file-backed resident memory has grown
-// by more than TrimAbove since the last trim, checking every trimCheckEvery, until the returned
-// stop is called (before db is closed). Growth, not the total, so that the program's own code
-// pages and other files do not make it trim a small store over and over.
+// KeepTrimmed adds db to the process's trimmer until the returned stop is called (before db is
+// closed). One trimmer for every file of the process: it watches the process's growth, which
+// every file's pages make together, and trims them all at once, so two stores in one process
+// (the stack's and the simulator's) do not each trim at the other's growth. Growth, not the
+// total, so that the program's own code pages and other files do not make it trim a small
+// store over and over.
 func KeepTrimmed(db *bolt.DB) (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(trimCheckEvery)
-		defer t.Stop()
-		base := mappedResident()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-				if mappedResident() > base+TrimAbove {
-					_ = Trim(db)
-					base = mappedResident()
-				}
-			}
-		}
-	}()
+	trimmer.mu.Lock()
+	defer trimmer.mu.Unlock()
+	if trimmer.dbs == nil {
+		trimmer.dbs = map[*bolt.DB]bool{}
+	}
+	trimmer.dbs[db] = true
+	if len(trimmer.dbs) == 1 {
+		trimmer.quit, trimmer.done = make(chan struct{}), make(chan struct{})
+		go trimLoop(trimmer.quit, trimmer.done)
+	}
+	var once sync.Once
 	return func() {
-		close(quit)
-		<-done
+		once.Do(func() {
+			trimmer.mu.Lock()
+			delete(trimmer.dbs, db)
+			var quit, done chan struct{}
+			if len(trimmer.dbs) == 0 {
+				quit, done = trimmer.quit, trimmer.done
+			}
+			trimmer.mu.Unlock()
+			if quit != nil {
+				close(quit)
+				<-done
+			}
+		})
+	}
+}
+
+// trimmer is the process's one trimming loop and the databases it keeps. A database is trimmed
+// under trimmer.mu, so its stop cannot return (and the caller close it) while it is advised.
+var trimmer struct {
+	mu         sync.Mutex
+	dbs        map[*bolt.DB]bool
+	quit, done chan struct{}
+}
+
+func trimLoop(quit, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(trimCheckEvery)
+	defer t.Stop()
+	base := mappedResident()
+	for {
+		select {
+		case <-quit:
+			return
+		case <-t.C:
+			if mappedResident() <= base+TrimAbove {
+				continue
+			}
+			trimmer.mu.Lock()
+			for db := range trimmer.dbs {
+				_ = Trim(db)
+			}
+			trimmer.mu.Unlock()
+			base = mappedResident()
+		}
 	}
 }
 

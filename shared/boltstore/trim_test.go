@@ -81,3 +81,41 @@ func TestTrimReleasesMappedPages(t *testing.T) {
 		}
 	}
 }
+
+// TestOneTrimmerForEveryStore: stores kept trimmed in one process share one loop, which stops
+// when the last of them stops.
+func TestOneTrimmerForEveryStore(t *testing.T) {
+	open := func(name string) *bolt.DB {
+		db, err := bolt.Open(filepath.Join(t.TempDir(), name), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open("a.db"), open("b.db")
+	stopA := KeepTrimmed(a)
+	trimmer.mu.Lock()
+	done := trimmer.done
+	trimmer.mu.Unlock()
+	stopB := KeepTrimmed(b)
+	trimmer.mu.Lock()
+	if len(trimmer.dbs) != 2 || trimmer.done != done {
+		t.Fatalf("%d stores, same loop %v", len(trimmer.dbs), trimmer.done == done)
+	}
+	trimmer.mu.Unlock()
+	stopA()
+	stopA() // a second stop is harmless
+	select {
+	case <-done:
+		t.Fatal("the loop stopped while a store still needs it")
+	default:
+	}
+	stopB()
+	<-done // returns only once the loop has ended
+	trimmer.mu.Lock()
+	defer trimmer.mu.Unlock()
+	if len(trimmer.dbs) != 0 {
+		t.Fatalf("%d stores left", len(trimmer.dbs))
+	}
+}
