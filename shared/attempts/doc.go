@@ -28,7 +28,9 @@
 // Each attempt is written whole once (under its id) and as a summary without headers and
 // bodies once per lookup key it has, in one store transaction, with the store's TTL set to
 // StartedAt plus the retention (30 days by default). Lookups return summaries, newest first, a
-// page at a time; Get returns the whole attempt.
+// page at a time; Get returns the whole attempt. An exchange answered from an idempotency
+// record (a replay) is the exception: one summary under the caller's key and nothing else,
+// since its answer and request are the key's first exchange's, stored whole.
 //
 // Recording must never fail a payment. Code that makes or receives provider calls depends on
 // the one-method Recorder, or on a RecordFunc made by BestEffort, which logs a failure to

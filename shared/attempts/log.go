@@ -248,6 +248,9 @@ func (l *Log) writes(a Attempt) (Attempt, []store.Write, error) {
 	given := a
 	claims := a.Claimed    // hashed whole, before the cap, so a lookup of the whole id counts them
 	keys := a.lookupKeys() // filed by their exact values, before redaction and the cap
+	if a.IsReplay() && a.IdempotencyKey != "" && !a.Refused {
+		return given, []store.Write{l.replayWrite(a)}, nil
+	}
 	a = a.Redacted(l.bodyCap())
 	doc, err := json.Marshal(a)
 	if err != nil {
@@ -292,6 +295,24 @@ func (l *Log) writes(a Attempt) (Attempt, []store.Write, error) {
 		}
 	}
 	return given, ws, nil
+}
+
+// replayWrite files an exchange answered from an idempotency record (a replay) as one summary
+// under the caller's key, and nothing else: no whole attempt and no other lookup. Its answer
+// is the stored answer of the key's first exchange, byte for byte, and its request matched
+// that exchange's fingerprint; the first exchange is stored whole and under every lookup. A
+// replay changes nothing and sends nothing, so the key's lookup (where a client's retries
+// belong) is the one place it adds anything: that it came, when, and what it was told.
+// Written at a place of its own in a large table, each lookup item costs a page of the
+// store; one is the least that keeps every replay findable.
+func (l *Log) replayWrite(a Attempt) store.Write {
+	sum := a.Summary().Redacted(l.bodyCap()) // headers and bodies dropped before redaction
+	doc, err := json.Marshal(sum)
+	if err != nil { // an Attempt always encodes; keep the key findable regardless
+		doc = []byte(`{}`)
+	}
+	return store.Write{Table: Table, Put: &store.Item{PK: indexPK(ByIdempotencyKey, a.Scope, a.IdempotencyKey),
+		SK: a.StartedAt.Format(skTime) + "#" + a.ID, Doc: doc, ExpiresAt: a.StartedAt.Add(l.retention()).Unix()}}
 }
 
 // Page is one page of a Lookup, newest first. Cursor is "" on the last page.

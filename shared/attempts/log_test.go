@@ -323,3 +323,47 @@ func TestLookupMarksReplays(t *testing.T) {
 		t.Fatalf("replayed: %v, %v", page.Attempts[0].Replayed, page.Attempts[1].Replayed)
 	}
 }
+
+// TestReplayIsFiledUnderItsKeyAlone: an exchange answered from an idempotency record is one
+// summary under the caller's key (in its scope), redacted like every other field, with no
+// headers, no bodies, no whole attempt and no other lookup; the key's first exchange is stored
+// whole and under every key it has.
+func TestReplayIsFiledUnderItsKeyAlone(t *testing.T) {
+	l, _ := newLog(t, Log{}, clock.NewFake(t0))
+	ctx := context.Background()
+	const key = "4000000000000002" // a caller's key that looks like a card number
+	for i, replayed := range []bool{false, true} {
+		a := Attempt{ID: fmt.Sprintf("att_k%d", i), Direction: Inbound, Provider: "api", Operation: "payments.create",
+			Method: "POST", Path: "/payments", Status: 201, StartedAt: t0.Add(time.Duration(i) * time.Second),
+			Scope: "merchant-a", IdempotencyKey: key, PaymentID: "pay_k", ProviderPaymentID: "pi_k", Result: ResultOK,
+			RequestBody: `{"amount":2000}`, ResponseBody: `{"id":"pay_k"}`, Replayed: replayed,
+			RequestHeader: map[string]string{"authorization": "Bearer sk_live_123"}}
+		if err := l.Record(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := l.LookupKey(ctx, "merchant-a", key, "")
+	if err != nil || len(page.Attempts) != 2 {
+		t.Fatalf("by key: %+v %v", page, err)
+	}
+	replay := page.Attempts[0]
+	if !replay.IsReplay() || replay.ID != "att_k1" || replay.Status != 201 || replay.RequestBody != "" ||
+		replay.ResponseBody != "" || replay.RequestHeader != nil || strings.Contains(replay.IdempotencyKey, key) {
+		t.Fatalf("the replay's summary: %+v", replay)
+	}
+	if other, _ := l.LookupKey(ctx, "merchant-b", key, ""); len(other.Attempts) != 0 {
+		t.Fatalf("another scope's lookup found %d", len(other.Attempts))
+	}
+	for _, by := range []By{ByPaymentID, ByProviderPaymentID} {
+		v := map[By]string{ByPaymentID: "pay_k", ByProviderPaymentID: "pi_k"}[by]
+		if page, err := l.Lookup(ctx, by, v, ""); err != nil || len(page.Attempts) != 1 || page.Attempts[0].ID != "att_k0" {
+			t.Fatalf("by %s: %+v %v, want the first exchange alone", by, page, err)
+		}
+	}
+	if _, err := l.Get(ctx, "att_k1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a replay stored whole: %v", err)
+	}
+	if first, err := l.Get(ctx, "att_k0"); err != nil || first.RequestBody == "" {
+		t.Fatalf("the first exchange: %+v %v", first, err)
+	}
+}

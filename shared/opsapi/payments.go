@@ -26,7 +26,7 @@ func (s StorePayments) Payment(ctx context.Context, id string) (Payment, error) 
 	}
 	out := Payment{ID: p.ID, Status: p.Status, Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,
 		ProviderPaymentID: p.ProviderPaymentID, Invoice: p.Invoice, IdempotencyKey: p.IdempotencyKey, CreatedAt: p.CreatedAt,
-		AmountRefunded: p.AmountRefunded}
+		AmountRefunded: p.AmountRefunded, scope: p.Scope}
 	if p.Card != nil {
 		out.CardBrand, out.CardLast4 = p.Card.Brand, p.Card.Last4
 	}

@@ -47,6 +47,8 @@ type Payment struct {
 	Refunds []payments.RefundView `json:"refunds,omitempty"`
 	// refunds are the ledger's entries behind Refunds, for the timeline's rows.
 	refunds []payments.RefundEntry
+	// scope is the caller's scope of IdempotencyKey and of the refunds' keys.
+	scope string
 }
 
 // ErrNoPayment is what a PaymentReader returns for an unknown payment id.
@@ -187,13 +189,13 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 	}
 	seen := map[string]bool{}
 	var found []attempts.Attempt
-	collect := func(by attempts.By, value string) error {
+	collect := func(by attempts.By, value string, lookup func(cursor string) (attempts.Page, error)) error {
 		if value == "" {
 			return nil
 		}
 		cursor := ""
 		for {
-			page, err := h.Attempts.Lookup(ctx, by, value, cursor)
+			page, err := lookup(cursor)
 			if err != nil {
 				return err
 			}
@@ -221,7 +223,22 @@ func (h *Handler) timeline(ctx context.Context, id string) (Timeline, error) {
 		by attempts.By
 		v  string
 	}{{attempts.ByPaymentID, p.ID}, {attempts.ByProviderPaymentID, p.ProviderPaymentID}, {attempts.ByInvoice, p.Invoice}} {
-		if err := collect(k.by, k.v); err != nil {
+		err := collect(k.by, k.v, func(cursor string) (attempts.Page, error) { return h.Attempts.Lookup(ctx, k.by, k.v, cursor) })
+		if err != nil {
+			return Timeline{}, err
+		}
+	}
+	// A replay is filed under the caller's key alone (attempts.Log): the create's and each
+	// refund's keys bring theirs in.
+	keys := []string{p.IdempotencyKey}
+	for _, r := range p.refunds {
+		keys = append(keys, r.Key)
+	}
+	for _, key := range keys {
+		err := collect(attempts.ByIdempotencyKey, key, func(cursor string) (attempts.Page, error) {
+			return h.Attempts.LookupKey(ctx, p.scope, key, cursor)
+		})
+		if err != nil {
 			return Timeline{}, err
 		}
 	}
