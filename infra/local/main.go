@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/infra/inprocess"
+	"github.com/runtwice/twice/shared/boltstore"
 )
 
 func main() {
@@ -61,11 +62,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 0, "deadline from a request's headers to the end of its answer (default request-timeout + 10s)")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 60*time.Second, "close a keep-alive connection idle this long")
 	fs.Float64Var(&cfg.Throttle, "throttle", 0, "refuse this share (0 to 1) of the calls to the store, queues, runner, event feed and provider as the services refuse a throttled call (testing)")
+	trimAbove := fs.Int64("trim-above", boltstore.TrimAbove>>20, "drop the data files' pages from resident memory after this many MB of growth; more is faster under load and holds more memory")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this loopback address (profiling)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *trimAbove < 1 {
+		return fmt.Errorf("-trim-above %d: want at least 1 (MB)", *trimAbove)
+	}
+	boltstore.TrimAbove = *trimAbove << 20
 	if cfg.Throttle < 0 || cfg.Throttle >= 1 {
 		return fmt.Errorf("-throttle %v: want a share from 0 up to, not including, 1", cfg.Throttle)
 	}

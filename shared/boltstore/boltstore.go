@@ -43,10 +43,11 @@ type Store struct {
 // minor fault on the next read of every page, the tree's hot branch pages included: at 32 MB
 // the local stack under load trimmed about seven times a second, and a third of its CPU went
 // to those faults (docs/performance.md).
-const (
-	trimCheckEvery = 50 * time.Millisecond
-	TrimAbove      = 64 << 20
-)
+const trimCheckEvery = 50 * time.Millisecond
+
+// TrimAbove is the growth that makes the trimmer trim, in bytes. Set it before the first
+// store opens (infra/local's -trim-above); more trades resident memory for speed under load.
+var TrimAbove int64 = 64 << 20
 
 // Open opens (creating if needed) the bbolt file at path and starts its committer. Another
 // process holding the file makes Open fail after a second rather than wait forever.
