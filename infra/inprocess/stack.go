@@ -66,6 +66,8 @@ const (
 	resolveQueue    = "resolve"
 	resolveDLQ      = "resolve-dlq"
 	maxReceiveCount = 5
+	// resolveVisibility is the resolve queue's visibility timeout: the wait of a failed job.
+	resolveVisibility = 10 * time.Second
 )
 
 // ingestMaxBody keeps a webhook delivery, base64 inside its JSON queue message, under SQS's
@@ -495,11 +497,14 @@ func (s *Stack) Start() {
 	resolverRetries := &deadletter.Retries{Loop: s.deadletters, Now: s.clock.Now, Log: s.log,
 		Done: deadletter.ResolverDone, Failed: deadletter.ResolverFailed}
 	worker := &sqsbatch.Batch{Each: s.worker.Handle, Report: workerRetries, Log: s.log}
-	resolver := &sqsbatch.Batch{Each: resolvequeue.Consumer{Service: s.payments}.Handle, Report: resolverRetries, Log: s.log}
+	// A busy resolve job comes back when its key can next be taken (sqsbatch.RetryAfter), as
+	// the payment-resolver function changes its message's visibility in AWS.
+	resolver := &sqsbatch.Batch{Each: resolvequeue.Consumer{Service: s.payments}.Handle, Report: resolverRetries, Log: s.log,
+		Visibility: s.queues[resolveQueue], VisibilityTimeout: resolveVisibility}
 	consumers := []*queue.Consumer{
 		{Queue: s.queues[webhookQueue], Handler: worker.Handle, Visibility: 30 * time.Second, Wait: 5 * time.Second,
 			Concurrency: 4, SourceARN: arn(webhookQueue), Region: "local", Log: s.log},
-		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: 10 * time.Second, Wait: 5 * time.Second,
+		{Queue: s.queues[resolveQueue], Handler: resolver.Handle, Visibility: resolveVisibility, Wait: 5 * time.Second,
 			Concurrency: 2, SourceARN: arn(resolveQueue), Region: "local", Log: s.log},
 	}
 	sink := &deadletter.Sink{Records: s.deadletters, Now: s.clock.Now}

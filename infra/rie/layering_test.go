@@ -89,8 +89,7 @@ func TestLambdaBinariesLinkOnlyTheClientsTheyMayCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	byMapping := map[string]bool{"dynamodb:DescribeStream": true, "dynamodb:GetRecords": true, "dynamodb:GetShardIterator": true,
-		"dynamodb:ListStreams": true, "sqs:ReceiveMessage": true, "sqs:DeleteMessage": true, "sqs:GetQueueAttributes": true,
-		"sqs:ChangeMessageVisibility": true}
+		"dynamodb:ListStreams": true, "sqs:ReceiveMessage": true, "sqs:DeleteMessage": true, "sqs:GetQueueAttributes": true}
 	for _, fn := range functions(t, root) {
 		t.Run(fn, func(t *testing.T) {
 			g, ok := grants[fn]

@@ -20,8 +20,9 @@ var unexercised = map[string]map[rie.Call]string{
 	"payment-resolver": {
 		// DeleteItem on IdempotencyTable is exercised: a message that fails releases its record
 		// (idemlambda.SQS, one conditional DeleteItem).
-		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}: "a job an operator retried checks its retry id (deadletter.Retries)",
-		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}: "a job an operator retried resolves or reopens its record",
+		{Action: "dynamodb:GetItem", Resource: "DeadLettersTable"}:        "a job an operator retried checks its retry id (deadletter.Retries)",
+		{Action: "dynamodb:PutItem", Resource: "DeadLettersTable"}:        "a job an operator retried resolves or reopens its record",
+		{Action: "sqs:ChangeMessageVisibility", Resource: "ResolveQueue"}: "a job whose key another caller holds comes back when the key can be taken (sqsbatch.RetryAfter)",
 	},
 	"webhook-worker": {
 		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "a customer-side event (payment_method.attached, invoice.paid, ...) finds the running recoveries it steers",

@@ -84,8 +84,10 @@ func (k *Keeper) resume(ctx context.Context, out Outcome, op func(ctx context.Co
 	}
 	l, err := k.Resume(ctx, out)
 	if errors.Is(err, ErrLeaseLost) {
-		out.Resolving = true
-		return out, nil // someone else resumed it: the interim answer stands
+		// Someone else resumed it just now: the interim answer stands. Their lock's expiry is
+		// not known without a read; the suggested wait is the longest one.
+		out.Resolving, out.RetryAfter = true, k.maxRetryAfter()
+		return out, nil
 	}
 	if err != nil {
 		return out, err

@@ -68,12 +68,16 @@ type Response struct {
 
 // Outcome is the typed result of Acquire.
 type Outcome struct {
-	Kind       Kind
-	Lease      *Lease        // New
-	Response   *Response     // Replay
-	RetryAfter time.Duration // InProgress
-	Fields     []string      // Mismatch: differing top-level fields, possibly empty
-	TakenOver  bool          // New: an expired lock or record was taken over
+	Kind     Kind
+	Lease    *Lease    // New
+	Response *Response // Replay
+	// InProgress, or Pending while another caller resolves it: RetryAfter is the wait suggested
+	// to a caller (a live holder usually finishes well within it); LockExpiresAt is when the
+	// holder's lock lapses and the key can be taken whatever became of it (zero: not known).
+	RetryAfter    time.Duration
+	LockExpiresAt time.Time
+	Fields        []string // Mismatch: differing top-level fields, possibly empty
+	TakenOver     bool     // New: an expired lock or record was taken over
 	// Pending: the request bytes stored with the key, and whether another caller is resolving
 	// it right now (then Do answers the interim response without resuming).
 	Request   []byte
@@ -347,7 +351,7 @@ func (k *Keeper) Acquire(ctx context.Context, scope, key string, fp Fingerprint)
 	}
 	wait := k.retryAfter(ce.Old.LockExpiresAt, now)
 	k.event(ctx, "conflicted", pk, "retry_after", wait)
-	return Outcome{Kind: InProgress, RetryAfter: wait}, nil
+	return Outcome{Kind: InProgress, RetryAfter: wait, LockExpiresAt: time.Unix(ce.Old.LockExpiresAt, 0)}, nil
 }
 
 // Complete stores resp for the lease's key and commits effects with it in one transaction:
@@ -445,6 +449,10 @@ func (k *Keeper) put(ctx context.Context, l *Lease, rec record, now time.Time, e
 func (k *Keeper) pendingOutcome(ctx context.Context, pk string, old *record, version int64, now time.Time) Outcome {
 	out := Outcome{Kind: Pending, Response: old.Response, Request: old.Request, pending: old, version: version, key: pk}
 	out.Resolving = old.ResolveUntil != nil && old.ResolveUntil.After(now)
+	if out.Resolving {
+		out.LockExpiresAt = *old.ResolveUntil
+		out.RetryAfter = k.retryAfter(ceilUnix(*old.ResolveUntil), now)
+	}
 	k.event(ctx, "replayed_pending", pk, "resolving", out.Resolving)
 	return out
 }
@@ -516,7 +524,7 @@ func (k *Keeper) Lookup(ctx context.Context, scope, key string) (Outcome, error)
 		out := k.pendingOutcome(ctx, pk, &rec, it.Version, now)
 		return out, nil
 	}
-	return Outcome{Kind: InProgress, RetryAfter: k.retryAfter(it.LockExpiresAt, now)}, nil
+	return Outcome{Kind: InProgress, RetryAfter: k.retryAfter(it.LockExpiresAt, now), LockExpiresAt: time.Unix(it.LockExpiresAt, 0)}, nil
 }
 
 // cached answers a completed key from the cache (Keeper.CacheSize): Replay, or Mismatch for another

@@ -102,8 +102,12 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("first acquire: %v %v", out.Kind, err)
 		}
 		// While in progress: 409-style outcome, and a different body is a mismatch.
-		if dup, _ := k.Acquire(ctx, "local", "key-1", req); dup.Kind != InProgress || dup.RetryAfter < time.Second || dup.RetryAfter > 2*time.Second {
+		if dup, _ := k.Acquire(ctx, "local", "key-1", req); dup.Kind != InProgress || dup.RetryAfter < time.Second || dup.RetryAfter > 2*time.Second ||
+			!dup.LockExpiresAt.Equal(clock.Now().Add(30*time.Second)) {
 			t.Fatalf("in progress: %+v", dup)
+		}
+		if look, _ := k.Lookup(ctx, "local", "key-1"); look.Kind != InProgress || !look.LockExpiresAt.Equal(clock.Now().Add(30*time.Second)) {
+			t.Fatalf("looked up in progress: %+v", look)
 		}
 		if mm, _ := k.Acquire(ctx, "local", "key-1", fp(t, `{"amount":200}`)); mm.Kind != Mismatch || fmt.Sprint(mm.Fields) != "[amount]" {
 			t.Fatalf("mismatch: %+v", mm)

@@ -49,7 +49,8 @@ func TestPendingKeyLifecycle(t *testing.T) {
 		}
 		// While one caller resumes it, others see it resolving, and cannot resume it too.
 		busy, _ := k.Acquire(ctx, "local", "p", req)
-		if busy.Kind != Pending || !busy.Resolving {
+		if busy.Kind != Pending || !busy.Resolving || !busy.LockExpiresAt.Equal(clock.Now().Add(30*time.Second)) ||
+			busy.RetryAfter != 2*time.Second {
 			t.Fatalf("while resolving: %+v", busy)
 		}
 		if _, err := k.Resume(ctx, same); !errors.Is(err, ErrLeaseLost) {
@@ -105,8 +106,11 @@ func TestPendingResolverLockLapses(t *testing.T) {
 		}
 		// The resolver crashes. Within its lock nobody resumes; after it, the next one does.
 		clock.Advance(10 * time.Second)
-		if o, _ := k.Acquire(ctx, "local", "p", req); !o.Resolving {
+		if o, _ := k.Acquire(ctx, "local", "p", req); !o.Resolving || !o.LockExpiresAt.Equal(clock.Now().Add(20*time.Second)) {
 			t.Fatalf("within the lock: %+v", o)
+		}
+		if o, _ := k.Lookup(ctx, "local", "p"); !o.Resolving || !o.LockExpiresAt.Equal(clock.Now().Add(20*time.Second)) {
+			t.Fatalf("looked up within the lock: %+v", o)
 		}
 		clock.Advance(time.Minute)
 		o, _ := k.Acquire(ctx, "local", "p", req)

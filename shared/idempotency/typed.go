@@ -42,6 +42,8 @@ var (
 type InProgressError struct {
 	Key        string
 	RetryAfter time.Duration
+	// LockExpiresAt is when the holder's lock lapses (Outcome.LockExpiresAt).
+	LockExpiresAt time.Time
 }
 
 func (e *InProgressError) Error() string {
@@ -111,7 +113,7 @@ func Do[T any](ctx context.Context, k *Keeper, scope, key string, fp Fingerprint
 	}
 	switch out.Kind {
 	case InProgress:
-		return zero, out, &InProgressError{Key: key, RetryAfter: out.RetryAfter}
+		return zero, out, &InProgressError{Key: key, RetryAfter: out.RetryAfter, LockExpiresAt: out.LockExpiresAt}
 	case Mismatch:
 		return zero, out, &MismatchError{Key: key, Fields: out.Fields}
 	}

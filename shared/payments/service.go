@@ -518,7 +518,7 @@ func (s *Service) ResolveRefund(ctx context.Context, job ResolveJob) error {
 	}
 	switch {
 	case out.Kind == idempotency.InProgress, out.Kind == idempotency.Pending && !out.Resumed:
-		return ErrBusy
+		return busy(out)
 	case out.Kind == idempotency.Pending:
 		s.log().InfoContext(ctx, "refund still unknown; next resolution queued", "payment_id", job.PaymentID, "refund_id", job.Refund)
 	case out.Kind == idempotency.Replay && out.Resumed:
@@ -529,8 +529,31 @@ func (s *Service) ResolveRefund(ctx context.Context, job ResolveJob) error {
 	return nil
 }
 
-// ErrBusy means another caller holds the key; the queue retries the job.
+// ErrBusy means another caller holds the key, or the provider was unavailable; the queue
+// retries the job. A *BusyError (which matches it) says when the holder's lock lapses.
 var ErrBusy = errors.New("payments: key in progress")
+
+// BusyError is ErrBusy while another caller holds the key: RetryAfter is the keeper's suggested
+// wait (a live holder usually finishes within it), LockExpiresAt when the holder's lock lapses
+// and the key can be taken whatever became of the holder (zero: not known).
+type BusyError struct {
+	RetryAfter    time.Duration
+	LockExpiresAt time.Time
+}
+
+func (e *BusyError) Error() string {
+	if e.LockExpiresAt.IsZero() {
+		return ErrBusy.Error()
+	}
+	return fmt.Sprintf("%v; its lock lapses at %s", ErrBusy, e.LockExpiresAt.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+func busy(out idempotency.Outcome) error {
+	return &BusyError{RetryAfter: out.RetryAfter, LockExpiresAt: out.LockExpiresAt}
+}
 
 // Resolve resumes a pending payment's key and runs the create again from the request bytes the
 // caller sent, under the provider-horizon rule (create). Still unknown: the key stays pending
@@ -549,7 +572,7 @@ func (s *Service) Resolve(ctx context.Context, job ResolveJob) error {
 	}
 	switch {
 	case out.Kind == idempotency.InProgress, out.Kind == idempotency.Pending && !out.Resumed:
-		return ErrBusy
+		return busy(out)
 	case out.Kind == idempotency.Pending && out.Response.Status >= 500:
 		return ErrBusy // the provider was unavailable; the key was put back pending as it was
 	case out.Kind == idempotency.Pending:

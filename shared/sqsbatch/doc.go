@@ -13,6 +13,11 @@
 //   - a panic in a func fails that message alone too (logged with its stack), not the batch
 //     as the Lambda runtime would: one poison message must not send its batch mates round the
 //     redrive loop with it;
+//   - an error wrapped with RetryAfter says when the message can succeed (another holder's
+//     lock expires): the message is reported failed as above and, with Batch.Visibility set,
+//     its visibility is changed to that wait (at least MinRetryAfter, below the queue's
+//     timeout), so it comes back then rather than after the queue's whole visibility timeout;
+//     if the change fails it comes back after the timeout;
 //   - an error wrapped with FailBatch fails the whole batch: the handler returns it, the
 //     remaining messages are not run, and Lambda (or queue.Consumer) leaves every message of
 //     the batch for redelivery;

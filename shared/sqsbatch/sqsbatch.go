@@ -57,6 +57,14 @@ type Batch struct {
 	Reserve time.Duration
 	// Now is the clock read against the deadline (default time.Now).
 	Now func() time.Time
+	// Visibility, when set, is the queue the batch comes from: a message that fails with a
+	// RetryAfter error has its visibility changed to that wait, so it comes back then instead of
+	// after the queue's whole visibility timeout.
+	Visibility Visibility
+	// VisibilityTimeout is the queue's visibility timeout: the longest wait a RetryAfter gets.
+	// A wait at or past it changes nothing (the message comes back after the timeout anyway).
+	// Zero leaves waits uncapped, up to queue.MaxVisibility.
+	VisibilityTimeout time.Duration
 }
 
 // DefaultReserve is Batch.Reserve's default: the AWS clients' longest retry wait and a call
@@ -77,6 +85,39 @@ func (b *Batch) deadlineNear(ctx context.Context) bool {
 		reserve = DefaultReserve
 	}
 	return dl.Sub(now()) < reserve
+}
+
+// Visibility is the one queue call the batch makes itself: queue.Queue (SQS, the local queue)
+// satisfies it.
+type Visibility interface {
+	ChangeVisibility(ctx context.Context, receipt string, d time.Duration) error
+}
+
+// MinRetryAfter is the shortest wait a RetryAfter gets: a message never comes straight back.
+const MinRetryAfter = time.Second
+
+// RetryAfterError fails one message and says when it may succeed: see RetryAfter.
+type RetryAfterError struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("%v (retry after %s)", e.Err, e.After)
+}
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter wraps err, a message's failure, with when the message should be tried again: the
+// moment the cause can be gone (another holder's lock expires). The batch reports the message
+// failed, as for any error, and with Batch.Visibility set also changes the message's visibility
+// to d, bounded by MinRetryAfter and Batch.VisibilityTimeout: SQS delivers it again then,
+// rather than after the queue's whole timeout. If the change fails the message still comes back
+// after the timeout: nothing is lost, only later.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &RetryAfterError{Err: err, After: d}
 }
 
 func (b *Batch) log() *slog.Logger {
@@ -155,8 +196,31 @@ func (b *Batch) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 			"queue", queueName(r.EventSourceARN), "receive_count", r.Attributes["ApproximateReceiveCount"], "error", err)
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
 		failed = true
+		b.comeBack(ctx, log, r, err)
 	}
 	return resp, nil
+}
+
+// comeBack changes the visibility of a failed message whose error says when to try it again.
+// Its failure is logged and otherwise ignored: the message comes back after the queue's
+// visibility timeout instead.
+func (b *Batch) comeBack(ctx context.Context, log *slog.Logger, r events.SQSMessage, err error) {
+	ra := (*RetryAfterError)(nil)
+	if b.Visibility == nil || !errors.As(err, &ra) || r.ReceiptHandle == "" {
+		return
+	}
+	d := max(ra.After, MinRetryAfter)
+	ceiling := b.VisibilityTimeout
+	if ceiling <= 0 {
+		ceiling = queue.MaxVisibility
+	}
+	if d >= ceiling {
+		return
+	}
+	if cerr := b.Visibility.ChangeVisibility(ctx, r.ReceiptHandle, d); cerr != nil {
+		log.WarnContext(ctx, "sqs message visibility not changed; it comes back after the queue's timeout", "message_id", r.MessageId,
+			"queue", queueName(r.EventSourceARN), "retry_after", d, "error", cerr)
+	}
 }
 
 // reported runs f between rep's two calls. A panic in f passes through (run recovers it) and an

@@ -222,3 +222,74 @@ func TestDeadlineNearHandsTheRestBack(t *testing.T) {
 		t.Fatalf("ran %v, handed back %v; want m0-m2 run and m3 handed back", ran, failed)
 	}
 }
+
+// visibility records the batch's visibility changes; it fails for the receipt "r-broken".
+type visibility struct{ changes []string }
+
+func (v *visibility) ChangeVisibility(_ context.Context, receipt string, d time.Duration) error {
+	v.changes = append(v.changes, fmt.Sprintf("%s %s", receipt, d))
+	if receipt == "r-broken" {
+		return errors.New("AWS.SimpleQueueService.ReceiptHandleIsInvalid")
+	}
+	return nil
+}
+
+// A message that fails with RetryAfter is reported failed and, with Visibility set, comes back
+// after that wait: at least MinRetryAfter, and left to the queue's timeout when the wait reaches
+// it. A failed change is logged; the message is reported failed all the same.
+func TestRetryAfterChangesVisibility(t *testing.T) {
+	busy := errors.New("key in progress")
+	tests := map[string]struct {
+		err         error
+		receipt     string
+		noQueue     bool
+		timeout     time.Duration
+		wantChanges []string
+		wantLine    string
+	}{
+		"plain failure waits for the timeout": {err: busy, wantChanges: nil},
+		"retry after a lock's expiry":         {err: sqsbatch.RetryAfter(busy, 3*time.Second), wantChanges: []string{"r-1 3s"}},
+		"wrapped further":                     {err: fmt.Errorf("resolve: %w", sqsbatch.RetryAfter(busy, 2500*time.Millisecond)), wantChanges: []string{"r-1 2.5s"}},
+		"never straight back":                 {err: sqsbatch.RetryAfter(busy, 0), wantChanges: []string{"r-1 1s"}},
+		"past the timeout changes nothing":    {err: sqsbatch.RetryAfter(busy, 40*time.Second), timeout: 30 * time.Second},
+		"below the timeout":                   {err: sqsbatch.RetryAfter(busy, 29*time.Second), timeout: 30 * time.Second, wantChanges: []string{"r-1 29s"}},
+		"no queue to change":                  {err: sqsbatch.RetryAfter(busy, 3*time.Second), noQueue: true},
+		"change fails": {err: sqsbatch.RetryAfter(busy, 3*time.Second), receipt: "r-broken", wantChanges: []string{"r-broken 3s"},
+			wantLine: `"msg":"sqs message visibility not changed; it comes back after the queue's timeout"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			receipt := tc.receipt
+			if receipt == "" {
+				receipt = "r-1"
+			}
+			ev := queue.Event(arn, "us-east-1", []queue.Message{{ID: "m0", Body: []byte("x"), ReceiptHandle: receipt, ReceiveCount: 1},
+				{ID: "m1", Body: []byte("ok"), ReceiptHandle: "r-ok", ReceiveCount: 1}})
+			vis := &visibility{}
+			var logs bytes.Buffer
+			b := &sqsbatch.Batch{Log: slog.New(slog.NewJSONHandler(&logs, nil)), VisibilityTimeout: tc.timeout,
+				Each: func(_ context.Context, m queue.Message) error {
+					if m.ID == "m0" {
+						return tc.err
+					}
+					return nil
+				}}
+			if !tc.noQueue {
+				b.Visibility = vis
+			}
+			resp, err := b.Handle(context.Background(), ev)
+			if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m0" {
+				t.Fatalf("failures %+v, error %v", resp.BatchItemFailures, err)
+			}
+			if !slices.Equal(vis.changes, tc.wantChanges) {
+				t.Fatalf("visibility changes %q, want %q", vis.changes, tc.wantChanges)
+			}
+			if tc.wantLine != "" && !strings.Contains(logs.String(), tc.wantLine) {
+				t.Fatalf("log lacks %s:\n%s", tc.wantLine, logs.String())
+			}
+		})
+	}
+	if sqsbatch.RetryAfter(nil, time.Second) != nil {
+		t.Fatal("RetryAfter(nil) is an error")
+	}
+}
