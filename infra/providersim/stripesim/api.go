@@ -115,8 +115,8 @@ func (s *Simulator) idempotent(r *http.Request, form url.Values, effect effectFu
 			return response{status: rec.Status, body: rec.Body}, true, nil
 		}
 	}
-	err := s.db.Batch(func(tx *bolt.Tx) error {
-		resp, replayed, mismatch = response{}, false, false // Batch may run fn again
+	err := s.commit(r.Context(), func(tx *bolt.Tx) error {
+		resp, replayed, mismatch = response{}, false, false // a group commit may run fn again
 		idem := bucket(tx, bucketIdem)
 		if key != "" {
 			rec, found, err := getIdem(tx, scoped)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/runtwice/twice/shared/boltgroup"
 )
 
 // Defaults for the local stack; none of them is a real credential.
@@ -68,9 +70,10 @@ type Config struct {
 	RetryHorizon time.Duration
 	// SenderConcurrency is how many outbox entries are sent in parallel (default 8).
 	SenderConcurrency int
-	// MaxBatchSize is bbolt's group-commit size (default 64); see DESIGN.md's bbolt notes.
+	// MaxBatchSize caps the writes of one group commit (default 64; shared/boltgroup).
 	MaxBatchSize int
-	// MaxBatchDelay is bbolt's group-commit wait (default 2 ms).
+	// MaxBatchDelay is the longest a group commit waits for more writers (default
+	// boltgroup.DefaultLinger); a lone writer never waits.
 	MaxBatchDelay time.Duration
 	// NoSync turns fsync off, for benchmarks of the simulator's own cost only.
 	NoSync bool
@@ -85,12 +88,13 @@ type Config struct {
 
 // Simulator is a durable Stripe PaymentIntents simulator. It is an http.Handler.
 type Simulator struct {
-	cfg    Config
-	db     *bolt.DB
-	log    *slog.Logger
-	mux    *http.ServeMux
-	faults faultSet
-	stats  counters
+	cfg     Config
+	db      *bolt.DB
+	commits *boltgroup.Committer // the API's and the sender's writes, grouped under shared fsyncs
+	log     *slog.Logger
+	mux     *http.ServeMux
+	faults  faultSet
+	stats   counters
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
@@ -106,6 +110,12 @@ type Simulator struct {
 }
 
 var _ http.Handler = (*Simulator)(nil)
+
+// commit runs fn in one of the simulator's group commits: with the other writes waiting, under
+// one fsync. fn may run more than once (alone, when its group failed).
+func (s *Simulator) commit(ctx context.Context, fn func(*bolt.Tx) error) error {
+	return s.commits.Submit(ctx, func(tx *bolt.Tx) (error, error) { return nil, fn(tx) })
+}
 
 // DB is the simulator's bbolt database, for process-level housekeeping (the local stack keeps
 // its mapped pages out of the resident set).
@@ -156,9 +166,6 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.MaxBatchSize <= 0 {
 		cfg.MaxBatchSize = 64
 	}
-	if cfg.MaxBatchDelay <= 0 {
-		cfg.MaxBatchDelay = 2 * time.Millisecond
-	}
 	if cfg.RefundFailureDelay <= 0 {
 		cfg.RefundFailureDelay = DefaultRefundFailureDelay
 	}
@@ -177,8 +184,6 @@ func New(cfg Config) (*Simulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stripesim: open %s: %w", DBFile, err)
 	}
-	db.MaxBatchSize = cfg.MaxBatchSize
-	db.MaxBatchDelay = cfg.MaxBatchDelay
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -193,6 +198,7 @@ func New(cfg Config) (*Simulator, error) {
 	s := &Simulator{
 		cfg:     cfg,
 		db:      db,
+		commits: boltgroup.New(db, boltgroup.Options{Linger: cfg.MaxBatchDelay, MaxGroup: cfg.MaxBatchSize}),
 		log:     cfg.Log,
 		rnd:     cfg.Rand,
 		kick:    make(chan struct{}, 1),
@@ -300,6 +306,7 @@ func (s *Simulator) Close() error {
 	}
 	s.deliverMu.Lock() // wait for a Deliver called by a test or control route
 	defer s.deliverMu.Unlock()
+	s.commits.Close()
 	return s.db.Close()
 }
 

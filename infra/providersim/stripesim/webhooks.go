@@ -164,7 +164,7 @@ func (s *Simulator) deliver(ctx context.Context, force bool) (int, error) {
 	wg.Wait()
 	// One transaction records the whole pass, and it joins the creates' group commit.
 	total := 0
-	err = s.db.Batch(func(tx *bolt.Tx) error {
+	err = s.commit(ctx, func(tx *bolt.Tx) error {
 		total = 0
 		for i := range due {
 			n, err := s.record(tx, &due[i], results[i], now)
