@@ -299,6 +299,9 @@ func (s *Stack) build() error {
 		}
 	}
 
+	// The simulator stands in for a remote provider. Its file must survive the process being
+	// killed, which the page cache gives without an fsync, and its flushes must not take the
+	// disk from the stack's own store (docs/performance.md): so NoSync.
 	s.sim, err = stripesim.New(stripesim.Config{
 		DataDir:            s.cfg.DataDir,
 		APIKeys:            []string{s.cfg.StripeAPIKey},
@@ -306,6 +309,7 @@ func (s *Stack) build() error {
 		WebhookSecret:      s.cfg.StripeWebhookSecret,
 		RefundFailureDelay: s.cfg.RefundFailureDelay,
 		ThrottleRate:       s.cfg.Throttle,
+		NoSync:             true, // see below
 		Now:                s.clock.Now,
 		Log:                s.log.With("component", "providersim"),
 	})

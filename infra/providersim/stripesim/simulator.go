@@ -75,7 +75,9 @@ type Config struct {
 	// MaxBatchDelay is the longest a group commit waits for more writers (default
 	// boltgroup.DefaultLinger); a lone writer never waits.
 	MaxBatchDelay time.Duration
-	// NoSync turns fsync off, for benchmarks of the simulator's own cost only.
+	// NoSync turns fsync off. Every write still reaches the file before its call answers, so
+	// the state survives the process being killed (kill -9); only a machine crash can lose the
+	// last writes, as a provider the stack cannot see into might. The local stack runs it so.
 	NoSync bool
 	// RefundFailureDelay is how long after its creation a refund of pm_card_refundFail fails,
 	// on the injected clock (default DefaultRefundFailureDelay). RunDue applies it.
