@@ -3,7 +3,14 @@
 // memory. It builds and starts infra/local as a child process on free ports and a fresh data
 // directory, so the memory figure is the stack's alone, and stops it at the end.
 //
-//	go run ./infra/bench [-clients 32] [-duration 10s] [-json results.json]
+//	go run ./infra/bench [-clients 32] [-duration 10s] [-rate 0] [-json results.json]
+//
+// By default each client sends its next request as soon as its last is answered (a closed
+// loop): the rate is the most the stack sustains, and the latency is what 32 callers waiting
+// on each other see at that rate. With -rate R, requests are due at R a second whatever the
+// answers (an open loop, as independent callers arrive), at most -clients in flight, and each
+// latency runs from when the request was due, so a request that waited for a free client
+// counts its wait (no coordinated omission). A phase that could not keep up says so.
 //
 // Every phase is bounded by -duration and by -max-requests; traffic goes to 127.0.0.1 only.
 package main
@@ -34,6 +41,7 @@ import (
 
 type phase struct {
 	Name     string  `json:"name"`
+	Offered  float64 `json:"offered_per_second,omitempty"` // -rate; 0 for a closed loop
 	Requests int     `json:"requests"`
 	Errors   int     `json:"errors"`
 	Seconds  float64 `json:"seconds"`
@@ -64,9 +72,14 @@ func run() error {
 	clients := flag.Int("clients", 32, "concurrent clients")
 	duration := flag.Duration("duration", 10*time.Second, "length of each phase")
 	maxReq := flag.Int("max-requests", 200_000, "cap on requests per phase")
+	warmup := flag.Duration("warmup", time.Second, "new payments sent before the measured phases and not counted: connections open, files grow, code paths warm")
+	rate := flag.Float64("rate", 0, "requests due per second in each phase, at most -clients in flight (0: each client sends when answered)")
 	jsonOut := flag.String("json", "", "write the results to this file as JSON")
 	stackArgs := flag.String("stack-args", "", "extra flags for the local stack, space-separated (e.g. -pprof 127.0.0.1:6060)")
 	flag.Parse()
+	if *rate < 0 || *clients < 1 {
+		return fmt.Errorf("-rate %v, -clients %d: want a rate of 0 or more and at least one client", *rate, *clients)
+	}
 
 	dir, err := os.MkdirTemp("", "twice-bench")
 	if err != nil {
@@ -94,12 +107,18 @@ func run() error {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *clients * 2}, Timeout: 30 * time.Second}
 	base := "http://" + api
 	res := result{Clients: *clients}
-	fmt.Printf("bench: %d clients, %s per phase, stack pid %d\n", *clients, *duration, cmd.Process.Pid)
+	loop := "each client sends when answered"
+	if *rate > 0 {
+		loop = fmt.Sprintf("%.0f requests due a second", *rate)
+	}
+	fmt.Printf("bench: %d clients, %s, %s per phase, stack pid %d\n", *clients, loop, *duration, cmd.Process.Pid)
 
-	// Phase 1: new payments, each with a fresh key.
+	// Phase 1: new payments, each with a fresh key, after a warm-up of the same that is not
+	// counted (the first tens of milliseconds of a fresh stack open 32 connections and grow
+	// empty files, and would be the phase's slowest percent).
 	var seq atomic.Int64
 	var ids, amounts sync.Map // provider payment id -> our id, amount
-	newPay := load("new payments", *clients, *duration, *maxReq, func() (int, error) {
+	newPayment := func() (int, error) {
 		n := seq.Add(1)
 		status, body, err := post(client, base+"/payments", "bench-"+strconv.FormatInt(n, 10),
 			fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_bench","payment_method":"pm_card_visa"}`, 1000+n%500))
@@ -114,13 +133,17 @@ func run() error {
 			amounts.Store(v.PID, v.Amount)
 		}
 		return status, err
-	}, http.StatusCreated)
+	}
+	if *warmup > 0 {
+		load("warm-up (not counted)", *clients, *rate, *warmup, *maxReq, newPayment, http.StatusCreated)
+	}
+	newPay := load("new payments", *clients, *rate, *duration, *maxReq, newPayment, http.StatusCreated)
 	res.Phases = append(res.Phases, newPay)
 	created := seq.Load()
 
 	// Phase 2: replays of those keys.
 	var rseq atomic.Int64
-	replays := load("replays", *clients, *duration, *maxReq, func() (int, error) {
+	replays := load("replays", *clients, *rate, *duration, *maxReq, func() (int, error) {
 		n := rseq.Add(1)%created + 1
 		status, _, err := post(client, base+"/payments", "bench-"+strconv.FormatInt(n, 10),
 			fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_bench","payment_method":"pm_card_visa"}`, 1000+n%500))
@@ -138,7 +161,7 @@ func run() error {
 	var dseq atomic.Int64
 	secret := stripesim.DefaultWebhookSecret
 	now := time.Now().Add(time.Hour) // newer than the payments' own versions
-	hooks := load("webhook deliveries", *clients, *duration, min(*maxReq, 2*len(pis)), func() (int, error) {
+	hooks := load("webhook deliveries", *clients, *rate, *duration, min(*maxReq, 2*len(pis)), func() (int, error) {
 		n := dseq.Add(1) - 1
 		if int(n/2) >= len(pis) {
 			return 0, errDone
@@ -196,8 +219,9 @@ func run() error {
 
 var errDone = errors.New("done")
 
-// load runs fn from n clients until the duration or the request cap is reached.
-func load(name string, n int, d time.Duration, maxReq int, fn func() (int, error), want int) phase {
+// load runs fn from n clients until the duration or the request cap is reached: each client
+// in turn when rate is 0, else as requests fall due at rate a second.
+func load(name string, n int, rate float64, d time.Duration, maxReq int, fn func() (int, error), want int) phase {
 	var mu sync.Mutex
 	var lat []time.Duration
 	errs := 0
@@ -205,13 +229,49 @@ func load(name string, n int, d time.Duration, maxReq int, fn func() (int, error
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()
+	// due hands out each request's start: now (closed loop) or its slot in the schedule.
+	due := func() (time.Time, bool) {
+		if ctx.Err() != nil || count.Add(1) > int64(maxReq) {
+			return time.Time{}, false
+		}
+		return time.Now(), true
+	}
+	if rate > 0 {
+		slots := make(chan time.Time, n)
+		go func() {
+			defer close(slots)
+			interval := time.Duration(float64(time.Second) / rate)
+			for i := 0; i < maxReq; i++ {
+				at := start.Add(time.Duration(i) * interval)
+				if wait := time.Until(at); wait > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(wait):
+					}
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case slots <- at:
+				}
+			}
+		}()
+		due = func() (time.Time, bool) {
+			at, ok := <-slots
+			return at, ok && ctx.Err() == nil
+		}
+	}
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			var mine []time.Duration
 			bad := 0
-			for ctx.Err() == nil && count.Add(1) <= int64(maxReq) {
-				t0 := time.Now()
+			for {
+				t0, ok := due()
+				if !ok {
+					break
+				}
 				status, err := fn()
 				if errors.Is(err, errDone) {
 					break
@@ -236,12 +296,15 @@ func load(name string, n int, d time.Duration, maxReq int, fn func() (int, error
 		}
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
 	}
-	ph := phase{Name: name, Requests: len(lat), Errors: errs, Seconds: elapsed, PerSec: float64(len(lat)) / elapsed,
+	ph := phase{Name: name, Offered: rate, Requests: len(lat), Errors: errs, Seconds: elapsed, PerSec: float64(len(lat)) / elapsed,
 		P50ms: pct(0.50), P99ms: pct(0.99)}
 	if len(lat) > 0 {
 		ph.MaxMs = float64(lat[len(lat)-1].Microseconds()) / 1000
 	}
 	fmt.Printf("bench: %s: %d requests in %.1fs\n", name, ph.Requests, elapsed)
+	if rate > 0 && ph.PerSec < 0.95*rate && ph.Requests < maxReq {
+		fmt.Printf("bench: %s: could not keep up: %.0f/s answered of %.0f/s due\n", name, ph.PerSec, rate)
+	}
 	return ph
 }
 
