@@ -206,11 +206,11 @@ type Stack struct {
 	queues   map[string]*localqueue.Queue
 	sim      *stripesim.Simulator
 	attempts *attempts.Log
-	// replays files the API exchanges answered by a replay behind their answers.
-	replays  *attempts.Background
-	payments *payments.Service
-	worker   *worker.Worker
-	runner   *asl.Runner
+	// exchanges files the API exchanges behind their answers (attempts.API).
+	exchanges *attempts.Background
+	payments  *payments.Service
+	worker    *worker.Worker
+	runner    *asl.Runner
 	// recoverer starts recoveries; deadletters is the dead-letter table; recon reconciles.
 	recoverer   *recovery.Recoverer
 	deadletters *deadletter.Records
@@ -322,7 +322,7 @@ func (s *Stack) build() error {
 		return err
 	}
 	record := attempts.BestEffort(s.attempts, s.log)
-	s.replays = attempts.NewBackground(s.attempts, s.log, 0)
+	s.exchanges = attempts.NewBackground(s.attempts, s.log, 0)
 
 	client, err := stripeprovider.New(stripeprovider.Client{
 		APIKey:   s.cfg.StripeAPIKey,
@@ -378,7 +378,7 @@ func (s *Stack) build() error {
 	}}
 	s.payments = &payments.Service{Store: s.store, Keeper: keeper, Provider: prov,
 		Resolver: &payments.QueueResolver{Queue: s.throttled(s.queues[resolveQueue]), Delay: s.cfg.ResolveDelay},
-		Classify: declines.ClassOf, OnDecline: recoverer, Exchanges: attempts.API{Record: record, Replays: s.replays.Record, Now: s.clock.Now}, Now: s.clock.Now, Log: s.log}
+		Classify: declines.ClassOf, OnDecline: recoverer, Exchanges: attempts.API{Record: s.exchanges.Record, Now: s.clock.Now}, Now: s.clock.Now, Log: s.log}
 	// The relay delivers every follow-on kind to the same targets as outbox-relay in AWS
 	// (followon.Handlers), on the local runner, queues and event feed.
 	s.feed = &feed.Log{Store: s.store}
@@ -623,8 +623,8 @@ func (s *Stack) Close() error {
 			s.simLn.Close()
 		}
 	}
-	if s.replays != nil {
-		s.replays.Close() // no request is left to queue one
+	if s.exchanges != nil {
+		s.exchanges.Close() // no request is left to queue one
 	}
 	if s.cancel != nil {
 		s.cancel()

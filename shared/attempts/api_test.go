@@ -1,6 +1,8 @@
 package attempts
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -31,7 +33,7 @@ func TestExchange(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(body))
 			r.Header.Set("Idempotency-Key", "k-1")
 			w := httptest.NewRecorder()
-			rw, file := api.Begin(w, r)
+			rw, r, file := api.Begin(w, r)
 			next.ServeHTTP(rw, r)
 			file(f.Operation, f.Scope, f.PaymentID)
 			if seen != body || w.Code != http.StatusCreated || w.Body.String() != `{"id":"pay_1"}` {
@@ -53,5 +55,89 @@ func TestExchange(t *testing.T) {
 				t.Errorf("request truncated %v, %d bytes", a.RequestTruncated, a.RequestBytes)
 			}
 		})
+	}
+}
+
+// gate is a Recorder whose Record blocks until the test opens it.
+type gate struct {
+	started chan Attempt
+	open    chan struct{}
+	seen    chan string // what Record saw of its context once opened: its error and id value
+}
+
+func newGate() *gate {
+	return &gate{started: make(chan Attempt, 4), open: make(chan struct{}), seen: make(chan string, 4)}
+}
+
+func (g *gate) Record(ctx context.Context, a Attempt) error {
+	g.started <- a
+	<-g.open
+	g.seen <- fmt.Sprint(ctx.Err(), " ", ctx.Value(idKey{}))
+	return nil
+}
+
+type idKey struct{}
+
+// TestRequestAttemptsAreStoredBesideIt: a provider call's attempt made while an API request is
+// served does not hold up the handler, which goes on to its own writes; the answer's first
+// byte waits until the attempt is stored; the store sees the call's context values but not its
+// end (a call's context ends as soon as the call returns). Outside an API request, BestEffort
+// stores in line.
+func TestRequestAttemptsAreStoredBesideIt(t *testing.T) {
+	g := newGate()
+	record := BestEffort(g, nil)
+	var exchanges collector
+	api := API{Record: exchanges.record}
+
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{}`))
+	rw, r, file := api.Begin(w, r)
+	afterCall := make(chan struct{})
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		defer file("payments.create", "local", "pay_1")
+		callCtx, endCall := context.WithCancel(context.WithValue(r.Context(), idKey{}, "call-1"))
+		record(callCtx, Attempt{ID: "att_call", Direction: Outbound, Provider: "stripe"})
+		endCall() // the call has returned
+		close(afterCall)
+		rw.WriteHeader(http.StatusCreated)
+		io.WriteString(rw, `{"id":"pay_1"}`)
+	}()
+	if a := <-g.started; a.ID != "att_call" {
+		t.Fatalf("stored %q", a.ID)
+	}
+	<-afterCall // the handler went on while the attempt was still being stored
+	select {
+	case <-answered:
+		t.Fatal("the answer left before the call's attempt was stored")
+	case <-time.After(20 * time.Millisecond): // a bound on a wrong answer, not a wait for a right one
+	}
+	if w.Code != http.StatusOK || w.Body.Len() != 0 || len(exchanges.attempts()) != 0 {
+		t.Fatalf("before the attempt was stored the caller had %d %q and %d exchanges", w.Code, w.Body, len(exchanges.attempts()))
+	}
+	close(g.open)
+	<-answered
+	if seen := <-g.seen; seen != "<nil> call-1" {
+		t.Errorf("the store's context: %s; want live (<nil>), with the call's value (call-1)", seen)
+	}
+	if w.Code != http.StatusCreated || w.Body.String() != `{"id":"pay_1"}` {
+		t.Errorf("caller got %d %s", w.Code, w.Body)
+	}
+	if got := exchanges.attempts(); len(got) != 1 || got[0].Status != http.StatusCreated {
+		t.Errorf("exchanges %+v", got)
+	}
+
+	// Outside an API request: in line.
+	g2 := newGate()
+	close(g2.open)
+	BestEffort(g2, nil)(context.Background(), Attempt{ID: "att_webhook"})
+	select {
+	case a := <-g2.started:
+		if a.ID != "att_webhook" {
+			t.Fatalf("stored %q", a.ID)
+		}
+	default:
+		t.Fatal("BestEffort returned before storing an attempt made outside an API request")
 	}
 }

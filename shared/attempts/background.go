@@ -12,32 +12,32 @@ import (
 // DefaultBackgroundQueue is how many attempts a Background holds before Record waits.
 const DefaultBackgroundQueue = 4096
 
-// backgroundRound is the most attempts a Background records in one round: one store
-// transaction of replays (one item each, Log.replayWrite; maxWrites is 100), so a backlog
-// never queues ahead of the store's other writers by more than one commit. Against rounds of
-// 32 that linger 10 ms, the local stack's replays ran 1.10-1.14x as fast.
+// backgroundRound is the most attempts a Background records in one round (Log.RecordAll
+// splits a round into transactions of at most maxWrites writes), so a backlog never queues
+// ahead of the store's other writers by more than a few commits.
 const backgroundRound = 96
 
 // backgroundLinger is the longest a round that is not full waits for more attempts.
 const backgroundLinger = 20 * time.Millisecond
 
 // Background records attempts behind their caller's answer: Record queues the attempt and
-// returns, and one writer stores what is queued in rounds of up to 32 (Log.RecordAll: one
-// transaction, one commit for them all) instead of each caller waiting for a commit of its
-// own. A full queue makes Record wait: nothing is dropped. An attempt that cannot be stored
-// is logged, as BestEffort does.
+// returns, and one writer stores what is queued in rounds (Log.RecordAll: a few transactions
+// for them all) instead of each caller waiting for a commit of its own. A full queue makes
+// Record wait: nothing is dropped. An attempt that cannot be stored is logged, as BestEffort
+// does.
 //
-// What it is for: an API exchange answered from an idempotency record (a replay). Its answer
-// changes nothing and sends nothing, and the first exchange under the key, the provider calls
-// and the key's record were durable before the first answer, so "was this delivered?" reads
-// the same whether the replay's own row is stored a moment later or, after a crash, not at
-// all. Provider calls and webhook deliveries are recorded in line.
+// What it is for: the API exchanges of a process that keeps running (API.Record in the local
+// stack). An exchange is what the caller asked and what it was told. The provider calls it
+// made are stored before its answer leaves (API), and the answer itself is the key's
+// idempotency record, so a crash in the moment between an answer and its exchange's row
+// loses that row and nothing that decides a payment. Provider calls and webhook deliveries
+// are recorded in line, never here.
 //
 // Not for a Lambda function: an invocation's goroutines are frozen once it returns.
 //
 //	bg := attempts.NewBackground(log, logger, 0)
 //	defer bg.Close()
-//	api := attempts.API{Record: attempts.BestEffort(log, logger), Replays: bg.Record}
+//	api := attempts.API{Record: bg.Record}
 type Background struct {
 	rec    batchRecorder
 	log    *slog.Logger

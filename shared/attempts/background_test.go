@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/runtwice/twice/shared/clock"
@@ -93,42 +90,5 @@ func TestRecordAllSharesCommitsAndKeepsTheRest(t *testing.T) {
 		if err != nil || len(page.Attempts) != 1 {
 			t.Fatalf("lookup of order-%d: %d attempts, %v", i, len(page.Attempts), err)
 		}
-	}
-}
-
-// TestReplaysGoToTheirRecorder: an exchange answered by a replay is filed through Replays, any
-// other through Record; without Replays, every exchange goes to Record.
-func TestReplaysGoToTheirRecorder(t *testing.T) {
-	answer := func(replayed bool) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if replayed {
-				w.Header().Set("Idempotent-Replayed", "true")
-			}
-			w.WriteHeader(http.StatusCreated)
-		})
-	}
-	for name, c := range map[string]struct {
-		replays            bool
-		replayed           bool
-		toRecord, toReplay int
-	}{
-		"first answer":             {replays: true, replayed: false, toRecord: 1},
-		"replayed answer":          {replays: true, replayed: true, toReplay: 1},
-		"replayed, no Replays set": {replays: false, replayed: true, toRecord: 1},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var rec, rep collector
-			api := API{Record: rec.record}
-			if c.replays {
-				api.Replays = rep.record
-			}
-			r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{}`))
-			rw, file := api.Begin(httptest.NewRecorder(), r)
-			answer(c.replayed).ServeHTTP(rw, r)
-			file("payments.create", "local", "pay_1")
-			if len(rec.attempts()) != c.toRecord || len(rep.attempts()) != c.toReplay {
-				t.Fatalf("Record got %d, Replays got %d; want %d, %d", len(rec.attempts()), len(rep.attempts()), c.toRecord, c.toReplay)
-			}
-		})
 	}
 }

@@ -43,9 +43,10 @@
 //
 // API.Begin records an API request and its answer. The handler that writes the answer begins
 // the exchange and, once it has answered, files it under the operation, scope and payment it
-// names: the log is told, and calls nothing back.
+// names: the log is told, and calls nothing back. The provider calls made while serving the
+// request are stored beside its own writes, and its answer waits for them.
 //
-//	w, file := api.Begin(w, r)
+//	w, r, file := api.Begin(w, r)
+//	defer file("payments.create", scope, paymentID)
 //	// ... serve r, writing the answer to w ...
-//	file("payments.create", scope, paymentID)
 package attempts

@@ -468,7 +468,7 @@ func BestEffort(rec Recorder, log *slog.Logger) RecordFunc {
 	if log == nil {
 		log = slog.Default()
 	}
-	return func(ctx context.Context, a Attempt) {
+	store := func(ctx context.Context, a Attempt) {
 		if err := rec.Record(ctx, a); err != nil {
 			// Every field can come from outside (a claimed id, a caller's key): capped.
 			log.LogAttrs(ctx, slog.LevelError, "attempt not recorded",
@@ -484,5 +484,14 @@ func BestEffort(rec Recorder, log *slog.Logger) RecordFunc {
 				slog.String("outcome", redact.CapLog(a.Result)),
 			)
 		}
+	}
+	return func(ctx context.Context, a Attempt) {
+		if p := pendingOf(ctx); p != nil {
+			// Made while serving an API request: stored beside the request's own writes,
+			// and its answer waits for it (API).
+			p.start(ctx, func(ctx context.Context) { store(ctx, a) })
+			return
+		}
+		store(ctx, a)
 	}
 }

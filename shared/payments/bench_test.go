@@ -57,7 +57,7 @@ func benchReplay(b *testing.B, record string) {
 	case "inline":
 		svc.Exchanges = attempts.API{Record: inline}
 	case "background":
-		svc.Exchanges = attempts.API{Record: inline, Replays: bg.Record}
+		svc.Exchanges = attempts.API{Record: bg.Record}
 	}
 	h := svc.Handler(func(*http.Request) string { return "local" })
 	const keys = 256

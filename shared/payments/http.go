@@ -76,7 +76,7 @@ func (s *Service) serve(rt route, scope func(*http.Request) string) http.Handler
 		if s.Exchanges != nil {
 			// Every request and its answer go to the attempt log, under the payment it concerns.
 			var file func(operation, scope, paymentID string)
-			w, file = s.Exchanges.Begin(w, r)
+			w, r, file = s.Exchanges.Begin(w, r)
 			defer func() { file(APIOperation(r), sc, PaymentOfRequest(r, sc, r.Header.Get(idempotency.HeaderKey))) }()
 		}
 		if rt.maxBody > 0 {

@@ -32,9 +32,10 @@ type ResolveJob struct {
 }
 
 // Exchanges records API exchanges in the attempt log (attempts.API): Begin returns the writer
-// the answer goes to and the func that files the exchange once it is answered.
+// the answer goes to, the request to serve (whose provider calls are recorded beside the
+// request's own writes) and the func that files the exchange once it is answered.
 type Exchanges interface {
-	Begin(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, func(operation, scope, paymentID string))
+	Begin(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request, func(operation, scope, paymentID string))
 }
 
 // Resolver queues resolve jobs (SQS in AWS, the local queue locally). The outbox relay calls it.
