@@ -12,6 +12,10 @@
 // latency runs from when the request was due, so a request that waited for a free client
 // counts its wait (no coordinated omission). A phase that could not keep up says so.
 //
+// With -stack-args "-pprof 127.0.0.1:6061" the stack also serves its profiles there, and
+// each phase reports what it cost each data file (commits a second, changes and pages a commit,
+// how busy its committer was), read from the stack's /debug/vars.
+//
 // Every phase is bounded by -duration and by -max-requests; traffic goes to 127.0.0.1 only.
 package main
 
@@ -23,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -49,6 +54,59 @@ type phase struct {
 	P50ms    float64 `json:"p50_ms"`
 	P99ms    float64 `json:"p99_ms"`
 	MaxMs    float64 `json:"max_ms"`
+	// Files is what the phase cost each data file, read from the stack's /debug/vars when
+	// -stack-args has -pprof: whether the disk's commits were the limit.
+	Files map[string]fileUse `json:"files,omitempty"`
+}
+
+// fileUse is one data file's commits during a phase.
+type fileUse struct {
+	CommitsPerSec     float64 `json:"commits_per_second"`
+	ChangesPerCommit  float64 `json:"changes_per_commit"`
+	PagesPerCommit    float64 `json:"pages_per_commit"`
+	MsPerCommit       float64 `json:"ms_per_commit"`
+	CommitterBusyPcnt float64 `json:"committer_busy_percent"`
+}
+
+// fileCounts is infra/inprocess.FileStats as /debug/vars encodes it.
+type fileCounts struct {
+	Commits, Changes, PagesWritten int64
+	Committing                     time.Duration
+}
+
+// files reads the stack's data files' commit counts; nil when it does not publish them.
+func files(c *http.Client, vars string) map[string]fileCounts {
+	if vars == "" {
+		return nil
+	}
+	_, body, err := get(c, vars)
+	if err != nil {
+		return nil
+	}
+	var v struct {
+		Files map[string]fileCounts `json:"twice_files"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return nil
+	}
+	return v.Files
+}
+
+// use is what the phase between before and after cost each file.
+func use(before, after map[string]fileCounts, seconds float64) map[string]fileUse {
+	out := map[string]fileUse{}
+	for name, a := range after {
+		b := before[name]
+		n := float64(a.Commits - b.Commits)
+		if n <= 0 || seconds <= 0 {
+			continue
+		}
+		busy := (a.Committing - b.Committing).Seconds()
+		out[name] = fileUse{CommitsPerSec: n / seconds, ChangesPerCommit: float64(a.Changes-b.Changes) / n,
+			PagesPerCommit: float64(a.PagesWritten-b.PagesWritten) / n, MsPerCommit: busy * 1000 / n,
+			CommitterBusyPcnt: 100 * busy / seconds}
+	}
+	return out
 }
 
 type result struct {
@@ -105,6 +163,20 @@ func run() error {
 		return err
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *clients * 2}, Timeout: 30 * time.Second}
+	vars := "" // the stack's /debug/vars, if -stack-args serves it
+	if f := strings.Fields(*stackArgs); len(f) > 1 {
+		if i := slices.Index(f[:len(f)-1], "-pprof"); i >= 0 {
+			vars = "http://" + f[i+1] + "/debug/vars"
+		}
+	}
+	measure := func(name string, rate float64, d time.Duration, maxReq int, fn func() (int, error), want int) phase {
+		before := files(client, vars)
+		ph := load(name, *clients, rate, d, maxReq, fn, want)
+		if after := files(client, vars); before != nil && after != nil {
+			ph.Files = use(before, after, ph.Seconds)
+		}
+		return ph
+	}
 	base := "http://" + api
 	res := result{Clients: *clients}
 	loop := "each client sends when answered"
@@ -137,13 +209,13 @@ func run() error {
 	if *warmup > 0 {
 		load("warm-up (not counted)", *clients, *rate, *warmup, *maxReq, newPayment, http.StatusCreated)
 	}
-	newPay := load("new payments", *clients, *rate, *duration, *maxReq, newPayment, http.StatusCreated)
+	newPay := measure("new payments", *rate, *duration, *maxReq, newPayment, http.StatusCreated)
 	res.Phases = append(res.Phases, newPay)
 	created := seq.Load()
 
 	// Phase 2: replays of those keys.
 	var rseq atomic.Int64
-	replays := load("replays", *clients, *rate, *duration, *maxReq, func() (int, error) {
+	replays := measure("replays", *rate, *duration, *maxReq, func() (int, error) {
 		n := rseq.Add(1)%created + 1
 		status, _, err := post(client, base+"/payments", "bench-"+strconv.FormatInt(n, 10),
 			fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_bench","payment_method":"pm_card_visa"}`, 1000+n%500))
@@ -161,7 +233,7 @@ func run() error {
 	var dseq atomic.Int64
 	secret := stripesim.DefaultWebhookSecret
 	now := time.Now().Add(time.Hour) // newer than the payments' own versions
-	hooks := load("webhook deliveries", *clients, *rate, *duration, min(*maxReq, 2*len(pis)), func() (int, error) {
+	hooks := measure("webhook deliveries", *rate, *duration, min(*maxReq, 2*len(pis)), func() (int, error) {
 		n := dseq.Add(1) - 1
 		if int(n/2) >= len(pis) {
 			return 0, errDone
@@ -202,6 +274,13 @@ func run() error {
 	fmt.Printf("\n%-20s %9s %7s %10s %9s %9s %9s\n", "phase", "requests", "errors", "per second", "p50 ms", "p99 ms", "max ms")
 	for _, p := range res.Phases {
 		fmt.Printf("%-20s %9d %7d %10.0f %9.2f %9.2f %9.2f\n", p.Name, p.Requests, p.Errors, p.PerSec, p.P50ms, p.P99ms, p.MaxMs)
+	}
+	for _, p := range res.Phases {
+		for _, name := range slices.Sorted(maps.Keys(p.Files)) {
+			f := p.Files[name]
+			fmt.Printf("%-20s %s: %.0f commits/s, %.1f changes and %.0f pages a commit, %.2f ms a commit, committer busy %.0f%%\n",
+				p.Name, name, f.CommitsPerSec, f.ChangesPerCommit, f.PagesPerCommit, f.MsPerCommit, f.CommitterBusyPcnt)
+		}
 	}
 	fmt.Printf("\nstack RSS: peak %.1f MB, at end %.1f MB (%.1f MB heap and stacks, %.1f MB mapped data file)\nexactly once: %s\n",
 		res.PeakRSS, res.FinalRSS, res.AnonRSS, res.FileRSS, res.Checked)

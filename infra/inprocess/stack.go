@@ -15,11 +15,14 @@ import (
 	"sync"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/runtwice/twice/infra/asl"
 	"github.com/runtwice/twice/infra/localqueue"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 	"github.com/runtwice/twice/shared/attempts"
 	"github.com/runtwice/twice/shared/backfill"
+	"github.com/runtwice/twice/shared/boltgroup"
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/clock"
 	"github.com/runtwice/twice/shared/deadletter"
@@ -607,6 +610,27 @@ func (s *Stack) SimURL() string { return "http://" + s.simLn.Addr().String() }
 
 // Config returns the effective configuration.
 func (s *Stack) Config() Config { return s.cfg }
+
+// FileStats is what one data file's commits have cost since the stack started.
+type FileStats struct {
+	boltgroup.Stats
+	PagesWritten int64         // pages written by those commits (bbolt's TxStats.Write)
+	Writing      time.Duration // time in their writes and fsyncs (TxStats.WriteTime)
+}
+
+// Files reports the commits of the stack's data files, "twice.db" and "providersim.db": with
+// the time elapsed, how busy each file's committer is and how many pages each commit writes,
+// which is what bounds the stack when the disk's flushes are the limit (docs/performance.md).
+func (s *Stack) Files() map[string]FileStats {
+	file := func(c boltgroup.Stats, db *bolt.DB) FileStats {
+		tx := db.Stats().TxStats
+		return FileStats{Stats: c, PagesWritten: tx.GetWrite(), Writing: tx.GetWriteTime()}
+	}
+	return map[string]FileStats{
+		"twice.db":       file(s.store.Committer().Stats(), s.store.DB()),
+		"providersim.db": file(s.sim.CommitStats(), s.sim.DB()),
+	}
+}
 
 // Close stops serving, lets in-flight work finish, and closes the data files.
 func (s *Stack) Close() error {

@@ -9,6 +9,7 @@
 package main
 
 import (
+	"expvar"
 	"flag"
 	"fmt"
 	"io"
@@ -64,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Throttle, "throttle", 0, "refuse this share (0 to 1) of the calls to the store, queues, runner, event feed and provider as the services refuse a throttled call (testing)")
 	trimAbove := fs.Int64("trim-above", boltstore.TrimAbove>>20, "drop the data files' pages from resident memory after this many MB of growth; more is faster under load and holds more memory")
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
-	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this loopback address (profiling)")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof and expvar's /debug/vars on this loopback address (profiling)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *pprofAddr != "" {
+		// /debug/vars (expvar) adds the data files' commit counts to the runtime's (bench reads them).
+		expvar.Publish("twice_files", expvar.Func(func() any { return stack.Files() }))
 		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // net/http/pprof registers on the default mux
 	}
 	stack.Start()

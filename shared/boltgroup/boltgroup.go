@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -77,6 +78,22 @@ type Committer struct {
 	closed chan struct{}
 	mu     sync.Mutex
 	stop   sync.Once
+
+	commits, changes, committing atomic.Int64 // Stats
+}
+
+// Stats is what a committer has done since it started.
+type Stats struct {
+	Commits int64 // transactions committed (or failed), each one group
+	Changes int64 // changes they carried
+	// Committing is the time spent in those transactions, their fsyncs included: against the
+	// time elapsed, how busy the committer is (near 100%, the file's commits are the limit).
+	Committing time.Duration
+}
+
+// Stats reports the committer's counts so far.
+func (c *Committer) Stats() Stats {
+	return Stats{Commits: c.commits.Load(), Changes: c.changes.Load(), Committing: time.Duration(c.committing.Load())}
 }
 
 type request struct {
@@ -150,7 +167,11 @@ func (c *Committer) loop() {
 		group, _ = c.gather(group, slices.Max(recent[:]), timer)
 		recent[n%len(recent)] = len(group)
 		n++
+		start := time.Now()
 		c.commit(group)
+		c.committing.Add(int64(time.Since(start)))
+		c.commits.Add(1)
+		c.changes.Add(int64(len(group)))
 	}
 }
 

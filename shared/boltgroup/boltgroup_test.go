@@ -89,6 +89,10 @@ func TestConcurrentWritersGetTheirOwnOutcomes(t *testing.T) {
 	if ok.Load() != writers/2*keys || exists.Load() != writers/2*keys || count(t, db) != writers/2*keys {
 		t.Fatalf("written %d, exists %d, keys %d", ok.Load(), exists.Load(), count(t, db))
 	}
+	// Every change was in exactly one commit, and the commits took time.
+	if st := c.Stats(); st.Changes != writers*keys || st.Commits < 1 || st.Commits > st.Changes || st.Committing <= 0 {
+		t.Errorf("stats %+v, want %d changes in 1 to %[2]d commits", st, writers*keys)
+	}
 }
 
 // TestFailingChangeIsRetriedAlone: a change whose transaction fails (a storage error) shares a

@@ -119,6 +119,9 @@ func (s *Simulator) commit(ctx context.Context, fn func(*bolt.Tx) error) error {
 	return s.commits.Submit(ctx, func(tx *bolt.Tx) (error, error) { return nil, fn(tx) })
 }
 
+// CommitStats is what the simulator's group committer has done (shared/boltgroup).
+func (s *Simulator) CommitStats() boltgroup.Stats { return s.commits.Stats() }
+
 // DB is the simulator's bbolt database, for process-level housekeeping (the local stack keeps
 // its mapped pages out of the resident set).
 func (s *Simulator) DB() *bolt.DB { return s.db }
