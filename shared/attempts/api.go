@@ -70,6 +70,8 @@ func (a API) Begin(w http.ResponseWriter, r *http.Request) (http.ResponseWriter,
 		at.ResponseBody, at.ResponseBytes, at.ResponseTruncated = rw.body.snapshot()
 		at.Operation, at.Scope, at.PaymentID = operation, scope, paymentID
 		if a.Record != nil {
+			// p.ctx is the request's context without its pending attempts: a BestEffort
+			// Record stores the exchange in line, before the handler (the invocation) returns.
 			a.Record(p.ctx, at)
 		}
 	}

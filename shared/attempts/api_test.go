@@ -78,6 +78,10 @@ func (g *gate) Record(ctx context.Context, a Attempt) error {
 
 type idKey struct{}
 
+type recorderFunc func(context.Context, Attempt) error
+
+func (f recorderFunc) Record(ctx context.Context, a Attempt) error { return f(ctx, a) }
+
 // TestRequestAttemptsAreStoredBesideIt: a provider call's attempt made while an API request is
 // served does not hold up the handler, which goes on to its own writes; the answer's first
 // byte waits until the attempt is stored; the store sees the call's context values but not its
@@ -87,7 +91,11 @@ func TestRequestAttemptsAreStoredBesideIt(t *testing.T) {
 	g := newGate()
 	record := BestEffort(g, nil)
 	var exchanges collector
-	api := API{Record: exchanges.record}
+	// As a Lambda function wires it: the exchange must be stored before file returns.
+	api := API{Record: BestEffort(recorderFunc(func(ctx context.Context, a Attempt) error {
+		exchanges.record(ctx, a)
+		return nil
+	}), nil)}
 
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, "/payments", strings.NewReader(`{}`))
@@ -125,7 +133,7 @@ func TestRequestAttemptsAreStoredBesideIt(t *testing.T) {
 		t.Errorf("caller got %d %s", w.Code, w.Body)
 	}
 	if got := exchanges.attempts(); len(got) != 1 || got[0].Status != http.StatusCreated {
-		t.Errorf("exchanges %+v", got)
+		t.Errorf("exchanges stored by the time file returned: %+v", got)
 	}
 
 	// Outside an API request: in line.
