@@ -468,7 +468,7 @@ func (s *Stack) Handler() http.Handler {
 	in := &ingest.Handler{Verifiers: verifiers, Queue: ingest.QueueSink{Queue: s.throttled(s.queues[webhookQueue])}, MaxBody: ingestMaxBody,
 		Now: s.clock.Now, Log: s.log, Observer: attempts.IngestObserver{Record: attempts.BestEffort(s.attempts, s.log)}}
 	mux.Handle(ingest.Pattern, in)
-	ops, err := opsapi.New(opsapi.Handler{Records: s.deadletters, Attempts: s.attempts, Token: s.cfg.OperatorToken,
+	ops, err := opsapi.New(opsapi.Handler{Records: s.deadletters, Attempts: freshAttempts{s.attempts, s.exchanges}, Token: s.cfg.OperatorToken,
 		Now: s.clock.Now, Log: s.log, Reconcile: s.recon, Failures: s.failures,
 		CallerScope: "local", PaymentIDFor: payments.PaymentID, Payments: opsapi.StorePayments{Store: s.store},
 		Recoveries: opsapi.StorePayments{Store: s.store}, Steer: s.operatorSteerer()})
@@ -610,6 +610,29 @@ func (s *Stack) SimURL() string { return "http://" + s.simLn.Addr().String() }
 
 // Config returns the effective configuration.
 func (s *Stack) Config() Config { return s.cfg }
+
+// freshAttempts reads the attempt log once the API exchanges queued before the read are stored.
+// An exchange is queued before its answer leaves and stored just behind it (s.exchanges), so a
+// caller who was answered, or an operator who saw the payment, finds the exchange on the next
+// lookup: the read waits for at most one round instead of missing it.
+type freshAttempts struct {
+	*attempts.Log
+	exchanges *attempts.Background
+}
+
+func (f freshAttempts) Lookup(ctx context.Context, by attempts.By, value, cursor string) (attempts.Page, error) {
+	if err := f.exchanges.Flush(ctx); err != nil {
+		return attempts.Page{}, err
+	}
+	return f.Log.Lookup(ctx, by, value, cursor)
+}
+
+func (f freshAttempts) LookupKey(ctx context.Context, scope, key, cursor string) (attempts.Page, error) {
+	if err := f.exchanges.Flush(ctx); err != nil {
+		return attempts.Page{}, err
+	}
+	return f.Log.LookupKey(ctx, scope, key, cursor)
+}
 
 // FileStats is what one data file's commits have cost since the stack started.
 type FileStats struct {
