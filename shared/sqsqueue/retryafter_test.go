@@ -23,15 +23,26 @@ func TestRetryAfterComesBackEarlyMoto(t *testing.T) {
 	if _, err := q.Send(ctx, []byte(`{"key":"k"}`), queue.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	handled := 0 // the receive count of the delivery that failed
 	b := &sqsbatch.Batch{Log: slog.New(slog.DiscardHandler), Visibility: q, VisibilityTimeout: timeout,
-		Each: func(context.Context, queue.Message) error {
+		Each: func(_ context.Context, m queue.Message) error {
+			handled = m.ReceiveCount
 			return sqsbatch.RetryAfter(errors.New("payments: key in progress"), wait)
 		}}
 	cons := &queue.Consumer{Queue: q, Handler: b.Handle, Visibility: timeout, Wait: 5 * time.Second,
 		SourceARN: "arn:aws:sqs:us-east-1:123456789012:resolve", Log: slog.New(slog.DiscardHandler)}
-	res, err := cons.Poll(ctx)
-	if err != nil || res.Received != 1 || res.Failed != 1 {
-		t.Fatalf("first poll %+v, %v", res, err)
+	// On a loaded machine the first long poll has come back empty (once in five CI runs):
+	// probably a receive that moto served and the client never saw, which hides the message for the queue's
+	// timeout. Poll until it is handled; what is checked is how soon it comes back after that.
+	var res queue.BatchResult
+	for deadline := time.Now().Add(timeout + 15*time.Second); res.Received == 0 && time.Now().Before(deadline); {
+		var err error
+		if res, err = cons.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res.Received != 1 || res.Failed != 1 {
+		t.Fatalf("first handled poll %+v", res)
 	}
 	failed := time.Now()
 	// Long-poll until it is back (each receive returns as soon as it is visible).
@@ -44,7 +55,7 @@ func TestRetryAfterComesBackEarlyMoto(t *testing.T) {
 			continue
 		}
 		back := time.Since(failed)
-		if back < wait/2 || msgs[0].ReceiveCount != 2 {
+		if back < wait/2 || msgs[0].ReceiveCount != handled+1 {
 			t.Fatalf("back after %s with %+v; want about %s", back, msgs[0], wait)
 		}
 		t.Logf("back after %s (wait %s, queue timeout %s)", back.Round(10*time.Millisecond), wait, timeout)
