@@ -31,9 +31,10 @@ func TestRetryAfterComesBackEarlyMoto(t *testing.T) {
 		}}
 	cons := &queue.Consumer{Queue: q, Handler: b.Handle, Visibility: timeout, Wait: 5 * time.Second,
 		SourceARN: "arn:aws:sqs:us-east-1:123456789012:resolve", Log: slog.New(slog.DiscardHandler)}
-	// On a loaded machine the first long poll has come back empty (once in five CI runs):
-	// probably a receive that moto served and the client never saw, which hides the message for the queue's
-	// timeout. Poll until it is handled; what is checked is how soon it comes back after that.
+	// On a loaded machine the first long poll has come back empty (once in five CI runs),
+	// probably a receive that moto served and the client never saw, which hides the message
+	// for the queue's timeout. Poll until it is handled; what is checked is how soon it comes
+	// back after that.
 	var res queue.BatchResult
 	for deadline := time.Now().Add(timeout + 15*time.Second); res.Received == 0 && time.Now().Before(deadline); {
 		var err error
