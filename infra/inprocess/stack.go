@@ -312,7 +312,7 @@ func (s *Stack) build() error {
 		WebhookSecret:      s.cfg.StripeWebhookSecret,
 		RefundFailureDelay: s.cfg.RefundFailureDelay,
 		ThrottleRate:       s.cfg.Throttle,
-		NoSync:             true, // see below
+		NoSync:             true, // see above
 		Now:                s.clock.Now,
 		Log:                s.log.With("component", "providersim"),
 	})
