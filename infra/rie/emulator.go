@@ -24,10 +24,11 @@ var ErrNotReady = errors.New("rie: emulator not ready")
 
 // Emulator is one aws-lambda-rie process running one bootstrap.
 type Emulator struct {
-	cmd  *exec.Cmd
-	addr string
-	out  *syncBuffer
-	done chan struct{}
+	cmd *exec.Cmd
+	// addr is the invoke endpoint's address; runtimeAddr the Runtime API's.
+	addr, runtimeAddr string
+	out               *syncBuffer
+	done              chan struct{}
 
 	mu sync.Mutex // one invoke at a time: the emulator crashes on concurrent ones
 }
@@ -36,8 +37,8 @@ type Emulator struct {
 // the Runtime API's, which the emulator otherwise fixes at 127.0.0.1:9001, so two test runs on
 // one machine would collide). env is the whole environment of the function (nothing is
 // inherited, so a developer's AWS settings never leak in). It returns once the emulator accepts
-// connections. A port taken between choosing it and the emulator binding it means a new pair,
-// at most three times.
+// connections on both ports. A port taken between choosing it and the emulator binding it
+// means a new pair, at most three times.
 func Start(ctx context.Context, rieBin, bootstrap string, env []string) (*Emulator, error) {
 	var err error
 	for range 3 {
@@ -53,11 +54,11 @@ func Start(ctx context.Context, rieBin, bootstrap string, env []string) (*Emulat
 var errExited = errors.New("exited")
 
 func start(ctx context.Context, rieBin, bootstrap string, env []string) (*Emulator, error) {
-	addr, err := freeAddr()
+	addr, err := pickAddr()
 	if err != nil {
 		return nil, err
 	}
-	runtimeAddr, err := freeAddr()
+	runtimeAddr, err := pickAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -69,15 +70,17 @@ func start(ctx context.Context, rieBin, bootstrap string, env []string) (*Emulat
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("rie: start: %w", err)
 	}
-	e := &Emulator{cmd: cmd, addr: addr, out: out, done: make(chan struct{})}
+	e := &Emulator{cmd: cmd, addr: addr, runtimeAddr: runtimeAddr, out: out, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(e.done) }()
 	deadline := time.NewTimer(15 * time.Second)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
+		// Both ports: the emulator binds the Runtime API's in a goroutine of its own and
+		// panics if the port is taken (by any socket, an outgoing connection's included),
+		// which can come after the invoke port already answers.
+		if accepts(addr) && accepts(runtimeAddr) {
 			return e, nil
 		}
 		select {
@@ -170,6 +173,19 @@ func (e *Emulator) Close() error {
 	<-e.done
 	return nil
 }
+
+// accepts reports whether something accepts connections at addr.
+func accepts(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// pickAddr chooses a loopback address for the emulator to bind (a test replaces it).
+var pickAddr = freeAddr
 
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
