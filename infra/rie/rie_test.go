@@ -240,14 +240,18 @@ func TestFunctionsUnderEmulator(t *testing.T) {
 		if r := invokeHTTP(t, em, fresh); r.StatusCode != http.StatusOK {
 			t.Fatalf("signed: %d %s", r.StatusCode, r.Body)
 		}
+		// One delivery, which a standard queue may hold twice: a send SQS served whose
+		// answer was lost is sent again by the SDK's retryer (the worker deduplicates).
 		out, err := sqs.NewFromConfig(e.fx.MotoConfig).ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(e.fx.QueueURLs["webhooks"]), MaxNumberOfMessages: 10})
-		if err != nil || len(out.Messages) != 1 {
-			t.Fatalf("webhook queue: %v, %d messages, want 1", err, len(out.Messages))
+		if err != nil || len(out.Messages) == 0 {
+			t.Fatalf("webhook queue: %v, %d messages, want the delivery", err, len(out.Messages))
 		}
-		var d webhooks.Delivery
-		if err := json.Unmarshal([]byte(*out.Messages[0].Body), &d); err != nil || d.EventID != "evt_1Sample" {
-			t.Fatalf("queued delivery %+v: %v", d, err)
+		for _, m := range out.Messages {
+			var d webhooks.Delivery
+			if err := json.Unmarshal([]byte(*m.Body), &d); err != nil || d.EventID != "evt_1Sample" {
+				t.Fatalf("queued delivery %+v: %v", d, err)
+			}
 		}
 	})
 
