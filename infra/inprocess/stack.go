@@ -683,10 +683,12 @@ func (s *Stack) Close() error {
 	if s.sim != nil {
 		errs = append(errs, s.sim.Close())
 	}
+	s.wg.Wait()
+	// The queues close after their consumers: a consumer deletes the batch it handled even
+	// once cancelled, and a delete refused by a closed queue would redeliver work already done.
 	if s.broker != nil {
 		errs = append(errs, s.broker.Close())
 	}
-	s.wg.Wait()
 	if s.store != nil {
 		errs = append(errs, s.store.Close())
 	}
