@@ -391,7 +391,7 @@ func (s *Stack) build() error {
 		return err
 	}
 	s.relay = &outbox.Relay{Store: s.store, Handlers: handlers, Now: s.clock.Now,
-		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
+		Base: 100 * time.Millisecond, Cap: 10 * time.Second, Lanes: relayLanes, Rand: rand.New(rand.NewPCG(seed+5, seed^0x510e527fade682d1)), Log: s.log}
 	s.backfill = &backfill.Backfill{Store: s.store, Events: reads, Applier: applier, MaxEvents: s.cfg.BackfillMaxEvents,
 		Now: s.clock.Now, Log: s.log}
 	return nil
@@ -558,6 +558,11 @@ func (s *Stack) scheduledPass(ctx context.Context) (backfill.Report, recon.Repor
 
 // outboxEvery is how often the local relay drains the outbox.
 const outboxEvery = 100 * time.Millisecond
+
+// relayLanes is how many messages the local relay delivers at once (outbox.Relay.Lanes). One
+// lane delivered 350-480 messages a second, a new payment makes two, and so the outbox fell
+// behind any rate above about 200 payments a second (docs/performance.md).
+const relayLanes = 16
 
 // server is the API's HTTP server with the configured timeouts: no request, however slowly
 // its client sends it, keeps a connection longer than ReadTimeout to arrive.

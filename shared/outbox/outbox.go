@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runtwice/twice/shared/store"
@@ -133,8 +136,24 @@ type Relay struct {
 	// relay takes only what the stream could not deliver (default 0: everything due). A timer
 	// (NewAt) is the sweep's alone and is taken as soon as it is due.
 	MinAge time.Duration
+	// Lanes is how many messages Drain delivers at once (default 1: one at a time). A message
+	// goes to the lane of its id up to the last '#' (OrderKey: one payment's changes,
+	// "change#pay_1#..."), so those are delivered one at a time in due order, as one lane
+	// delivers everything; messages of different keys are delivered side by side, as the
+	// stream relay's shards deliver them in AWS. Each delivery waits for its own commits, so
+	// one lane delivers as many messages a second as its store commits in a row.
+	Lanes int
 
 	mu sync.Mutex
+}
+
+// OrderKey is what a message's id says it must be delivered in order with: the id up to its
+// last '#', or the whole id when it has none.
+func OrderKey(id string) string {
+	if i := strings.LastIndexByte(id, '#'); i > 0 {
+		return id[:i]
+	}
+	return id
 }
 
 func (r *Relay) now() time.Time {
@@ -176,22 +195,49 @@ func (r *Relay) Deliver(ctx context.Context, m Message, version int64) error {
 // reschedules each failure with backoff. It returns how many it delivered and how many failed.
 func (r *Relay) Drain(ctx context.Context) (delivered, failed int, err error) {
 	now := r.now()
+	var done, failures atomic.Int64
+	deliver := func(it store.Item) {
+		if r.attempt(ctx, it) {
+			done.Add(1)
+		} else {
+			failures.Add(1)
+		}
+	}
+	lanes := make([]chan store.Item, max(r.Lanes, 1))
+	var wg sync.WaitGroup
+	if len(lanes) > 1 {
+		for i := range lanes {
+			lanes[i] = make(chan store.Item, drainPage)
+			wg.Go(func() {
+				for it := range lanes[i] {
+					deliver(it)
+				}
+			})
+		}
+	}
 	q := store.Query{Table: Table, SKTo: now.UTC().Format(sortTime) + "#\xff", Limit: drainPage}
 	err = Due.Walk(ctx, r.Store, q, func(it store.Item) bool {
-		if r.streamOwned(it, now) {
-			return true
-		}
-		if r.attempt(ctx, it) {
-			delivered++
-		} else {
-			failed++
+		switch {
+		case r.streamOwned(it, now):
+		case len(lanes) == 1:
+			deliver(it)
+		default:
+			h := fnv.New32a()
+			h.Write([]byte(OrderKey(it.PK)))
+			lanes[h.Sum32()%uint32(len(lanes))] <- it
 		}
 		return true
 	})
+	if len(lanes) > 1 {
+		for _, l := range lanes {
+			close(l)
+		}
+		wg.Wait()
+	}
 	if err != nil && ctx.Err() == nil {
 		err = fmt.Errorf("outbox: list due: %w", err)
 	}
-	return delivered, failed, err
+	return int(done.Load()), int(failures.Load()), err
 }
 
 // Undelivered lists up to limit undelivered messages' items, soonest due first (limit <= 0:

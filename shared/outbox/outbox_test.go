@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -281,5 +282,91 @@ func TestSweepTakesTimersAtOnceAndLeavesStreamMessages(t *testing.T) {
 	c.Advance(10 * time.Minute)
 	if d, _, _ := r.Drain(ctx); d != 1 || fmt.Sprint(h.delivered) != "[timer now]" {
 		t.Fatalf("sweep after MinAge: %d delivered, %v", d, h.delivered)
+	}
+}
+
+// Drain with lanes: one payment's changes are delivered one at a time in the order they were
+// due, while other payments' messages are delivered beside them. Each handler of the first
+// message of pay_a waits until a message of another payment is being delivered at the same
+// time, which one lane never does.
+func TestLanesKeepEachKeysOrder(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	c := clock.NewFake(t0)
+	var mu sync.Mutex
+	got := map[string][]string{} // order key -> ids in delivery order
+	inFlight := map[string]int{} // order key -> deliveries running now
+	otherStarted := make(chan struct{})
+	var once sync.Once
+	handle := func(ctx context.Context, m Message) error {
+		key := OrderKey(m.ID)
+		mu.Lock()
+		inFlight[key]++
+		if inFlight[key] > 1 {
+			mu.Unlock()
+			return fmt.Errorf("%s: two deliveries of one key at once", m.ID)
+		}
+		got[key] = append(got[key], m.ID)
+		mu.Unlock()
+		if key != "change#pay_a" {
+			once.Do(func() { close(otherStarted) })
+		} else if m.ID == "change#pay_a#001" {
+			select {
+			case <-otherStarted:
+			case <-time.After(10 * time.Second):
+				return errors.New("no other payment's message was delivered beside pay_a's")
+			}
+		}
+		mu.Lock()
+		inFlight[key]--
+		mu.Unlock()
+		return nil
+	}
+	r := &Relay{Store: s, Handlers: map[string]Handler{"change": handle}, Now: c.Now, Lanes: 8,
+		Rand: rand.New(rand.NewPCG(1, 2)), Log: slog.New(slog.DiscardHandler)}
+	var want []string
+	for i := 1; i <= 30; i++ { // due one after another, pay_a's interleaved with nine others
+		for _, p := range []string{"pay_a", fmt.Sprintf("pay_%d", i%9)} {
+			id := fmt.Sprintf("change#%s#%03d", p, i)
+			w, err := New("change", id, map[string]int{"n": i}, c.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Transact(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			if p == "pay_a" {
+				want = append(want, id)
+			}
+			c.Advance(time.Millisecond) // pay_a's first message is the first due
+		}
+	}
+	delivered, failed, err := r.Drain(ctx)
+	if err != nil || delivered != 60 || failed != 0 {
+		t.Fatalf("delivered %d, failed %d, err %v", delivered, failed, err)
+	}
+	if fmt.Sprint(got["change#pay_a"]) != fmt.Sprint(want) {
+		t.Fatalf("pay_a's changes delivered as %v, want %v", got["change#pay_a"], want)
+	}
+	for key, ids := range got {
+		if !slices.IsSorted(ids) {
+			t.Errorf("%s delivered out of order: %v", key, ids)
+		}
+	}
+	if left, err := Undelivered(ctx, s, 0); err != nil || len(left) != 0 {
+		t.Fatalf("left: %d (%v)", len(left), err)
+	}
+}
+
+func TestOrderKey(t *testing.T) {
+	for id, want := range map[string]string{
+		"change#pay_1#00000000000000000007": "change#pay_1",
+		"recovery#pay_1#r1":                 "recovery#pay_1",
+		"plain":                             "plain",
+		"#leading":                          "#leading",
+	} {
+		if got := OrderKey(id); got != want {
+			t.Errorf("OrderKey(%q) = %q, want %q", id, got, want)
+		}
 	}
 }
