@@ -12,6 +12,11 @@
 // latency runs from when the request was due, so a request that waited for a free client
 // counts its wait (no coordinated omission). A phase that could not keep up says so.
 //
+// Before the replays and the webhook deliveries, the bench waits until the stack has done the
+// work the phases before left (its queues, its outbox, the simulator's deliveries) and prints
+// how long that took (-settle=false starts each phase at once): each phase measures its own
+// requests, and the wait is how far the follow-on work ran behind the answers.
+//
 // With -stack-args "-pprof 127.0.0.1:6061" the stack also serves its profiles there, and
 // each phase reports what it cost each data file (commits a second, changes and pages a commit,
 // how busy its committer was), read from the stack's /debug/vars.
@@ -41,6 +46,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/runtwice/twice/infra/inprocess"
 	"github.com/runtwice/twice/infra/providersim/stripesim"
 )
 
@@ -54,6 +60,9 @@ type phase struct {
 	P50ms    float64 `json:"p50_ms"`
 	P99ms    float64 `json:"p99_ms"`
 	MaxMs    float64 `json:"max_ms"`
+	// SettledMs is how long the stack took, before the phase, to finish the work the phases
+	// before it left (-settle).
+	SettledMs float64 `json:"settled_ms,omitempty"`
 	// Files is what the phase cost each data file, read from the stack's /debug/vars when
 	// -stack-args has -pprof: whether the disk's commits were the limit.
 	Files map[string]fileUse `json:"files,omitempty"`
@@ -133,6 +142,7 @@ func run() error {
 	warmup := flag.Duration("warmup", time.Second, "new payments sent before the measured phases and not counted: connections open, files grow, code paths warm")
 	rate := flag.Float64("rate", 0, "requests due per second in each phase, at most -clients in flight (0: each client sends when answered)")
 	jsonOut := flag.String("json", "", "write the results to this file as JSON")
+	settle := flag.Bool("settle", true, "before each phase after the first, wait until the stack has done the work the phases before it left (its queues, its outbox, the simulator's deliveries), so each phase measures its own requests; the wait is printed")
 	stackArgs := flag.String("stack-args", "", "extra flags for the local stack, space-separated (e.g. -pprof 127.0.0.1:6060)")
 	flag.Parse()
 	if *rate < 0 || *clients < 1 {
@@ -169,16 +179,24 @@ func run() error {
 			vars = "http://" + f[i+1] + "/debug/vars"
 		}
 	}
-	measure := func(name string, rate float64, d time.Duration, maxReq int, fn func() (int, error), want int) phase {
+	base := "http://" + api
+	res := result{Clients: *clients}
+	measure := func(name string, rate float64, d time.Duration, maxReq int, fn func() (int, error), want int) (phase, error) {
+		var settled time.Duration
+		if *settle && len(res.Phases) > 0 {
+			var err error
+			if settled, err = quiet(client, base, "http://"+sim); err != nil {
+				return phase{}, fmt.Errorf("before %s: %w", name, err)
+			}
+		}
 		before := files(client, vars)
 		ph := load(name, *clients, rate, d, maxReq, fn, want)
+		ph.SettledMs = float64(settled.Microseconds()) / 1000
 		if after := files(client, vars); before != nil && after != nil {
 			ph.Files = use(before, after, ph.Seconds)
 		}
-		return ph
+		return ph, nil
 	}
-	base := "http://" + api
-	res := result{Clients: *clients}
 	loop := "each client sends when answered"
 	if *rate > 0 {
 		loop = fmt.Sprintf("%.0f requests due a second", *rate)
@@ -209,18 +227,24 @@ func run() error {
 	if *warmup > 0 {
 		load("warm-up (not counted)", *clients, *rate, *warmup, *maxReq, newPayment, http.StatusCreated)
 	}
-	newPay := measure("new payments", *rate, *duration, *maxReq, newPayment, http.StatusCreated)
+	newPay, err := measure("new payments", *rate, *duration, *maxReq, newPayment, http.StatusCreated)
+	if err != nil {
+		return err
+	}
 	res.Phases = append(res.Phases, newPay)
 	created := seq.Load()
 
 	// Phase 2: replays of those keys.
 	var rseq atomic.Int64
-	replays := measure("replays", *rate, *duration, *maxReq, func() (int, error) {
+	replays, err := measure("replays", *rate, *duration, *maxReq, func() (int, error) {
 		n := rseq.Add(1)%created + 1
 		status, _, err := post(client, base+"/payments", "bench-"+strconv.FormatInt(n, 10),
 			fmt.Sprintf(`{"amount":%d,"currency":"usd","customer":"cus_bench","payment_method":"pm_card_visa"}`, 1000+n%500))
 		return status, err
 	}, http.StatusCreated)
+	if err != nil {
+		return err
+	}
 	res.Phases = append(res.Phases, replays)
 
 	// Phase 3: signed webhook deliveries, each event sent twice: a refund per payment.
@@ -233,7 +257,7 @@ func run() error {
 	var dseq atomic.Int64
 	secret := stripesim.DefaultWebhookSecret
 	now := time.Now().Add(time.Hour) // newer than the payments' own versions
-	hooks := measure("webhook deliveries", *rate, *duration, min(*maxReq, 2*len(pis)), func() (int, error) {
+	hooks, err := measure("webhook deliveries", *rate, *duration, min(*maxReq, 2*len(pis)), func() (int, error) {
 		n := dseq.Add(1) - 1
 		if int(n/2) >= len(pis) {
 			return 0, errDone
@@ -252,6 +276,9 @@ func run() error {
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}, http.StatusOK)
+	if err != nil {
+		return err
+	}
 	res.Phases = append(res.Phases, hooks)
 
 	// Exactly once: every refunded payment shows refunded once the queue drains.
@@ -271,9 +298,9 @@ func run() error {
 	res.Checked = fmt.Sprintf("%d of %d payments refunded by %d deliveries (each event twice)", refunded, sent, 2*sent)
 	res.PeakRSS, res.FinalRSS, res.AnonRSS, res.FileRSS = rss(cmd.Process.Pid)
 
-	fmt.Printf("\n%-20s %9s %7s %10s %9s %9s %9s\n", "phase", "requests", "errors", "per second", "p50 ms", "p99 ms", "max ms")
+	fmt.Printf("\n%-20s %9s %7s %10s %9s %9s %9s %12s\n", "phase", "requests", "errors", "per second", "p50 ms", "p99 ms", "max ms", "settled ms")
 	for _, p := range res.Phases {
-		fmt.Printf("%-20s %9d %7d %10.0f %9.2f %9.2f %9.2f\n", p.Name, p.Requests, p.Errors, p.PerSec, p.P50ms, p.P99ms, p.MaxMs)
+		fmt.Printf("%-20s %9d %7d %10.0f %9.2f %9.2f %9.2f %12.0f\n", p.Name, p.Requests, p.Errors, p.PerSec, p.P50ms, p.P99ms, p.MaxMs, p.SettledMs)
 	}
 	for _, p := range res.Phases {
 		for _, name := range slices.Sorted(maps.Keys(p.Files)) {
@@ -297,6 +324,55 @@ func run() error {
 }
 
 var errDone = errors.New("done")
+
+// quiet waits until the stack has nothing left to do for the requests sent so far: the
+// simulator holds no delivery to send, and the stack's queues and outbox are empty (GET
+// /ops/_faults, the local stack's counts). It returns how long that took, at most two minutes.
+func quiet(c *http.Client, api, sim string) (time.Duration, error) {
+	start := time.Now()
+	for time.Since(start) < 2*time.Minute {
+		var simStats struct {
+			OutboxEntries *int `json:"outbox_entries"`
+		}
+		var stack struct {
+			OutboxPending *int `json:"outbox_pending"`
+			QueuePending  *int `json:"queue_pending"`
+		}
+		err := getJSON(c, sim+"/_sim/stats", "Bearer "+stripesim.DefaultAPIKey, &simStats)
+		if err == nil {
+			err = getJSON(c, api+"/ops/_faults", "Bearer "+inprocess.DefaultOperatorToken, &stack)
+		}
+		if err != nil {
+			return time.Since(start), err
+		}
+		if simStats.OutboxEntries == nil || stack.OutboxPending == nil || stack.QueuePending == nil {
+			return time.Since(start), errors.New("the stack's counts have no outbox_entries, outbox_pending or queue_pending")
+		}
+		if *simStats.OutboxEntries == 0 && *stack.OutboxPending == 0 && *stack.QueuePending == 0 {
+			return time.Since(start), nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start), errors.New("the stack still had work after two minutes")
+}
+
+func getJSON(c *http.Client, url, auth string, v any) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", auth)
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
 
 // load runs fn from n clients until the duration or the request cap is reached: each client
 // in turn when rate is 0, else as requests fall due at rate a second.
