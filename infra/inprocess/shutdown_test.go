@@ -1,7 +1,6 @@
 package inprocess
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,28 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runtwice/twice/shared/logs/logstest"
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/queue"
 	"github.com/runtwice/twice/shared/webhooks"
 )
-
-// lockedBuffer is a log sink that many goroutines write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestCloseDeletesWhatItHandled: the stack closes while its webhook consumers work through a
 // backlog (one refund's delivery, queued 800 times: the first applies, the rest are
@@ -40,7 +22,7 @@ func (l *lockedBuffer) String() string {
 // must close after the consumers: a delete refused by a closed queue is work done that comes
 // back after a restart.
 func TestCloseDeletesWhatItHandled(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &logstest.Buffer{}
 	s := newStack(t, Config{Log: slog.New(slog.NewTextHandler(logs, nil))})
 	a := call(t, "POST", s.APIURL()+"/payments", "close-1", `{"amount":1200,"currency":"usd","customer":"cus_close","payment_method":"pm_card_visa"}`)
 	var v payments.View
