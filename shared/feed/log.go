@@ -102,9 +102,9 @@ func (l *Log) lead(ctx context.Context, own *publish) {
 // one publication state per item (a transaction writes an item once). Called with l.mu held.
 func (l *Log) take() []*publish {
 	var batch, rest []*publish
-	keys := map[[3]string]bool{}
+	keys := map[[2]string]bool{}
 	for _, p := range l.queue {
-		k := [3]string{p.st.Table, writeKey(p.st)}
+		k := [2]string{p.st.Table, writeKey(p.st)}
 		if len(batch) == maxBatch || keys[k] {
 			rest = append(rest, p)
 			continue
