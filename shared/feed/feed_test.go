@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/payments"
 )
 
@@ -52,11 +50,7 @@ func trimZeros(s string) string {
 // after a newer is superseded, a newer write with the same view is no change; the rest get
 // sequences 1, 2, 3 and cursors in publication order.
 func TestPublishOncePerChangeInOrder(t *testing.T) {
-	st, err := boltstore.Open(filepath.Join(t.TempDir(), "f.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openLogStore(t)
 	log := &Log{Store: st}
 	pub := &Publisher{Store: st, Sink: log, Log: slog.New(slog.DiscardHandler)}
 	ctx := context.Background()
