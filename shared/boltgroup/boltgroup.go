@@ -167,11 +167,7 @@ func (c *Committer) loop() {
 		group, _ = c.gather(group, slices.Max(recent[:]), timer)
 		recent[n%len(recent)] = len(group)
 		n++
-		start := time.Now()
 		c.commit(group)
-		c.committing.Add(int64(time.Since(start)))
-		c.commits.Add(1)
-		c.changes.Add(int64(len(group)))
 	}
 }
 
@@ -216,6 +212,7 @@ func (c *Committer) gather(group []*request, target int, timer *time.Timer) (_ [
 }
 
 func (c *Committer) commit(group []*request) {
+	start := time.Now()
 	outcomes := make([]error, len(group))
 	err := c.db.Update(func(tx *bolt.Tx) error {
 		for i, r := range group {
@@ -243,6 +240,10 @@ func (c *Committer) commit(group []*request) {
 	} else if err != nil {
 		outcomes[0] = fmt.Errorf("boltgroup: commit: %w", err)
 	}
+	// Counted before the answers, so a writer that was answered finds its change in Stats.
+	c.committing.Add(int64(time.Since(start)))
+	c.commits.Add(1)
+	c.changes.Add(int64(len(group)))
 	for i, r := range group {
 		r.result <- outcomes[i]
 	}
