@@ -80,14 +80,11 @@ func (r *keyRecorder) note(p partition, u float64) {
 	use.units += u
 }
 
-// record notes writes ws, which succeeded, given each one's item before the write.
-func (r *keyRecorder) record(ws []store.Write, olds []*store.Item) {
+// record notes writes ws, which succeeded, given each one's item before the write; tx is what
+// each write's units are multiplied by (2 in a transaction of more than one write).
+func (r *keyRecorder) record(ws []store.Write, olds []*store.Item, tx float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	tx := 1.0
-	if len(ws) > 1 {
-		tx = 2
-	}
 	for i, w := range ws {
 		r.writes++
 		var now store.Item
@@ -131,7 +128,24 @@ func (r *keyRecorder) Transact(ctx context.Context, ws ...store.Write) error {
 	olds := r.before(ctx, ws)
 	err := r.localStore.Transact(ctx, ws...)
 	if err == nil {
-		r.record(ws, olds)
+		tx := 1.0
+		if len(ws) > 1 {
+			tx = 2
+		}
+		r.record(ws, olds, tx)
+	}
+	return err
+}
+
+func (r *keyRecorder) PutAll(ctx context.Context, table string, items ...store.Item) error {
+	ws := make([]store.Write, len(items))
+	for i := range items {
+		ws[i] = store.Write{Table: table, Put: &items[i]}
+	}
+	olds := r.before(ctx, ws)
+	err := r.localStore.PutAll(ctx, table, items...)
+	if err == nil {
+		r.record(ws, olds, 1) // a batch: each item billed alone
 	}
 	return err
 }
@@ -145,7 +159,7 @@ func (r *keyRecorder) Replace(ctx context.Context, table string, it store.Item, 
 	olds := r.before(ctx, w)
 	old, err := r.localStore.Replace(ctx, table, it, c)
 	if err == nil {
-		r.record(w, olds)
+		r.record(w, olds, 1)
 	}
 	return old, err
 }
@@ -155,7 +169,7 @@ func (r *keyRecorder) Delete(ctx context.Context, table, pk, sk string, c store.
 	olds := r.before(ctx, w)
 	err := r.localStore.Delete(ctx, table, pk, sk, c)
 	if err == nil && olds[0] != nil {
-		r.record(w, olds)
+		r.record(w, olds, 1)
 	}
 	return err
 }

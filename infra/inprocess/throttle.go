@@ -141,6 +141,10 @@ func (s *throttledStore) Transact(ctx context.Context, ws ...store.Write) error 
 	return s.do(ctx, "TransactWriteItems", func(ctx context.Context) error { return s.localStore.Transact(ctx, ws...) })
 }
 
+func (s *throttledStore) PutAll(ctx context.Context, table string, items ...store.Item) error {
+	return s.do(ctx, "BatchWriteItem", func(ctx context.Context) error { return s.localStore.PutAll(ctx, table, items...) })
+}
+
 func (s *throttledStore) Delete(ctx context.Context, table, pk, sk string, c store.Cond) error {
 	return s.do(ctx, "DeleteItem", func(ctx context.Context) error { return s.localStore.Delete(ctx, table, pk, sk, c) })
 }

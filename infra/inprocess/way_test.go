@@ -298,6 +298,11 @@ func (s tracedStore) Transact(ctx context.Context, ws ...store.Write) error {
 	return s.Store.Transact(ctx, ws...)
 }
 
+func (s tracedStore) PutAll(ctx context.Context, table string, items ...store.Item) error {
+	s.t.capture("store.PutAll " + table)
+	return s.Store.PutAll(ctx, table, items...)
+}
+
 func (s tracedStore) Delete(ctx context.Context, table, pk, sk string, c store.Cond) error {
 	s.t.capture("store.Delete " + table)
 	return s.Store.Delete(ctx, table, pk, sk, c)

@@ -121,7 +121,8 @@ func (r *Recorder) Close() { r.srv.Close() }
 
 // ActionsOf maps one JSON-protocol AWS request (its X-Amz-Target and body) to the IAM actions
 // it needs. A transaction needs the action of each item on each item's table (IAM has no
-// TransactWriteItems action of its own). Requests it does not know map to their target.
+// TransactWriteItems action of its own); a batch needs its own action (BatchWriteItem) on each
+// table it names. Requests it does not know map to their target.
 func ActionsOf(target string, body []byte) []Call {
 	svc, op, ok := strings.Cut(target, ".")
 	if !ok {
@@ -134,6 +135,7 @@ func ActionsOf(target string, body []byte) []Call {
 		StateMachineArn string `json:"stateMachineArn"`
 		Name            string
 		TransactItems   []map[string]struct{ TableName string }
+		RequestItems    map[string]json.RawMessage
 	}
 	_ = json.Unmarshal(body, &in)
 	switch {
@@ -145,6 +147,14 @@ func ActionsOf(target string, body []byte) []Call {
 					action := map[string]string{"Put": "PutItem", "Delete": "DeleteItem", "Update": "UpdateItem", "ConditionCheck": "ConditionCheckItem"}[kind]
 					out = append(out, Call{"dynamodb:" + action, x.TableName})
 				}
+			}
+			return out
+		}
+		if op == "BatchWriteItem" || op == "BatchGetItem" {
+			// IAM checks the batch action itself on each table the batch names.
+			out := make([]Call, 0, len(in.RequestItems))
+			for _, table := range slices.Sorted(maps.Keys(in.RequestItems)) {
+				out = append(out, Call{"dynamodb:" + op, table})
 			}
 			return out
 		}

@@ -208,6 +208,24 @@ func consumed(target string, status int, answer, sent []byte) (wru, rru float64,
 				}
 			}
 		}
+		if op == "BatchWriteItem" {
+			// As for a transaction: AWS bills each item of a batch by its own size, 1 unit
+			// per started KB (a delete at 1), and nothing for the items it left unprocessed.
+			own := map[string]float64{}
+			for _, c := range caps {
+				if c.Table != nil {
+					own[c.TableName] = c.Table.CapacityUnits
+				} else {
+					own[c.TableName] = tables[c.TableName]
+				}
+			}
+			for t, u := range batchUnits(sent, answer) {
+				if u > own[t] {
+					wru += u - own[t]
+					tables[t] += u - own[t]
+				}
+			}
+		}
 		return wru, rru, tables
 	}
 	if readOps[op] {
@@ -254,6 +272,34 @@ func transactUnits(sent []byte) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// batchUnits is what AWS bills a BatchWriteItem request by table: 1 unit per started KB of
+// each item it puts and 1 for each delete, less what the answer left unprocessed.
+func batchUnits(sent, answer []byte) map[string]float64 {
+	type requests map[string][]struct {
+		PutRequest    *struct{ Item map[string]any }
+		DeleteRequest *struct{}
+	}
+	var in struct{ RequestItems requests }
+	var out struct{ UnprocessedItems requests }
+	_ = json.Unmarshal(sent, &in)
+	_ = json.Unmarshal(answer, &out)
+	units := map[string]float64{}
+	add := func(rs requests, sign float64) {
+		for t, reqs := range rs {
+			for _, r := range reqs {
+				u := 1.0
+				if r.PutRequest != nil {
+					u = writeUnits(itemSize(r.PutRequest.Item))
+				}
+				units[t] += sign * u
+			}
+		}
+	}
+	add(in.RequestItems, 1)
+	add(out.UnprocessedItems, -1)
+	return units
 }
 
 // writeUnits is one write of an item of n bytes: one unit per started KB, at least one.

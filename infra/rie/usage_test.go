@@ -1,12 +1,14 @@
 package rie
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
 
 func TestConsumed(t *testing.T) {
 	const put, tx, get, query = "DynamoDB_20120810.PutItem", "DynamoDB_20120810.TransactWriteItems", "DynamoDB_20120810.GetItem", "DynamoDB_20120810.Query"
+	const batch = "DynamoDB_20120810.BatchWriteItem"
 	big := strings.Repeat("x", 1500)
 	cases := []struct {
 		name         string
@@ -27,6 +29,12 @@ func TestConsumed(t *testing.T) {
 		{"a transaction's index writes stay as reported", tx, 200,
 			`{"ConsumedCapacity":[{"TableName":"a","CapacityUnits":3.0,"WriteCapacityUnits":3.0,"Table":{"CapacityUnits":2.0}}]}`,
 			`{"TransactItems":[{"Put":{"TableName":"a","Item":{"pk":{"S":"1"}}}},{"Put":{"TableName":"a","Item":{"pk":{"S":"2"}}}}]}`, 5, 0, "a"},
+		{"a batch of small items bills each one once", batch, 200, `{"ConsumedCapacity":[{"TableName":"a","CapacityUnits":1.0}]}`,
+			`{"RequestItems":{"a":[{"PutRequest":{"Item":{"pk":{"S":"1"}}}},{"PutRequest":{"Item":{"doc":{"S":"` + big + `"}}}},` +
+				`{"DeleteRequest":{"Key":{"pk":{"S":"3"}}}}]}}`, 1 + 2 + 1, 0, "a"},
+		{"a batch does not bill what it left unprocessed", batch, 200, `{"ConsumedCapacity":[{"TableName":"a","CapacityUnits":1.0}],` +
+			`"UnprocessedItems":{"a":[{"PutRequest":{"Item":{"doc":{"S":"` + big + `"}}}}]}}`,
+			`{"RequestItems":{"a":[{"PutRequest":{"Item":{"pk":{"S":"1"}}}},{"PutRequest":{"Item":{"doc":{"S":"` + big + `"}}}}]}}`, 1, 0, "a"},
 		{"a failed condition bills the item it found", put, 400,
 			`{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","Item":{"pk":{"S":"k"},"doc":{"S":"` + big + `"}}}`,
 			`{"TableName":"t"}`, 2, 0, "t"},
@@ -73,5 +81,29 @@ func TestUsageSub(t *testing.T) {
 	d := a.Sub(b)
 	if d.Events != 2 || d.Requests["events:PutEvents"] != 1 || d.Service("sqs") != 0 || d.WriteUnits != 2 || d.TableWriteUnits["t"] != 2 {
 		t.Fatalf("a - b = %+v", d)
+	}
+}
+
+func TestActionsOf(t *testing.T) {
+	cases := []struct {
+		name, target, body string
+		want               []Call
+	}{
+		{"one item", "DynamoDB_20120810.PutItem", `{"TableName":"t"}`, []Call{{"dynamodb:PutItem", "t"}}},
+		{"an index", "DynamoDB_20120810.Query", `{"TableName":"t","IndexName":"gsi1"}`, []Call{{"dynamodb:Query", "t/index/gsi1"}}},
+		{"a transaction: each item's action", "DynamoDB_20120810.TransactWriteItems",
+			`{"TransactItems":[{"Put":{"TableName":"a"}},{"Delete":{"TableName":"b"}}]}`,
+			[]Call{{"dynamodb:PutItem", "a"}, {"dynamodb:DeleteItem", "b"}}},
+		{"a batch: its own action on each table", "DynamoDB_20120810.BatchWriteItem",
+			`{"RequestItems":{"b":[{"PutRequest":{}}],"a":[{"PutRequest":{}},{"DeleteRequest":{}}]}}`,
+			[]Call{{"dynamodb:BatchWriteItem", "a"}, {"dynamodb:BatchWriteItem", "b"}}},
+		{"a queue", "AmazonSQS.SendMessage", `{"QueueUrl":"q"}`, []Call{{"sqs:SendMessage", "q"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ActionsOf(tc.target, []byte(tc.body)); !slices.Equal(got, tc.want) {
+				t.Fatalf("ActionsOf = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

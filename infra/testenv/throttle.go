@@ -32,6 +32,10 @@ import (
 //	AWSEvents.*          400 ThrottlingException, application/x-amz-json-1.1; with
 //	                     PartialPutEvents a throttled PutEvents is a 200 whose every entry failed
 //	                     with ThrottlingException (FailedEntryCount), as EventBridge answers
+//	DynamoDB BatchWriteItem with PartialBatchWrite: the first request of each table is
+//	                     written (sent on to Next) and the rest come back as UnprocessedItems
+//	                     in a 200, as DynamoDB answers a batch that exceeds a partition's
+//	                     throughput
 //	AmazonSSM.*          400 ThrottlingException, application/x-amz-json-1.1
 type Throttle struct {
 	// Next serves the calls that are not throttled (default the SDK's buildable client).
@@ -41,6 +45,9 @@ type Throttle struct {
 	// PartialPutEvents answers a throttled PutEvents with per-entry failures instead of a
 	// whole-call error.
 	PartialPutEvents bool
+	// PartialBatchWrite answers a throttled BatchWriteItem by writing part of it and returning
+	// the rest unprocessed, instead of a whole-call error.
+	PartialBatchWrite bool
 	// Now stamps the calls (default time.Now).
 	Now func() time.Time
 
@@ -99,7 +106,58 @@ func (t *Throttle) Do(req *http.Request) (*http.Response, error) {
 		body, _ = io.ReadAll(req.Body)
 		req.Body.Close()
 	}
+	if t.PartialBatchWrite && target == "DynamoDB_20120810.BatchWriteItem" {
+		return t.partialBatchWrite(req, body)
+	}
 	return throttledResponse(req, target, body, odd, t.PartialPutEvents), nil
+}
+
+// partialBatchWrite sends on the first request of each table in a BatchWriteItem and adds the
+// others to the answer as UnprocessedItems.
+func (t *Throttle) partialBatchWrite(req *http.Request, body []byte) (*http.Response, error) {
+	var in map[string]json.RawMessage
+	var items map[string][]json.RawMessage
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(in["RequestItems"], &items); err != nil {
+		return nil, err
+	}
+	sent, left := map[string][]json.RawMessage{}, map[string][]json.RawMessage{}
+	for table, reqs := range items {
+		sent[table] = reqs[:1]
+		if len(reqs) > 1 {
+			left[table] = reqs[1:]
+		}
+	}
+	in["RequestItems"], _ = json.Marshal(sent)
+	nb, _ := json.Marshal(in)
+	fwd := req.Clone(req.Context())
+	fwd.Body, fwd.ContentLength = io.NopCloser(bytes.NewReader(nb)), int64(len(nb))
+	fwd.Header.Set("Content-Length", strconv.Itoa(len(nb)))
+	next := t.Next
+	if next == nil {
+		next = awshttp.NewBuildableClient()
+	}
+	resp, err := next.Do(fwd)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	ab, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(ab, &out); err != nil {
+		return nil, err
+	}
+	out["UnprocessedItems"], _ = json.Marshal(left)
+	ab, _ = json.Marshal(out)
+	resp.Header.Del("X-Amz-Crc32") // the answer is changed: its checksum no longer holds
+	resp.Header.Set("Content-Length", strconv.Itoa(len(ab)))
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(ab)), int64(len(ab))
+	return resp, nil
 }
 
 func throttledResponse(req *http.Request, target string, reqBody []byte, odd, partial bool) *http.Response {

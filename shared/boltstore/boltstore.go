@@ -216,6 +216,16 @@ func (s *Store) Transact(ctx context.Context, ws ...store.Write) error {
 	return err
 }
 
+// PutAll implements store.Store. The embedded store commits the items together, which is all
+// the contract asks and more.
+func (s *Store) PutAll(ctx context.Context, table string, items ...store.Item) error {
+	ws := make([]store.Write, len(items))
+	for i := range items {
+		ws[i] = store.Write{Table: table, Put: &items[i]}
+	}
+	return s.Transact(ctx, ws...)
+}
+
 // transact commits ws and returns the items they replaced.
 func (s *Store) transact(ctx context.Context, ws []store.Write) ([]*store.Item, error) {
 	if err := validate(ws); err != nil {

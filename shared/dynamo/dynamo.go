@@ -23,6 +23,7 @@ type Client interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
@@ -40,9 +41,10 @@ const IndexName = "gsi1"
 
 // Store is a store.Store on DynamoDB.
 type Store struct {
-	client Client
-	tables map[string]string  // logical name -> physical table name
-	attrs  map[string]*layout // logical name -> its layout, when not DefaultAttributes
+	client  Client
+	retryer aws.Retryer        // what PutAll sends its unprocessed items again under (retryerOf)
+	tables  map[string]string  // logical name -> physical table name
+	attrs   map[string]*layout // logical name -> its layout, when not DefaultAttributes
 }
 
 // WithAttributes lays the items of the logical table out with attribute names a (for example
@@ -74,7 +76,7 @@ func New(client Client, tables map[string]string) *Store {
 	for logical, physical := range tables {
 		m[logical] = physical
 	}
-	return &Store{client: client, tables: m}
+	return &Store{client: client, retryer: retryerOf(client), tables: m}
 }
 
 func (s *Store) table(logical string) (string, error) {

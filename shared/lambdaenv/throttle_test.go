@@ -178,6 +178,74 @@ func TestDynamoDBThrottled(t *testing.T) {
 		ctx := nearDeadline(t)
 		checkHandedBack(t, ctx, x, newStore(x).Put(ctx, "t", item("near"), store.Cond{Kind: store.Always}))
 	})
+
+	// PutAll (BatchWriteItem): DynamoDB writes part of a throttled batch and returns the rest
+	// unprocessed; the store sends the rest again under the same retry policy.
+	batch := func(prefix string, n int) []store.Item {
+		its := make([]store.Item, n)
+		for i := range its {
+			its[i] = item(fmt.Sprintf("%s-%d", prefix, i))
+		}
+		return its
+	}
+	stored := func(t *testing.T, its []store.Item) (n int) {
+		for _, it := range its {
+			if _, err := plain.Get(t.Context(), "t", it.PK, it.SK); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	const batchTarget = "DynamoDB_20120810.BatchWriteItem"
+	t.Run("batch unprocessed, clears", func(t *testing.T) {
+		x := throttle(testenv.DynamoDBConfig(t), testenv.FirstN(lambdaenv.RetryMaxAttempts-1))
+		x.th.PartialBatchWrite = true
+		its := batch("clears", lambdaenv.RetryMaxAttempts+2)
+		if err := newStore(x).PutAll(t.Context(), "t", its...); err != nil {
+			t.Fatal(err)
+		}
+		// One item written by each throttled call, the rest by the last.
+		x.checkRetried(t, batchTarget, lambdaenv.RetryMaxAttempts)
+		if n := stored(t, its); n != len(its) {
+			t.Fatalf("%d of %d items stored", n, len(its))
+		}
+	})
+	t.Run("batch unprocessed, persists", func(t *testing.T) {
+		x := throttle(testenv.DynamoDBConfig(t), testenv.Always)
+		x.th.PartialBatchWrite = true
+		its := batch("persists", lambdaenv.RetryMaxAttempts+2)
+		err := newStore(x).PutAll(t.Context(), "t", its...)
+		if !errors.Is(err, store.ErrThrottled) || code(err) != "ProvisionedThroughputExceededException" {
+			t.Fatalf("err %v, want store.ErrThrottled with DynamoDB's throttling code", err)
+		}
+		x.checkRetried(t, batchTarget, lambdaenv.RetryMaxAttempts)
+		// What was written stays written; the caller hands back the rest (and may send all
+		// again: the puts are unconditional).
+		if n := stored(t, its); n != lambdaenv.RetryMaxAttempts {
+			t.Fatalf("%d of %d items stored, want one a call", n, len(its))
+		}
+	})
+	t.Run("batch throttled whole, clears", func(t *testing.T) {
+		x := throttle(testenv.DynamoDBConfig(t), testenv.FirstN(lambdaenv.RetryMaxAttempts-1))
+		its := batch("whole", 3)
+		if err := newStore(x).PutAll(t.Context(), "t", its...); err != nil {
+			t.Fatal(err)
+		}
+		x.checkRetried(t, batchTarget, lambdaenv.RetryMaxAttempts)
+		if n := stored(t, its); n != len(its) {
+			t.Fatalf("%d of %d items stored", n, len(its))
+		}
+	})
+	t.Run("batch deadline near", func(t *testing.T) {
+		x := throttle(testenv.DynamoDBConfig(t), testenv.Always)
+		x.th.PartialBatchWrite = true
+		ctx := nearDeadline(t)
+		err := newStore(x).PutAll(ctx, "t", batch("near", 3)...)
+		checkHandedBack(t, ctx, x, err)
+		if !errors.Is(err, store.ErrThrottled) {
+			t.Fatalf("err %v, want store.ErrThrottled", err)
+		}
+	})
 }
 
 func TestSQSThrottled(t *testing.T) {

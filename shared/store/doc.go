@@ -7,6 +7,8 @@
 // secondary index need. Every write is conditional if the caller wants it to be, and a set of
 // writes commits atomically or not at all: that is what lets an idempotency key commit together
 // with its effect, and a webhook's dedupe record together with the state change it causes.
+// Items that stand alone (a log entry and its lookups) are written with PutAll instead: no
+// conditions, no atomicity, and half the write units in DynamoDB.
 //
 // A failed condition is reported as a *ConditionError that carries the item as it was, so a
 // caller that loses a race learns what won without a second read (DynamoDB's

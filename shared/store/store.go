@@ -121,6 +121,13 @@ type Store interface {
 	// *ConditionError naming the first failed write and holding that item as it was. At most
 	// 100 writes, and no two on the same key.
 	Transact(ctx context.Context, ws ...Write) error
+	// PutAll writes items to table, each one unconditionally, and not as one transaction:
+	// when it fails, some of the items may be written, and writing them all again is
+	// harmless. It is for items that stand alone, such as a log's entry and its lookups: in
+	// DynamoDB it is BatchWriteItem, billed half what a transaction of the same items costs,
+	// and an item the service leaves unprocessed (throttled) is sent again with the client's
+	// backoff. At most 100 items, and no two on the same key.
+	PutAll(ctx context.Context, table string, items ...Item) error
 	// Delete removes an item under a condition; deleting a missing item with Always is not an
 	// error.
 	Delete(ctx context.Context, table, pk, sk string, c Cond) error

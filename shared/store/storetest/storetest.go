@@ -31,6 +31,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Delete", testDelete},
 		{"TransactAllOrNothing", testTransactAllOrNothing},
 		{"TransactInvalid", testTransactInvalid},
+		{"PutAll", testPutAll},
+		{"PutAllInvalid", testPutAllInvalid},
 		{"QueryRangeAndOrder", testQueryRangeAndOrder},
 		{"QueryPagination", testQueryPagination},
 		{"QueryIndex", testQueryIndex},
@@ -254,6 +256,70 @@ func testTransactInvalid(t *testing.T, s store.Store) {
 	}
 	if _, err := s.Get(ctx, Simple, "a", ""); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an invalid transaction wrote: %v", err)
+	}
+}
+
+// testPutAll writes more items than one DynamoDB BatchWriteItem takes (25), over an item
+// already there: every item is stored as given, the old one replaced whatever its version.
+func testPutAll(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustPut(t, s, Sorted, item("log", "07", `"old"`, 5))
+	var its []store.Item
+	for i := range 60 {
+		it := item("log", fmt.Sprintf("%02d", i), fmt.Sprintf(`{"n":%d}`, i), 0)
+		it.ExpiresAt = 4102444800
+		its = append(its, it)
+	}
+	if err := s.PutAll(ctx, Sorted, its...); err != nil {
+		t.Fatal(err)
+	}
+	var got []store.Item
+	cursor := ""
+	for {
+		p, err := s.Query(ctx, store.Query{Table: Sorted, PK: "log", Limit: 25, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p.Items...)
+		if cursor = p.Cursor; cursor == "" {
+			break
+		}
+	}
+	if len(got) != len(its) {
+		t.Fatalf("query found %d items, want %d", len(got), len(its))
+	}
+	for i, it := range got {
+		if !equalItem(it, its[i]) {
+			t.Fatalf("item %d: got %+v, want %+v", i, it, its[i])
+		}
+	}
+}
+
+func testPutAllInvalid(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	many := make([]store.Item, 101)
+	for i := range many {
+		many[i] = item("many", fmt.Sprintf("%03d", i), `1`, 0)
+	}
+	cases := map[string]struct {
+		table string
+		its   []store.Item
+	}{
+		"none":          {Sorted, nil},
+		"over 100":      {Sorted, many},
+		"duplicate key": {Sorted, []store.Item{item("a", "1", `1`, 0), item("b", "1", `1`, 0), item("a", "1", `2`, 0)}},
+		"empty pk":      {Sorted, []store.Item{item("a", "1", `1`, 0), item("", "1", `1`, 0)}},
+		"no table":      {"", []store.Item{item("a", "1", `1`, 0)}},
+	}
+	for name, tc := range cases {
+		if err := s.PutAll(ctx, tc.table, tc.its...); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	for _, pk := range []string{"a", "b", "many"} {
+		if p, err := s.Query(ctx, store.Query{Table: Sorted, PK: pk}); err != nil || len(p.Items) != 0 {
+			t.Fatalf("an invalid PutAll wrote under %q: %d items, %v", pk, len(p.Items), err)
+		}
 	}
 }
 
