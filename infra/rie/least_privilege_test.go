@@ -41,9 +41,9 @@ var unexercised = map[string]map[rie.Call]string{
 		{Action: "dynamodb:PutItem", Resource: "PaymentsTable"}:                  "a published payment change stores the payment's publication state",
 	},
 	"recovery-steps": {
-		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:   "the charge step's outcome commits its change for the event feed; the park step commits the recovery's timer",
-		{Action: "dynamodb:GetItem", Resource: "OutboxTable"}:   "a park step that finds a steering signal already stored reads its timer back to bring it forward",
-		{Action: "dynamodb:PutItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
+		{Action: "dynamodb:PutItem", Resource: "OutboxTable"}:          "the charge step's outcome commits its change for the event feed; the park step commits the recovery's timer",
+		{Action: "dynamodb:GetItem", Resource: "OutboxTable"}:          "a park step that finds a steering signal already stored reads its timer back to bring it forward",
+		{Action: "dynamodb:BatchWriteItem", Resource: "AttemptsTable"}: "the charge step's provider call is logged",
 	},
 	"operator-api": {
 		{Action: "dynamodb:Query", Resource: "PaymentsTable/index/gsi1"}: "the console's list of running recoveries (GET /ops/recoveries)",

@@ -13,7 +13,7 @@ import (
 const DefaultBackgroundQueue = 4096
 
 // backgroundRound is the most attempts a Background records in one round (Log.RecordAll
-// splits a round into transactions of at most maxWrites writes), so a backlog never queues
+// splits a round into store calls of at most maxItems items), so a backlog never queues
 // ahead of the store's other writers by more than a few commits.
 const backgroundRound = 96
 

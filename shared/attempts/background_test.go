@@ -2,7 +2,6 @@ package attempts
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 
@@ -63,24 +62,21 @@ type batchFunc func(ctx context.Context, as []Attempt) error
 
 func (f batchFunc) RecordAll(ctx context.Context, as []Attempt) error { return f(ctx, as) }
 
-// TestRecordAllSharesCommitsAndKeepsTheRest: 40 attempts (more than one transaction holds) are
-// all stored and found by their keys, and one whose id is already stored keeps none of the
-// others out of the log.
+// TestRecordAllSharesCommitsAndKeepsTheRest: 40 attempts (more than one store call holds) are
+// all stored and found by their keys, and one given twice in a round (a caller that sent it
+// again) keeps none of the others out of the log and is stored once.
 func TestRecordAllSharesCommitsAndKeepsTheRest(t *testing.T) {
 	l, _ := newLog(t, Log{}, clock.NewFake(t0))
 	ctx := context.Background()
-	if err := l.Record(ctx, Attempt{ID: "att_taken", Provider: "api", Operation: "payments.create", PaymentID: "pay_x"}); err != nil {
-		t.Fatal(err)
-	}
 	var as []Attempt
 	for i := range 40 {
 		as = append(as, Attempt{ID: fmt.Sprint("att_", i), Provider: "api", Operation: "payments.create",
 			IdempotencyKey: fmt.Sprint("order-", i), Scope: "local", PaymentID: "pay_all"})
 	}
-	as = append(as[:20], append([]Attempt{{ID: "att_taken", Provider: "api", PaymentID: "pay_all"}}, as[20:]...)...)
-	err := l.RecordAll(ctx, as)
-	if !errors.Is(err, ErrDuplicateID) {
-		t.Fatalf("RecordAll: %v, want the taken id's ErrDuplicateID", err)
+	twice := Attempt{ID: "att_twice", Provider: "api", Operation: "payments.create", PaymentID: "pay_x", StartedAt: t0}
+	as = append(as[:20], append([]Attempt{twice, twice}, as[20:]...)...)
+	if err := l.RecordAll(ctx, as); err != nil {
+		t.Fatalf("RecordAll: %v", err)
 	}
 	for i := range 40 {
 		if _, err := l.Get(ctx, fmt.Sprint("att_", i)); err != nil {
@@ -90,5 +86,9 @@ func TestRecordAllSharesCommitsAndKeepsTheRest(t *testing.T) {
 		if err != nil || len(page.Attempts) != 1 {
 			t.Fatalf("lookup of order-%d: %d attempts, %v", i, len(page.Attempts), err)
 		}
+	}
+	page, err := l.Lookup(ctx, ByPaymentID, "pay_x", "")
+	if err != nil || len(page.Attempts) != 1 || page.Attempts[0].ID != "att_twice" {
+		t.Fatalf("the attempt given twice: %+v, %v; want it once", page.Attempts, err)
 	}
 }

@@ -26,7 +26,8 @@
 // (8 KiB by default) on a UTF-8 boundary and marked truncated, with its original size kept.
 //
 // Each attempt is written whole once (under its id) and as a summary without headers and
-// bodies once per lookup key it has, in one store transaction, with the store's TTL set to
+// bodies once per lookup key it has, in one store.Store.PutAll (a batch, not a transaction: the
+// items stand alone, and DynamoDB bills a batch half a transaction), with the store's TTL set to
 // StartedAt plus the retention (30 days by default). Lookups return summaries, newest first, a
 // page at a time; Get returns the whole attempt. An exchange answered from an idempotency
 // record (a replay) is the exception: one summary under the caller's key and nothing else,

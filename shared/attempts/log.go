@@ -86,8 +86,6 @@ var (
 	ErrNotFound = errors.New("attempts: not found")
 	// ErrInvalid means a lookup was malformed: an unknown By or an empty value.
 	ErrInvalid = errors.New("attempts: invalid lookup")
-	// ErrDuplicateID means an attempt with the same id is already stored; nothing was written.
-	ErrDuplicateID = errors.New("attempts: duplicate attempt id")
 	// ErrConfig means a size given to NewLog is out of range.
 	ErrConfig = errors.New("attempts: invalid config")
 )
@@ -182,62 +180,65 @@ func NewIDs(now func() time.Time) func() string {
 // Record stores a, redacted and capped, findable by its id and by each lookup key it has. An
 // attempt without an ID gets one; one without StartedAt is stamped now.
 //
+// Its items are written with store.Store.PutAll, not as a transaction: each stands alone, and
+// DynamoDB bills a batch half what it bills a transaction, on the table that takes the most
+// writes per payment (docs/capacity.md). Recording an attempt again writes the same items
+// again, so a caller may retry a Record that failed or timed out; ids are unique by
+// construction (NewIDs), so two attempts never share one.
+//
 // Callers that make payments must not fail because recording failed: log the error and go on
 // (see BestEffort).
 func (l *Log) Record(ctx context.Context, a Attempt) error {
-	a, ws, err := l.writes(a)
+	a, its, err := l.items(a)
 	if err != nil {
 		return err
 	}
-	if err := l.Store.Transact(ctx, ws...); err != nil {
-		if errors.Is(err, store.ErrConditionFailed) {
-			return fmt.Errorf("%w: %s", ErrDuplicateID, a.ID)
-		}
+	if err := l.Store.PutAll(ctx, Table, its...); err != nil {
 		return fmt.Errorf("attempts: record %s: %w", a.ID, err)
 	}
 	return nil
 }
 
-// maxWrites is the most writes one store transaction takes (store.Store.Transact).
-const maxWrites = 100
+// maxItems is the most items one store.Store.PutAll call takes.
+const maxItems = 100
 
-// RecordAll stores as, each as Record would, in as few transactions as fit: many attempts
-// share one commit. When a transaction fails (an id already stored, a store error), its
-// attempts are recorded one by one, so one attempt never keeps the others out; the errors of
-// those that still fail are joined.
+// RecordAll stores as, each as Record would, in as few store calls as fit: many attempts share
+// one commit. When a call fails (a store error, or one attempt given twice), its attempts are
+// recorded one by one, so one attempt never keeps the others out; the errors of those that
+// still fail are joined.
 func (l *Log) RecordAll(ctx context.Context, as []Attempt) error {
 	var errs []error
 	var chunk []Attempt
-	var ws []store.Write
+	var its []store.Item
 	flush := func() {
-		if len(ws) == 0 {
+		if len(its) == 0 {
 			return
 		}
-		if err := l.Store.Transact(ctx, ws...); err != nil {
+		if err := l.Store.PutAll(ctx, Table, its...); err != nil {
 			for _, a := range chunk {
 				errs = append(errs, l.Record(ctx, a))
 			}
 		}
-		chunk, ws = chunk[:0], ws[:0]
+		chunk, its = chunk[:0], its[:0]
 	}
 	for _, a := range as {
-		a, w, err := l.writes(a)
+		a, it, err := l.items(a)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if len(ws)+len(w) > maxWrites {
+		if len(its)+len(it) > maxItems {
 			flush()
 		}
-		chunk, ws = append(chunk, a), append(ws, w...)
+		chunk, its = append(chunk, a), append(its, it...)
 	}
 	flush()
 	return errors.Join(errs...)
 }
 
-// writes is what Record commits for a, and a as given with its id and time stamped (not
+// items is what Record stores for a, and a as given with its id and time stamped (not
 // redacted: recording it again files it under the same keys).
-func (l *Log) writes(a Attempt) (Attempt, []store.Write, error) {
+func (l *Log) items(a Attempt) (Attempt, []store.Item, error) {
 	if a.ID == "" {
 		a.ID = l.IDs()
 	}
@@ -249,7 +250,7 @@ func (l *Log) writes(a Attempt) (Attempt, []store.Write, error) {
 	claims := a.Claimed    // hashed whole, before the cap, so a lookup of the whole id counts them
 	keys := a.lookupKeys() // filed by their exact values, before redaction and the cap
 	if a.IsReplay() && a.IdempotencyKey != "" && !a.Refused {
-		return given, []store.Write{l.replayWrite(a)}, nil
+		return given, []store.Item{l.replayItem(a)}, nil
 	}
 	a = a.Redacted(l.bodyCap())
 	doc, err := json.Marshal(a)
@@ -257,11 +258,7 @@ func (l *Log) writes(a Attempt) (Attempt, []store.Write, error) {
 		return given, nil, fmt.Errorf("attempts: encode %s: %w", a.ID, err)
 	}
 	expires := a.StartedAt.Add(l.retention()).Unix()
-	ws := []store.Write{{
-		Table: Table,
-		Put:   &store.Item{PK: "att#" + a.ID, SK: idItemSK, Doc: doc, ExpiresAt: expires},
-		Cond:  store.Cond{Kind: store.NotExists},
-	}}
+	its := []store.Item{{PK: "att#" + a.ID, SK: idItemSK, Doc: doc, ExpiresAt: expires}}
 	// The lookup items carry the attempt without headers and bodies: enough to answer "was
 	// this delivered?" from one query, while the full attempt is stored once (Get).
 	sum := a.Summary()
@@ -270,34 +267,34 @@ func (l *Log) writes(a Attempt) (Attempt, []store.Write, error) {
 		return given, nil, fmt.Errorf("attempts: encode %s: %w", a.ID, err)
 	}
 	sk := a.StartedAt.Format(skTime) + "#" + a.ID
-	item := func(pk string, doc []byte) store.Write {
-		return store.Write{Table: Table, Put: &store.Item{PK: pk, SK: sk, Doc: doc, ExpiresAt: expires}}
+	item := func(pk string, doc []byte) store.Item {
+		return store.Item{PK: pk, SK: sk, Doc: doc, ExpiresAt: expires}
 	}
 	if a.Refused {
 		// Quarantine: filed by when it came, never under what it claims. Each claimed id gets
 		// an empty marker under its hash (fixed length, whatever was claimed), so a lookup of
 		// that id can say how many unverified deliveries claimed it and show none of them.
-		ws = append(ws, item(refusedPK(a.StartedAt), sumDoc))
+		its = append(its, item(refusedPK(a.StartedAt), sumDoc))
 		seen := map[string]bool{}
 		for _, c := range claims {
 			if c == "" || seen[c] {
 				continue
 			}
 			seen[c] = true
-			ws = append(ws, item(claimPK(c), []byte("{}")))
+			its = append(its, item(claimPK(c), []byte("{}")))
 		}
 	} else {
 		for _, k := range keys {
 			if k.value == "" {
 				continue
 			}
-			ws = append(ws, item(indexPK(k.by, k.scope, k.value), sumDoc))
+			its = append(its, item(indexPK(k.by, k.scope, k.value), sumDoc))
 		}
 	}
-	return given, ws, nil
+	return given, its, nil
 }
 
-// replayWrite files an exchange answered from an idempotency record (a replay) as one summary
+// replayItem files an exchange answered from an idempotency record (a replay) as one summary
 // under the caller's key, and nothing else: no whole attempt and no other lookup. Its answer
 // is the stored answer of the key's first exchange, byte for byte, and its request matched
 // that exchange's fingerprint; the first exchange is stored whole and under every lookup. A
@@ -305,14 +302,14 @@ func (l *Log) writes(a Attempt) (Attempt, []store.Write, error) {
 // belong) is the one place it adds anything: that it came, when, and what it was told.
 // Written at a place of its own in a large table, each lookup item costs a page of the
 // store; one is the least that keeps every replay findable.
-func (l *Log) replayWrite(a Attempt) store.Write {
+func (l *Log) replayItem(a Attempt) store.Item {
 	sum := a.Summary().Redacted(l.bodyCap()) // headers and bodies dropped before redaction
 	doc, err := json.Marshal(sum)
 	if err != nil { // an Attempt always encodes; keep the key findable regardless
 		doc = []byte(`{}`)
 	}
-	return store.Write{Table: Table, Put: &store.Item{PK: indexPK(ByIdempotencyKey, a.Scope, a.IdempotencyKey),
-		SK: a.StartedAt.Format(skTime) + "#" + a.ID, Doc: doc, ExpiresAt: a.StartedAt.Add(l.retention()).Unix()}}
+	return store.Item{PK: indexPK(ByIdempotencyKey, a.Scope, a.IdempotencyKey),
+		SK: a.StartedAt.Format(skTime) + "#" + a.ID, Doc: doc, ExpiresAt: a.StartedAt.Add(l.retention()).Unix()}
 }
 
 // Page is one page of a Lookup, newest first. Cursor is "" on the last page.
