@@ -95,10 +95,10 @@ func PerPaymentCalls(flows []Flow, a Assumptions) (Calls, error) {
 			c.add(p.flow, p.times, false, a.Billing)
 			continue
 		}
-		if p.flow.Units == 0 {
+		k := p.share(a.PageObjects)
+		if k == 0 {
 			continue
 		}
-		k := p.times / max(a.PageObjects, float64(p.flow.Units))
 		c.add(p.flow, k, true, a.Billing)
 		c.add(*p.without, -k, true, a.Billing)
 	}

@@ -180,6 +180,19 @@ type part struct {
 	why     string
 }
 
+// share is how many times a payment runs the part: times for a flow of its own; for a pass
+// (measured with its objects and again without), its extra page is shared by the objects a
+// list page holds at scale, pageObjects, or by the objects measured if they were more.
+func (p part) share(pageObjects float64) float64 {
+	if p.without == nil {
+		return p.times
+	}
+	if p.flow.Units == 0 {
+		return 0
+	}
+	return p.times / max(pageObjects, float64(p.flow.Units))
+}
+
 // parts is what a payment of mix is made of: each successful payment's flow and webhooks, the
 // declined share's, the replays, the refunds, and each payment's share of the reconciliation
 // passes and the backfill walk.
@@ -225,9 +238,9 @@ func parts(flows []Flow, mix Mix) ([]part, error) {
 // PerPayment prices a million payments of mix from the flows: each successful payment's flow
 // and webhooks, the declined share's, the replays, and each payment's share of the
 // reconciliation passes and the backfill walk (measured as the difference between a pass with
-// the payments and one without, per payment or event). Fixed costs (the passes that run
-// whatever the traffic) are left out: Fixed gives them.
-func PerPayment(flows []Flow, mix Mix, p Prices, l Lambda) ([]Line, error) {
+// the payments and one without, shared by the objects of a list page: part.share). Fixed costs
+// (the passes that run whatever the traffic) are left out: Fixed gives them.
+func PerPayment(flows []Flow, mix Mix, pageObjects float64, p Prices, l Lambda) ([]Line, error) {
 	ps, err := parts(flows, mix)
 	if err != nil {
 		return nil, err
@@ -240,10 +253,7 @@ func PerPayment(flows []Flow, mix Mix, p Prices, l Lambda) ([]Line, error) {
 			for t, n := range pt.flow.TableWRU {
 				ln.TableWRU[t] = n * pt.times
 			}
-		} else if pt.flow.Units != 0 {
-			// What one unit (a payment in a window, an event listed) adds to a pass, times
-			// the units per payment.
-			k := pt.times / float64(pt.flow.Units)
+		} else if k := pt.share(pageObjects); k != 0 {
 			ln.Cost = Price(pt.flow, p, l).plus(Price(*pt.without, p, l), -1).scaled(k)
 			for t, n := range pt.flow.TableWRU {
 				ln.TableWRU[t] += n * k
@@ -261,8 +271,8 @@ func (c Cost) scaled(k float64) Cost { return Cost{}.plus(c, k) }
 
 // Render is the cost section of docs/performance.md: the flows as measured, then a million
 // payments of mix.
-func Render(w io.Writer, flows []Flow, mix Mix, p Prices, l Lambda) error {
-	lines, err := PerPayment(flows, mix, p, l)
+func Render(w io.Writer, flows []Flow, mix Mix, pageObjects float64, p Prices, l Lambda) error {
+	lines, err := PerPayment(flows, mix, pageObjects, p, l)
 	if err != nil {
 		return err
 	}
@@ -286,7 +296,8 @@ func Render(w io.Writer, flows []Flow, mix Mix, p Prices, l Lambda) error {
 		l.MemoryMB, l.TemplateNote, l.OwnMS, l.ProviderMS)
 	pf("\nA million payments, %.0f%% declined first and recovered by one round, %.0f%% refunded in full, %.1f replays\n", mix.DeclineRate*100, mix.RefundRate*100, mix.ReplayRate)
 	pf("per payment, ")
-	pf("each seen by %.0f reconciliation passes, each event listed by %.2f backfill passes:\n\n", mix.ReconPasses, mix.BackfillListings)
+	pf("each seen by %.0f reconciliation passes, each event listed by %.2f backfill passes, list pages of %.0f objects:\n\n",
+		mix.ReconPasses, mix.BackfillListings, pageObjects)
 	pf("| part | per payment | why | DynamoDB | Lambda | SQS | Step Functions | HTTP API | EventBridge | USD per million payments |\n")
 	pf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	var total Cost

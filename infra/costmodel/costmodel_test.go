@@ -42,7 +42,7 @@ func flows() []Flow {
 
 func TestPerPayment(t *testing.T) {
 	mix := Mix{DeclineRate: 0.1, ReplayRate: 0.5, RefundRate: 0.2, ReconPasses: 10, BackfillListings: 2}
-	lines, err := PerPayment(flows(), mix, Prices{DynamoWRU: 1}, Lambda{})
+	lines, err := PerPayment(flows(), mix, 100, Prices{DynamoWRU: 1}, Lambda{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +54,11 @@ func TestPerPayment(t *testing.T) {
 	want := map[string]float64{
 		FlowNew: 0.9 * 20, FlowWebhooksPaid: 0.9 * 10, FlowDecline: 0.1 * 60, FlowWebhooksDecline: 0.1 * 30, FlowReplay: 0.5 * 2,
 		FlowRefund: 0.2 * 8, FlowWebhooksRefund: 0.2 * 12,
-		// A payment's part of a pass: (10 - 4) / 2 per pass, 10 passes.
-		FlowRecon: 10 * (10 - 4) / 2.0,
-		// An event's part: (13 - 5) / 4 per listing, 2 listings per event.
-		FlowBackfill: events * 2 * (13 - 5) / 4.0,
+		// A payment's part of a pass: the page's (10 - 4) shared by a page's 100 objects, 10
+		// passes.
+		FlowRecon: 10 * (10 - 4) / 100.0,
+		// An event's part: (13 - 5) shared by 100, 2 listings per event.
+		FlowBackfill: events * 2 * (13 - 5) / 100.0,
 	}
 	for k, w := range want {
 		if !near(got[k], w) {
@@ -71,7 +72,7 @@ func TestPerPayment(t *testing.T) {
 
 func TestPerPaymentNeedsEveryFlow(t *testing.T) {
 	fs := flows()
-	_, err := PerPayment(fs[1:], DefaultMix, ListPrices, Lambda{})
+	_, err := PerPayment(fs[1:], DefaultMix, 100, ListPrices, Lambda{})
 	if err == nil || !strings.Contains(err.Error(), FlowBackfillEmpty) {
 		t.Fatalf("without the empty backfill pass: %v", err)
 	}
@@ -79,7 +80,7 @@ func TestPerPaymentNeedsEveryFlow(t *testing.T) {
 
 func TestRender(t *testing.T) {
 	var b strings.Builder
-	if err := Render(&b, flows(), DefaultMix, ListPrices, Lambda{MemoryMB: 256, Arm64: true, TemplateNote: "t"}); err != nil {
+	if err := Render(&b, flows(), DefaultMix, 100, ListPrices, Lambda{MemoryMB: 256, Arm64: true, TemplateNote: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| new payment (succeeded) | f 1 |", "per GB-s (arm64)", "| **total** |", "0.0000133334"} {

@@ -548,7 +548,7 @@ func checkCostTable(t *testing.T, root string, flows []costmodel.Flow) {
 		t.Fatal(err)
 	}
 	var table strings.Builder
-	if err := costmodel.Render(&table, flows, costmodel.DefaultMix, costmodel.ListPrices,
+	if err := costmodel.Render(&table, flows, costmodel.DefaultMix, costmodel.DefaultAssumptions.PageObjects, costmodel.ListPrices,
 		costmodel.Lambda{MemoryMB: mb, Arm64: arm, OwnMS: 30, ProviderMS: 300, TemplateNote: "template.yaml's Globals"}); err != nil {
 		t.Fatal(err)
 	}
