@@ -95,8 +95,8 @@ type Mix struct {
 	ReplayRate  float64 // client retries per payment that replay
 	// RefundRate is the share of payments refunded in full, once.
 	RefundRate float64
-	// ReconPasses is how many reconciliation passes see each payment: the window's hours
-	// over the schedule's period (25 h every hour).
+	// ReconPasses is how many reconciliation passes see each payment: each schedule's window
+	// over its period (template.yaml: 2 h every hour, and 25 h every day).
 	ReconPasses float64
 	// BackfillListings is how many backfill passes list each event: one, and one more for
 	// an event in the overlap a pass re-lists before its checkpoint (5 minutes of every 15).
@@ -104,7 +104,7 @@ type Mix struct {
 }
 
 // DefaultMix is the mix docs/performance.md prices.
-var DefaultMix = Mix{DeclineRate: 0.05, ReplayRate: 0.1, RefundRate: 0.05, ReconPasses: 25, BackfillListings: 4.0 / 3}
+var DefaultMix = Mix{DeclineRate: 0.05, ReplayRate: 0.1, RefundRate: 0.05, ReconPasses: 2 + 25.0/24, BackfillListings: 4.0 / 3}
 
 // Cost is USD per million of something, by service.
 type Cost struct {
@@ -239,7 +239,7 @@ func parts(flows []Flow, mix Mix) ([]part, error) {
 // and webhooks, the declined share's, the replays, and each payment's share of the
 // reconciliation passes and the backfill walk (measured as the difference between a pass with
 // the payments and one without, shared by the objects of a list page: part.share). Fixed costs
-// (the passes that run whatever the traffic) are left out: Fixed gives them.
+// (the passes that run whatever the traffic) are left out.
 func PerPayment(flows []Flow, mix Mix, pageObjects float64, p Prices, l Lambda) ([]Line, error) {
 	ps, err := parts(flows, mix)
 	if err != nil {
@@ -296,8 +296,8 @@ func Render(w io.Writer, flows []Flow, mix Mix, pageObjects float64, p Prices, l
 		l.MemoryMB, l.TemplateNote, l.OwnMS, l.ProviderMS)
 	pf("\nA million payments, %.0f%% declined first and recovered by one round, %.0f%% refunded in full, %.1f replays\n", mix.DeclineRate*100, mix.RefundRate*100, mix.ReplayRate)
 	pf("per payment, ")
-	pf("each seen by %.0f reconciliation passes, each event listed by %.2f backfill passes, list pages of %.0f objects:\n\n",
-		mix.ReconPasses, mix.BackfillListings, pageObjects)
+	pf("each seen by %s reconciliation passes, each event listed by %.2f backfill passes, list pages of %.0f objects:\n\n",
+		num(mix.ReconPasses), mix.BackfillListings, pageObjects)
 	pf("| part | per payment | why | DynamoDB | Lambda | SQS | Step Functions | HTTP API | EventBridge | USD per million payments |\n")
 	pf("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	var total Cost

@@ -60,7 +60,7 @@ func TestDeployRehearsal(t *testing.T) {
 		return string(out), err
 	}
 	common := []string{"all exist", "AWS::DynamoDB::Table: 8/8", "AWS::SQS::Queue: 6/6",
-		"AWS::StepFunctions::StateMachine: 1/1", "AWS::Scheduler::Schedule: 3/3", "AWS::Events::EventBus: 1/1",
+		"AWS::StepFunctions::StateMachine: 1/1", "AWS::Scheduler::Schedule: 4/4", "AWS::Events::EventBus: 1/1",
 		"alone may events:PutEvents on it", "POST /webhooks/{provider} [NONE]", "GET /ops/recoveries [Jwt]",
 		"AWS::KMS::Key: 1/1", "AWS::SNS::Topic: 1/1", "AWS::CloudWatch::Dashboard: 1/1", "AWS::CloudWatch::Alarm: 34/34",
 		"AWS::CodeDeploy::DeploymentGroup: 9/9", "SSM parameters: 4 SecureString",

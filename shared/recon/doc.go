@@ -4,12 +4,13 @@
 //
 // # A run
 //
-// EventBridge Scheduler (locally: Every) calls Reconciler.Handle hourly with a fixed input,
-// {"window_hours":25,"end_offset_minutes":5,"scheduled_time":"<aws.scheduler.scheduled-time>"}:
-// the window is the 25 h ending 5 minutes before the scheduled time (or now), truncated to the
-// minute, so each run overlaps the previous one by a day, the provider's events have a few
-// minutes to land, and the Scheduler's retries of one run compute the same window. An on-demand
-// run gives {"from","to"} instead.
+// EventBridge Scheduler calls Reconciler.Handle hourly with a fixed input,
+// {"window_hours":2,"scheduled_time":"<aws.scheduler.scheduled-time>"}, and daily with
+// "window_hours":25: the window is the hours ending 5 minutes (end_offset_minutes) before the
+// scheduled time (or now), truncated to the minute, so each hourly run overlaps the previous one
+// by an hour, the provider's events have a few minutes to land, and the Scheduler's retries of
+// one run compute the same window. Locally, Every runs the default window, 25 h, hourly. An
+// on-demand run gives {"from","to"} instead.
 //
 // The run id is the window ("recon_20261128T110200Z_20261129T120200Z"). A window that already
 // has a report (table recon_runs, written once with a conditional put) returns it without
