@@ -187,30 +187,19 @@ func consumed(target string, status int, answer, sent []byte) (wru, rru float64,
 				tables[c.TableName] += c.CapacityUnits
 			}
 		}
-		if op == "TransactWriteItems" {
-			// DynamoDB Local reports a table's part of a transaction as 2 units per started
-			// KB of all its items together; AWS bills 2 per started KB of each item. Count
-			// each table's own part at least what its items cost one by one (a delete or
-			// condition check at its 1 KB minimum, the size of the item it touches being
-			// unknown here); its indexes' part stays as reported.
-			own := map[string]float64{}
-			for _, c := range caps {
-				if c.Table != nil {
-					own[c.TableName] = c.Table.CapacityUnits
-				} else {
-					own[c.TableName] = tables[c.TableName]
-				}
-			}
-			for t, u := range transactUnits(sent) {
-				if u > own[t] {
-					wru += u - own[t]
-					tables[t] += u - own[t]
-				}
-			}
+		// DynamoDB Local reports a table's part of a transaction (2 units per started KB) or a
+		// batch (1 unit) for all its items together; AWS bills each item by its own size. Count
+		// each table's own part at least what its items cost one by one (a delete or condition
+		// check at its 1 KB minimum, the size of the item it touches being unknown here, and
+		// nothing for what a batch left unprocessed); its indexes' part stays as reported.
+		var billed map[string]float64
+		switch op {
+		case "TransactWriteItems":
+			billed = transactUnits(sent)
+		case "BatchWriteItem":
+			billed = batchUnits(sent, answer)
 		}
-		if op == "BatchWriteItem" {
-			// As for a transaction: AWS bills each item of a batch by its own size, 1 unit
-			// per started KB (a delete at 1), and nothing for the items it left unprocessed.
+		if billed != nil {
 			own := map[string]float64{}
 			for _, c := range caps {
 				if c.Table != nil {
@@ -219,7 +208,7 @@ func consumed(target string, status int, answer, sent []byte) (wru, rru float64,
 					own[c.TableName] = tables[c.TableName]
 				}
 			}
-			for t, u := range batchUnits(sent, answer) {
+			for t, u := range billed {
 				if u > own[t] {
 					wru += u - own[t]
 					tables[t] += u - own[t]

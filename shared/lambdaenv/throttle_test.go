@@ -197,19 +197,22 @@ func TestDynamoDBThrottled(t *testing.T) {
 		return n
 	}
 	const batchTarget = "DynamoDB_20120810.BatchWriteItem"
-	t.Run("batch unprocessed, clears", func(t *testing.T) {
-		x := throttle(testenv.DynamoDBConfig(t), testenv.FirstN(lambdaenv.RetryMaxAttempts-1))
-		x.th.PartialBatchWrite = true
-		its := batch("clears", lambdaenv.RetryMaxAttempts+2)
-		if err := newStore(x).PutAll(t.Context(), "t", its...); err != nil {
-			t.Fatal(err)
-		}
-		// One item written by each throttled call, the rest by the last.
-		x.checkRetried(t, batchTarget, lambdaenv.RetryMaxAttempts)
-		if n := stored(t, its); n != len(its) {
-			t.Fatalf("%d of %d items stored", n, len(its))
-		}
-	})
+	// A throttle that clears: partly unprocessed (one item written by each throttled call, the
+	// rest by the last), or the whole call refused (the SDK's own retries).
+	for _, partial := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batch clears, partial %v", partial), func(t *testing.T) {
+			x := throttle(testenv.DynamoDBConfig(t), testenv.FirstN(lambdaenv.RetryMaxAttempts-1))
+			x.th.PartialBatchWrite = partial
+			its := batch(fmt.Sprint("clears-", partial), lambdaenv.RetryMaxAttempts+2)
+			if err := newStore(x).PutAll(t.Context(), "t", its...); err != nil {
+				t.Fatal(err)
+			}
+			x.checkRetried(t, batchTarget, lambdaenv.RetryMaxAttempts)
+			if n := stored(t, its); n != len(its) {
+				t.Fatalf("%d of %d items stored", n, len(its))
+			}
+		})
+	}
 	t.Run("batch unprocessed, persists", func(t *testing.T) {
 		x := throttle(testenv.DynamoDBConfig(t), testenv.Always)
 		x.th.PartialBatchWrite = true
@@ -223,17 +226,6 @@ func TestDynamoDBThrottled(t *testing.T) {
 		// again: the puts are unconditional).
 		if n := stored(t, its); n != lambdaenv.RetryMaxAttempts {
 			t.Fatalf("%d of %d items stored, want one a call", n, len(its))
-		}
-	})
-	t.Run("batch throttled whole, clears", func(t *testing.T) {
-		x := throttle(testenv.DynamoDBConfig(t), testenv.FirstN(lambdaenv.RetryMaxAttempts-1))
-		its := batch("whole", 3)
-		if err := newStore(x).PutAll(t.Context(), "t", its...); err != nil {
-			t.Fatal(err)
-		}
-		x.checkRetried(t, batchTarget, lambdaenv.RetryMaxAttempts)
-		if n := stored(t, its); n != len(its) {
-			t.Fatalf("%d of %d items stored", n, len(its))
 		}
 	})
 	t.Run("batch deadline near", func(t *testing.T) {
