@@ -328,8 +328,15 @@ var errDone = errors.New("done")
 // quiet waits until the stack has nothing left to do for the requests sent so far: the
 // simulator holds no delivery to send, and the stack's queues and outbox are empty (GET
 // /ops/_faults, the local stack's counts). It returns how long that took, at most two minutes.
+//
+// The polls are not free: the simulator counts its records by walking its file, and the stack
+// its pending messages. Polled every 50 ms, they took 27% of the stack's CPU while it drained
+// (a profile of the wait: the simulator's count 17%, the stack's 10%). The wait between polls
+// starts at 50 ms and doubles to at most 250 ms, so a short wait is still seen within 50 ms
+// and a long one is polled four times a second.
 func quiet(c *http.Client, api, sim string) (time.Duration, error) {
 	start := time.Now()
+	wait := 50 * time.Millisecond
 	for time.Since(start) < 2*time.Minute {
 		var simStats struct {
 			OutboxEntries *int `json:"outbox_entries"`
@@ -351,7 +358,8 @@ func quiet(c *http.Client, api, sim string) (time.Duration, error) {
 		if *simStats.OutboxEntries == 0 && *stack.OutboxPending == 0 && *stack.QueuePending == 0 {
 			return time.Since(start), nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(wait)
+		wait = min(2*wait, 250*time.Millisecond)
 	}
 	return time.Since(start), errors.New("the stack still had work after two minutes")
 }
