@@ -61,10 +61,14 @@ func (s *Store) PutAll(ctx context.Context, table string, items ...store.Item) e
 // left or the retry policy stops.
 func (s *Store) batchWrite(ctx context.Context, logical, name string, reqs []types.WriteRequest) error {
 	left := map[string][]types.WriteRequest{name: reqs}
+	var callErr error
 	err := lambdaenv.Attempts(ctx, s.retryer, func(ctx context.Context) error {
 		out, err := s.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: left})
 		if err != nil {
-			return err
+			// The client's own retries have run already: another round of them would
+			// multiply the calls, so a failed call ends here.
+			callErr = err
+			return nil
 		}
 		if n := len(out.UnprocessedItems[name]); n > 0 {
 			left = map[string][]types.WriteRequest{name: out.UnprocessedItems[name]}
@@ -72,6 +76,9 @@ func (s *Store) batchWrite(ctx context.Context, logical, name string, reqs []typ
 		}
 		return nil
 	})
+	if callErr != nil {
+		err = callErr
+	}
 	if err != nil {
 		return s.callError("BatchWriteItem", logical, err)
 	}

@@ -213,21 +213,28 @@ func TestDynamoDBThrottled(t *testing.T) {
 			}
 		})
 	}
-	t.Run("batch unprocessed, persists", func(t *testing.T) {
-		x := throttle(testenv.DynamoDBConfig(t), testenv.Always)
-		x.th.PartialBatchWrite = true
-		its := batch("persists", lambdaenv.RetryMaxAttempts+2)
-		err := newStore(x).PutAll(t.Context(), "t", its...)
-		if !errors.Is(err, store.ErrThrottled) || code(err) != "ProvisionedThroughputExceededException" {
-			t.Fatalf("err %v, want store.ErrThrottled with DynamoDB's throttling code", err)
-		}
-		x.checkRetried(t, batchTarget, lambdaenv.RetryMaxAttempts)
-		// What was written stays written; the caller hands back the rest (and may send all
-		// again: the puts are unconditional).
-		if n := stored(t, its); n != lambdaenv.RetryMaxAttempts {
-			t.Fatalf("%d of %d items stored, want one a call", n, len(its))
-		}
-	})
+	// A throttle that persists ends after RetryMaxAttempts calls either way: what was written
+	// stays written (one item a call when part of each is), and the caller hands back the rest
+	// (and may send it all again: the puts are unconditional).
+	for _, partial := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batch persists, partial %v", partial), func(t *testing.T) {
+			x := throttle(testenv.DynamoDBConfig(t), testenv.Always)
+			x.th.PartialBatchWrite = partial
+			its := batch(fmt.Sprint("persists-", partial), lambdaenv.RetryMaxAttempts+2)
+			err := newStore(x).PutAll(t.Context(), "t", its...)
+			if c := code(err); !errors.Is(err, store.ErrThrottled) || c != "ThrottlingException" && c != "ProvisionedThroughputExceededException" {
+				t.Fatalf("err %v, want store.ErrThrottled with DynamoDB's throttling code", err)
+			}
+			x.checkRetried(t, batchTarget, lambdaenv.RetryMaxAttempts)
+			want := 0
+			if partial {
+				want = lambdaenv.RetryMaxAttempts
+			}
+			if n := stored(t, its); n != want {
+				t.Fatalf("%d of %d items stored, want %d", n, len(its), want)
+			}
+		})
+	}
 	t.Run("batch deadline near", func(t *testing.T) {
 		x := throttle(testenv.DynamoDBConfig(t), testenv.Always)
 		x.th.PartialBatchWrite = true
