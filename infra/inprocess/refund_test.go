@@ -256,6 +256,12 @@ func TestAnUnknownRefundResolvesWithoutAClientRetry(t *testing.T) {
 		v := getPayment(t, s, id)
 		return v.AmountRefunded == 700 && len(v.Refunds) == 1 && v.Refunds[0].Status == "succeeded"
 	})
+	// The resolver commits the refund's outcome to the payment (a checkpoint under the key's
+	// lease), then completes the key in the next commit, and only then is its job done: a
+	// replay between the two still gets the interim 202. Wait for the job, not the payment.
+	eventually(t, 20*time.Second, "the resolve job is done", func() bool {
+		return s.queuePending() == 0 && s.outboxPending(t.Context()) == 0
+	})
 	later := refund(t, s, id, "refund-unknown", `{"amount":700}`)
 	if err := json.Unmarshal([]byte(later.body), &rv); err != nil || later.status != http.StatusCreated || later.header.Get("Idempotent-Replayed") != "true" ||
 		rv.ID != payments.RefundID("local", "refund-unknown") || rv.Status != "succeeded" || rv.ProviderRefundID == nil {
