@@ -49,6 +49,13 @@ const trimCheckEvery = 50 * time.Millisecond
 // store opens (infra/local's -trim-above); more trades resident memory for speed under load.
 var TrimAbove int64 = 64 << 20
 
+// PageSize is the page size of a file Open creates; a file keeps the size it was created with.
+// Most of a commit's pages are the leaf and branches above an item at a random key, and bbolt
+// writes each dirty page with a call of its own: 16 KB pages make the trees shallower and a
+// commit's writes about half as many as the operating system's 4 KB, which made the local
+// stack's replays and new payments faster (docs/performance.md); 64 KB pages were slower again.
+const PageSize = 16 << 10
+
 // Open opens (creating if needed) the bbolt file at path and starts its committer. Another
 // process holding the file makes Open fail after a second rather than wait forever.
 func Open(path string) (*Store, error) {
@@ -56,6 +63,7 @@ func Open(path string) (*Store, error) {
 		Timeout:        time.Second,
 		NoFreelistSync: true,
 		FreelistType:   bolt.FreelistMapType,
+		PageSize:       PageSize,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)

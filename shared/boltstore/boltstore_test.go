@@ -1,8 +1,11 @@
 package boltstore
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/runtwice/twice/shared/store"
 	"github.com/runtwice/twice/shared/store/storetest"
@@ -17,4 +20,46 @@ func TestContract(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
+}
+
+// A new file gets PageSize; a file made with another page size (the 4 KB of files created
+// before PageSize) opens with its own and keeps its items.
+func TestPageSize(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	fresh, err := Open(filepath.Join(dir, "fresh.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fresh.DB().Info().PageSize; got != PageSize {
+		t.Errorf("new file: page size %d, want %d", got, PageSize)
+	}
+	fresh.Close()
+
+	old := filepath.Join(dir, "old.db")
+	db, err := bolt.Open(old, 0o600, &bolt.Options{PageSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(db)
+	if err := s.Put(ctx, "t", store.Item{PK: "a", SK: "1", Doc: []byte(`{"n":1}`)}, store.Cond{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, err = Open(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.DB().Info().PageSize; got != 4096 {
+		t.Errorf("existing file: page size %d, want the 4096 it was made with", got)
+	}
+	it, err := s.Get(ctx, "t", "a", "1")
+	if err != nil || string(it.Doc) != `{"n":1}` {
+		t.Errorf("existing file's item: %q, %v", it.Doc, err)
+	}
+	if err := s.Put(ctx, "t", store.Item{PK: "a", SK: "2", Doc: []byte(`{"n":2}`)}, store.Cond{}); err != nil {
+		t.Errorf("write to the existing file: %v", err)
+	}
 }
