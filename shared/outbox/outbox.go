@@ -278,6 +278,12 @@ func (r *Relay) attempt(ctx context.Context, it store.Item) bool {
 	if err == nil {
 		return true
 	}
+	if ctx.Err() != nil {
+		// Stopped, not failed (a shutdown, or the invocation's deadline): the message stays due
+		// as it is, and its attempts and backoff are kept for deliveries that ran.
+		r.log().DebugContext(ctx, "outbox delivery stopped; the message stays due", "id", m.ID, "error", err)
+		return false
+	}
 	m.Attempts++
 	m.LastError = err.Error()
 	now := r.now()

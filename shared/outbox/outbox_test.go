@@ -370,3 +370,67 @@ func TestOrderKey(t *testing.T) {
 		}
 	}
 }
+
+// levels records the level of every log line.
+type levels struct {
+	mu  sync.Mutex
+	got []slog.Level
+}
+
+func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levels) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *levels) WithGroup(string) slog.Handler            { return l }
+func (l *levels) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, r.Level)
+	return nil
+}
+
+// A delivery cut short by the relay's own context (a shutdown, a Lambda deadline) is not a
+// failure: the message stays due exactly as it was, with no attempt counted and no warning or
+// error logged, and the next drain delivers it.
+func TestStoppedDeliveryLeavesTheMessageAsItWas(t *testing.T) {
+	s := newStore(t)
+	c := clock.NewFake(t0)
+	ctx, stop := context.WithCancel(context.Background())
+	var delivered []string
+	handle := func(hctx context.Context, m Message) error {
+		if ctx.Err() == nil {
+			stop() // the process is told to stop while the call is in flight
+			<-hctx.Done()
+			return fmt.Errorf("publish %s: %w", m.ID, hctx.Err())
+		}
+		delivered = append(delivered, m.ID)
+		return nil
+	}
+	logs := &levels{}
+	r := &Relay{Store: s, Handlers: map[string]Handler{"k": handle}, Now: c.Now,
+		Rand: rand.New(rand.NewPCG(5, 6)), Log: slog.New(logs)}
+	w, _ := New("k", "m1", nil, t0)
+	if err := s.Transact(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Get(context.Background(), Table, "m1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, f, _ := r.Drain(ctx); d != 0 || f != 1 {
+		t.Fatalf("stopped drain: %d delivered, %d failed", d, f)
+	}
+	after, err := s.Get(context.Background(), Table, "m1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version || after.IndexSK != before.IndexSK || string(after.Doc) != string(before.Doc) {
+		t.Fatalf("a stopped delivery changed the message:\nbefore %+v\nafter  %+v", before, after)
+	}
+	for _, l := range logs.got {
+		if l >= slog.LevelWarn {
+			t.Fatalf("a stopped delivery logged at %v: %v", l, logs.got)
+		}
+	}
+	if d, _, _ := r.Drain(context.Background()); d != 1 || fmt.Sprint(delivered) != "[m1]" {
+		t.Fatalf("next drain: %d delivered, %v", d, delivered)
+	}
+}
