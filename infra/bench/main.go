@@ -26,6 +26,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,12 +76,19 @@ type fileUse struct {
 	PagesPerCommit    float64 `json:"pages_per_commit"`
 	MsPerCommit       float64 `json:"ms_per_commit"`
 	CommitterBusyPcnt float64 `json:"committer_busy_percent"`
+	// PagesPerRequest and KeysPerRequest are the pages the phase's commits wrote and the keys
+	// its store writes touched, per table, divided by the phase's requests: the work a request
+	// brought to the file while the phase ran (follow-on work still queued when it ended is
+	// not counted). KeysPerRequest is empty for the simulator's file.
+	PagesPerRequest float64            `json:"pages_per_request"`
+	KeysPerRequest  map[string]float64 `json:"keys_per_request,omitempty"`
 }
 
 // fileCounts is infra/inprocess.FileStats as /debug/vars encodes it.
 type fileCounts struct {
 	Commits, Changes, PagesWritten int64
 	Committing                     time.Duration
+	Keys                           map[string]int64
 }
 
 // files reads the stack's data files' commit counts; nil when it does not publish them.
@@ -101,8 +109,8 @@ func files(c *http.Client, vars string) map[string]fileCounts {
 	return v.Files
 }
 
-// use is what the phase between before and after cost each file.
-func use(before, after map[string]fileCounts, seconds float64) map[string]fileUse {
+// use is what the phase between before and after, its requests in seconds, cost each file.
+func use(before, after map[string]fileCounts, seconds float64, requests int) map[string]fileUse {
 	out := map[string]fileUse{}
 	for name, a := range after {
 		b := before[name]
@@ -111,9 +119,21 @@ func use(before, after map[string]fileCounts, seconds float64) map[string]fileUs
 			continue
 		}
 		busy := (a.Committing - b.Committing).Seconds()
-		out[name] = fileUse{CommitsPerSec: n / seconds, ChangesPerCommit: float64(a.Changes-b.Changes) / n,
+		u := fileUse{CommitsPerSec: n / seconds, ChangesPerCommit: float64(a.Changes-b.Changes) / n,
 			PagesPerCommit: float64(a.PagesWritten-b.PagesWritten) / n, MsPerCommit: busy * 1000 / n,
 			CommitterBusyPcnt: 100 * busy / seconds}
+		if requests > 0 {
+			u.PagesPerRequest = float64(a.PagesWritten-b.PagesWritten) / float64(requests)
+			for table, k := range a.Keys {
+				if d := k - b.Keys[table]; d > 0 {
+					if u.KeysPerRequest == nil {
+						u.KeysPerRequest = map[string]float64{}
+					}
+					u.KeysPerRequest[table] = float64(d) / float64(requests)
+				}
+			}
+		}
+		out[name] = u
 	}
 	return out
 }
@@ -193,7 +213,7 @@ func run() error {
 		ph := load(name, *clients, rate, d, maxReq, fn, want)
 		ph.SettledMs = float64(settled.Microseconds()) / 1000
 		if after := files(client, vars); before != nil && after != nil {
-			ph.Files = use(before, after, ph.Seconds)
+			ph.Files = use(before, after, ph.Seconds, ph.Requests)
 		}
 		return ph, nil
 	}
@@ -307,6 +327,9 @@ func run() error {
 			f := p.Files[name]
 			fmt.Printf("%-20s %s: %.0f commits/s, %.1f changes and %.0f pages a commit, %.2f ms a commit, committer busy %.0f%%\n",
 				p.Name, name, f.CommitsPerSec, f.ChangesPerCommit, f.PagesPerCommit, f.MsPerCommit, f.CommitterBusyPcnt)
+			if len(f.KeysPerRequest) > 0 {
+				fmt.Printf("%-20s %s: a request wrote %.1f pages and these keys: %s\n", p.Name, name, f.PagesPerRequest, keyList(f.KeysPerRequest))
+			}
 		}
 	}
 	fmt.Printf("\nstack RSS: peak %.1f MB, at end %.1f MB (%.1f MB heap and stacks, %.1f MB mapped data file)\nexactly once: %s\n",
@@ -321,6 +344,23 @@ func run() error {
 		return fmt.Errorf("exactly-once check failed: %s", res.Checked)
 	}
 	return nil
+}
+
+// keyList is "table n, ..." with the most written first.
+func keyList(keys map[string]float64) string {
+	tables := slices.SortedFunc(maps.Keys(keys), func(a, b string) int {
+		if c := cmp.Compare(keys[b], keys[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(tables))
+	var sum float64
+	for i, t := range tables {
+		parts[i] = fmt.Sprintf("%s %.1f", t, keys[t])
+		sum += keys[t]
+	}
+	return fmt.Sprintf("%.1f in all: %s", sum, strings.Join(parts, ", "))
 }
 
 var errDone = errors.New("done")

@@ -14,6 +14,7 @@ type localStore interface {
 	store.Store
 	DB() *bolt.DB
 	Committer() *boltgroup.Committer
+	Writes() map[string]int64
 	Close() error
 }
 

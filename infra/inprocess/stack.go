@@ -644,18 +644,24 @@ type FileStats struct {
 	boltgroup.Stats
 	PagesWritten int64         // pages written by those commits (bbolt's TxStats.Write)
 	Writing      time.Duration // time in their writes and fsyncs (TxStats.WriteTime)
+	// Keys is what the store's writes put or deleted, per table (boltstore.Store.Writes);
+	// nil for the simulator's file.
+	Keys map[string]int64 `json:",omitempty"`
 }
 
 // Files reports the commits of the stack's data files, "twice.db" and "providersim.db": with
 // the time elapsed, how busy each file's committer is and how many pages each commit writes,
-// which is what bounds the stack when the disk's flushes are the limit (docs/performance.md).
+// which is what bounds the stack when the disk's flushes are the limit, and for twice.db the
+// keys each table's writes touched, which is where those pages come from (docs/performance.md).
 func (s *Stack) Files() map[string]FileStats {
 	file := func(c boltgroup.Stats, db *bolt.DB) FileStats {
 		tx := db.Stats().TxStats
 		return FileStats{Stats: c, PagesWritten: tx.GetWrite(), Writing: tx.GetWriteTime()}
 	}
+	own := file(s.store.Committer().Stats(), s.store.DB())
+	own.Keys = s.store.Writes()
 	return map[string]FileStats{
-		"twice.db":       file(s.store.Committer().Stats(), s.store.DB()),
+		"twice.db":       own,
 		"providersim.db": file(s.sim.CommitStats(), s.sim.DB()),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -34,6 +35,8 @@ type Store struct {
 	commits *boltgroup.Committer
 	// stopTrim ends the background trimming; nil when none runs.
 	stopTrim func()
+	// writes counts the committed writes per table (Writes).
+	writes sync.Map // string -> *atomic.Int64
 }
 
 // A store opened with Open is trimmed (see Trim) by the process's one trimmer, which looks at
@@ -151,6 +154,47 @@ func (s *Store) Committer() *boltgroup.Committer { return s.commits }
 
 // DB returns the underlying bbolt database.
 func (s *Store) DB() *bolt.DB { return s.db }
+
+// Writes reports the bbolt keys the store's committed writes have put or deleted since it was
+// opened, per bucket: "<table>" for items and "<table> index" for their index entries (a
+// rewrite of an indexed item counts two there: its old entry's delete and its new one's put).
+// A write whose condition failed changes nothing and counts nothing. With the pages a commit writes (boltgroup's
+// Stats and bbolt's TxStats), this says which table's keys the disk's time goes to: a key
+// at a random place in its tree dirties a page of its own (docs/performance.md).
+func (s *Store) Writes() map[string]int64 {
+	out := map[string]int64{}
+	s.writes.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+func (s *Store) count(bucket string, n int64) {
+	if n == 0 {
+		return
+	}
+	c, ok := s.writes.Load(bucket)
+	if !ok {
+		c, _ = s.writes.LoadOrStore(bucket, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(n)
+}
+
+// counted adds ws, committed over olds, to Writes.
+func (s *Store) counted(ws []store.Write, olds []*store.Item) {
+	for i, w := range ws {
+		s.count(w.Table, 1)
+		var idx int64
+		if w.Put != nil && w.Put.IndexPK != "" {
+			idx++
+		}
+		if olds[i] != nil && olds[i].IndexPK != "" {
+			idx++
+		}
+		s.count(w.Table+" index", idx)
+	}
+}
 
 // Close waits for queued writes, then closes the file.
 func (s *Store) Close() error {
@@ -278,6 +322,7 @@ func (s *Store) transact(ctx context.Context, ws []store.Write) ([]*store.Item, 
 	if err != nil {
 		return nil, err
 	}
+	s.counted(ws, olds)
 	return olds, nil
 }
 

@@ -2,6 +2,8 @@ package boltstore
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"path/filepath"
 	"testing"
 
@@ -62,4 +64,36 @@ func TestPageSize(t *testing.T) {
 	if err := s.Put(ctx, "t", store.Item{PK: "a", SK: "2", Doc: []byte(`{"n":2}`)}, store.Cond{}); err != nil {
 		t.Errorf("write to the existing file: %v", err)
 	}
+}
+
+// Writes counts what commits: items per table, index entries apart (a rewrite of an indexed
+// item deletes one entry and puts another), and nothing for a write whose condition failed.
+func TestWrites(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "w.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	step := func(name string, err error, want map[string]int64) {
+		t.Helper()
+		if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := s.Writes(); !maps.Equal(got, want) {
+			t.Fatalf("after %s: %v, want %v", name, got, want)
+		}
+	}
+	it := store.Item{PK: "pay_1", Doc: []byte(`{}`), IndexPK: "day#1", IndexSK: "a"}
+	step("create", s.Put(ctx, "payments", it, store.Cond{Kind: store.NotExists}),
+		map[string]int64{"payments": 1, "payments index": 1})
+	step("duplicate create", s.Put(ctx, "payments", it, store.Cond{Kind: store.NotExists}),
+		map[string]int64{"payments": 1, "payments index": 1})
+	it.IndexSK = "b"
+	step("rewrite", s.Put(ctx, "payments", it, store.Cond{}),
+		map[string]int64{"payments": 2, "payments index": 3})
+	step("batch", s.PutAll(ctx, "attempts", store.Item{PK: "a", Doc: []byte(`{}`)}, store.Item{PK: "b", Doc: []byte(`{}`)}),
+		map[string]int64{"payments": 2, "payments index": 3, "attempts": 2})
+	step("delete", s.Delete(ctx, "payments", "pay_1", "", store.Cond{}),
+		map[string]int64{"payments": 3, "payments index": 4, "attempts": 2})
 }
