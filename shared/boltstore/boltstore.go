@@ -158,9 +158,10 @@ func (s *Store) DB() *bolt.DB { return s.db }
 // Writes reports the bbolt keys the store's committed writes have put or deleted since it was
 // opened, per bucket: "<table>" for items and "<table> index" for their index entries (a
 // rewrite of an indexed item counts two there: its old entry's delete and its new one's put).
-// A write whose condition failed changes nothing and counts nothing. With the pages a commit writes (boltgroup's
-// Stats and bbolt's TxStats), this says which table's keys the disk's time goes to: a key
-// at a random place in its tree dirties a page of its own (docs/performance.md).
+// A write whose condition failed changes nothing and counts nothing. With the pages a commit
+// writes (boltgroup's Stats and bbolt's TxStats), this says which table's keys the disk's time
+// goes to: a key at a random place in its tree dirties a page of its own
+// (docs/performance.md).
 func (s *Store) Writes() map[string]int64 {
 	out := map[string]int64{}
 	s.writes.Range(func(k, v any) bool {
