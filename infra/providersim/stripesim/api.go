@@ -316,7 +316,13 @@ func (s *Simulator) insertPI(tx *bolt.Tx, p createParams, now time.Time) (*Payme
 // save stores pi and, unless typ is empty, records the event typ about it. It returns pi's
 // JSON, the event's object.
 func (em *emitter) save(pi *PaymentIntent, typ string) ([]byte, error) {
-	if err := putJSON(bucket(em.tx, bucketPIs), []byte(pi.ID), pi); err != nil {
+	pis := bucket(em.tx, bucketPIs)
+	if pis.Get([]byte(pi.ID)) == nil {
+		if err := addCount(em.tx, bucketPIs, 1); err != nil {
+			return nil, err
+		}
+	}
+	if err := putJSON(pis, []byte(pi.ID), pi); err != nil {
 		return nil, err
 	}
 	body := jsonBody(pi)

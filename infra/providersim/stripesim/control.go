@@ -370,7 +370,8 @@ func (s *Simulator) handleEvents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"data": out, "outbox_entries": pending})
 }
 
-// Stats is the body of GET /_sim/stats. Totals come from the database; the other
+// Stats is the body of GET /_sim/stats. Totals come from the database (the PaymentIntents and
+// events from counts kept with them, the undelivered webhooks by counting them); the other
 // counters count since this process started.
 type Stats struct {
 	PaymentIntents        int   `json:"payment_intents"`
@@ -400,8 +401,7 @@ func (s *Simulator) Stats() (Stats, error) {
 		DeliveriesSent: s.stats.sent.Load(), DeliveryFailures: s.stats.sendFailures.Load(),
 	}
 	err := s.db.View(func(tx *bolt.Tx) error {
-		st.PaymentIntents = bucket(tx, bucketPIs).Stats().KeyN
-		st.Events = bucket(tx, bucketEvents).Stats().KeyN
+		st.PaymentIntents, st.Events = count(tx, bucketPIs), count(tx, bucketEvents)
 		st.OutboxEntries = bucket(tx, bucketOutbox).Stats().KeyN
 		meta := bucket(tx, bucketMeta)
 		st.WebhooksPaused = len(meta.Get(metaPaused)) > 0
@@ -690,6 +690,9 @@ func (s *Simulator) handleForget(w http.ResponseWriter, r *http.Request) {
 		}
 		found = true
 		if err := bucket(tx, bucketPIByTime).Delete(timeKey(pi.Created, id)); err != nil {
+			return err
+		}
+		if err := addCount(tx, bucketPIs, -1); err != nil {
 			return err
 		}
 		return bucket(tx, bucketPIs).Delete([]byte(id))

@@ -195,7 +195,7 @@ func New(cfg Config) (*Simulator, error) {
 				return err
 			}
 		}
-		return nil
+		return initCounts(tx)
 	}); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("stripesim: init buckets: %w", err)

@@ -32,6 +32,43 @@ var (
 	metaPaused       = []byte("webhooks_paused")
 )
 
+// counted is the buckets whose keys are counted in meta, under "count_" + the bucket's name,
+// in the same transaction as each key added or deleted: they grow with every payment, and
+// Bucket.Stats counts a bucket by reading every page of it. GET /_sim/stats is polled by
+// whatever waits for the simulator to settle (the tests, the bench, the chaos harness); with a
+// walk, each poll cost about 100 ms and put the whole file into the process's resident memory.
+var counted = [][]byte{bucketPIs, bucketEvents}
+
+func countKey(b []byte) []byte { return append([]byte("count_"), b...) }
+
+// count is the number of keys in the counted bucket b.
+func count(tx *bolt.Tx, b []byte) int {
+	v := bucket(tx, bucketMeta).Get(countKey(b))
+	if len(v) != 8 {
+		return 0
+	}
+	return int(be64u(v))
+}
+
+// addCount adds d to the count of the counted bucket b.
+func addCount(tx *bolt.Tx, b []byte, d int) error {
+	return bucket(tx, bucketMeta).Put(countKey(b), be64(uint64(count(tx, b)+d)))
+}
+
+// initCounts counts the counted buckets that have no count yet: every one in a new file,
+// and in a file written before the counts were kept, by one walk when it is first opened.
+func initCounts(tx *bolt.Tx) error {
+	for _, b := range counted {
+		if bucket(tx, bucketMeta).Get(countKey(b)) != nil {
+			continue
+		}
+		if err := bucket(tx, bucketMeta).Put(countKey(b), be64(uint64(bucket(tx, b).Stats().KeyN))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // appendOnly buckets get keys in increasing order, so their pages are packed full
 // instead of bbolt's default half (the file is about half the size).
 var appendOnly = map[string]bool{string(bucketPIs): true, string(bucketPIByTime): true, string(bucketCharges): true,

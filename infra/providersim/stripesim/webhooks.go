@@ -61,6 +61,9 @@ func (em *emitter) emitChange(typ, objectID string, object, previous []byte) err
 	if err := events.Put([]byte(id), jsonBody(ev)); err != nil {
 		return err
 	}
+	if err := addCount(em.tx, bucketEvents, 1); err != nil { // a new id: never a rewrite
+		return err
+	}
 	return putJSON(bucket(em.tx, bucketEvState), []byte(id), se)
 }
 
