@@ -53,7 +53,8 @@ type Config struct {
 	Now func() time.Time
 	// Rand drives webhook retry jitter and shuffled replays (default: seeded from the clock).
 	Rand *rand.Rand
-	// HTTPClient sends webhooks (default: 10 s timeout).
+	// HTTPClient sends webhooks (default: 10 s timeout, and an idle connection kept for each
+	// of the SenderConcurrency senders).
 	HTTPClient *http.Client
 	// Log receives one line per decision that matters (default: discard).
 	Log *slog.Logger
@@ -144,9 +145,6 @@ func New(cfg Config) (*Simulator, error) {
 		seed := uint64(cfg.Now().UnixNano())
 		cfg.Rand = rand.New(rand.NewPCG(seed, seed>>1|1))
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
-	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -167,6 +165,13 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	if cfg.SenderConcurrency <= 0 {
 		cfg.SenderConcurrency = 8
+	}
+	if cfg.HTTPClient == nil {
+		// A connection per sender kept between passes: Go's default transport keeps 2 a host,
+		// and the other senders' connections were closed after each delivery and opened anew.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = cfg.SenderConcurrency
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second, Transport: t}
 	}
 	if cfg.MaxBatchSize <= 0 {
 		cfg.MaxBatchSize = 64
