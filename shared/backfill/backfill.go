@@ -31,7 +31,8 @@ const (
 	// MaxEvents bounds one pass; a longer backlog continues from the cursor next pass.
 	MaxEvents = 50000
 	// DefaultPageSize is how many events a pass handles between two cursor commits (Stripe's
-	// largest list page): a crash or a deadline loses at most this much work.
+	// largest list page): a crash loses at most this much work. A pass that runs short of
+	// time commits where it stops, whatever the page.
 	DefaultPageSize = 100
 	// DefaultReserve is the most time a pass leaves of its invocation (the Lambda context's
 	// deadline; a sixth of what it has when that is less): it commits and hands over when
@@ -437,7 +438,11 @@ func (k *walk) handle(ev provider.Event) error {
 	k.w.After, k.w.At = ev.ID, ev.Created
 	rep.Listed++
 	k.inPage++
-	if k.inPage < k.pageSize && rep.Listed < k.max {
+	// The time left is read after every event, not once a page: under throttling a page can
+	// take longer than the reserve (each throttled call backs off before it is tried again),
+	// and a pass cut off mid-page would lose the page, and the next pass the same page again.
+	short := k.short()
+	if k.inPage < k.pageSize && rep.Listed < k.max && !short {
 		return nil
 	}
 	k.inPage = 0
@@ -445,11 +450,15 @@ func (k *walk) handle(ev provider.Event) error {
 		return err
 	}
 	rep.Pages++
-	if rep.Listed >= k.max {
+	switch {
+	case rep.Listed >= k.max:
 		rep.More, rep.Stopped = true, "limit"
 		return errStop
+	case short:
+		rep.More, rep.Stopped = true, "deadline"
+		return errStop
 	}
-	return k.budget()
+	return nil
 }
 
 // apply decodes d as the worker decodes a delivery and applies its event.
@@ -461,9 +470,15 @@ func (k *walk) apply(d webhooks.Delivery) (payments.Effect, error) {
 	return k.b.Applier.Apply(k.ctx, ev)
 }
 
+// short says the invocation has less than the reserve left.
+func (k *walk) short() bool {
+	left, ok := k.b.timeLeft(k.ctx)
+	return ok && left < k.reserve
+}
+
 // budget stops the walk when the invocation has less than the reserve left.
 func (k *walk) budget() error {
-	if left, ok := k.b.timeLeft(k.ctx); ok && left < k.reserve {
+	if k.short() {
 		k.rep.More, k.rep.Stopped = true, "deadline"
 		return errStop
 	}

@@ -5,8 +5,9 @@
 // event that did arrive a harmless duplicate, and its version rule makes an old one stale, so
 // a pass may repeat or overlap any earlier one.
 //
-// The walk follows the list's cursor and commits it after every page, so a backlog of any size
-// is walked completely across passes, invocations and crashes (see Backfill).
+// The walk follows the list's cursor and commits it after every page and where a pass stops
+// (at its limit, or with less time left than its reserve, read after every event), so a backlog
+// of any size is walked completely across passes, invocations and crashes (see Backfill).
 //
 // An event that cannot be applied now is put in the outbox (KindRequeue) before the
 // cursor moves past it; the outbox relay sends it to the webhook queue (FollowOns), so the

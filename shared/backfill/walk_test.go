@@ -171,6 +171,45 @@ func TestDeadlineAfterKPagesContinuesAtTheNextPage(t *testing.T) {
 	}
 }
 
+// A page slower than the reserve (every call of a throttled store backs off): the pass reads
+// the time left after every event, so it stops mid-page with the cursor committed at the
+// last event it handled, and the next pass begins at the one after. Read once a page, the
+// pass would run past its invocation's end, losing the page, and the next pass the same page
+// again: a walk that never closes.
+func TestDeadlineMidPageCommitsWhereItStops(t *testing.T) {
+	const handled = backfill.DefaultPageSize + 37 // time runs short inside the second page
+	st, c, _ := newPass(t)
+	caughtUp(t, st, c)
+	log := backlog(c.Now().Add(time.Second), 3*backfill.DefaultPageSize)
+	c.Advance(time.Hour)
+	a := &applier{}
+	short := true
+	b := &backfill.Backfill{Store: st, Events: log, Applier: a, Now: c.Now, Log: quiet,
+		TimeLeft: func(context.Context) (time.Duration, bool) {
+			if short && len(a.seen) >= handled {
+				return time.Second, true
+			}
+			return time.Hour, true
+		}}
+	first := run(t, b)
+	if !first.More || first.Stopped != "deadline" || first.Listed != handled || first.Pages != 2 {
+		t.Fatalf("first pass: more %v stopped %q listed %d pages %d, want a deadline stop after %d events and 2 cursor commits",
+			first.More, first.Stopped, first.Listed, first.Pages, handled)
+	}
+	short = false
+	rest := run(t, b)
+	if rest.More || rest.Listed != len(log)-handled || !rest.Checkpoint.Equal(c.Now()) {
+		t.Fatalf("second pass: more %v listed %d checkpoint %v, want the other %d events and the checkpoint at now",
+			rest.More, rest.Listed, rest.Checkpoint, len(log)-handled)
+	}
+	if got, want := a.seen[handled], oldestFirst(log)[handled]; got != want {
+		t.Errorf("second pass began at %s, want %s (the event after the last one handled)", got, want)
+	}
+	if !slices.Equal(a.seen, oldestFirst(log)) {
+		t.Errorf("handed %d events; want the %d in order, each once", len(a.seen), len(log))
+	}
+}
+
 // A process killed mid-page: the next pass repeats at most that page (the Applier's dedupe
 // makes the repeats duplicates) and every event is applied exactly once.
 func TestCrashMidPageRepeatsAtMostThatPage(t *testing.T) {
