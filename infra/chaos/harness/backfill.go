@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/runtwice/twice/infra/inprocess"
 	"github.com/runtwice/twice/shared/payments"
@@ -101,6 +102,10 @@ func (r *run) settleUnheard(ctx context.Context) {
 	}
 }
 
+// ops is the operator's client. A backfill pass or a reconciliation may take the stack's whole
+// request deadline (retrying throttled calls), so it waits that long: a client that gave up
+// sooner would cancel the pass it asked for, every time at the same place.
 func (r *run) ops() opsClient {
-	return opsClient{&simClient{http: r.sim.http, base: "http://" + r.proc.api, apiKey: inprocess.DefaultOperatorToken}}
+	c := &http.Client{Transport: r.sim.http.Transport, Timeout: max(r.sim.http.Timeout, r.cfg.RequestTimeout+2*time.Second)}
+	return opsClient{&simClient{http: c, base: "http://" + r.proc.api, apiKey: inprocess.DefaultOperatorToken}}
 }

@@ -304,7 +304,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	// Follow-on work in its backoff when the payments settle is late, not lost: let it drain
 	// (the relay's backoff is capped at 10 s locally) before the check reads the outbox.
 	drainCtx, cancelDrain := context.WithTimeout(ctx, 30*time.Second)
-	(opsClient{&simClient{http: r.sim.http, base: "http://" + proc.api, apiKey: inprocess.DefaultOperatorToken}}).drainOutbox(drainCtx)
+	r.ops().drainOutbox(drainCtx)
 	cancelDrain()
 	// Every capture, cancel and refund key once more, then wait until no refund of ours is
 	// pending and every refund that fails later has failed at the provider.
@@ -396,10 +396,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		rep.FaultsInjected = r.injected + st.FaultsInjected
 		r.mu.Unlock()
 	}
-	// The operator calls here include a reconciliation run, which may take the stack's whole
-	// request deadline (retrying throttled calls): the client waits as long.
-	ops := opsClient{&simClient{http: &http.Client{Transport: r.sim.http.Transport, Timeout: max(r.sim.http.Timeout, cfg.RequestTimeout+2*time.Second)},
-		base: "http://" + proc.api, apiKey: inprocess.DefaultOperatorToken}}
+	ops := r.ops()
 	// The window is the run's, on the stack's clock, ending now: a reconciliation refuses one
 	// that ends in the future.
 	if now, err := stackNow(data); err == nil {
@@ -551,7 +548,7 @@ func (r *run) chaos(ctx context.Context) {
 		if !now.Before(nextFault) && opsRng.IntN(4) == 0 {
 			// Now and then the stack's own StartExecution fails instead (its own generator, so a
 			// seed's provider faults stay what they were).
-			if (opsClient{&simClient{http: r.sim.http, base: "http://" + r.proc.api, apiKey: inprocess.DefaultOperatorToken}}).armStartFailures(ctx, 1+opsRng.IntN(5)) == nil {
+			if r.ops().armStartFailures(ctx, 1+opsRng.IntN(5)) == nil {
 				r.faults.Add(1)
 			}
 		}
