@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Shards spreads one logical secondary-index partition over N physical ones, "Base#00" to
@@ -40,10 +42,14 @@ func (s Shards) Partitions() []string {
 // Holds reports whether pk is one of the physical partitions.
 func (s Shards) Holds(pk string) bool { return slices.Contains(s.Partitions(), pk) }
 
+// WalkReaders is how many shards' first pages Walk reads at once.
+const WalkReaders = 8
+
 // Walk calls fn with every item of the logical partition that q bounds (q.Table, q.SKFrom,
 // q.SKTo; q.Index is implied, q.PK, q.Desc and q.Cursor are ignored), in ascending sort-key
-// order across the shards: a merge of each shard's pages of q.Limit, each page read when the
-// merge reaches it. fn returning false ends the walk. fn may write the items it is given.
+// order across the shards: a merge of each shard's pages of q.Limit, the first pages read side
+// by side (WalkReaders at a time), each later page when the merge reaches it. fn returning
+// false ends the walk. fn may write the items it is given.
 func (s Shards) Walk(ctx context.Context, st Store, q Query, fn func(Item) bool) error {
 	type head struct {
 		items  []Item
@@ -66,10 +72,21 @@ func (s Shards) Walk(ctx context.Context, st Store, q Query, fn func(Item) bool)
 		}
 		return nil
 	}
+	// Every shard's first page is needed before the first item can be merged: read them side
+	// by side. One after another, a day's 64 partitions under throttling added up their
+	// backoffs (a reconciliation reads several days' worth) past a request's deadline.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(WalkReaders)
 	for i := range heads {
-		if err := fill(i); err != nil {
-			return err
-		}
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			return fill(i)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	for {
 		next := -1
