@@ -83,6 +83,21 @@ type Reconciler struct {
 	// payments.DefaultCustomerWindow and DefaultCaptureWindow). A payment still waiting for
 	// its customer past the customer window is canceled (expire), not reported.
 	Bounds payments.Bounds
+	// Readers is how many payments' refunds a run reads at once, its refund ledger and the
+	// provider's list (default DefaultReaders).
+	Readers int
+}
+
+// DefaultReaders is Reconciler.Readers' default: enough that a run's per-payment reads, each
+// backing off when throttled, overlap instead of adding up, and few enough to stay a small
+// burst against the provider's read limit (Stripe's test mode allows 25 requests a second).
+const DefaultReaders = 4
+
+func (r *Reconciler) readers() int {
+	if r.Readers <= 0 {
+		return DefaultReaders
+	}
+	return r.Readers
 }
 
 func (r *Reconciler) now() time.Time {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/runtwice/twice/shared/payments"
 	"github.com/runtwice/twice/shared/provider"
@@ -89,7 +92,9 @@ func mayHaveRefunds(p payments.Payment, rp provider.Payment, listed bool) bool {
 
 // gatherRefunds reads the refund ledgers of the snapshot's paid payments and lists, at the
 // provider, the refunds of those with refunds on either side. A provider without
-// provider.Operations leaves refunds uncompared.
+// provider.Operations leaves refunds uncompared. Payments are read Readers at a time: a read
+// per paid payment, one after another, is what made a run of a few hundred payments under
+// throttling outlast its deadline, each refused call adding its backoff to the rest.
 func (r *Reconciler) gatherRefunds(ctx context.Context, snap *Snapshot) error {
 	ops, ok := r.Provider.(provider.Operations)
 	if !ok {
@@ -101,38 +106,52 @@ func (r *Reconciler) gatherRefunds(ctx context.Context, snap *Snapshot) error {
 	}
 	snap.Ledgers = map[string]payments.RefundLedger{}
 	snap.Refunds = map[string][]provider.Refund{}
+	var (
+		mu      sync.Mutex
+		listing = map[string]bool{} // provider payments whose refunds one reader lists
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.readers())
 	for _, p := range snap.Local {
 		rp, listed := remotes[p.ProviderPaymentID]
 		if p.ProviderPaymentID == "" || !listed || !mayHaveRefunds(p, rp, listed) {
 			continue
 		}
-		l, err := payments.GetRefunds(ctx, r.Store, p.ID)
-		if err != nil {
-			return err
-		}
-		if len(l.Refunds) > 0 {
-			snap.Ledgers[p.ID] = l
-		}
-		if len(l.Refunds) == 0 && rp.AmountRefunded == 0 && rp.Status != provider.StatusRefunded {
-			continue // no refund on either side: no provider call
-		}
-		if _, done := snap.Refunds[rp.ID]; done {
-			continue
-		}
-		rs := []provider.Refund{}
-		for rf, err := range ops.Refunds(ctx, provider.RefundListParams{Payment: rp.ID}) {
-			if errors.Is(err, provider.ErrOperationsUnsupported) {
-				snap.Ledgers, snap.Refunds = nil, nil
+		g.Go(func() error {
+			l, err := payments.GetRefunds(gctx, r.Store, p.ID)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			if len(l.Refunds) > 0 {
+				snap.Ledgers[p.ID] = l
+			}
+			// No refund on either side: no provider call.
+			skip := len(l.Refunds) == 0 && rp.AmountRefunded == 0 && rp.Status != provider.StatusRefunded || listing[rp.ID]
+			listing[rp.ID] = listing[rp.ID] || !skip
+			mu.Unlock()
+			if skip {
 				return nil
 			}
-			if err != nil {
-				return fmt.Errorf("refunds of %s: %w", rp.ID, err)
+			rs := []provider.Refund{}
+			for rf, err := range ops.Refunds(gctx, provider.RefundListParams{Payment: rp.ID}) {
+				if err != nil {
+					return fmt.Errorf("refunds of %s: %w", rp.ID, err)
+				}
+				rs = append(rs, rf)
 			}
-			rs = append(rs, rf)
-		}
-		snap.Refunds[rp.ID] = rs
+			mu.Lock()
+			snap.Refunds[rp.ID] = rs
+			mu.Unlock()
+			return nil
+		})
 	}
-	return nil
+	err := g.Wait()
+	if errors.Is(err, provider.ErrOperationsUnsupported) {
+		snap.Ledgers, snap.Refunds = nil, nil
+		return nil
+	}
+	return err
 }
 
 // refundsCompared reports whether the snapshot holds the provider's refunds of rp and they

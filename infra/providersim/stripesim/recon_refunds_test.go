@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,4 +237,67 @@ type openerFunc func(ctx context.Context, r deadletter.Record) (deadletter.Recor
 
 func (f openerFunc) Open(ctx context.Context, r deadletter.Record) (deadletter.Record, bool, error) {
 	return f(ctx, r)
+}
+
+// gatedLedgers holds reads of refund ledgers at a gate until want of them are in flight at
+// once, and counts the most that ever were; other calls pass.
+type gatedLedgers struct {
+	store.Store
+	mu              sync.Mutex
+	now, most, want int
+	gate            chan struct{}
+	opened          bool
+}
+
+func (s *gatedLedgers) Get(ctx context.Context, table, pk, sk string) (store.Item, error) {
+	if !strings.HasPrefix(pk, "refunds#") {
+		return s.Store.Get(ctx, table, pk, sk)
+	}
+	s.mu.Lock()
+	s.now++
+	s.most = max(s.most, s.now)
+	if s.now == s.want && !s.opened {
+		s.opened = true
+		close(s.gate)
+	}
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.now--; s.mu.Unlock() }()
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return store.Item{}, ctx.Err()
+	}
+	return s.Store.Get(ctx, table, pk, sk)
+}
+
+// A run reads its paid payments' refunds Readers at a time, and still compares every one.
+// One after another, a run of a few hundred payments under throttling (go run ./infra/chaos
+// -throttle 0.1 -payments 600) outlasted its 29 s deadline, each refused call's backoff added
+// to the rest, and the authorizations it would have named were never surfaced.
+func TestRefundsOfPaymentsAreReadSideBySide(t *testing.T) {
+	e := newEnv(t)
+	var phantoms []payments.Payment
+	for i := range 3 * recon.DefaultReaders {
+		p := e.pay(1000+int64(i), "", nil)
+		made := e.clock.Now()
+		e.ledger(p, payments.RefundEntry{ID: fmt.Sprintf("rf_%d", i), ProviderRefundID: fmt.Sprintf("re_phantom_%d", i), Key: fmt.Sprintf("k%d", i),
+			Amount: 500, Currency: "usd", Status: provider.RefundSucceeded, CreatedAt: made, UpdatedAt: made})
+		phantoms = append(phantoms, p)
+	}
+	gated := &gatedLedgers{Store: e.rec.Store, want: recon.DefaultReaders, gate: make(chan struct{})}
+	e.rec.Store = gated
+	e.clock.Advance(time.Hour + 6*time.Minute)
+	// Bounded so that a run reading one ledger at a time fails here instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := e.rec.Run(ctx, e.rec.DefaultWindow())
+	if err != nil {
+		t.Fatalf("run: %v (most ledger reads in flight: %d, want %d)", err, gated.most, recon.DefaultReaders)
+	}
+	if gated.most != recon.DefaultReaders {
+		t.Errorf("at most %d ledger reads in flight, want %d", gated.most, recon.DefaultReaders)
+	}
+	if got := rep.Found[recon.RefundMissingAtProvider]; got != len(phantoms) {
+		t.Fatalf("found %v, want %d refunds missing at the provider", rep.Found, len(phantoms))
+	}
 }
