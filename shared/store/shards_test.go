@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/runtwice/twice/shared/boltstore"
 	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/store/storetest"
 )
 
 // fill puts n items spread over sh, with index sort keys in id order, and returns the keys.
@@ -110,42 +110,13 @@ func TestShardsOf(t *testing.T) {
 	}
 }
 
-// inFlight is a store whose queries wait at a gate until want of them are in flight at once,
-// and counts the most that ever were.
-type inFlight struct {
-	store.Store
-	mu        sync.Mutex
-	now, most int
-	want      int
-	gate      chan struct{}
-	opened    bool
-}
-
-func (s *inFlight) Query(ctx context.Context, q store.Query) (store.Page, error) {
-	s.mu.Lock()
-	s.now++
-	s.most = max(s.most, s.now)
-	if s.now == s.want && s.most == s.want && !s.opened {
-		s.opened = true
-		close(s.gate)
-	}
-	s.mu.Unlock()
-	defer func() { s.mu.Lock(); s.now--; s.mu.Unlock() }()
-	select {
-	case <-s.gate:
-	case <-ctx.Done():
-		return store.Page{}, ctx.Err()
-	}
-	return s.Store.Query(ctx, q)
-}
-
 // A walk reads its shards' first pages side by side, at most WalkReaders at once, and still
 // merges in order. One after another, a reconciliation's walks over several days of 64
 // partitions each added up their throttled calls' backoffs past a request's deadline.
 func TestShardsWalkReadsFirstPagesSideBySide(t *testing.T) {
 	base, sh := open(t), store.Shards{Base: "day", N: 64}
 	want := fill(t, base, sh, 300)
-	st := &inFlight{Store: base, want: store.WalkReaders, gate: make(chan struct{})}
+	st := storetest.NewGate(base, store.WalkReaders, nil)
 	// Bounded so that a walk reading one shard at a time fails here instead of hanging.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -155,10 +126,10 @@ func TestShardsWalkReadsFirstPagesSideBySide(t *testing.T) {
 		return true
 	})
 	if err != nil {
-		t.Fatalf("walk: %v (most queries in flight: %d, want %d)", err, st.most, store.WalkReaders)
+		t.Fatalf("walk: %v (most queries in flight: %d, want %d)", err, st.Most(), store.WalkReaders)
 	}
-	if st.most != store.WalkReaders {
-		t.Errorf("at most %d queries in flight, want %d", st.most, store.WalkReaders)
+	if st.Most() != store.WalkReaders {
+		t.Errorf("at most %d queries in flight, want %d", st.Most(), store.WalkReaders)
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("walked %d items out of order or incomplete (want %d)", len(got), len(want))

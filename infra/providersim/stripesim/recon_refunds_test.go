@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/runtwice/twice/shared/provider"
 	"github.com/runtwice/twice/shared/recon"
 	"github.com/runtwice/twice/shared/store"
+	"github.com/runtwice/twice/shared/store/storetest"
 )
 
 // refund refunds amount of p at the provider (the simulator, through the Stripe adapter).
@@ -239,37 +239,6 @@ func (f openerFunc) Open(ctx context.Context, r deadletter.Record) (deadletter.R
 	return f(ctx, r)
 }
 
-// gatedLedgers holds reads of refund ledgers at a gate until want of them are in flight at
-// once, and counts the most that ever were; other calls pass.
-type gatedLedgers struct {
-	store.Store
-	mu              sync.Mutex
-	now, most, want int
-	gate            chan struct{}
-	opened          bool
-}
-
-func (s *gatedLedgers) Get(ctx context.Context, table, pk, sk string) (store.Item, error) {
-	if !strings.HasPrefix(pk, "refunds#") {
-		return s.Store.Get(ctx, table, pk, sk)
-	}
-	s.mu.Lock()
-	s.now++
-	s.most = max(s.most, s.now)
-	if s.now == s.want && !s.opened {
-		s.opened = true
-		close(s.gate)
-	}
-	s.mu.Unlock()
-	defer func() { s.mu.Lock(); s.now--; s.mu.Unlock() }()
-	select {
-	case <-s.gate:
-	case <-ctx.Done():
-		return store.Item{}, ctx.Err()
-	}
-	return s.Store.Get(ctx, table, pk, sk)
-}
-
 // A run reads its paid payments' refunds Readers at a time, and still compares every one.
 // One after another, a run of a few hundred payments under throttling (go run ./infra/chaos
 // -throttle 0.1 -payments 600) outlasted its 29 s deadline, each refused call's backoff added
@@ -284,7 +253,8 @@ func TestRefundsOfPaymentsAreReadSideBySide(t *testing.T) {
 			Amount: 500, Currency: "usd", Status: provider.RefundSucceeded, CreatedAt: made, UpdatedAt: made})
 		phantoms = append(phantoms, p)
 	}
-	gated := &gatedLedgers{Store: e.rec.Store, want: recon.DefaultReaders, gate: make(chan struct{})}
+	// Only the refund ledgers' reads wait: the run's other reads are one after another.
+	gated := storetest.NewGate(e.rec.Store, recon.DefaultReaders, func(_, pk string) bool { return strings.HasPrefix(pk, "refunds#") })
 	e.rec.Store = gated
 	e.clock.Advance(time.Hour + 6*time.Minute)
 	// Bounded so that a run reading one ledger at a time fails here instead of hanging.
@@ -292,10 +262,10 @@ func TestRefundsOfPaymentsAreReadSideBySide(t *testing.T) {
 	defer cancel()
 	rep, err := e.rec.Run(ctx, e.rec.DefaultWindow())
 	if err != nil {
-		t.Fatalf("run: %v (most ledger reads in flight: %d, want %d)", err, gated.most, recon.DefaultReaders)
+		t.Fatalf("run: %v (most ledger reads in flight: %d, want %d)", err, gated.Most(), recon.DefaultReaders)
 	}
-	if gated.most != recon.DefaultReaders {
-		t.Errorf("at most %d ledger reads in flight, want %d", gated.most, recon.DefaultReaders)
+	if gated.Most() != recon.DefaultReaders {
+		t.Errorf("at most %d ledger reads in flight, want %d", gated.Most(), recon.DefaultReaders)
 	}
 	if got := rep.Found[recon.RefundMissingAtProvider]; got != len(phantoms) {
 		t.Fatalf("found %v, want %d refunds missing at the provider", rep.Found, len(phantoms))
