@@ -58,6 +58,14 @@ func TestEventsResumeAfterAThrottle(t *testing.T) {
 		"newest first":   {fails: []int{2, 1}, want: log, wantCursors: []string{"", "evt_4", "evt_3"}},
 		"oldest first":   {q: provider.EventQuery{After: "evt_1"}, fails: []int{1}, want: []string{"evt_2", "evt_3", "evt_4", "evt_5"}, wantCursors: []string{"evt_1", "evt_2"}},
 		"throttle stays": {fails: []int{0, 0, 0}, wantCursors: []string{"", "", ""}, wantErr: true},
+		// More throttled pages than a listing has attempts, each after the walk moved on: the
+		// count starts again once the walk moves, so it reaches the end of the log.
+		"a throttle on every page": {fails: []int{1, 1, 1, 1}, want: log,
+			wantCursors: []string{"", "evt_5", "evt_4", "evt_3", "evt_2"}},
+		// Stuck at one place after moving on: the run of tries that moved gets a second one,
+		// then the walk ends with the error (at most twice the attempts at one place).
+		"stuck after moving on": {fails: []int{2, 0, 0, 0, 0, 0}, want: []string{"evt_5", "evt_4"},
+			wantCursors: []string{"", "evt_4", "evt_4", "evt_4", "evt_4", "evt_4"}, wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

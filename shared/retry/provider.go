@@ -70,17 +70,18 @@ func (p *Provider) Confirm(ctx context.Context, req provider.ConfirmRequest) (pr
 }
 
 // List resumes after the last payment it yielded when a page fails in a retryable way, so a
-// retry never yields a payment twice. MaxAttempts counts the pages fetched after failures
-// across the whole listing, not per page.
+// retry never yields a payment twice. MaxAttempts counts the tries since the listing last moved
+// on (listing), not across the whole listing.
 func (p *Provider) List(ctx context.Context, params provider.ListParams) iter.Seq2[provider.Payment, error] {
 	return func(yield func(provider.Payment, error) bool) {
 		stopped := false
-		err := p.Policy.Do(ctx, "list", true, func(ctx context.Context) error {
+		err := p.listing(ctx, "list", func(ctx context.Context, moved func()) error {
 			for pay, err := range p.Next.List(ctx, params) {
 				if err != nil {
 					return err
 				}
 				params.StartingAfter = pay.ID
+				moved()
 				if !yield(pay, nil) {
 					stopped = true
 					return nil
@@ -90,6 +91,25 @@ func (p *Provider) List(ctx context.Context, params provider.ListParams) iter.Se
 		})
 		if err != nil && !stopped {
 			yield(provider.Payment{}, err)
+		}
+	}
+}
+
+// listing runs walk, a listing that resumes where it stopped, under the policy. walk calls moved
+// for each item it yields. When the policy gives up on a run of tries that moved the listing
+// on, the count starts again, so one place in the listing is tried MaxAttempts times, at most
+// twice that, and the listing's length does not matter. Counted across the whole listing, a
+// log of many pages under a steady share of throttled pages (a reconciliation's, a backfill's)
+// spent its attempts on the first few and failed, the more surely the longer it was. The retry
+// budget and the deadline bound it as before.
+func (p *Provider) listing(ctx context.Context, op string, walk func(ctx context.Context, moved func()) error) error {
+	for {
+		movedOn := false
+		err := p.Policy.Do(ctx, op, true, func(ctx context.Context) error {
+			return walk(ctx, func() { movedOn = true })
+		})
+		if err == nil || !movedOn || ctx.Err() != nil {
+			return err
 		}
 	}
 }
@@ -183,12 +203,13 @@ func (p *Provider) Refunds(ctx context.Context, params provider.RefundListParams
 			return
 		}
 		stopped := false
-		err = p.Policy.Do(ctx, "refunds", true, func(ctx context.Context) error {
+		err = p.listing(ctx, "refunds", func(ctx context.Context, moved func()) error {
 			for r, err := range ops.Refunds(ctx, params) {
 				if err != nil {
 					return err
 				}
 				params.StartingAfter = r.ID
+				moved()
 				if !yield(r, nil) {
 					stopped = true
 					return nil
@@ -219,7 +240,7 @@ func (p *Provider) Events(ctx context.Context, q provider.EventQuery) iter.Seq2[
 			return
 		}
 		stopped := false
-		err := p.Policy.Do(ctx, "events", true, func(ctx context.Context) error {
+		err := p.listing(ctx, "events", func(ctx context.Context, moved func()) error {
 			for ev, err := range lister.Events(ctx, q) {
 				if err != nil {
 					return err
@@ -229,6 +250,7 @@ func (p *Provider) Events(ctx context.Context, q provider.EventQuery) iter.Seq2[
 				} else {
 					q.Before = ev.ID // newest first: continue below it
 				}
+				moved()
 				if !yield(ev, nil) {
 					stopped = true
 					return nil
